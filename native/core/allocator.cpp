@@ -1,0 +1,306 @@
+// The bookkeeping every strategy shares: live-block table, counters, deferred frees, regions.
+#include "vramscope/allocator.hpp"
+
+#include <algorithm>
+#include <map>
+
+namespace vramscope {
+
+allocator::allocator(std::string name, backing& b, bool thread_safe)
+    : name_(std::move(name)), backing_(b), thread_safe_(thread_safe) {}
+
+allocator::~allocator() {
+  // Events held by pending frees belong to the backing; give them back.
+  for (auto& p : pending_)
+    for (event_t e : p.events) backing_.release_event(e);
+}
+
+// --- memory from the backing, counted and traced -------------------------------------------------
+
+address_t allocator::obtain_region(std::size_t bytes, std::uint32_t kind) {
+  address_t a = backing_.allocate_region(bytes);
+  ++own_calls_.region_alloc;
+  note_reserved(static_cast<std::int64_t>(bytes));
+  trace(trace_op::region_reserve, a, bytes, 0, 0, kind);
+  return a;
+}
+
+void allocator::return_region(address_t address, std::size_t bytes, std::uint32_t kind) {
+  backing_.free_region(address, bytes);
+  ++own_calls_.region_free;
+  note_reserved(-static_cast<std::int64_t>(bytes));
+  trace(trace_op::region_release, address, bytes, 0, 0, kind);
+}
+
+address_t allocator::reserve_address_space(std::size_t bytes, std::size_t alignment) {
+  address_t a = backing_.reserve_address_space(bytes, alignment);
+  ++own_calls_.va_reserve;
+  address_space_ += bytes;
+  trace(trace_op::va_reserve, a, bytes);
+  return a;
+}
+
+void allocator::release_address_space(address_t address, std::size_t bytes) {
+  backing_.release_address_space(address, bytes);
+  ++own_calls_.va_release;
+  address_space_ -= bytes;
+  trace(trace_op::va_release, address, bytes);
+}
+
+void allocator::map_range(address_t address, std::size_t bytes) {
+  backing_.map(address, bytes);
+  ++own_calls_.map;
+  note_reserved(static_cast<std::int64_t>(bytes));
+  trace(trace_op::map, address, bytes);
+}
+
+void allocator::unmap_range(address_t address, std::size_t bytes) {
+  backing_.unmap(address, bytes);
+  ++own_calls_.unmap;
+  note_reserved(-static_cast<std::int64_t>(bytes));
+  trace(trace_op::unmap, address, bytes);
+}
+
+void allocator::note_reserved(std::int64_t delta_bytes) noexcept {
+  reserved_live_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(reserved_live_) + delta_bytes);
+  if (reserved_live_ > reserved_peak_) reserved_peak_ = reserved_live_;
+}
+
+void allocator::fail(std::size_t requested, std::size_t available, const char* why) const {
+  throw out_of_memory(requested, available, name_ + ": " + why);
+}
+
+// --- slow paths of allocate / deallocate ----------------------------------------------------------
+
+allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
+                                             const out_of_memory& first) {
+  // Blocks waiting on other streams' events may be what stands between this request and success:
+  // wait for them (as PyTorch does before reporting out-of-memory), then try once more.
+  if (!pending_.empty()) {
+    for (auto& p : pending_)
+      for (event_t e : p.events) backing_.wait_event(e);
+    ++own_calls_.synchronize;
+    process_deferred_unlocked();
+    try {
+      return do_allocate(bytes, stream);
+    } catch (const out_of_memory& again) {
+      ++failures_;
+      trace(trace_op::failure, 0, bytes, bytes, stream);
+      throw again;
+    }
+  }
+  ++failures_;
+  trace(trace_op::failure, 0, bytes, bytes, stream);
+  throw first;
+}
+
+void allocator::reject_free(address_t address) const {
+  if (pending_index_.find(address) != nullptr || do_was_freed(address)) throw double_free(address);
+  throw invalid_free(address);
+}
+
+void allocator::defer_free(address_t address, live_block block, stream_t stream) {
+  pending_free p{address, block, {}};
+  // Work queued so far on the freeing stream, and on every stream the block was recorded on, must
+  // finish before the block may be reused on its own stream.
+  if (stream != block.stream) p.events.push_back(backing_.record_event(stream));
+  if (block.other_streams != 0) {
+    auto& extra = extra_streams_[block.other_streams - 1];
+    for (stream_t s : extra)
+      if (s != block.stream) p.events.push_back(backing_.record_event(s));
+    extra.clear();
+    free_extra_slots_.push_back(block.other_streams - 1);
+    p.block.other_streams = 0;
+  }
+  own_calls_.event_record += p.events.size();
+  live_.erase(address);
+  // The program is done with the block: it leaves the live counters now, and waits as pending.
+  requested_live_ -= block.requested;
+  rounded_live_ -= block.rounded;
+  ++deallocations_;
+  pending_bytes_ += block.rounded;
+  pending_.push_back(std::move(p));
+  pending_index_.insert(address, static_cast<std::uint32_t>(pending_.size()));
+  trace(trace_op::free_pending, address, block.rounded, block.requested, stream);
+  if (pending_.back().events.empty()) process_deferred_unlocked();
+}
+
+void allocator::record_stream(void* ptr, stream_t stream) {
+  maybe_lock guard(mutex_, thread_safe_);
+  address_t address = reinterpret_cast<address_t>(ptr);
+  live_block* block = live_.find(address);
+  if (block == nullptr) reject_free(address);
+  if (stream == block->stream) return;
+  if (block->other_streams == 0) {
+    std::uint32_t slot;
+    if (!free_extra_slots_.empty()) {
+      slot = free_extra_slots_.back();
+      free_extra_slots_.pop_back();
+    } else {
+      slot = static_cast<std::uint32_t>(extra_streams_.size());
+      extra_streams_.emplace_back();
+    }
+    block->other_streams = slot + 1;
+  }
+  auto& extra = extra_streams_[block->other_streams - 1];
+  if (std::find(extra.begin(), extra.end(), stream) == extra.end()) extra.push_back(stream);
+}
+
+std::size_t allocator::process_deferred() {
+  maybe_lock guard(mutex_, thread_safe_);
+  return process_deferred_unlocked();
+}
+
+void allocator::synchronize_deferred() {
+  maybe_lock guard(mutex_, thread_safe_);
+  for (auto& p : pending_)
+    for (event_t e : p.events) backing_.wait_event(e);
+  if (!pending_.empty()) ++own_calls_.synchronize;
+  process_deferred_unlocked();
+}
+
+std::size_t allocator::process_deferred_unlocked() {
+  std::size_t completed = 0;
+  // In order of freeing, so that replay is deterministic.
+  std::size_t i = 0;
+  while (i < pending_.size()) {
+    auto& p = pending_[i];
+    bool done = true;
+    for (event_t e : p.events)
+      if (!backing_.event_complete(e)) {
+        done = false;
+        break;
+      }
+    if (!done) {
+      ++i;
+      continue;
+    }
+    complete_pending(i);
+    ++completed;
+  }
+  return completed;
+}
+
+void allocator::complete_pending(std::size_t index) {
+  pending_free p = std::move(pending_[index]);
+  pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(index));
+  pending_index_.erase(p.address);
+  for (std::size_t j = index; j < pending_.size(); ++j)
+    pending_index_.insert(pending_[j].address, static_cast<std::uint32_t>(j + 1));
+  for (event_t e : p.events) backing_.release_event(e);
+  pending_bytes_ -= p.block.rounded;
+  do_deallocate(p.address, p.block.rounded, p.block.stream);
+  trace(trace_op::free_completed, p.address, p.block.rounded, p.block.requested, p.block.stream);
+}
+
+// --- stats and structure ---------------------------------------------------------------------------
+
+std::size_t allocator::requested_size(const void* ptr) const {
+  maybe_lock guard(mutex_, thread_safe_);
+  const live_block* b = live_.find(reinterpret_cast<address_t>(ptr));
+  return b ? b->requested : 0;
+}
+
+allocator::free_summary allocator::do_free_summary() const {
+  // Collect free runs, merge neighbours, and measure.
+  struct collector final : layout_visitor {
+    std::vector<std::pair<address_t, std::uint64_t>> free_runs;
+    std::uint64_t unusable = 0;
+    void region(const region_info&) override {}
+    void block(const block_info& b) override {
+      if (b.state == block_state::free) free_runs.emplace_back(b.address, b.size);
+      if (b.state == block_state::unusable) unusable += b.size;
+    }
+  } c;
+  do_walk(c);
+  std::sort(c.free_runs.begin(), c.free_runs.end());
+  free_summary s;
+  s.unusable_bytes = c.unusable;
+  address_t run_start = 0;
+  std::uint64_t run_size = 0;
+  for (auto& [a, n] : c.free_runs) {
+    s.free_bytes += n;
+    if (run_size != 0 && run_start + run_size == a) {
+      run_size += n;
+    } else {
+      run_start = a;
+      run_size = n;
+    }
+    s.largest_free_block = std::max(s.largest_free_block, run_size);
+  }
+  return s;
+}
+
+allocator_stats allocator::stats() const {
+  maybe_lock guard(mutex_, thread_safe_);
+  allocator_stats s;
+  s.requested_live = requested_live_;
+  s.requested_peak = requested_peak_;
+  s.rounded_live = rounded_live_;
+  s.rounded_peak = rounded_peak_;
+  s.reserved_live = reserved_live_;
+  s.reserved_peak = reserved_peak_;
+  s.address_space = address_space_;
+  s.pending_bytes = pending_bytes_;
+  free_summary f = do_free_summary();
+  s.free_bytes = f.free_bytes;
+  s.largest_free_block = f.largest_free_block;
+  s.unusable_bytes = f.unusable_bytes;
+  s.external_fragmentation =
+      f.free_bytes == 0 ? 0.0
+                        : 1.0 - static_cast<double>(f.largest_free_block) /
+                                    static_cast<double>(f.free_bytes);
+  s.live_blocks = live_.size();
+  s.pending_blocks = pending_.size();
+  s.allocations = allocations_;
+  s.deallocations = deallocations_;
+  s.failures = failures_;
+  s.device_calls = own_calls_;
+  return s;
+}
+
+void allocator::walk(layout_visitor& visitor) const {
+  maybe_lock guard(mutex_, thread_safe_);
+  struct relabel final : layout_visitor {
+    const allocator& self;
+    layout_visitor& out;
+    relabel(const allocator& a, layout_visitor& v) : self(a), out(v) {}
+    void region(const region_info& r) override { out.region(r); }
+    void block(const block_info& b) override {
+      if (b.state == block_state::live && self.pending_index_.find(b.address) != nullptr) {
+        block_info p = b;
+        p.state = block_state::pending;
+        out.block(p);
+      } else {
+        out.block(b);
+      }
+    }
+  } r(*this, visitor);
+  do_walk(r);
+}
+
+bool allocator::do_was_freed(address_t) const { return false; }
+
+void allocator::trim() {
+  maybe_lock guard(mutex_, thread_safe_);
+  do_trim();
+}
+
+void allocator::do_reset() { throw unsupported(name_ + " does not support reset()"); }
+
+void allocator::reset() {
+  maybe_lock guard(mutex_, thread_safe_);
+  if (!do_supports_reset()) throw unsupported(name_ + " does not support reset()");
+  for (auto& p : pending_)
+    for (event_t e : p.events) backing_.release_event(e);
+  pending_.clear();
+  pending_index_.clear();
+  do_reset();
+  live_.clear();
+  extra_streams_.clear();
+  free_extra_slots_.clear();
+  requested_live_ = rounded_live_ = pending_bytes_ = 0;
+  trace(trace_op::reset, 0, 0);
+}
+
+}  // namespace vramscope

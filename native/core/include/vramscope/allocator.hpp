@@ -1,0 +1,303 @@
+// The one interface every strategy implements. Public non-virtual allocate/deallocate/stats (as
+// RMM's device_memory_resource) keep the common bookkeeping in one place: the table of live blocks
+// (so invalid and double frees are caught the same way everywhere), the requested/rounded/reserved
+// counters and their peaks, stream-ordered deferred frees, and the tracing hook. Strategies
+// implement the private do_* functions and may trust what reaches them: a do_deallocate only ever
+// sees a live block of their own.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "vramscope/address_map.hpp"
+#include "vramscope/backing.hpp"
+#include "vramscope/errors.hpp"
+#include "vramscope/params.hpp"
+#include "vramscope/tracer.hpp"
+#include "vramscope/types.hpp"
+
+namespace vramscope {
+
+struct allocator_stats {
+  // Invariant: reserved_live == rounded_live + pending_bytes + free_bytes + unusable_bytes.
+  std::uint64_t requested_live = 0;  // bytes the callers asked for, live now
+  std::uint64_t requested_peak = 0;
+  std::uint64_t rounded_live = 0;  // bytes of the blocks handed out (after rounding, splits)
+  std::uint64_t rounded_peak = 0;
+  std::uint64_t reserved_live = 0;  // physical memory obtained from the device (regions + mapped)
+  std::uint64_t reserved_peak = 0;
+  std::uint64_t address_space = 0;  // virtual address space reserved (VMM), mapped or not
+  std::uint64_t pending_bytes = 0;  // freed on another stream, waiting for its event
+  std::uint64_t free_bytes = 0;     // inside reserved memory and available to a request
+  std::uint64_t unusable_bytes = 0;  // inside reserved, neither live nor available (arena's freed)
+  std::uint64_t largest_free_block = 0;
+  double external_fragmentation = 0;  // 1 - largest_free_block / free_bytes (0 when none free)
+  std::uint64_t internal_waste() const { return rounded_live - requested_live; }
+
+  std::uint64_t live_blocks = 0;
+  std::uint64_t pending_blocks = 0;
+  std::uint64_t allocations = 0;
+  std::uint64_t deallocations = 0;
+  std::uint64_t failures = 0;  // out-of-memory errors raised
+  device_call_counts device_calls;
+};
+
+// A strategy's structure, for the invariant checker, the visualiser and tests.
+enum class block_state : std::uint8_t {
+  live = 0,     // handed out
+  free = 1,     // available to a request
+  pending = 2,  // freed on another stream, waiting for its event
+  unusable = 3  // reserved but not reusable until a reset (arena)
+};
+
+struct region_info {
+  address_t address;
+  std::uint64_t size;
+  bool mapped;         // false: reserved address space with no physical memory behind it
+  std::uint32_t kind;  // strategy-specific: slab size class, segment pool, buddy root, chunk...
+};
+
+struct block_info {
+  address_t address;
+  std::uint64_t size;
+  block_state state;
+  std::uint32_t aux;  // strategy-specific: size class, buddy order...
+};
+
+class layout_visitor {
+ public:
+  virtual ~layout_visitor() = default;
+  virtual void region(const region_info& region) = 0;
+  virtual void block(const block_info& block) = 0;
+};
+
+struct allocation {
+  address_t address;
+  std::uint64_t rounded;  // the bytes this block really occupies
+};
+
+class allocator {
+ public:
+  virtual ~allocator();
+  allocator(const allocator&) = delete;
+  allocator& operator=(const allocator&) = delete;
+
+  // Returns nullptr for 0 bytes (as cudaMalloc does). Throws out_of_memory, leaving every live
+  // block and counter as they were.
+  void* allocate(std::size_t bytes, stream_t stream = 0) {
+    maybe_lock guard(mutex_, thread_safe_);
+    return allocate_unlocked(bytes, stream);
+  }
+
+  // Freeing on the stream the block was allocated on makes it reusable at once. Freeing on another
+  // stream records an event there: the block stays pending until that event completes. nullptr is
+  // a no-op. Throws invalid_free / double_free with the state unchanged.
+  void deallocate(void* ptr, stream_t stream = 0) {
+    maybe_lock guard(mutex_, thread_safe_);
+    deallocate_unlocked(reinterpret_cast<address_t>(ptr), stream);
+  }
+
+  // Marks a block as used on another stream (as PyTorch's record_stream): its free then waits for
+  // that stream's work queued so far as well.
+  void record_stream(void* ptr, stream_t stream);
+
+  // Completes pending frees whose events have completed; returns how many.
+  std::size_t process_deferred();
+  // Waits for every pending free's event, then completes them all.
+  void synchronize_deferred();
+
+  allocator_stats stats() const;
+  void walk(layout_visitor& visitor) const;
+
+  // Releases cached memory the strategy holds but no block uses (where it caches at all).
+  void trim();
+  // Frees every block at once and returns to the state after construction (where supported:
+  // arena, bump; elsewhere it throws unsupported). Live pointers become invalid.
+  void reset();
+  bool supports_reset() const noexcept { return do_supports_reset(); }
+
+  void set_tracer(tracer* t) noexcept { tracer_ = t; }
+  tracer* get_tracer() const noexcept { return tracer_; }
+
+  const std::string& name() const noexcept { return name_; }
+  backing& get_backing() const noexcept { return backing_; }
+  bool thread_safe() const noexcept { return thread_safe_; }
+
+  // The requested size of a live block; 0 when `ptr` is not live.
+  std::size_t requested_size(const void* ptr) const;
+
+ protected:
+  allocator(std::string name, backing& backing, bool thread_safe = false);
+
+  // --- services for strategies: obtain and return memory through the backing, counted and traced.
+  address_t obtain_region(std::size_t bytes, std::uint32_t kind = 0);
+  void return_region(address_t address, std::size_t bytes, std::uint32_t kind = 0);
+  address_t reserve_address_space(std::size_t bytes, std::size_t alignment);
+  void release_address_space(address_t address, std::size_t bytes);
+  void map_range(address_t address, std::size_t bytes);
+  void unmap_range(address_t address, std::size_t bytes);
+  // For strategies that allocate stream-ordered from the backing (async_pool): count as reserved.
+  void note_reserved(std::int64_t delta_bytes) noexcept;
+
+  void trace(trace_op op, address_t address, std::uint64_t size, std::uint64_t requested = 0,
+             stream_t stream = 0, std::uint32_t aux = 0) const {
+    if (VRAMSCOPE_UNLIKELY(tracer_ != nullptr))
+      tracer_->record(trace_event{op, aux, stream, address, size, requested});
+  }
+  bool tracing() const noexcept { return tracer_ != nullptr; }
+
+  // Throws out_of_memory for `requested` bytes, with what the strategy could still offer.
+  [[noreturn]] void fail(std::size_t requested, std::size_t available, const char* why) const;
+
+  // What the allocator could offer a request now (for out_of_memory messages).
+  std::size_t backing_available() const noexcept { return backing_.available(); }
+
+ private:
+  // --- what each strategy implements. do_allocate gets bytes > 0 and returns a block aligned to
+  // at least 256 B, or throws out_of_memory with its state unchanged.
+  virtual allocation do_allocate(std::size_t bytes, stream_t stream) = 0;
+  // `rounded` and `stream` are what do_allocate returned for this block and the stream it was
+  // allocated on.
+  virtual void do_deallocate(address_t address, std::uint64_t rounded, stream_t stream) = 0;
+  // Walks regions and blocks (live blocks included; pending ones the base relabels).
+  virtual void do_walk(layout_visitor& visitor) const = 0;
+  // Bytes available inside reserved memory and the largest contiguous run of them.
+  struct free_summary {
+    std::uint64_t free_bytes = 0;
+    std::uint64_t largest_free_block = 0;
+    std::uint64_t unusable_bytes = 0;
+  };
+  virtual free_summary do_free_summary() const;  // default: from do_walk
+  // For an address that is not live: is it a freed block of ours (double free)?
+  virtual bool do_was_freed(address_t address) const;
+  virtual void do_trim() {}
+  virtual bool do_supports_reset() const noexcept { return false; }
+  virtual void do_reset();
+
+  struct live_block {
+    std::uint64_t requested;
+    std::uint64_t rounded;
+    stream_t stream;
+    std::uint32_t other_streams;  // index+1 into extra_streams_ when used on other streams
+  };
+  struct pending_free {
+    address_t address;
+    live_block block;
+    std::vector<event_t> events;
+  };
+
+  void* allocate_unlocked(std::size_t bytes, stream_t stream) {
+    if (VRAMSCOPE_UNLIKELY(bytes == 0)) return nullptr;
+    if (VRAMSCOPE_UNLIKELY(!pending_.empty())) process_deferred_unlocked();
+    allocation a;
+    try {
+      a = do_allocate(bytes, stream);
+    } catch (const out_of_memory& e) {
+      a = allocate_after_failure(bytes, stream, e);
+    }
+    live_.insert(a.address, live_block{bytes, a.rounded, stream, 0});
+    requested_live_ += bytes;
+    rounded_live_ += a.rounded;
+    if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
+    if (rounded_live_ > rounded_peak_) rounded_peak_ = rounded_live_;
+    ++allocations_;
+    trace(trace_op::alloc, a.address, a.rounded, bytes, stream);
+    return reinterpret_cast<void*>(a.address);
+  }
+
+  void deallocate_unlocked(address_t address, stream_t stream) {
+    if (VRAMSCOPE_UNLIKELY(address == 0)) return;
+    live_block* block = live_.find(address);
+    if (VRAMSCOPE_UNLIKELY(block == nullptr)) reject_free(address);
+    if (VRAMSCOPE_UNLIKELY(block->stream != stream || block->other_streams != 0)) {
+      defer_free(address, *block, stream);
+      return;
+    }
+    const live_block b = *block;
+    do_deallocate(address, b.rounded, b.stream);
+    live_.erase(address);
+    requested_live_ -= b.requested;
+    rounded_live_ -= b.rounded;
+    ++deallocations_;
+    trace(trace_op::free, address, b.rounded, b.requested, stream);
+  }
+
+  VRAMSCOPE_NOINLINE allocation allocate_after_failure(std::size_t bytes, stream_t stream,
+                                                       const out_of_memory& first);
+  [[noreturn]] VRAMSCOPE_NOINLINE void reject_free(address_t address) const;
+  VRAMSCOPE_NOINLINE void defer_free(address_t address, live_block block,
+                                     stream_t stream);
+  std::size_t process_deferred_unlocked();
+  void complete_pending(std::size_t index);
+
+  struct maybe_lock {
+    maybe_lock(std::mutex& m, bool on) : m_(on ? &m : nullptr) {
+      if (m_) m_->lock();
+    }
+    ~maybe_lock() {
+      if (m_) m_->unlock();
+    }
+    std::mutex* m_;
+  };
+
+  std::string name_;
+  backing& backing_;
+  bool thread_safe_;
+  mutable std::mutex mutex_;
+  tracer* tracer_ = nullptr;
+
+  address_map<live_block> live_;
+  std::vector<pending_free> pending_;
+  address_map<std::uint32_t> pending_index_;  // address -> index+1 into pending_
+  std::vector<std::vector<stream_t>> extra_streams_;  // record_stream sets
+  std::vector<std::uint32_t> free_extra_slots_;
+
+  std::uint64_t requested_live_ = 0, requested_peak_ = 0;
+  std::uint64_t rounded_live_ = 0, rounded_peak_ = 0;
+  std::uint64_t reserved_live_ = 0, reserved_peak_ = 0;
+  std::uint64_t address_space_ = 0;
+  std::uint64_t pending_bytes_ = 0;
+  std::uint64_t allocations_ = 0, deallocations_ = 0;
+  mutable std::uint64_t failures_ = 0;
+  device_call_counts own_calls_;  // calls this allocator made (the backing may be shared)
+};
+
+// --- the registry: strategies by name, with their parameters, for replay, the CLI and the UI.
+struct param_info {
+  std::string name;
+  std::string kind;  // "size", "uint", "double", "bool", "string", "size_list"
+  std::string default_value;
+  std::string description;
+};
+
+struct strategy_info {
+  std::string name;
+  std::string description;
+  std::vector<param_info> params;
+  // What the strategy needs from its backing.
+  bool needs_vmm = false;
+  bool needs_async = false;
+  bool supports_reset = false;
+  // On a GPU, which real backing it runs on by default.
+  backing_kind cuda_backing = backing_kind::cuda_malloc;
+};
+
+using strategy_factory = std::unique_ptr<allocator> (*)(backing& b, const params& p);
+
+const std::vector<strategy_info>& strategies();
+const strategy_info& find_strategy(const std::string& name);  // throws invalid_argument
+// Builds a strategy on a backing; rejects unknown parameters and a backing that lacks what the
+// strategy needs (unsupported), naming both.
+std::unique_ptr<allocator> make_allocator(const std::string& name, backing& b,
+                                          const params& p = {});
+
+// Each strategy file registers itself with one of these at namespace scope.
+struct strategy_registration {
+  strategy_registration(strategy_info info, strategy_factory factory);
+};
+
+}  // namespace vramscope

@@ -1,0 +1,82 @@
+// The simulated backing: a fake, deterministic device. Addresses come from a first-fit address
+// space that reuses freed ranges the way a driver does; nothing is ever dereferenced. Physical
+// memory (regions, mapped granules, async pool chunks) is counted against a cap.
+#pragma once
+
+#include <map>
+#include <unordered_map>
+#include <vector>
+
+#include "vramscope/backing.hpp"
+
+namespace vramscope {
+
+class simulated_backing final : public backing {
+ public:
+  explicit simulated_backing(const simulated_options& options);
+
+  backing_kind kind() const noexcept override { return backing_kind::simulated; }
+  bool is_device_memory() const noexcept override { return false; }
+  bool has_vmm() const noexcept override { return true; }
+  bool has_async() const noexcept override { return true; }
+
+  address_t allocate_region(std::size_t bytes) override;
+  void free_region(address_t address, std::size_t bytes) override;
+
+  std::size_t granularity() const noexcept override { return options_.granularity; }
+  address_t reserve_address_space(std::size_t bytes, std::size_t alignment) override;
+  void release_address_space(address_t address, std::size_t bytes) override;
+  void map(address_t address, std::size_t bytes) override;
+  void unmap(address_t address, std::size_t bytes) override;
+
+  address_t allocate_async(std::size_t bytes, stream_t stream) override;
+  void free_async(address_t address, std::size_t bytes, stream_t stream) override;
+  void set_release_threshold(std::uint64_t bytes) override;
+  void trim_async_pool(std::size_t min_bytes_to_keep) override;
+  async_pool_stats async_stats() const override;
+
+  event_t record_event(stream_t stream) override;
+  bool event_complete(event_t event) override;
+  void wait_event(event_t event) override;
+  void release_event(event_t event) override;
+  void synchronize() override;
+
+  std::size_t capacity() const noexcept override { return options_.capacity; }
+  std::size_t available() const noexcept override { return options_.capacity - physical_used_; }
+
+  // Logical clock in nanoseconds; replay sets it from the trace's timestamps.
+  void set_time(std::uint64_t ns) noexcept { now_ns_ = ns > now_ns_ ? ns : now_ns_; }
+  std::uint64_t time() const noexcept { return now_ns_; }
+  std::size_t physical_used() const noexcept { return physical_used_; }
+  std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
+
+ private:
+  address_t take_address_space(std::size_t bytes, std::size_t alignment);
+  void give_address_space(address_t address, std::size_t bytes);
+  void charge(std::size_t bytes, const char* what);
+  void async_sync_release();
+
+  simulated_options options_;
+  std::uint64_t now_ns_ = 0;
+  std::size_t physical_used_ = 0;
+  std::size_t mapped_bytes_ = 0;
+  // Free address ranges (address -> size), kept coalesced. The space is 1 PiB wide.
+  std::map<address_t, std::size_t> free_space_;
+  // Reserved VMM ranges and which granules of each are mapped (address -> granule -> mapped).
+  struct va_range {
+    std::size_t bytes;
+    std::vector<bool> mapped;
+  };
+  std::map<address_t, va_range> reserved_;
+  std::unordered_map<address_t, std::size_t> regions_;  // live regions: address -> bytes
+  // Events: id -> completion time.
+  std::unordered_map<event_t, std::uint64_t> events_;
+  event_t next_event_ = 1;
+  // Async pool model: blocks in use, cached chunk bytes, and its release threshold.
+  std::unordered_map<address_t, std::size_t> async_live_;
+  std::multimap<std::size_t, address_t> async_cached_;  // size -> address, freed and kept
+  async_pool_stats async_stats_;
+  std::uint64_t release_threshold_;
+};
+
+}  // namespace vramscope
