@@ -206,6 +206,16 @@ void simulated_backing::async_sync_release() {
 
 async_pool_stats simulated_backing::async_stats() const { return async_stats_; }
 
+std::vector<simulated_backing::async_chunk> simulated_backing::async_chunks() const {
+  std::vector<async_chunk> chunks;
+  chunks.reserve(async_live_.size() + async_cached_.size());
+  for (auto& [address, bytes] : async_live_) chunks.push_back({address, bytes, true});
+  for (auto& [bytes, address] : async_cached_) chunks.push_back({address, bytes, false});
+  std::sort(chunks.begin(), chunks.end(),
+            [](const async_chunk& x, const async_chunk& y) { return x.address < y.address; });
+  return chunks;
+}
+
 // --- events in logical time --------------------------------------------------------------------------
 
 event_t simulated_backing::record_event(stream_t) {

@@ -50,6 +50,15 @@ class simulated_backing final : public backing {
   std::size_t physical_used() const noexcept { return physical_used_; }
   std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
 
+  // The stream-ordered pool's chunks, in use or cached, in address order: the model can be walked
+  // where a real cudaMemPool cannot (async_pool reports each chunk as a region).
+  struct async_chunk {
+    address_t address;
+    std::size_t bytes;
+    bool in_use;
+  };
+  std::vector<async_chunk> async_chunks() const;
+
  private:
   address_t take_address_space(std::size_t bytes, std::size_t alignment);
   void give_address_space(address_t address, std::size_t bytes);
