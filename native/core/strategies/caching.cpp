@@ -1,0 +1,453 @@
+// caching: a pool of segments obtained from the device, cut into blocks that are split to serve a
+// request and merged again when freed, cached per stream (a segment and every block cut from it
+// belong to the stream it was obtained for). Preset `pytorch` reproduces PyTorch's
+// CUDACachingAllocator decision by decision (caching_policy.hpp holds the rules that differ between
+// presets; the comments name the PyTorch function each branch follows); preset `seed` rounds to
+// power-of-two classes. Thread-safe through the base class's lock. Cross-stream frees are deferred
+// by the base class; a block reaches do_deallocate once it may be reused on its own stream.
+#include <map>
+#include <vector>
+
+#include "caching_free_index.hpp"
+#include "caching_policy.hpp"
+#include "vramscope/allocator.hpp"
+
+namespace vramscope {
+namespace {
+
+using caching_detail::free_index;
+using caching_detail::large_pool;
+using caching_detail::no_block;
+using caching_detail::policy;
+using caching_detail::preset;
+using caching_detail::small_pool;
+
+class caching final : public allocator {
+ public:
+  caching(backing& b, const params& p)
+      : allocator("caching", b, p.get_bool("thread_safe", true)),
+        policy_(caching_detail::parse_policy(p)),
+        max_reserved_(p.get_size("max_reserved", 0)),
+        release_threshold_(p.get_size("release_threshold", 0)) {
+    if (policy_.garbage_collection_threshold > 0 && max_reserved_ == 0)
+      throw invalid_argument("caching: garbage_collection_threshold needs max_reserved (as PyTorch's "
+                             "needs a per-process memory fraction)");
+    collect_garbage_ = policy_.garbage_collection_threshold > 0;
+  }
+
+  ~caching() override {
+    for (auto& [address, s] : segments_) get_backing().free_region(address, s.size);
+  }
+
+ private:
+  // --- fast path: a cached block of exactly the rounded size on this stream; freeing a block
+  // whose neighbours are in use. ------------------------------------------------------------------
+  allocation do_allocate(std::size_t bytes, stream_t stream) override {
+    const std::uint64_t size = policy_.round_size(bytes);
+    const unsigned pool = policy_.pool_of(size);
+    free_index& index = index_for(pool, stream);
+    // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
+    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) ++free_block_searches_[pool];
+    const std::uint32_t n = index.take_exact(size);
+    if (VRAMSCOPE_LIKELY(n != no_block)) {
+      block_node& b = nodes_[n];
+      b.allocated = true;
+      live_nodes_.insert(b.address, n);
+      return {b.address, size};
+    }
+    return allocate_slow(bytes, size, pool, stream, index);
+  }
+
+  void do_deallocate(address_t address, std::uint64_t, stream_t) override {
+    std::uint32_t* slot = live_nodes_.find(address);
+    VRAMSCOPE_ASSERT(slot != nullptr);
+    const std::uint32_t n = *slot;
+    live_nodes_.erase(address);
+    block_node& b = nodes_[n];
+    VRAMSCOPE_ASSERT(b.allocated);
+    b.allocated = false;
+    if (VRAMSCOPE_LIKELY(!is_free(b.prev) && !is_free(b.next))) {
+      b.gc_count_base = free_block_searches_[b.pool];
+      if (VRAMSCOPE_LIKELY(index_for(b.pool, b.stream).insert_existing_size(b.size, b.address, n)))
+        return;
+    }
+    free_slow(n);
+  }
+
+  // --- slow paths -------------------------------------------------------------------------------
+
+  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint64_t size, unsigned pool,
+                                              stream_t stream, free_index& index) {
+    if (size == 0) {
+      if (policy_.kind == preset::seed)
+        fail(bytes, 0, "the seed preset's largest size class is 2 GiB");
+      fail(bytes, 0, "request too large to round");
+    }
+    std::uint32_t n = get_free_block(index, size);
+    if (n == no_block) n = alloc_block(bytes, size, pool, stream, index);
+    return alloc_found_block(n, size, index);
+  }
+
+  // PyTorch get_free_block: the lowest (size, address) at least `size` among this stream's cached
+  // blocks of the pool, unless the oversize rules (max_split_size) refuse it; no further search.
+  std::uint32_t get_free_block(free_index& index, std::uint64_t size) {
+    free_index::entry best;
+    if (!index.lower_bound(size, best)) return no_block;
+    if (!policy_.may_serve(best.size, size)) return no_block;
+    index.erase(best.size, best.address);
+    return best.node;
+  }
+
+  // PyTorch malloc after get_free_block failed: garbage collection (when set), cudaMalloc of the
+  // allocation size, then release_available_cached_blocks and retry, then release_cached_blocks
+  // and retry. Unlike PyTorch this first checks that the last retry could succeed at all, and
+  // fails with nothing released when it could not (the interface's strong guarantee).
+  std::uint32_t alloc_block(std::size_t bytes, std::uint64_t size, unsigned pool, stream_t stream,
+                            free_index& index) {
+    const std::uint64_t alloc_size = policy_.allocation_size(size);
+    if (alloc_size > backing_available() || exceeds_max_reserved(alloc_size)) {
+      const std::uint64_t releasable = releasable_bytes();
+      const bool fits_device = alloc_size <= backing_available() + releasable;
+      const bool fits_cap = max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
+      if (!fits_device || !fits_cap) {
+        std::string why = "no cached block fits and a new " + format_bytes(alloc_size) + " segment " +
+                          (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
+                                       : std::string("does not fit on the device")) +
+                          " even with every unused segment released";
+        fail(bytes, backing_available() + releasable, why.c_str());
+      }
+    }
+    if (collect_garbage_) garbage_collect_cached_blocks();
+    address_t address;
+    if (try_obtain(alloc_size, pool, address) ||
+        (release_available_cached_blocks(index, size) && try_obtain(alloc_size, pool, address)) ||
+        (release_cached_blocks(0), try_obtain(alloc_size, pool, address)))
+      return new_segment(address, alloc_size, pool, stream);
+    // Only a real device that fragments its own memory gets here.
+    fail(bytes, backing_available(), "the device refused a new segment after the cache was released");
+  }
+
+  // PyTorch alloc_found_block: when should_split, the front of the block serves the request and
+  // the remainder goes back to the pool.
+  allocation alloc_found_block(std::uint32_t n, std::uint64_t size, free_index& index) {
+    if (policy_.should_split(nodes_[n].size, size, nodes_[n].pool)) {
+      const std::uint32_t r = new_node();
+      block_node& b = nodes_[n];
+      block_node& rest = nodes_[r];
+      rest.address = b.address + size;
+      rest.size = b.size - size;
+      rest.stream = b.stream;
+      rest.pool = b.pool;
+      rest.allocated = false;
+      rest.prev = n;
+      rest.next = b.next;
+      if (rest.next != no_block) nodes_[rest.next].prev = r;
+      b.next = r;
+      b.size = size;
+      rest.gc_count_base = free_block_searches_[rest.pool];
+      index.insert(rest.size, rest.address, r);
+      trace(trace_op::split, b.address, size, 0, b.stream, b.pool);
+    }
+    block_node& b = nodes_[n];
+    b.allocated = true;
+    live_nodes_.insert(b.address, n);
+    return {b.address, b.size};
+  }
+
+  // PyTorch free_block: merge with the previous, then the next block when they are free (a block
+  // waiting on events is still live here), and return the result to the pool. The lower block of
+  // a merge survives, so a segment's first block never changes.
+  VRAMSCOPE_NOINLINE void free_slow(std::uint32_t n) {
+    free_index& index = index_for(nodes_[n].pool, nodes_[n].stream);
+    if (is_free(nodes_[n].prev)) {
+      const std::uint32_t p = nodes_[n].prev;
+      block_node& prev = nodes_[p];
+      index.erase(prev.size, prev.address);
+      absorb_next(p);
+      n = p;
+      trace(trace_op::merge, prev.address, prev.size, 0, prev.stream, prev.pool);
+    }
+    block_node& b = nodes_[n];
+    if (is_free(b.next)) {
+      index.erase(nodes_[b.next].size, nodes_[b.next].address);
+      absorb_next(n);
+      trace(trace_op::merge, b.address, b.size, 0, b.stream, b.pool);
+    }
+    b.gc_count_base = free_block_searches_[b.pool];
+    index.insert(b.size, b.address, n);
+  }
+
+  void absorb_next(std::uint32_t n) {
+    block_node& b = nodes_[n];
+    const std::uint32_t x = b.next;
+    b.size += nodes_[x].size;
+    b.next = nodes_[x].next;
+    if (b.next != no_block) nodes_[b.next].prev = n;
+    free_nodes_.push_back(x);
+  }
+
+  // PyTorch release_available_cached_blocks (only with max_split_size set): release the smallest
+  // cached oversize block of this stream that covers the request, else this stream's oversize
+  // blocks from the largest down until as many bytes are released as asked.
+  bool release_available_cached_blocks(free_index& index, std::uint64_t size) {
+    if (policy_.kind != preset::pytorch || policy_.max_split_size == caching_detail::unlimited) return false;
+    const std::uint64_t key = size < policy_.max_split_size ? policy_.max_split_size : size;
+    std::vector<free_index::entry> blocks;
+    index.ascending(blocks);
+    std::size_t first_large_enough = 0;
+    while (first_large_enough < blocks.size() && blocks[first_large_enough].size < key) ++first_large_enough;
+    if (first_large_enough < blocks.size()) {
+      const free_index::entry& e = blocks[first_large_enough];
+      // Oversize blocks are whole segments: they are never split.
+      if (!is_whole_segment(e.node)) return false;
+      release_block(e, index);
+      return true;
+    }
+    std::uint64_t released = 0;
+    for (std::size_t i = blocks.size(); i-- > 0 && released < key;) {
+      if (blocks[i].size < policy_.max_split_size) break;
+      if (!is_whole_segment(blocks[i].node)) continue;
+      released += blocks[i].size;
+      release_block(blocks[i], index);
+    }
+    return released >= key;
+  }
+
+  // PyTorch release_cached_blocks (empty_cache): every cached block that is a whole segment goes
+  // back to the device, large pool first, each in (stream, size, address) order. Stops once
+  // reserved memory is down to `keep` bytes. Returns the bytes released.
+  std::uint64_t release_cached_blocks(std::uint64_t keep) {
+    std::uint64_t released = 0;
+    std::vector<free_index::entry> blocks;
+    for (unsigned pool : {large_pool, small_pool}) {
+      for (auto& [stream, index] : indexes_[pool]) {
+        index.ascending(blocks);
+        for (const auto& e : blocks) {
+          if (reserved_ <= keep) return released;
+          if (!is_whole_segment(e.node)) continue;
+          released += e.size;
+          release_block(e, index);
+        }
+      }
+    }
+    return released;
+  }
+
+  // PyTorch garbage_collect_cached_blocks: once reserved memory passes the threshold fraction of
+  // the cap, release whole cached large-pool segments whose age (free-block searches since they
+  // were cached) is at least the average, repeating until enough is reclaimed.
+  void garbage_collect_cached_blocks() {
+    const auto threshold = static_cast<std::uint64_t>(policy_.garbage_collection_threshold *
+                                                      static_cast<double>(max_reserved_));
+    if (reserved_ <= threshold) return;
+    const std::uint64_t target = reserved_ - threshold;
+    auto freeable = [&] {
+      std::vector<std::pair<free_index::entry, free_index*>> out;
+      std::vector<free_index::entry> blocks;
+      for (auto& [stream, index] : indexes_[large_pool]) {
+        index.ascending(blocks);
+        for (const auto& e : blocks)
+          if (is_whole_segment(e.node)) out.push_back({e, &index});
+      }
+      return out;
+    };
+    auto age = [&](std::uint32_t n) {
+      return free_block_searches_[large_pool] - nodes_[n].gc_count_base;
+    };
+    auto candidates = freeable();
+    if (candidates.empty()) return;
+    std::uint64_t total_age = 0;
+    for (auto& [e, index] : candidates) total_age += age(e.node);
+    std::size_t count = candidates.size();
+    std::uint64_t reclaimed = 0;
+    bool freed = true;
+    while (reclaimed < target && freed && count > 0) {
+      const double age_threshold = static_cast<double>(total_age) / static_cast<double>(count);
+      freed = false;
+      for (auto& [e, index] : freeable()) {
+        if (static_cast<double>(age(e.node)) < age_threshold) continue;
+        freed = true;
+        reclaimed += e.size;
+        total_age -= age(e.node);
+        --count;
+        release_block(e, *index);
+      }
+    }
+  }
+
+  // --- segments -------------------------------------------------------------------------------
+
+  bool exceeds_max_reserved(std::uint64_t bytes) const noexcept {
+    return max_reserved_ != 0 && reserved_ + bytes > max_reserved_;
+  }
+
+  // PyTorch alloc_block: the cap (set_per_process_memory_fraction) first, then cudaMalloc.
+  bool try_obtain(std::uint64_t bytes, unsigned pool, address_t& address) {
+    if (exceeds_max_reserved(bytes)) return false;
+    try {
+      address = obtain_region(bytes, pool);
+    } catch (const out_of_memory&) {
+      return false;
+    }
+    return true;
+  }
+
+  std::uint32_t new_segment(address_t address, std::uint64_t bytes, unsigned pool, stream_t stream) {
+    const std::uint32_t n = new_node();
+    block_node& b = nodes_[n];
+    b.address = address;
+    b.size = bytes;
+    b.stream = stream;
+    b.pool = static_cast<std::uint8_t>(pool);
+    b.allocated = false;
+    b.prev = b.next = no_block;
+    b.gc_count_base = free_block_searches_[pool];
+    segments_.emplace(address, segment{bytes, n, pool});
+    reserved_ += bytes;
+    return n;
+  }
+
+  // PyTorch release_block: cudaFree of a whole cached segment.
+  void release_block(const free_index::entry& e, free_index& index) {
+    const unsigned pool = nodes_[e.node].pool;
+    return_region(e.address, e.size, pool);
+    index.erase(e.size, e.address);
+    segments_.erase(e.address);
+    reserved_ -= e.size;
+    free_nodes_.push_back(e.node);
+  }
+
+  std::uint64_t releasable_bytes() const {
+    std::uint64_t bytes = 0;
+    for (auto& [address, s] : segments_)
+      if (is_whole_segment(s.head)) bytes += s.size;
+    return bytes;
+  }
+
+  void do_trim() override {
+    std::uint64_t released = release_cached_blocks(release_threshold_);
+    if (released != 0) trace(trace_op::trim, 0, released);
+  }
+
+  // --- structure --------------------------------------------------------------------------------
+
+  void do_walk(layout_visitor& v) const override {
+    for (auto& [address, s] : segments_) {
+      v.region({address, s.size, true, s.pool});
+      for (std::uint32_t i = s.head; i != no_block; i = nodes_[i].next) {
+        const block_node& b = nodes_[i];
+        v.block({b.address, b.size, b.allocated ? block_state::live : block_state::free,
+                 static_cast<std::uint32_t>(b.stream)});
+      }
+    }
+  }
+
+  bool do_was_freed(address_t address) const override {
+    auto it = segments_.upper_bound(address);
+    if (it == segments_.begin()) return false;
+    --it;
+    if (address >= it->first + it->second.size) return false;
+    for (std::uint32_t i = it->second.head; i != no_block; i = nodes_[i].next)
+      if (nodes_[i].address == address) return !nodes_[i].allocated;
+    return false;
+  }
+
+  // --- blocks -----------------------------------------------------------------------------------
+
+  // One block of a segment. Invariant: the blocks of a segment, followed through next from its
+  // head, tile it exactly; every free block is in the index of its pool and stream, and no two
+  // free blocks are neighbours once a free has completed.
+  struct block_node {
+    address_t address;
+    std::uint64_t size;
+    stream_t stream;
+    std::uint64_t gc_count_base;  // free_block_searches_ of its pool when it was last cached
+    std::uint32_t prev, next;     // neighbours in the segment, or no_block
+    std::uint8_t pool;
+    bool allocated;
+  };
+  struct segment {
+    std::uint64_t size;
+    std::uint32_t head;  // the block at the segment's start
+    unsigned pool;
+  };
+
+  bool is_free(std::uint32_t n) const noexcept { return n != no_block && !nodes_[n].allocated; }
+  bool is_whole_segment(std::uint32_t n) const noexcept {
+    const block_node& b = nodes_[n];
+    return !b.allocated && b.prev == no_block && b.next == no_block;
+  }
+
+  std::uint32_t new_node() {
+    if (!free_nodes_.empty()) {
+      std::uint32_t n = free_nodes_.back();
+      free_nodes_.pop_back();
+      return n;
+    }
+    nodes_.emplace_back();
+    return static_cast<std::uint32_t>(nodes_.size() - 1);
+  }
+
+  free_index& index_for(unsigned pool, stream_t stream) {
+    last_index& last = last_index_[pool];
+    if (VRAMSCOPE_LIKELY(last.index != nullptr && last.stream == stream)) return *last.index;
+    return index_for_slow(pool, stream);
+  }
+  VRAMSCOPE_NOINLINE free_index& index_for_slow(unsigned pool, stream_t stream) {
+    free_index& index = indexes_[pool][stream];  // std::map: the address stays valid
+    last_index_[pool] = {stream, &index};
+    return index;
+  }
+
+  policy policy_;
+  std::uint64_t max_reserved_;       // 0: no cap but the device's
+  std::uint64_t release_threshold_;  // trim() keeps this many bytes reserved
+  bool collect_garbage_ = false;
+
+  std::vector<block_node> nodes_;
+  std::vector<std::uint32_t> free_nodes_;
+  address_map<std::uint32_t> live_nodes_;     // address of each live block -> its node
+  std::map<address_t, segment> segments_;     // by address, for walks and lookups
+  std::map<stream_t, free_index> indexes_[2];  // per pool, per stream; ordered as PyTorch's sets
+  struct last_index {
+    stream_t stream = 0;
+    free_index* index = nullptr;
+  } last_index_[2];
+  std::uint64_t free_block_searches_[2] = {0, 0};
+  std::uint64_t reserved_ = 0;  // invariant: the sum of segments_' sizes
+};
+
+const strategy_registration registration{
+    {"caching",
+     "size-class pool with splitting and coalescing inside cached segments, per-stream free lists, "
+     "thread-safe; presets seed (power-of-two classes) and pytorch (CUDACachingAllocator's policy)",
+     {{"preset", "string", "seed",
+       "seed: power-of-two classes 512 B - 2 GiB; pytorch: PyTorch's CUDACachingAllocator policy"},
+      {"thread_safe", "bool", "true", "lock every call, so that any thread may allocate and free"},
+      {"segment_size", "size", "2MiB", "seed: smallest segment obtained from the device"},
+      {"max_split_size", "size", "unlimited",
+       "pytorch (max_split_size_mb): cached blocks this large are never split and serve only "
+       "requests this large; at least 20 MiB"},
+      {"max_non_split_rounding_size", "size", "20MiB",
+       "pytorch (max_non_split_rounding_mb): how much larger than an oversize request an oversize "
+       "cached block may be"},
+      {"roundup_power2_divisions", "string", "0",
+       "pytorch: round sizes up to N divisions between powers of two: N, or per interval in MiB "
+       "as 256:1,512:2,>:8; 0 rounds to 512 B"},
+      {"garbage_collection_threshold", "double", "0",
+       "pytorch: above this fraction of max_reserved, release the oldest unused segments before "
+       "obtaining a new one; needs max_reserved; 0 is off"},
+      {"max_reserved", "size", "0",
+       "cap on reserved memory, as PyTorch's per-process memory fraction; 0: the device's memory"},
+      {"release_threshold", "size", "0",
+       "trim() keeps this many bytes reserved; 0 releases every unused segment (empty_cache)"}},
+     false,
+     false,
+     false,
+     backing_kind::cuda_malloc},
+    [](backing& b, const params& p) -> std::unique_ptr<allocator> {
+      return std::make_unique<caching>(b, p);
+    }};
+
+}  // namespace
+}  // namespace vramscope
