@@ -44,7 +44,8 @@ class cuda_async_backing final : public cuda_backing_base {
     if (bytes == 0) throw invalid_argument("cuda_async backing: allocation of 0 bytes");
     void* p = nullptr;
     cudaError_t status = cudaMallocFromPoolAsync(&p, bytes, pool_, to_cuda(stream));
-    if (status != cudaSuccess) throw_allocation_error("cudaMallocFromPoolAsync", status, bytes);
+    if (status == cudaErrorMemoryAllocation) throw_out_of_memory("cudaMallocFromPoolAsync", bytes);
+    if (status != cudaSuccess) throw_device_error("cudaMallocFromPoolAsync", status);
     ++calls_.async_alloc;
     return reinterpret_cast<address_t>(p);
   }

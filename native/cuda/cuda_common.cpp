@@ -20,14 +20,6 @@ std::size_t device_free_memory() noexcept {
   return free_bytes;
 }
 
-void throw_allocation_error(const char* call, cudaError_t status, std::size_t requested) {
-  if (status == cudaErrorMemoryAllocation) {
-    (void)cudaGetLastError();
-    throw out_of_memory(requested, device_free_memory(), std::string("device (") + call + ")");
-  }
-  throw_device_error(call, status);
-}
-
 cuda_backing_base::cuda_backing_base(const cuda_options& options)
     : device_(options.device), capacity_(options.capacity), capped_(options.capacity != 0) {
   check(cudaSetDevice(device_), "cudaSetDevice");
@@ -54,6 +46,13 @@ void cuda_backing_base::check_cap(std::size_t bytes, const char* call) const {
                         std::string("device capped at ") + format_bytes(capacity_) + " (" + call + ")");
 }
 
+void cuda_backing_base::throw_out_of_memory(const char* call, std::size_t requested) const {
+  (void)cudaGetLastError();
+  const std::size_t device_free = device_free_memory();
+  const std::size_t left = available() < device_free ? available() : device_free;
+  throw out_of_memory(requested, left, std::string("device (") + call + ")");
+}
+
 std::size_t cuda_backing_base::available() const noexcept {
   const std::size_t used = physical_in_use();
   return used >= capacity_ ? 0 : capacity_ - used;
@@ -67,7 +66,8 @@ address_t cuda_backing_base::allocate_region(std::size_t bytes) {
   use_device();
   void* p = nullptr;
   cudaError_t status = cudaMalloc(&p, bytes);
-  if (status != cudaSuccess) throw_allocation_error("cudaMalloc", status, bytes);
+  if (status == cudaErrorMemoryAllocation) throw_out_of_memory("cudaMalloc", bytes);
+  if (status != cudaSuccess) throw_device_error("cudaMalloc", status);
   region_bytes_ += bytes;
   ++calls_.region_alloc;
   return reinterpret_cast<address_t>(p);

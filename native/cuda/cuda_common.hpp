@@ -22,10 +22,6 @@ inline void check(cudaError_t status, const char* call) {
 }
 // The device's free memory now (cudaMemGetInfo); 0 if even that fails.
 std::size_t device_free_memory() noexcept;
-// cudaErrorMemoryAllocation becomes out_of_memory for `requested` bytes; anything else
-// device_error.
-[[noreturn]] void throw_allocation_error(const char* call, cudaError_t status,
-                                         std::size_t requested);
 
 inline cudaStream_t to_cuda(stream_t s) noexcept { return reinterpret_cast<cudaStream_t>(s); }
 
@@ -55,6 +51,9 @@ class cuda_backing_base : public backing {
   virtual std::size_t physical_in_use() const noexcept { return region_bytes_; }
   // Throws out_of_memory when `bytes` more would exceed capacity_ (the cap, when one was set).
   void check_cap(std::size_t bytes, const char* call) const;
+  // The device said no: out_of_memory with what is left under the cap or on the device, whichever
+  // is less.
+  [[noreturn]] void throw_out_of_memory(const char* call, std::size_t requested) const;
 
   int device_;
   std::size_t capacity_;

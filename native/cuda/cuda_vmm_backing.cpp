@@ -50,11 +50,9 @@ struct driver_api {
     load(set_access, "cuMemSetAccess");
   }
 
-  [[noreturn]] void fail(const char* call, CUresult status, std::size_t requested = 0) const {
+  [[noreturn]] void fail(const char* call, CUresult status) const {
     const char* text = nullptr;
     if (get_error_string(status, &text) != CUDA_SUCCESS || text == nullptr) text = "unknown error";
-    if (status == CUDA_ERROR_OUT_OF_MEMORY)
-      throw out_of_memory(requested, device_free_memory(), std::string("device (") + call + ")");
     throw device_error(call, static_cast<int>(status), text);
   }
   void check(CUresult status, const char* call) const {
@@ -103,7 +101,7 @@ class cuda_vmm_backing final : public cuda_backing_base {
     use_device();
     CUdeviceptr p = 0;
     CUresult status = api_.address_reserve(&p, bytes, alignment > granularity_ ? alignment : 0, 0, 0);
-    if (status != CUDA_SUCCESS) api_.fail("cuMemAddressReserve", status, bytes);
+    if (status != CUDA_SUCCESS) fail("cuMemAddressReserve", status, bytes);
     reservations_.emplace(static_cast<address_t>(p), bytes);
     ++calls_.va_reserve;
     return static_cast<address_t>(p);
@@ -133,7 +131,7 @@ class cuda_vmm_backing final : public cuda_backing_base {
     try {
       for (; done < address + bytes; done += granularity_) map_granule(done, bytes);
       CUresult status = api_.set_access(address, bytes, &access_, 1);
-      if (status != CUDA_SUCCESS) api_.fail("cuMemSetAccess", status, bytes);
+      if (status != CUDA_SUCCESS) fail("cuMemSetAccess", status, bytes);
     } catch (...) {
       // The first error is the one to report; undo quietly.
       for (address_t g = address; g < done; g += granularity_) {
@@ -172,14 +170,20 @@ class cuda_vmm_backing final : public cuda_backing_base {
                              " outside reserved address space");
   }
 
+  // The driver's out-of-memory is typed like every backing's; anything else is a device_error.
+  [[noreturn]] void fail(const char* call, CUresult status, std::size_t requested) const {
+    if (status == CUDA_ERROR_OUT_OF_MEMORY) throw_out_of_memory(call, requested);
+    api_.fail(call, status);
+  }
+
   void map_granule(address_t address, std::size_t requested) {
     CUmemGenericAllocationHandle handle = 0;
     CUresult status = api_.create(&handle, granularity_, &prop_, 0);
-    if (status != CUDA_SUCCESS) api_.fail("cuMemCreate", status, requested);
+    if (status != CUDA_SUCCESS) fail("cuMemCreate", status, requested);
     status = api_.map(address, granularity_, 0, handle, 0);
     if (status != CUDA_SUCCESS) {
       (void)api_.release(handle);
-      api_.fail("cuMemMap", status, requested);
+      fail("cuMemMap", status, requested);
     }
     granules_.emplace(address, handle);
   }
