@@ -38,20 +38,18 @@ if (cuda !== undefined && !['AUTO', 'ON', 'OFF'].includes(cuda)) {
 }
 const jobs = process.env.VRAMSCOPE_JOBS ?? String(Math.min(availableParallelism(), 8))
 
-const args = [
-  cmakeJs,
-  'build',
-  '--directory',
-  join(root, 'native'),
-  '--out',
-  join(root, 'build'),
-  '--config',
-  'Release',
-  '--parallel',
-  jobs,
-  ...(cuda ? [`--CDVRAMSCOPE_CUDA=${cuda}`] : []),
+// Configure every time (a few seconds), so that a changed VRAMSCOPE_CUDA or a new source file is
+// picked up; cmake-js's `build` alone keeps whatever the first configuration cached.
+const common = ['--directory', join(root, 'native'), '--out', join(root, 'build'), '--config', 'Release']
+const steps = [
+  ['configure', ...common, `--CDVRAMSCOPE_CUDA=${cuda ?? 'AUTO'}`],
+  ['build', ...common, '--parallel', jobs],
 ]
-const build = spawnSync(process.execPath, args, { cwd: root, stdio: 'inherit' })
+let build = { status: 0 }
+for (const step of steps) {
+  build = spawnSync(process.execPath, [cmakeJs, ...step], { cwd: root, stdio: 'inherit' })
+  if (build.status !== 0) break
+}
 if (build.status !== 0) {
   fail(
     'the native addon did not build (see the compiler output above).\n' +
