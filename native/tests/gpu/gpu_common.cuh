@@ -2,7 +2,9 @@
 // block's address and serial number) into every requested byte of every live block and verify it,
 // so that two blocks that overlap show up as real corruption; a kernel that holds a stream busy for
 // a set time; and a main that first says which device, driver and runtime it runs on. With no
-// device the binaries fail: they are meant to run on the GPU machine only.
+// device the binaries fail: they are meant to run on the GPU machine only, as
+//   cmake -S native -B native/build-gpu -DVRAMSCOPE_CUDA=ON && cmake --build native/build-gpu -j16
+//   ctest --test-dir native/build-gpu -L GPU --output-on-failure
 #pragma once
 
 #include <cuda_runtime.h>

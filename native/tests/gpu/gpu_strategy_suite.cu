@@ -262,6 +262,8 @@ TEST("a block freed on another stream stays pending while that stream's kernel r
     const std::size_t n = std::min<std::size_t>(64 * KiB, c.max_request);
     void* p = f.allocate(n, gpu::as_stream(owner));
     address_t a = reinterpret_cast<address_t>(p);
+    // A stream-ordered allocation is usable on another stream once its own stream got there.
+    GPU_CHECK(cudaStreamSynchronize(owner));
     gpu::busy_then_fill<<<1, 256, 0, user>>>({a, n, f.serial[a]}, 200ull * 1000 * 1000);
     GPU_CHECK(cudaGetLastError());
     f.deallocate(p, gpu::as_stream(user));
