@@ -21,8 +21,8 @@ import {
 const repoRoot = new URL('../../', import.meta.url)
 
 it('loads the addon from build/Release, once', () => {
-  const [path] = addonCandidates()
-  assert.ok(path?.endsWith('build/Release/vramscope.node'), path)
+  const [path = ''] = addonCandidates()
+  assert.ok(path.endsWith('build/Release/vramscope.node'), path)
   assert.ok(existsSync(path))
   assert.equal(loadNative(), loadNative())
 })

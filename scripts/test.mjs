@@ -1,0 +1,59 @@
+// `npm test`: everything CI runs, in one place. The native ctest suites (CPU label, simulated
+// backing), the sanitizer builds when native/scripts/sanitizers.sh exists, the TypeScript type
+// check, then the Node tests (node:test + tsx), whose closing lines are the last thing printed.
+//   --only=native | --only=unit   run one half
+//   VRAMSCOPE_NATIVE_BUILD        the ctest build directory (default native/build)
+//   VRAMSCOPE_CUDA                AUTO (default), ON or OFF: compile the CUDA code too
+//   VRAMSCOPE_JOBS                parallel compile and test jobs (default: the cores, at most 8)
+import { spawnSync } from 'node:child_process'
+import { existsSync, readdirSync } from 'node:fs'
+import { availableParallelism } from 'node:os'
+import { dirname, join, relative } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length)
+if (only !== undefined && only !== 'native' && only !== 'unit') {
+  console.error(`npm test: --only must be native or unit, got '${only}'`)
+  process.exit(2)
+}
+const jobs = process.env.VRAMSCOPE_JOBS ?? String(Math.min(availableParallelism(), 8))
+const buildDir = join(root, process.env.VRAMSCOPE_NATIVE_BUILD ?? join('native', 'build'))
+const cuda = process.env.VRAMSCOPE_CUDA ?? 'AUTO'
+const failed = []
+
+function step(title, command, args, options = {}) {
+  console.log(`\n=== ${title}: ${[command, ...args].map((a) => (a.startsWith(root) ? relative(root, a) || '.' : a)).join(' ')}`)
+  const started = Date.now()
+  const run = spawnSync(command, args, { cwd: root, stdio: 'inherit', ...options })
+  const seconds = ((Date.now() - started) / 1000).toFixed(1)
+  const ok = run.status === 0
+  if (!ok) failed.push(title)
+  console.log(`=== ${title}: ${ok ? 'ok' : `FAILED (${run.error?.message ?? `exit ${run.status}`})`} in ${seconds} s`)
+  return ok
+}
+
+if (only !== 'unit') {
+  const configured = step('native configure', 'cmake', ['-S', join(root, 'native'), '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DVRAMSCOPE_CUDA=${cuda}`])
+  const built = configured && step('native build', 'cmake', ['--build', buildDir, '--parallel', jobs])
+  if (built) step('native tests (ctest -L CPU)', 'ctest', ['--test-dir', buildDir, '-L', 'CPU', '--output-on-failure', '--parallel', jobs])
+  const sanitizers = join(root, 'native', 'scripts', 'sanitizers.sh')
+  if (existsSync(sanitizers)) step('sanitizers', 'bash', [sanitizers], { env: { ...process.env, VRAMSCOPE_JOBS: jobs } })
+  else console.log('\n=== sanitizers: skipped, native/scripts/sanitizers.sh does not exist yet')
+}
+
+if (only !== 'native') {
+  const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
+  step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
+  if (!existsSync(join(root, 'build', 'Release', 'vramscope.node')))
+    step('native addon (missing, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
+  const unitDir = join(root, 'test', 'unit')
+  const files = readdirSync(unitDir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(unitDir, f))
+  if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
+  step('node tests', process.execPath, ['--import', 'tsx', '--test', ...files])
+}
+
+if (failed.length > 0) {
+  console.error(`\nnpm test: FAILED: ${failed.join(', ')}`)
+  process.exit(1)
+}
