@@ -111,10 +111,9 @@ event_t cuda_backing_base::record_event(stream_t stream) {
 bool cuda_backing_base::event_complete(event_t event) {
   cudaError_t status = cudaEventQuery(event_of(event));
   if (status == cudaSuccess) return true;
-  if (status == cudaErrorNotReady) {
-    (void)cudaGetLastError();
-    return false;
-  }
+  // Not ready is an answer, not an error; clearing the last error here could swallow one of the
+  // program's own.
+  if (status == cudaErrorNotReady) return false;
   throw_device_error("cudaEventQuery", status);
 }
 

@@ -18,11 +18,12 @@ class async_pool_strategy final : public allocator {
       : allocator("async_pool", b),
         release_threshold_(p.get_size("release_threshold", 0)),
         trim_on_free_(p.get_bool("trim_on_free", false)),
+        track_pool_(p.get_bool("track_pool", true)),
         freed_(p.get_uint("remember_frees", 4096)),
-        model_(dynamic_cast<simulated_backing*>(&b)) {
+        model_(track_pool_ ? dynamic_cast<simulated_backing*>(&b) : nullptr) {
     b.set_release_threshold(release_threshold_);
     // Whatever the pool already holds is memory this allocator's walk will show: count it.
-    sync_reserved();
+    if (track_pool_) sync_reserved();
   }
 
   ~async_pool_strategy() override {
@@ -44,23 +45,21 @@ class async_pool_strategy final : public allocator {
   };
 
   // Invariant: live_ holds exactly the blocks handed out and not yet returned to the pool (live
-  // and pending); reserved_live == the pool's reserved_current as of the last call.
+  // and pending). Tracking the pool: reserved_live == the pool's reserved_current as of the last
+  // call. Not tracking: reserved_live == rounded size of the blocks in live_.
   allocation do_allocate(std::size_t bytes, stream_t stream) override {
-    const std::uint64_t used_before = get_backing().async_stats().used_current;
+    const std::uint64_t used_before = track_pool_ ? get_backing().async_stats().used_current : 0;
     address_t a;
     try {
       a = get_backing().allocate_async(bytes, stream);
     } catch (const out_of_memory& e) {
       fail_from_pool(bytes, e);
     }
-    const async_pool_stats after = get_backing().async_stats();
-    if (after.reserved_current > counted_reserved_)  // the pool grew for this block
-      trace(trace_op::region_reserve, a, after.reserved_current - counted_reserved_, 0, stream);
-    note_reserved_now(after.reserved_current);
-    // What the pool charged for the block is the rounded size; a pool that does not count
-    // synchronously is accounted at 512 B granularity, as cudaMalloc rounds.
-    std::uint64_t rounded = after.used_current - used_before;
-    if (rounded < bytes || rounded % min_alignment != 0) rounded = align_up(bytes, 512);
+    std::uint64_t rounded = align_up(bytes, 512);
+    if (track_pool_)
+      rounded = account_pool_after_allocation(a, bytes, used_before, stream);
+    else
+      note_reserved(static_cast<std::int64_t>(rounded));
     live_.insert(a, {rounded, stream});
     freed_.forget(a);
     return {a, rounded};
@@ -71,12 +70,29 @@ class async_pool_strategy final : public allocator {
     live_.erase(address);
     freed_.remember(address);
     if (trim_on_free_) get_backing().trim_async_pool(release_threshold_);
-    sync_reserved();
+    if (track_pool_)
+      sync_reserved();
+    else
+      note_reserved(-static_cast<std::int64_t>(rounded));
+  }
+
+  // Reads the pool after an allocation: its growth is counted as reserved, and what it charged for
+  // the block (the change in used bytes) is the block's rounded size. A pool whose count does not
+  // move with the call is accounted at 512 B granularity, as cudaMalloc rounds.
+  std::uint64_t account_pool_after_allocation(address_t a, std::size_t bytes,
+                                              std::uint64_t used_before, stream_t stream) {
+    const async_pool_stats after = get_backing().async_stats();
+    if (after.reserved_current > counted_reserved_)  // the pool grew for this block
+      trace(trace_op::region_reserve, a, after.reserved_current - counted_reserved_, 0, stream);
+    note_reserved_now(after.reserved_current);
+    const bool charged = after.used_current >= used_before + bytes &&
+                         (after.used_current - used_before) % min_alignment == 0;
+    return charged ? after.used_current - used_before : align_up(bytes, 512);
   }
 
   [[noreturn]] VRAMSCOPE_NOINLINE void fail_from_pool(std::size_t bytes, const out_of_memory& e) {
     // A pool may release cached memory while trying (the driver trims on out-of-memory): count it.
-    sync_reserved();
+    if (track_pool_) sync_reserved();
     fail(bytes, e.available(), "the stream-ordered pool could not grow");
   }
 
@@ -103,7 +119,8 @@ class async_pool_strategy final : public allocator {
     }
     // A real cudaMemPool is opaque: only the blocks handed out are known, each shown as its own
     // region. The memory the pool caches (reserved_live - rounded_live - pending) has no address
-    // we can learn, so this walk does not tile reserved memory on a GPU.
+    // we can learn, so this walk does not tile reserved memory on a GPU (it does when the pool is
+    // not tracked: reserved then counts the blocks only).
     std::vector<std::pair<address_t, std::uint64_t>> sorted;
     live_.for_each([&](address_t a, const live_entry& e) { sorted.emplace_back(a, e.rounded); });
     std::sort(sorted.begin(), sorted.end());
@@ -117,13 +134,14 @@ class async_pool_strategy final : public allocator {
 
   void do_trim() override {
     get_backing().trim_async_pool(0);
-    sync_reserved();
+    if (track_pool_) sync_reserved();
   }
 
   std::uint64_t release_threshold_;
   bool trim_on_free_;
+  bool track_pool_;  // read the pool's counters around every call (costs attribute queries on CUDA)
   recently_freed freed_;
-  simulated_backing* model_;  // non-null on the simulated backing, whose pool can be walked
+  simulated_backing* model_;  // non-null on the simulated backing (tracked), whose pool is walked
   address_map<live_entry> live_;
   std::uint64_t counted_reserved_ = 0;  // the pool's reserved bytes as last noted
 };
@@ -135,6 +153,9 @@ const strategy_registration registration{
        "bytes the pool keeps reserved across synchronizations (cudaMemPoolAttrReleaseThreshold)"},
       {"trim_on_free", "bool", "false",
        "trim the pool to release_threshold after every free, as if the program synchronized"},
+      {"track_pool", "bool", "true",
+       "read the pool's used/reserved counters around every call; false: count only the blocks "
+       "(no attribute queries, for timing the driver itself)"},
       {"remember_frees", "uint", "4096",
        "how many freed addresses are remembered to report a double free as such"}},
      false,

@@ -173,6 +173,24 @@ TEST("async_pool: the walk shows each pool chunk as a region with one live or ca
   CHECK_HOLDS(a, live);
 }
 
+TEST("async_pool: with track_pool off, reserved counts the blocks alone and the walk still tiles it") {
+  auto b = device();
+  auto a = make_allocator("async_pool", *b, {{"track_pool", "false"}});
+  std::map<address_t, std::size_t> live;
+  void* p = a->allocate(1000);
+  void* q = a->allocate(3 * MiB);
+  live[reinterpret_cast<address_t>(p)] = 1000;
+  live[reinterpret_cast<address_t>(q)] = 3 * MiB;
+  CHECK_EQ(a->stats().reserved_live, 1024u + 3 * MiB);
+  CHECK_EQ(a->stats().rounded_live, 1024u + 3 * MiB);
+  CHECK_HOLDS(a, live);
+  a->deallocate(q);
+  live.erase(reinterpret_cast<address_t>(q));
+  CHECK_EQ(a->stats().reserved_live, 1024u);
+  CHECK_HOLDS(a, live);
+  a->deallocate(p);
+}
+
 TEST("async_pool: out of memory under the device cap is typed and counted") {
   auto b = device(16 * MiB);
   auto a = make_allocator("async_pool", *b);
