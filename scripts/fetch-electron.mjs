@@ -29,7 +29,7 @@ if (download.status !== 0) {
   const reason = (download.stderr || String(download.error ?? '')).trim().split('\n')[0]
   console.warn(
     `vramscope: the Electron binary could not be downloaded (${reason || 'no reason given'}).\n` +
-      '  The install goes on: the native library, the tests and the CLI work without it;\n' +
+      '  The install goes on: the native library and the tests work without it;\n' +
       '  only the desktop window needs it. To try again: node node_modules/electron/install.js',
   )
 }
