@@ -1,0 +1,96 @@
+// The request trace in memory: what a program asked of the allocator, independent of any
+// allocator (DESIGN.md, data flow). Columns of typed arrays, one row per event, so a million
+// events cost tens of megabytes and cross to workers and the native replay without copying
+// objects. Importers (PyTorch snapshots, RMM logs, recordings) produce it; the trace file
+// (Arrow IPC, docs/trace-format.md) stores it; replay consumes it.
+
+export const EventKind = {
+  alloc: 0, // id, size, stream, device, time, stack, tag
+  free: 1, // id, stream (the stream the free is issued on), time
+  marker: 2, // id = index into markers (step boundary, arena reset point), time
+  oom: 3, // a failure the program saw when recorded: size, stream, time
+} as const;
+export type EventKind = (typeof EventKind)[keyof typeof EventKind];
+
+export interface TraceEvents {
+  kind: Uint8Array;
+  /** Block id (alloc/free) or marker index (marker). Ids are dense from 0. */
+  id: Uint32Array;
+  /** Bytes requested (alloc, oom). Exact below 2^53. */
+  size: Float64Array;
+  /** Index into TraceTables.streams. */
+  stream: Uint32Array;
+  device: Uint16Array;
+  /** Nanoseconds since the trace's start. */
+  time: Float64Array;
+  /** Index into TraceTables.stacks, or -1. */
+  stack: Int32Array;
+  /** Index into TraceTables.tags, or -1. */
+  tag: Int32Array;
+}
+
+export interface Frame {
+  name: string;
+  filename: string;
+  line: number;
+}
+
+export interface TraceTables {
+  /** Stream handles as the source named them (a cudaStream_t value, "0" for the default). */
+  streams: string[];
+  /** Deduplicated frames; stacks refer to them by index, innermost first. */
+  frames: Frame[];
+  stacks: Uint32Array[];
+  tags: string[];
+  markers: string[];
+}
+
+export interface TraceMeta {
+  /** "pytorch-snapshot", "rmm-log", "recording", "synthetic", ... */
+  source: string;
+  /** File the trace came from, as the user named it (no machine paths added). */
+  origin?: string;
+  gpu?: string;
+  driver?: string;
+  /** Anything a user should know about how complete the trace is (ring buffer overflowed...). */
+  warnings: string[];
+  /** Free-form provenance: tool versions, parameters. Values are strings. */
+  properties: Record<string, string>;
+}
+
+export interface RequestTrace {
+  meta: TraceMeta;
+  events: TraceEvents;
+  tables: TraceTables;
+}
+
+export function eventCount(trace: RequestTrace): number {
+  return trace.events.kind.length;
+}
+
+/** Allocates empty columns for `n` events (importers fill them, then trim with sliceEvents). */
+export function allocateEvents(n: number): TraceEvents {
+  return {
+    kind: new Uint8Array(n),
+    id: new Uint32Array(n),
+    size: new Float64Array(n),
+    stream: new Uint32Array(n),
+    device: new Uint16Array(n),
+    time: new Float64Array(n),
+    stack: new Int32Array(n).fill(-1),
+    tag: new Int32Array(n).fill(-1),
+  };
+}
+
+export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
+  return {
+    kind: e.kind.slice(0, n),
+    id: e.id.slice(0, n),
+    size: e.size.slice(0, n),
+    stream: e.stream.slice(0, n),
+    device: e.device.slice(0, n),
+    time: e.time.slice(0, n),
+    stack: e.stack.slice(0, n),
+    tag: e.tag.slice(0, n),
+  };
+}
