@@ -38,7 +38,7 @@ if (only !== 'unit') {
   const built = configured && step('native build', 'cmake', ['--build', buildDir, '--parallel', jobs])
   if (built) step('native tests (ctest -L CPU)', 'ctest', ['--test-dir', buildDir, '-L', 'CPU', '--output-on-failure', '--parallel', jobs])
   const sanitizers = join(root, 'native', 'scripts', 'sanitizers.sh')
-  if (existsSync(sanitizers)) step('sanitizers', 'bash', [sanitizers], { env: { ...process.env, VRAMSCOPE_JOBS: jobs } })
+  if (existsSync(sanitizers)) step('sanitizers', 'bash', [sanitizers], { env: { ...process.env, JOBS: jobs } })
   else console.log('\n=== sanitizers: skipped, native/scripts/sanitizers.sh does not exist yet')
 }
 
