@@ -1,13 +1,13 @@
 // buddy: a binary buddy allocator. Each pool (one region of pool_size, a power of two) is a tree of
 // power-of-two blocks from pool_size down to min_block; a request takes the smallest order that fits,
 // splitting larger free blocks in halves, and a freed block merges with its buddy while the buddy is
-// free, so the pool returns to one free block when everything is freed.
+// free, so the pool returns to one free block when everything is freed. Free blocks are bits in a
+// per-order bitmap, so the buddy test and the removal of a merged buddy are one bit each.
 #include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "vramscope/address_map.hpp"
 #include "vramscope/allocator.hpp"
 
 namespace vramscope {
@@ -25,50 +25,79 @@ class buddy_allocator final : public allocator {
     if (!is_power_of_two(pool_size_) || pool_size_ < min_block_)
       throw invalid_argument("buddy: parameter 'pool_size' must be a power of two of at least min_block, got " +
                              format_bytes(pool_size_));
-    if (pool_size_ / min_block_ > (std::uint64_t{1} << 32))
-      throw invalid_argument("buddy: parameter 'pool_size' is more than 2^32 min_blocks (" +
+    if (pool_size_ / min_block_ > (std::uint64_t{1} << 30))
+      throw invalid_argument("buddy: parameter 'pool_size' is more than 2^30 min_blocks (" +
                              format_bytes(pool_size_) + " / " + format_bytes(min_block_) + ")");
     if (max_pools_ == 0) throw invalid_argument("buddy: parameter 'max_pools' must be at least 1");
     min_shift_ = log2_floor(min_block_);
     max_order_ = log2_floor(pool_size_) - min_shift_;
-    free_lists_.resize(max_order_ + 1);
+    pools_with_free_.assign(max_order_ + 1, 0);
+    // Each order's bitmaps: blocks of order k are indexed 0 .. 2^(max_order - k) - 1.
+    std::size_t words = 0;
+    for (unsigned k = 0; k <= max_order_; ++k) {
+      free_offset_.push_back(words);
+      words += ((std::size_t{1} << (max_order_ - k)) + 63) / 64;
+    }
+    for (unsigned k = 0; k <= max_order_; ++k) {
+      live_offset_.push_back(words);
+      words += ((std::size_t{1} << (max_order_ - k)) + 63) / 64;
+    }
+    pool_words_ = words;
   }
 
   ~buddy_allocator() override {
-    for (auto& p : pools_) get_backing().free_region(p.base, pool_size_);
+    for (auto& p : pools_) get_backing().free_region(p->base, pool_size_);
   }
 
  private:
-  // Fast path: the smallest non-empty order at or above the request's, split down to it.
+  struct order_state {
+    // Indices that were free when pushed: a LIFO stack checked against the free bitmap on pop, so
+    // that a merge clears one bit instead of searching the stack. Emptied whenever free_count drops
+    // to 0, compacted when stale entries outnumber the free ones.
+    std::vector<std::uint32_t> candidates;
+    std::uint32_t free_count = 0;
+  };
+  // Invariants, per pool: free bit (k, i) is set iff node (order k, index i) is a free block and
+  // live bit (k, i) iff it is a live block; orders[k].free_count counts the free bits of order k and
+  // each of them is among orders[k].candidates; a node that is neither free nor live (nor inside
+  // one) is split in two. No free block's buddy is free at the same order.
+  struct pool {
+    address_t base;
+    std::vector<std::uint64_t> words;  // free bitmaps at free_offset_[k], live ones at live_offset_[k]
+    std::vector<order_state> orders;
+  };
+
+  // Fast path: the smallest order at or above the request's with a free block, the one freed last
+  // (LIFO, still warm), split down to the request's order.
   allocation do_allocate(std::size_t bytes, stream_t) override {
     if (VRAMSCOPE_LIKELY(bytes <= pool_size_)) {
       const unsigned order = order_for(bytes);
       const std::uint64_t available = non_empty_orders_ >> order;
       if (VRAMSCOPE_LIKELY(available != 0)) {
-        unsigned j = order + log2_floor(available & (~available + 1));  // lowest set bit
-        address_t a = pop_free(j);
-        if (VRAMSCOPE_UNLIKELY(j > order)) split_down(a, j, order);
-        return {a, block_size(order)};
+        const unsigned j = order + log2_floor(available & (~available + 1));  // lowest set bit
+        pool& p = pool_with_free(j);
+        std::size_t index = pop_free(p, j);
+        if (VRAMSCOPE_UNLIKELY(j > order)) index = split_down(p, index, j, order);
+        flip(p, live_offset_[order], index);
+        return {address_of(p, order, index), block_size(order)};
       }
     }
     return allocate_slow(bytes);
   }
 
-  // Merge with the buddy while it is free at the same order.
+  // Merge with the buddy while it is free at the same order: a bit test per level.
   void do_deallocate(address_t a, std::uint64_t rounded, stream_t) override {
     pool& p = pool_of(a);
     unsigned order = log2_floor(rounded) - min_shift_;
-    while (order < max_order_) {
-      address_t buddy = p.base + ((a - p.base) ^ block_size(order));
-      const std::uint64_t* entry = free_index_.find(buddy);
-      if (entry == nullptr || order_of_entry(*entry) != order) break;
-      remove_free(buddy, order, position_of_entry(*entry));
-      a = std::min(a, buddy);
+    std::size_t index = static_cast<std::size_t>((a - p.base) >> (min_shift_ + order));
+    flip(p, live_offset_[order], index);
+    while (order < max_order_ && test(p, free_offset_[order], index ^ 1)) {
+      take(p, order, index ^ 1);
+      index >>= 1;
       ++order;
-      set_split(p, a, order, false);
-      trace(trace_op::merge, a, block_size(order), 0, 0, order);
+      trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
     }
-    push_free(a, order);
+    give(p, order, index);
   }
 
   unsigned order_for(std::size_t bytes) const {
@@ -76,79 +105,89 @@ class buddy_allocator final : public allocator {
     return log2_floor(bytes - 1) + 1 - min_shift_;
   }
   std::uint64_t block_size(unsigned order) const { return min_block_ << order; }
-
-  // The free index: for each free block its order (low 6 bits) and position in its order's list,
-  // so that a buddy is found in O(1) and removed from the middle of its list in O(1).
-  static unsigned order_of_entry(std::uint64_t e) { return static_cast<unsigned>(e & 63); }
-  static std::size_t position_of_entry(std::uint64_t e) { return static_cast<std::size_t>(e >> 6); }
-
-  void push_free(address_t a, unsigned order) {
-    auto& list = free_lists_[order];
-    free_index_.insert(a, (static_cast<std::uint64_t>(list.size()) << 6) | order);
-    list.push_back(a);
-    non_empty_orders_ |= std::uint64_t{1} << order;
-  }
-  address_t pop_free(unsigned order) {
-    auto& list = free_lists_[order];
-    address_t a = list.back();
-    list.pop_back();
-    free_index_.erase(a);
-    if (list.empty()) non_empty_orders_ &= ~(std::uint64_t{1} << order);
-    return a;
-  }
-  void remove_free(address_t a, unsigned order, std::size_t position) {
-    auto& list = free_lists_[order];
-    address_t last = list.back();
-    list[position] = last;
-    list.pop_back();
-    if (last != a) free_index_.insert(last, (static_cast<std::uint64_t>(position) << 6) | order);
-    free_index_.erase(a);
-    if (list.empty()) non_empty_orders_ &= ~(std::uint64_t{1} << order);
+  address_t address_of(const pool& p, unsigned order, std::size_t index) const {
+    return p.base + (static_cast<address_t>(index) << (min_shift_ + order));
   }
 
-  // Splits the free block at `a` of order `from` down to `to`, freeing the upper halves.
-  void split_down(address_t a, unsigned from, unsigned to) {
-    pool& p = pool_of(a);
-    for (unsigned j = from; j > to; --j) {
-      set_split(p, a, j, true);
-      push_free(a + block_size(j - 1), j - 1);
-      trace(trace_op::split, a, block_size(j - 1), 0, 0, j - 1);
+  static bool test(const pool& p, std::size_t offset, std::size_t index) {
+    return (p.words[offset + (index >> 6)] >> (index & 63)) & 1;
+  }
+  static void flip(pool& p, std::size_t offset, std::size_t index) {
+    p.words[offset + (index >> 6)] ^= std::uint64_t{1} << (index & 63);
+  }
+
+  void give(pool& p, unsigned order, std::size_t index) {
+    VRAMSCOPE_ASSERT(!test(p, free_offset_[order], index));
+    flip(p, free_offset_[order], index);
+    order_state& o = p.orders[order];
+    if (VRAMSCOPE_UNLIKELY(o.candidates.size() >= 2 * std::size_t{o.free_count} + 32)) compact(p, order);
+    o.candidates.push_back(static_cast<std::uint32_t>(index));
+    if (o.free_count++ == 0 && pools_with_free_[order]++ == 0) non_empty_orders_ |= std::uint64_t{1} << order;
+  }
+  void take(pool& p, unsigned order, std::size_t index) {
+    VRAMSCOPE_ASSERT(test(p, free_offset_[order], index));
+    flip(p, free_offset_[order], index);
+    order_state& o = p.orders[order];
+    if (--o.free_count == 0) {
+      o.candidates.clear();  // whatever is left is stale
+      if (--pools_with_free_[order] == 0) non_empty_orders_ &= ~(std::uint64_t{1} << order);
     }
   }
-
-  struct pool {
-    address_t base;
-    // One bit per inner node (order >= 1), heap-ordered: set while the node is split in halves.
-    // The walk needs it to tell a live block from a split one; free blocks are in free_index_.
-    std::vector<std::uint64_t> split_bits;
-  };
-
-  std::size_t node_index(const pool& p, address_t a, unsigned order) const {
-    unsigned depth = max_order_ - order;
-    return ((std::size_t{1} << depth) - 1) + ((a - p.base) >> (min_shift_ + order));
+  std::size_t pop_free(pool& p, unsigned order) {
+    auto& stack = p.orders[order].candidates;
+    while (true) {
+      VRAMSCOPE_ASSERT(!stack.empty());
+      const std::size_t index = stack.back();
+      stack.pop_back();
+      if (test(p, free_offset_[order], index)) {
+        take(p, order, index);
+        return index;
+      }
+    }
   }
-  void set_split(pool& p, address_t a, unsigned order, bool split) {
-    std::size_t i = node_index(p, a, order);
-    if (split) p.split_bits[i >> 6] |= std::uint64_t{1} << (i & 63);
-    else p.split_bits[i >> 6] &= ~(std::uint64_t{1} << (i & 63));
-  }
-  bool is_split(const pool& p, address_t a, unsigned order) const {
-    std::size_t i = node_index(p, a, order);
-    return (p.split_bits[i >> 6] >> (i & 63)) & 1;
+  // Drops stale entries, and duplicates (an index freed, merged away and freed again).
+  VRAMSCOPE_NOINLINE void compact(pool& p, unsigned order) {
+    auto& stack = p.orders[order].candidates;
+    const std::size_t offset = free_offset_[order];
+    stack.erase(std::remove_if(stack.begin(), stack.end(), [&](std::uint32_t i) { return !test(p, offset, i); }),
+                stack.end());
+    if (stack.size() > p.orders[order].free_count) {
+      std::sort(stack.begin(), stack.end());
+      stack.erase(std::unique(stack.begin(), stack.end()), stack.end());
+    }
+    VRAMSCOPE_ASSERT(stack.size() == p.orders[order].free_count);
   }
 
+  // Splits the free block (from, index) down to order `to`, freeing the upper halves; returns the
+  // index of the lowest part at order `to`.
+  std::size_t split_down(pool& p, std::size_t index, unsigned from, unsigned to) {
+    for (unsigned j = from; j > to; --j) {
+      index <<= 1;
+      give(p, j - 1, index | 1);
+      trace(trace_op::split, address_of(p, j - 1, index), block_size(j - 1), 0, 0, j - 1);
+    }
+    return index;
+  }
+
+  pool& pool_with_free(unsigned order) {
+    if (VRAMSCOPE_LIKELY(pools_.size() == 1)) return *pools_[0];
+    for (auto& p : pools_)  // lowest address first
+      if (p->orders[order].free_count != 0) return *p;
+    VRAMSCOPE_ASSERT(false);
+    return *pools_[0];
+  }
   pool& pool_of(address_t a) {
-    if (VRAMSCOPE_LIKELY(pools_.size() == 1)) return pools_[0];
-    return pools_[pool_index_of(a)];
+    if (VRAMSCOPE_LIKELY(pools_.size() == 1)) return *pools_[0];
+    return *pools_[pool_index_of(a)];
   }
   std::size_t pool_index_of(address_t a) const {
     auto it = std::upper_bound(pools_.begin(), pools_.end(), a,
-                               [](address_t x, const pool& p) { return x < p.base; });
+                               [](address_t x, const std::unique_ptr<pool>& p) { return x < p->base; });
     return static_cast<std::size_t>(it - pools_.begin()) - 1;
   }
   const pool* find_pool(address_t a) const {
-    if (pools_.empty() || a < pools_.front().base) return nullptr;
-    const pool& p = pools_[pool_index_of(a)];
+    if (pools_.empty() || a < pools_.front()->base) return nullptr;
+    const pool& p = *pools_[pool_index_of(a)];
     return a < p.base + pool_size_ ? &p : nullptr;
   }
 
@@ -161,17 +200,19 @@ class buddy_allocator final : public allocator {
             std::to_string(pools_.size()) + " pool(s) of " + format_bytes(pool_size_) + " (max_pools " +
             std::to_string(max_pools_) + ")")
                .c_str());
-    address_t base;
+    auto p = std::make_unique<pool>();
+    p->words.assign(pool_words_, 0);
+    p->orders.resize(max_order_ + 1);
     try {
-      base = obtain_region(pool_size_, static_cast<std::uint32_t>(pools_.size()));
+      p->base = obtain_region(pool_size_, static_cast<std::uint32_t>(pools_.size()));
     } catch (const out_of_memory& e) {
       fail(bytes, largest_free(), ("no device memory for another pool: " + std::string(e.what())).c_str());
     }
-    pool p{base, std::vector<std::uint64_t>(((std::size_t{1} << max_order_) + 63) / 64, 0)};
-    auto at = std::upper_bound(pools_.begin(), pools_.end(), base,
-                               [](address_t x, const pool& q) { return x < q.base; });
+    pool& added = *p;
+    auto at = std::upper_bound(pools_.begin(), pools_.end(), p->base,
+                               [](address_t x, const std::unique_ptr<pool>& q) { return x < q->base; });
     pools_.insert(at, std::move(p));
-    push_free(base, max_order_);
+    give(added, max_order_, 0);
     return do_allocate(bytes, 0);
   }
 
@@ -182,10 +223,10 @@ class buddy_allocator final : public allocator {
   void do_trim() override {
     // A pool whose root is free holds nothing: it goes back to the device.
     for (std::size_t i = pools_.size(); i-- > 0;) {
-      address_t base = pools_[i].base;
-      const std::uint64_t* entry = free_index_.find(base);
-      if (entry == nullptr || order_of_entry(*entry) != max_order_) continue;
-      remove_free(base, max_order_, position_of_entry(*entry));
+      pool& p = *pools_[i];
+      if (!test(p, free_offset_[max_order_], 0)) continue;
+      take(p, max_order_, 0);
+      const address_t base = p.base;
       pools_.erase(pools_.begin() + static_cast<std::ptrdiff_t>(i));
       return_region(base, pool_size_, static_cast<std::uint32_t>(i));
     }
@@ -193,21 +234,21 @@ class buddy_allocator final : public allocator {
 
   void do_walk(layout_visitor& v) const override {
     for (std::size_t i = 0; i < pools_.size(); ++i) {
-      v.region({pools_[i].base, pool_size_, true, static_cast<std::uint32_t>(i)});
-      walk_node(v, pools_[i], pools_[i].base, max_order_);
+      v.region({pools_[i]->base, pool_size_, true, static_cast<std::uint32_t>(i)});
+      walk_node(v, *pools_[i], max_order_, 0);
     }
   }
 
-  // A node is free (in the free index at its order), split (recurse), or else live.
-  void walk_node(layout_visitor& v, const pool& p, address_t a, unsigned order) const {
-    const std::uint64_t* entry = free_index_.find(a);
-    if (entry != nullptr && order_of_entry(*entry) == order) {
-      v.block({a, block_size(order), block_state::free, order});
-    } else if (order > 0 && is_split(p, a, order)) {
-      walk_node(v, p, a, order - 1);
-      walk_node(v, p, a + block_size(order - 1), order - 1);
+  // A node is free, live, or else split in two (recurse).
+  void walk_node(layout_visitor& v, const pool& p, unsigned order, std::size_t index) const {
+    if (test(p, free_offset_[order], index)) {
+      v.block({address_of(p, order, index), block_size(order), block_state::free, order});
+    } else if (test(p, live_offset_[order], index)) {
+      v.block({address_of(p, order, index), block_size(order), block_state::live, order});
     } else {
-      v.block({a, block_size(order), block_state::live, order});
+      VRAMSCOPE_ASSERT(order > 0);
+      walk_node(v, p, order - 1, index << 1);
+      walk_node(v, p, order - 1, (index << 1) | 1);
     }
   }
 
@@ -215,11 +256,9 @@ class buddy_allocator final : public allocator {
     // An address of ours inside a free block: the block it started was freed (and maybe merged).
     const pool* p = find_pool(a);
     if (p == nullptr || (a - p->base) % min_block_ != 0) return false;
-    for (unsigned order = 0; order <= max_order_; ++order) {
-      address_t start = p->base + align_down(a - p->base, block_size(order));
-      const std::uint64_t* entry = free_index_.find(start);
-      if (entry != nullptr && order_of_entry(*entry) == order) return true;
-    }
+    for (unsigned order = 0; order <= max_order_; ++order)
+      if (test(*p, free_offset_[order], static_cast<std::size_t>((a - p->base) >> (min_shift_ + order))))
+        return true;
     return false;
   }
 
@@ -228,10 +267,12 @@ class buddy_allocator final : public allocator {
   std::uint64_t max_pools_;
   unsigned min_shift_;
   unsigned max_order_;
-  std::vector<pool> pools_;                         // sorted by base address
-  std::vector<std::vector<address_t>> free_lists_;  // per order, LIFO
-  std::uint64_t non_empty_orders_ = 0;              // bit k set: free_lists_[k] is not empty
-  address_map<std::uint64_t> free_index_;           // free block address -> position << 6 | order
+  std::vector<std::unique_ptr<pool>> pools_;    // sorted by base address
+  std::uint64_t non_empty_orders_ = 0;          // bit k: some pool has a free block of order k
+  std::vector<std::uint32_t> pools_with_free_;  // per order: pools with a free block of that order
+  std::vector<std::size_t> free_offset_;        // per order: where its free bitmap starts in a pool's words
+  std::vector<std::size_t> live_offset_;        // per order: where its live bitmap starts
+  std::size_t pool_words_ = 0;
 };
 
 const strategy_registration registration{
