@@ -63,6 +63,11 @@ VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes) {
 }
 
 void device_bump::mark_freed(address_t address) {
+  // Usually the block allocated last; else a binary search (the blocks are in address order).
+  if (VRAMSCOPE_LIKELY(blocks_.back() == address)) {
+    blocks_.back() |= freed_bit;
+    return;
+  }
   auto it = std::lower_bound(blocks_.begin(), blocks_.end(), address,
                              [](address_t x, address_t key) { return (x & ~flag_bits) < key; });
   VRAMSCOPE_ASSERT(it != blocks_.end() && *it == address);
