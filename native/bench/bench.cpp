@@ -127,6 +127,14 @@ std::string cpu_model() {
   return "unknown";
 }
 
+// The 1-minute load average: other work on the machine inflates every figure.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  if (!(in >> first)) return "unknown";
+  return first;
+}
+
 std::string utc_now() {
   std::time_t t = std::time(nullptr);
   std::tm tm{};
@@ -153,6 +161,8 @@ struct machine {
 #else
       false;
 #endif
+  std::string load_at_start = load_average();
+  std::string load_at_end;
   bool gpu = false;
   std::string gpu_reason;  // why there is none
 #ifdef VRAMSCOPE_WITH_CUDA
@@ -459,8 +469,7 @@ struct target_check {
 // The targets of DESIGN.md, each checked against every measured cell of the rows it names (the
 // worst cell decides), on the real backing where there is a GPU.
 std::vector<target_check> check_targets(const std::vector<table_row>& rows,
-                                        const std::string& backing_of_record, bool gpu,
-                                        const std::string& no_gpu_reason) {
+                                        const std::string& backing_of_record, bool gpu) {
   std::vector<target_check> checks;
   auto is_record = [&](const table_row& r) { return r.kind == "strategy" && r.backing == backing_of_record; };
   auto starts_with = [](const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; };
@@ -504,7 +513,7 @@ std::vector<target_check> check_targets(const std::vector<table_row>& rows,
       std::snprintf(target, sizeof target, "%s ≥ %.0f× faster than %s", r.subject.c_str(),
                     t.min_ratio, t.peer.c_str());
       if (!gpu || !peer) {
-        checks.push_back({target, "not measured: " + (gpu ? std::string("peer missing") : no_gpu_reason), "—"});
+        checks.push_back({target, std::string("not measured: ") + (gpu ? "peer missing" : "no GPU"), "—"});
         continue;
       }
       double worst = 0;
@@ -552,7 +561,8 @@ std::string markdown_tables(const std::vector<figure>& figures, const options& o
   if (o.live_blocks)
     for (std::size_t s : o.sizes) cells.push_back({s, o.live_blocks});
 
-  md << "Machine: " << m.cpu << ", " << m.cores << " cores";
+  md << "Machine: " << m.cpu << ", " << m.cores << " cores (load average " << m.load_at_start
+     << " at the start, " << m.load_at_end << " at the end)";
 #ifdef VRAMSCOPE_WITH_CUDA
   if (m.gpu)
     md << "; GPU " << m.gpu_info.name << " (sm_" << m.gpu_info.compute_capability << ", "
@@ -564,7 +574,10 @@ std::string markdown_tables(const std::vector<figure>& figures, const options& o
      << "Each figure: median of " << o.timing.reps << " repetitions of N warm pairs, N chosen so a "
      << "repetition lasts ≥ " << o.timing.min_rep_ms << " ms (p10/p90 in the JSON). Held blocks: "
      << "the request's size up to " << format_bytes(max_live_block_size) << ", "
-     << format_bytes(max_live_block_size) << " beyond.\n\n";
+     << format_bytes(max_live_block_size) << " beyond. Parameters: defaults, except where a "
+     << "default cannot serve the cell: pool_size / capacity raised to a power of two ≥ twice what "
+     << "the cell holds, block_pool's block_size = the request with (live + 2) blocks, slab's "
+     << "classes extended to the request (each cell's values are in the JSON note).\n\n";
   if (!m.optimized) md << "**Warning: built without NDEBUG (assertions on); not representative.**\n\n";
 
   md << "### Warm alloc+free pair, tracing off\n\n| allocator | backing |";
@@ -661,7 +674,8 @@ void write_json(const std::string& path, const std::vector<figure>& figures, con
       << q(o.command_line) << ",\n  \"reps\": " << o.timing.reps << ",\n  \"min_rep_ms\": "
       << o.timing.min_rep_ms << ",\n  \"quick\": " << (o.timing.quick ? "true" : "false")
       << ",\n  \"machine\": {\n    \"cpu\": " << q(m.cpu) << ",\n    \"cores\": " << m.cores
-      << ",\n    \"compiler\": " << q(m.compiler) << ",\n    \"optimized\": "
+      << ",\n    \"load_average_start\": " << q(m.load_at_start) << ",\n    \"load_average_end\": "
+      << q(m.load_at_end) << ",\n    \"compiler\": " << q(m.compiler) << ",\n    \"optimized\": "
       << (m.optimized ? "true" : "false") << ",\n    \"gpu\": ";
 #ifdef VRAMSCOPE_WITH_CUDA
   if (m.gpu) {
@@ -701,7 +715,8 @@ int run_benchmark(const options& o) {
   const std::string date = utc_now();
 
   std::printf("vramscope_bench — %s\n", date.c_str());
-  std::printf("CPU: %s (%u cores), %s%s\n", m.cpu.c_str(), m.cores, m.compiler.c_str(),
+  std::printf("CPU: %s (%u cores, load average %s), %s%s\n", m.cpu.c_str(), m.cores,
+              m.load_at_start.c_str(), m.compiler.c_str(),
               m.optimized ? "" : " — DEBUG BUILD, figures not representative");
 #ifdef VRAMSCOPE_WITH_CUDA
   if (m.gpu) {
@@ -778,11 +793,11 @@ int run_benchmark(const options& o) {
         real.push_back(r);
         if (r.kind == "strategy") real.back().backing = "real";
       }
-    checks = check_targets(real, "real", true, "");
+    checks = check_targets(real, "real", true);
   } else {
-    checks = check_targets(rows_for_targets, "simulated", false,
-                           "no GPU (" + m.gpu_reason + ")");
+    checks = check_targets(rows_for_targets, "simulated", false);
   }
+  m.load_at_end = load_average();
   const std::string md = markdown_tables(figures, o, m, checks, date);
   std::printf("\n%s", md.c_str());
   if (!o.markdown_path.empty()) {

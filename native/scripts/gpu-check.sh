@@ -53,7 +53,7 @@ record() {  # NAME STATUS SECONDS
 }
 
 # step NAME LIMIT_S COMMAND...: runs COMMAND with its output appended to the log; one status line on
-# stdout, plus the last 40 lines of output when it fails.
+# stdout, plus the last 30 lines of output when it fails.
 step() {
   local name=$1 limit=$2
   shift 2
@@ -82,7 +82,7 @@ step() {
   fi
   echo "===== $name: $status in ${dt}s" >> "$LOG"
   echo "[$(elapsed)s] $name: $status (${dt}s)"
-  if [ "$rc" -ne 0 ]; then tail -n 40 "$tmp" | sed 's/^/    | /'; fi
+  if [ "$rc" -ne 0 ]; then tail -n 30 "$tmp" | cut -c1-240 | sed 's/^/    | /'; fi
   record "$name" "$status" "$dt"
   rm -f "$tmp"
   return "$rc"
