@@ -1,0 +1,40 @@
+// The layout trace in memory: what one strategy did with a request trace's requests (DESIGN.md,
+// data flow). Columns of typed arrays mirroring the native tracer's trace_event
+// (native/core/include/vramscope/tracer.hpp) plus the time of each event, one row per event.
+// Replay and real recordings produce it; the trace file stores it beside the request trace.
+
+/** trace_op codes of native/core/include/vramscope/tracer.hpp, same numbers. */
+export const LayoutOp = {
+  alloc: 0,
+  free: 1,
+  freePending: 2,
+  freeCompleted: 3,
+  regionReserve: 4,
+  regionRelease: 5,
+  vaReserve: 6,
+  vaRelease: 7,
+  map: 8,
+  unmap: 9,
+  split: 10,
+  merge: 11,
+  failure: 12,
+  reset: 13,
+  trim: 14,
+} as const
+export type LayoutOp = (typeof LayoutOp)[keyof typeof LayoutOp]
+
+export interface LayoutTrace {
+  op: Uint8Array
+  /** Device (or simulated) address; all 64 bits may be used. */
+  address: BigUint64Array
+  /** Bytes: the rounded block size, region size... per op (tracer.hpp). Exact below 2^53. */
+  size: Float64Array
+  /** Bytes the caller asked for (alloc/free). */
+  requested: Float64Array
+  /** cudaStream_t value as a number. */
+  stream: Float64Array
+  /** Nanoseconds since the trace's start. */
+  time: Float64Array
+  /** Strategy-specific: size class, buddy order, segment pool... */
+  aux: Uint32Array
+}
