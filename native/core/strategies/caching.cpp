@@ -91,11 +91,11 @@ class caching final : public allocator {
   // PyTorch get_free_block: the lowest (size, address) at least `size` among this stream's cached
   // blocks of the pool, unless the oversize rules (max_split_size) refuse it; no further search.
   std::uint32_t get_free_block(free_index& index, std::uint64_t size) {
-    free_index::entry best;
+    free_index::found best;
     if (!index.lower_bound(size, best)) return no_block;
-    if (!policy_.may_serve(best.size, size)) return no_block;
-    index.erase(best.size, best.address);
-    return best.node;
+    if (!policy_.may_serve(best.block.size, size)) return no_block;
+    index.take(best);
+    return best.block.node;
   }
 
   // PyTorch malloc after get_free_block failed: garbage collection (when set), cudaMalloc of the

@@ -1,6 +1,7 @@
 // The free blocks of one pool and one stream of the caching strategy, ordered as PyTorch's
-// BlockPool set orders them: by size, then by address. An exact-size hit (the warm path) is a hash
-// lookup and a pop; the best fit for other sizes walks an ordered map of sizes.
+// BlockPool set orders them: by size, then by address. Blocks of one size sit in a bucket sorted by
+// descending address, so PyTorch's pick among equal sizes is the last; an exact-size hit (the warm
+// path) is a hash lookup and a pop, and the best fit for other sizes walks an ordered map of sizes.
 #pragma once
 
 #include <cstdint>
@@ -30,9 +31,7 @@ class free_index {
     auto& blocks = buckets_[*id].blocks;
     if (VRAMSCOPE_UNLIKELY(blocks.empty())) return no_block;
     std::uint32_t node = blocks.back().node;
-    blocks.pop_back();
-    --count_;
-    bytes_ -= size;
+    pop_lowest(blocks, size);
     return node;
   }
 
@@ -41,7 +40,9 @@ class free_index {
   bool insert_existing_size(std::uint64_t size, address_t address, std::uint32_t node) {
     std::uint32_t* id = exact_.find(size);
     if (VRAMSCOPE_UNLIKELY(id == nullptr)) return false;
-    push(buckets_[*id].blocks, address, node);
+    auto& blocks = buckets_[*id].blocks;
+    if (blocks.empty()) --empty_buckets_;
+    push(blocks, address, node);
     ++count_;
     bytes_ += size;
     return true;
@@ -49,6 +50,7 @@ class free_index {
 
   VRAMSCOPE_NOINLINE void insert(std::uint64_t size, address_t address, std::uint32_t node) {
     if (insert_existing_size(size, address, node)) return;
+    if (empty_buckets_ > 32 && empty_buckets_ * 2 > by_size_.size()) drop_empty_buckets();
     std::uint32_t id;
     if (!spare_buckets_.empty()) {
       id = spare_buckets_.back();
@@ -78,26 +80,32 @@ class free_index {
       else hi = mid;
     }
     VRAMSCOPE_ASSERT(lo < blocks.size() && blocks[lo].address == address);
+    if (lo + 1 == blocks.size()) {
+      pop_lowest(blocks, size);
+      return;
+    }
     blocks.erase(blocks.begin() + static_cast<std::ptrdiff_t>(lo));
     --count_;
     bytes_ -= size;
   }
 
   // The first block in (size, address) order whose size is at least `size`: what PyTorch's
-  // pool.blocks.lower_bound(search_key) finds within one stream. Empty buckets met on the way are
-  // dropped, so the walk costs are paid once per bucket.
-  bool lower_bound(std::uint64_t size, entry& out) {
-    auto it = by_size_.lower_bound(size);
-    while (it != by_size_.end()) {
-      bucket& b = buckets_[it->second];
+  // pool.blocks.lower_bound(search_key) finds within one stream. Left in the index: take() it.
+  struct found {
+    entry block;
+    std::uint32_t bucket;
+  };
+  bool lower_bound(std::uint64_t size, found& out) const {
+    for (auto it = by_size_.lower_bound(size); it != by_size_.end(); ++it) {
+      const bucket& b = buckets_[it->second];
       if (!b.blocks.empty()) {
-        out = {b.size, b.blocks.back().address, b.blocks.back().node};
+        out = {{b.size, b.blocks.back().address, b.blocks.back().node}, it->second};
         return true;
       }
-      it = drop_bucket(it);
     }
     return false;
   }
+  void take(const found& f) noexcept { pop_lowest(buckets_[f.bucket].blocks, f.block.size); }
 
   // Every free block in ascending (size, address) order; for the slow paths (release, collection).
   void ascending(std::vector<entry>& out) const {
@@ -139,22 +147,37 @@ class free_index {
     blocks.insert(blocks.begin() + static_cast<std::ptrdiff_t>(lo), {address, node});
   }
 
-  std::map<std::uint64_t, std::uint32_t>::iterator drop_bucket(
-      std::map<std::uint64_t, std::uint32_t>::iterator it) {
-    std::uint32_t id = it->second;
-    exact_.erase(it->first);
-    spare_buckets_.push_back(id);
-    return by_size_.erase(it);
+  void pop_lowest(std::vector<located>& blocks, std::uint64_t size) noexcept {
+    blocks.pop_back();
+    if (blocks.empty()) ++empty_buckets_;
+    --count_;
+    bytes_ -= size;
+  }
+
+  // Empty buckets stay, so that a size that comes and goes (a block split and merged again on every
+  // allocation) costs no map node each time; once they are the majority they are dropped together.
+  VRAMSCOPE_NOINLINE void drop_empty_buckets() {
+    for (auto it = by_size_.begin(); it != by_size_.end();) {
+      if (!buckets_[it->second].blocks.empty()) {
+        ++it;
+        continue;
+      }
+      exact_.erase(it->first);
+      spare_buckets_.push_back(it->second);
+      it = by_size_.erase(it);
+    }
+    empty_buckets_ = 0;
   }
 
   // Invariant: by_size_ and exact_ hold the same sizes, each naming one bucket of buckets_;
-  // count_ and bytes_ sum the blocks of every bucket. A bucket may be empty until a walk drops it.
+  // count_ and bytes_ sum the blocks of every bucket; empty_buckets_ counts the empty ones.
   std::map<std::uint64_t, std::uint32_t> by_size_;
   address_map<std::uint32_t> exact_;
   std::vector<bucket> buckets_;
   std::vector<std::uint32_t> spare_buckets_;
   std::uint64_t count_ = 0;
   std::uint64_t bytes_ = 0;
+  std::size_t empty_buckets_ = 0;
 };
 
 }  // namespace vramscope::caching_detail
