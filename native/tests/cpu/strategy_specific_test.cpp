@@ -3,7 +3,10 @@
 // merges, arena's bump/pop/reset, vmm_growable's granule mapping, device_bump's offsets.
 #include <algorithm>
 #include <functional>
+#include <cmath>
+#include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -469,6 +472,102 @@ TEST("device_bump: a kernel's offset is adopted and its bytes show as one unusab
   s.alloc->trim();  // nothing handed out: the region goes back
   CHECK_EQ(s.alloc->stats().reserved_live, 0u);
   CHECK_EQ(bump.base(), 0u);
+}
+
+
+// --- the less-travelled parameter settings under random load ----------------------------------------
+// The typed suite stresses one configuration per strategy; these settings change which paths run
+// (slab release at empty, buddy with several pools, arena without LIFO pops and unmapping resets,
+// vmm_growable with hysteresis or deferred unmapping, device_bump adopting kernel offsets).
+
+std::string stress(const std::string& strategy, const params& p, std::size_t max_request, int operations,
+                   std::size_t capacity = 256 * MiB) {
+  setup s(strategy, p, capacity);
+  std::mt19937_64 rng(std::hash<std::string>{}(strategy + p.values().begin()->second));
+  std::map<address_t, std::size_t> live;  // address -> requested
+  std::vector<address_t> order;
+  auto* bump = dynamic_cast<device_bump*>(s.alloc.get());
+  auto forget = [&](std::size_t i) {
+    live.erase(order[i]);
+    order[i] = order.back();
+    order.pop_back();
+  };
+  for (int op = 0; op < operations; ++op) {
+    if (order.empty() || (order.size() < 2000 && rng() % 100 < 55)) {
+      const double log_max = std::log(static_cast<double>(max_request));
+      std::size_t n = static_cast<std::size_t>(std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
+      n = std::clamp<std::size_t>(n, 1, max_request);
+      address_t a;
+      try {
+        a = s.allocate(n);
+      } catch (const out_of_memory&) {
+        if (s.alloc->supports_reset() && rng() % 2 == 0) {
+          s.alloc->reset();
+          live.clear();
+          order.clear();
+        } else {
+          for (std::size_t k = order.size() / 2; k > 0; --k) {
+            std::size_t i = rng() % order.size();
+            s.deallocate(order[i]);
+            forget(i);
+          }
+        }
+        continue;
+      }
+      auto next = live.lower_bound(a);
+      if ((next != live.end() && next->first < a + n) ||
+          (next != live.begin() && std::prev(next)->first + std::prev(next)->second > a))
+        return "overlap at op " + std::to_string(op);
+      live[a] = n;
+      order.push_back(a);
+    } else {
+      std::size_t i = rng() % order.size();
+      s.deallocate(order[i]);
+      forget(i);
+    }
+    if (bump != nullptr && bump->base() != 0 && rng() % 64 == 0)  // a kernel took some bytes
+      bump->set_offset_from_device(bump->offset() + (rng() % 8) * 4096);
+    if (op % 3 == 0 && rng() % 5000 == 0) s.alloc->trim();
+    if (op % 5000 == 0 || op == operations - 1) {
+      std::string broken = check_invariants(*s.alloc, &live);
+      if (!broken.empty()) return broken + " (op " + std::to_string(op) + ")";
+    }
+  }
+  for (address_t a : order) s.deallocate(a);
+  s.alloc->trim();
+  live.clear();
+  std::string broken = check_invariants(*s.alloc, &live);
+  if (!broken.empty()) return broken + " (after freeing all)";
+  return {};
+}
+
+TEST("stress: slab releasing empty slabs at once, capped slabs, odd class sizes") {
+  CHECK_EQ(stress("slab", {{"release_empty_slabs", "true"}, {"slab_size", "256KiB"}}, 128 * KiB, 200000), "");
+  CHECK_EQ(stress("slab", {{"classes", "768,3KiB,40KiB"}, {"max_slabs", "3"}, {"slab_size", "200KiB"}}, 40 * KiB,
+                  200000),
+           "");
+}
+
+TEST("stress: buddy with several pools and a larger min_block") {
+  CHECK_EQ(stress("buddy", {{"max_pools", "4"}, {"pool_size", "16MiB"}}, 4 * MiB, 200000), "");
+  CHECK_EQ(stress("buddy", {{"min_block", "4KiB"}, {"pool_size", "64MiB"}}, 1 * MiB, 200000), "");
+}
+
+TEST("stress: arena without LIFO pops, and unmapping at reset") {
+  CHECK_EQ(stress("arena", {{"lifo_reclaim", "false"}, {"reserve", "128MiB"}}, 1 * MiB, 200000), "");
+  CHECK_EQ(stress("arena", {{"release_on_reset", "true"}, {"keep_mapped", "5MiB"}, {"reserve", "128MiB"},
+                            {"alignment", "1KiB"}},
+                  2 * MiB, 200000),
+           "");
+}
+
+TEST("stress: vmm_growable with keep_mapped hysteresis, and with unmapping left to trim()") {
+  CHECK_EQ(stress("vmm_growable", {{"keep_mapped", "8MiB"}, {"reserve", "512MiB"}}, 6 * MiB, 100000), "");
+  CHECK_EQ(stress("vmm_growable", {{"unmap_free_granules", "false"}, {"reserve", "512MiB"}}, 6 * MiB, 100000), "");
+}
+
+TEST("stress: device_bump adopting kernel offsets between host allocations") {
+  CHECK_EQ(stress("device_bump", {{"capacity", "64MiB"}, {"alignment", "1KiB"}}, 1 * MiB, 200000), "");
 }
 
 }  // namespace
