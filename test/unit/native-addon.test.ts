@@ -2,7 +2,7 @@
 // layer mirrors, and a raw call with wrong types (which must throw, never crash the process).
 import assert from 'node:assert/strict'
 import { spawnSync } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, readFileSync } from 'node:fs'
 import { it } from 'node:test'
 
 import { addonCandidates, loadNative } from '../../src-main/native.ts'
@@ -64,14 +64,23 @@ it('throws a coded TypeError, not a crash, when the raw addon gets wrong types',
   assert.throws(() => new native.Allocator('nope', {}, 'simulated'), (error: NativeError) => error.code === 'INVALID_ARGUMENT')
 })
 
-// Whether this machine should have a CUDA build: nvcc present and not switched off.
-function nvccPresent(): boolean {
-  return spawnSync('nvcc', ['--version']).status === 0
+/** What CMake decided when it configured the addon (build/CMakeCache.txt). */
+function addonCudaConfiguration(): { mode: string; compiler: string | undefined } | undefined {
+  const cache = new URL('../../build/CMakeCache.txt', import.meta.url)
+  if (!existsSync(cache)) return undefined
+  const text = readFileSync(cache, 'utf8')
+  const value = (key: string) => new RegExp(`^${key}:[A-Z]+=(.*)$`, 'm').exec(text)?.[1]
+  const compiler = value('CMAKE_CUDA_COMPILER')
+  return { mode: value('VRAMSCOPE_CUDA') ?? 'AUTO', compiler: compiler && !compiler.endsWith('NOTFOUND') ? compiler : undefined }
 }
 
-it('is built with CUDA wherever nvcc is installed', (t) => {
-  if (process.env['VRAMSCOPE_CUDA'] === 'OFF') return t.skip('VRAMSCOPE_CUDA=OFF: built without CUDA on purpose')
-  assert.equal(builtWithCuda(), nvccPresent(), `nvcc ${nvccPresent() ? 'is' : 'is not'} installed`)
+it('is built with CUDA exactly when CMake found a CUDA compiler, and finds nvcc where it is installed', (t) => {
+  const config = addonCudaConfiguration()
+  if (!config) return t.skip('build/CMakeCache.txt is absent: the addon was not built by npm install here')
+  const cudaWanted = config.mode !== 'OFF' && config.compiler !== undefined
+  assert.equal(builtWithCuda(), cudaWanted, `VRAMSCOPE_CUDA=${config.mode}, CUDA compiler ${config.compiler ?? 'not found'}`)
+  const nvccOnPath = spawnSync('nvcc', ['--version']).status === 0
+  if (nvccOnPath && config.mode !== 'OFF') assert.ok(config.compiler, 'nvcc is on PATH, so CMake should have found it')
 })
 
 it('does not link the CUDA driver, so it loads where there is none', (t) => {
