@@ -22,13 +22,16 @@ const buildDir = join(root, process.env.VRAMSCOPE_NATIVE_BUILD ?? join('native',
 const cuda = process.env.VRAMSCOPE_CUDA ?? 'AUTO'
 const failed = []
 
-function step(title, command, args, options = {}) {
+// `last`: on success print nothing after the command, so that the node test runner's closing lines
+// (# tests, # pass, # fail) end the output, where CI reads them.
+function step(title, command, args, { last = false, ...options } = {}) {
   console.log(`\n=== ${title}: ${[command, ...args].map((a) => (a.startsWith(root) ? relative(root, a) || '.' : a)).join(' ')}`)
   const started = Date.now()
   const run = spawnSync(command, args, { cwd: root, stdio: 'inherit', ...options })
   const seconds = ((Date.now() - started) / 1000).toFixed(1)
   const ok = run.status === 0
   if (!ok) failed.push(title)
+  if (ok && last) return ok
   console.log(`=== ${title}: ${ok ? 'ok' : `FAILED (${run.error?.message ?? `exit ${run.status}`})`} in ${seconds} s`)
   return ok
 }
@@ -50,7 +53,7 @@ if (only !== 'native') {
   const unitDir = join(root, 'test', 'unit')
   const files = readdirSync(unitDir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(unitDir, f))
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
-  step('node tests', process.execPath, ['--import', 'tsx', '--test', ...files])
+  step('node tests', process.execPath, ['--import', 'tsx', '--test', ...files], { last: failed.length === 0 })
 }
 
 if (failed.length > 0) {
