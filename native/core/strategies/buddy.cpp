@@ -145,16 +145,14 @@ class buddy_allocator final : public allocator {
       }
     }
   }
-  // Drops stale entries, and duplicates (an index freed, merged away and freed again).
+  // Drops the stale entries. There are no duplicates: a block merged away (leaving a stale entry)
+  // is free at its order again only after a split re-creates it, and a split only reaches orders
+  // that have no free block, whose stacks were emptied when their count dropped to 0.
   VRAMSCOPE_NOINLINE void compact(pool& p, unsigned order) {
     auto& stack = p.orders[order].candidates;
     const std::size_t offset = free_offset_[order];
     stack.erase(std::remove_if(stack.begin(), stack.end(), [&](std::uint32_t i) { return !test(p, offset, i); }),
                 stack.end());
-    if (stack.size() > p.orders[order].free_count) {
-      std::sort(stack.begin(), stack.end());
-      stack.erase(std::unique(stack.begin(), stack.end()), stack.end());
-    }
     VRAMSCOPE_ASSERT(stack.size() == p.orders[order].free_count);
   }
 
