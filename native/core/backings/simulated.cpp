@@ -34,6 +34,19 @@ address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t a
   throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
 }
 
+// Carves exactly [address, address + bytes) out of the free space; false when any of it is taken.
+bool simulated_backing::take_address_space_at(address_t address, std::size_t bytes) {
+  auto it = free_space_.upper_bound(address);
+  if (it == free_space_.begin()) return false;
+  --it;
+  address_t range_start = it->first, range_end = it->first + it->second;
+  if (address < range_start || address + bytes > range_end) return false;
+  free_space_.erase(it);
+  if (address > range_start) free_space_.emplace(range_start, address - range_start);
+  if (address + bytes < range_end) free_space_.emplace(address + bytes, range_end - (address + bytes));
+  return true;
+}
+
 void simulated_backing::give_address_space(address_t address, std::size_t bytes) {
   auto next = free_space_.lower_bound(address);
   if (next != free_space_.begin()) {
@@ -64,8 +77,14 @@ address_t simulated_backing::allocate_region(std::size_t bytes) {
   address_t a;
   try {
     // Large regions start on a granule, as the driver places them; small ones pack.
-    a = take_address_space(align_up(bytes, region_alignment),
-                           bytes >= options_.granularity ? options_.granularity : region_alignment);
+    const std::size_t span = align_up(bytes, region_alignment);
+    if (next_placement_ < options_.region_placement.size() &&
+        take_address_space_at(options_.region_placement[next_placement_], span)) {
+      a = options_.region_placement[next_placement_++];
+    } else {
+      if (next_placement_ < options_.region_placement.size()) ++next_placement_;
+      a = take_address_space(span, bytes >= options_.granularity ? options_.granularity : region_alignment);
+    }
   } catch (...) {
     physical_used_ -= bytes;
     throw;

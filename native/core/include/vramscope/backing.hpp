@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vramscope/types.hpp"
 
@@ -109,6 +110,11 @@ struct simulated_options {
   std::uint64_t completion_delay_ns = 10000;  // how long queued stream work takes to finish
   address_t base_address = 0x7f0000000000;  // where the fake address space starts
   std::uint64_t async_release_threshold = 0;  // cudaMemPool default: release at each sync
+  // Where the driver placed each region of a recorded run, in order (e.g. the segment_alloc
+  // addresses of a PyTorch snapshot). Region i goes to region_placement[i] when that range is
+  // free, else first fit. Placement matters to policies that break ties by address (PyTorch's
+  // best fit), so replaying a recording with its own placement reproduces it exactly.
+  std::vector<address_t> region_placement;
 };
 
 class simulated_backing;

@@ -61,12 +61,14 @@ class simulated_backing final : public backing {
 
  private:
   address_t take_address_space(std::size_t bytes, std::size_t alignment);
+  bool take_address_space_at(address_t address, std::size_t bytes);
   void give_address_space(address_t address, std::size_t bytes);
   void charge(std::size_t bytes, const char* what);
   void async_sync_release();
 
   simulated_options options_;
   std::uint64_t now_ns_ = 0;
+  std::size_t next_placement_ = 0;  // index into options_.region_placement
   std::size_t physical_used_ = 0;
   std::size_t mapped_bytes_ = 0;
   // Free address ranges (address -> size), kept coalesced. The space is 1 PiB wide.
