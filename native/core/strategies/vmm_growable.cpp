@@ -53,9 +53,7 @@ class vmm_growable final : public allocator {
   allocation do_allocate(std::size_t bytes, stream_t) override {
     const std::uint64_t n = align_up(bytes, min_alignment);
     auto fit = free_by_size_.lower_bound({n, 0});
-    if (VRAMSCOPE_UNLIKELY(fit == free_by_size_.end() || n < bytes))
-      fail(bytes, largest_free_in_reserve(),
-           ("no room left in the reserved address space (reserve " + format_bytes(reserve_) + ")").c_str());
+    if (VRAMSCOPE_UNLIKELY(fit == free_by_size_.end() || n < bytes)) fail_no_room(bytes);
     const address_t a = fit->second;
     const std::uint64_t size = fit->first;
     map_untouched_granules(a, n, bytes);  // may fail: nothing has changed yet
@@ -184,6 +182,11 @@ class vmm_growable final : public allocator {
       g = end;
     }
     empty_mapped_bytes_ = 0;
+  }
+
+  [[noreturn]] VRAMSCOPE_NOINLINE void fail_no_room(std::size_t bytes) const {
+    fail(bytes, largest_free_in_reserve(),
+         ("no room left in the reserved address space (reserve " + format_bytes(reserve_) + ")").c_str());
   }
 
   std::uint64_t largest_free_in_reserve() const {

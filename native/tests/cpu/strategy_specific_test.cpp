@@ -394,7 +394,7 @@ TEST("vmm_growable: keep_mapped and unmap_free_granules=false hold granules unti
   CHECK_CONSISTENT(lazy);
 }
 
-TEST("vmm_growable: a device too small to map fails with the state intact") {
+TEST("vmm_growable: a device too small to map, or a full reservation, fails with the state intact") {
   setup s("vmm_growable", {{"reserve", "256MiB"}}, 8 * MiB);
   address_t a = s.allocate(3 * MiB);
   auto before = s.alloc->stats();
@@ -404,6 +404,12 @@ TEST("vmm_growable: a device too small to map fails with the state intact") {
   CHECK_EQ(after.device_calls.map, before.device_calls.map);
   s.deallocate(a);
   CHECK_CONSISTENT(s);
+
+  setup full("vmm_growable", {{"reserve", "8MiB"}});
+  full.allocate(8 * MiB);
+  std::string message = what_of([&] { full.allocate(1); });
+  CHECK(message.find("reserve") != std::string::npos);
+  CHECK_CONSISTENT(full);
 }
 
 // --- device_bump ------------------------------------------------------------------------------------
