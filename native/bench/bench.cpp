@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench.hpp"
@@ -57,6 +58,9 @@ struct options {
                "  --reps N             repetitions per figure (default 11)\n"
                "  --min-rep-ms MS      shortest repetition (default 20)\n"
                "  --no-tracing         skip the tracing-on figures\n"
+               "  --clock wall|cpu     time the strategies' pairs in wall time (default) or this\n"
+               "                       thread's CPU time (for a busy machine; the driver peers and\n"
+               "                       kernels always use wall time)\n"
                "  --simulated          on a GPU, also run the strategies on the simulated backing\n"
                "  --no-kernels         skip the in-kernel (device_bump) benchmark\n");
   std::exit(why ? 2 : 0);
@@ -97,6 +101,11 @@ options parse_options(int argc, char** argv) {
     else if (arg == "--reps") o.timing.reps = std::stoi(value()), reps_given = true;
     else if (arg == "--min-rep-ms") o.timing.min_rep_ms = std::stod(value()), min_rep_given = true;
     else if (arg == "--no-tracing") o.tracing = false;
+    else if (arg == "--clock") {
+      const std::string clock = value();
+      if (clock != "wall" && clock != "cpu") usage("--clock takes wall or cpu");
+      o.timing.cpu_clock = clock == "cpu";
+    }
     else if (arg == "--simulated") o.simulated_beside_real = true;
     else if (arg == "--no-kernels") o.device_kernels = false;
     else if (arg == "--help" || arg == "-h") usage(nullptr);
@@ -306,90 +315,154 @@ struct environment {
   std::uint64_t real_budget = 0;  // device bytes a strategy may commit up front on a real backing
 };
 
-figure measure_strategy(const row& r, backing_kind kind, std::size_t size, std::size_t live_blocks,
-                        std::size_t live_block_size, bool tracing, const environment& env,
-                        const timing_options& timing) {
-  figure f;
-  f.subject = r.label;
-  f.kind = "strategy";
-  f.backing = backing_kind_name(kind);
-  f.unit = "alloc+free pair";
-  f.size = size;
-  f.live_blocks = live_blocks;
-  f.live_block_size = live_blocks ? live_block_size : 0;
-  f.tracing = tracing;
-  try {
-    const strategy_info& info = find_strategy(r.strategy);
-    sized_params sized = sizing_params(info, r.base, size, live_blocks, live_block_size);
-    if (kind != backing_kind::simulated && sized.device_bytes > env.real_budget) {
-      f.note = "not measured: its parameters commit " + format_bytes(sized.device_bytes) +
-               " of device memory up front, more than this run's budget of " +
-               format_bytes(env.real_budget);
-      return f;
-    }
+// What reading a clock costs (the median of back-to-back readings): taken off every timed chunk,
+// which matters where a bulk-free strategy is reset every few pairs and the chunks are short.
+double clock_overhead_ns(double (*clock)()) {
+  std::vector<double> deltas(1001);
+  for (double& d : deltas) {
+    const double a = clock();
+    d = clock() - a;
+  }
+  return percentile(deltas, 0.5);
+}
+
+// One allocator, on its own backing, ready for the pair loop: the held blocks taken, tracing on or
+// off. run(n) times n warm pairs.
+class pair_loop {
+ public:
+  pair_loop(const row& r, backing_kind kind, const params& values, std::size_t size,
+            std::size_t live_blocks, std::size_t live_block_size, bool tracing, bool cpu_clock)
+      : size_(size), live_blocks_(live_blocks), live_block_size_(live_block_size),
+        clock_(cpu_clock ? thread_cpu_ns : wall_ns) {
+    static const double wall_overhead = clock_overhead_ns(wall_ns);
+    static const double cpu_overhead = clock_overhead_ns(thread_cpu_ns);
+    clock_overhead_ = cpu_clock ? cpu_overhead : wall_overhead;
     simulated_options sim;
     sim.capacity = 80 * GiB;  // an H100's memory, so the simulated device runs out where it would
-    std::unique_ptr<backing> b = make_backing(kind, sim);
-    std::unique_ptr<allocator> a = make_allocator(r.strategy, *b, sized.values);
-    ring_tracer recorder(1 << 16);
-    if (tracing) a->set_tracer(&recorder);
-
-    std::vector<void*> held;
-    auto hold = [&] {
-      held.clear();
-      for (std::size_t i = 0; i < live_blocks; ++i) held.push_back(a->allocate(live_block_size));
-    };
+    backing_ = make_backing(kind, sim);
+    allocator_ = make_allocator(r.strategy, *backing_, values);
+    if (tracing) allocator_->set_tracer(&recorder_);
     hold();
-
-    // A strategy that frees only in bulk (device_bump; arena without LIFO reclaim) runs out after
-    // some pairs. The first time it does, the pairs that fitted since the last reset are counted;
-    // from then on it is reset, and the held blocks taken again, every `pairs_per_reset` pairs,
-    // outside the timed span. The chunk that ran out is measured again.
-    std::uint64_t pairs_per_reset = 0;
-    std::uint64_t since_reset = 0;
-    auto run = [&](std::uint64_t n) -> double {
-      double timed = 0;
-      std::uint64_t done = 0;
-      while (done < n) {
-        std::uint64_t chunk = std::min<std::uint64_t>(n - done, 4096);
-        if (pairs_per_reset) {
-          if (since_reset == pairs_per_reset) {
-            a->reset();
-            hold();
-            since_reset = 0;
-          }
-          chunk = std::min(chunk, pairs_per_reset - since_reset);
-        }
-        std::uint64_t i = 0;
-        const double start = now_ns();
-        try {
-          for (; i < chunk; ++i) a->deallocate(a->allocate(size));
-        } catch (const out_of_memory&) {
-          if (!a->supports_reset() || since_reset + i == 0) throw;
-          pairs_per_reset = since_reset + i;
-          a->reset();
-          hold();
-          since_reset = 0;
-          continue;
-        }
-        timed += now_ns() - start;
-        done += chunk;
-        since_reset += chunk;
-      }
-      return timed;
-    };
-    f.result = measure(run, timing);
-    f.measured = true;
-    f.note = describe_params(sized.values);
-    if (pairs_per_reset)
-      f.note += std::string(f.note.empty() ? "" : "; ") + "reset() and re-holding the live blocks every " +
-                std::to_string(pairs_per_reset) + " pairs, not timed";
-    for (void* p : held) a->deallocate(p);
-  } catch (const std::exception& e) {
-    f.measured = false;
-    f.note = std::string("not measured: ") + e.what();
   }
-  return f;
+  ~pair_loop() {
+    try {
+      for (void* p : held_) allocator_->deallocate(p);
+    } catch (const std::exception&) {
+      // A device error while tearing down: the allocator's destructor gives its memory back anyway.
+    }
+  }
+  pair_loop(const pair_loop&) = delete;
+  pair_loop& operator=(const pair_loop&) = delete;
+
+  // A strategy that frees only in bulk (device_bump; arena without LIFO reclaim) runs out after
+  // some pairs. The first time it does, the pairs that fitted since the last reset are counted;
+  // from then on it is reset, and the held blocks taken again, every `pairs_per_reset` pairs,
+  // outside the timed span. The chunk that ran out is measured again.
+  double run(std::uint64_t n) {
+    allocator& a = *allocator_;
+    double timed = 0;
+    std::uint64_t done = 0;
+    while (done < n) {
+      std::uint64_t chunk = std::min<std::uint64_t>(n - done, 4096);
+      if (pairs_per_reset_) {
+        if (since_reset_ == pairs_per_reset_) reset();
+        chunk = std::min(chunk, pairs_per_reset_ - since_reset_);
+      }
+      std::uint64_t i = 0;
+      const double start = clock_();
+      try {
+        for (; i < chunk; ++i) a.deallocate(a.allocate(size_));
+      } catch (const out_of_memory&) {
+        if (!a.supports_reset() || since_reset_ + i == 0) throw;
+        pairs_per_reset_ = since_reset_ + i;
+        reset();
+        continue;
+      }
+      timed += std::max(0.0, clock_() - start - clock_overhead_);
+      done += chunk;
+      since_reset_ += chunk;
+    }
+    return timed;
+  }
+
+  std::uint64_t pairs_per_reset() const noexcept { return pairs_per_reset_; }
+
+ private:
+  void hold() {
+    held_.clear();
+    for (std::size_t i = 0; i < live_blocks_; ++i) held_.push_back(allocator_->allocate(live_block_size_));
+  }
+  void reset() {
+    allocator_->reset();
+    hold();
+    since_reset_ = 0;
+  }
+
+  std::size_t size_, live_blocks_, live_block_size_;
+  double (*clock_)();
+  double clock_overhead_;
+  // Declared before the allocator, so that they outlive it.
+  std::unique_ptr<backing> backing_;
+  ring_tracer recorder_{1 << 16};
+  std::unique_ptr<allocator> allocator_;
+  std::vector<void*> held_;
+  std::uint64_t pairs_per_reset_ = 0;
+  std::uint64_t since_reset_ = 0;
+};
+
+// One cell: tracing off and, unless disabled, tracing on, measured in alternating repetitions.
+std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_t size,
+                                     std::size_t live_blocks, std::size_t live_block_size,
+                                     bool with_tracing, const environment& env,
+                                     const timing_options& timing) {
+  figure off;
+  off.subject = r.label;
+  off.kind = "strategy";
+  off.backing = backing_kind_name(kind);
+  off.unit = "alloc+free pair";
+  off.size = size;
+  off.live_blocks = live_blocks;
+  off.live_block_size = live_blocks ? live_block_size : 0;
+  figure on = off;
+  on.tracing = true;
+  auto both = [&](const std::string& note) {
+    off.note = on.note = note;
+    return with_tracing ? std::vector<figure>{off, on} : std::vector<figure>{off};
+  };
+  try {
+    const sized_params sized = sizing_params(find_strategy(r.strategy), r.base, size, live_blocks,
+                                             live_block_size);
+    const std::uint64_t committed = sized.device_bytes * (with_tracing ? 2 : 1);
+    if (kind != backing_kind::simulated && committed > env.real_budget)
+      return both("not measured: its parameters commit " + format_bytes(committed) +
+                  " of device memory up front (tracing off and on), more than this run's budget of " +
+                  format_bytes(env.real_budget));
+    std::string note = describe_params(sized.values);
+    pair_loop untraced(r, kind, sized.values, size, live_blocks, live_block_size, false,
+                       timing.cpu_clock);
+    std::uint64_t pairs_per_reset = 0;
+    if (with_tracing) {
+      pair_loop traced(r, kind, sized.values, size, live_blocks, live_block_size, true,
+                       timing.cpu_clock);
+      std::tie(off.result, on.result) = measure_interleaved(
+          [&](std::uint64_t n) { return untraced.run(n); },
+          [&](std::uint64_t n) { return traced.run(n); }, timing);
+      on.measured = true;
+      pairs_per_reset = traced.pairs_per_reset();
+    } else {
+      off.result = measure([&](std::uint64_t n) { return untraced.run(n); }, timing);
+    }
+    off.measured = true;
+    pairs_per_reset = std::max(pairs_per_reset, untraced.pairs_per_reset());
+    if (pairs_per_reset)
+      note += std::string(note.empty() ? "" : "; ") + "reset() and re-holding the live blocks every " +
+              std::to_string(pairs_per_reset) + " pairs, not timed";
+    std::vector<figure> out = both(note);
+    return out;
+  } catch (const std::exception& e) {
+    off.measured = on.measured = false;
+    return both(std::string("not measured: ") + e.what());
+  }
 }
 
 // --- output ---------------------------------------------------------------------------------------
@@ -586,7 +659,11 @@ std::string markdown_tables(const std::vector<figure>& figures, const options& o
   if (!m.gpu) md << "; no GPU (" << m.gpu_reason << ")";
   md << "  \nDate: " << date << "  \nCommand: `" << o.command_line << "`  \n"
      << "Each figure: median of " << o.timing.reps << " repetitions of N warm pairs, N chosen so a "
-     << "repetition lasts ≥ " << o.timing.min_rep_ms << " ms (p10/p90 in the JSON). Held blocks: "
+     << "repetition lasts ≥ " << o.timing.min_rep_ms << " ms (p10/p90 in the JSON), timed in "
+     << (o.timing.cpu_clock ? "this thread's CPU time (--clock cpu: the machine was shared; the "
+                              "driver peers and kernels, if any, in wall time)"
+                            : "wall time")
+     << ". Held blocks: "
      << "the request's size up to " << format_bytes(max_live_block_size) << ", "
      << format_bytes(max_live_block_size) << " beyond. Parameters: defaults, except where a "
      << "default cannot serve the cell: pool_size / capacity raised to a power of two ≥ twice what "
@@ -686,7 +763,8 @@ void write_json(const std::string& path, const std::vector<figure>& figures, con
   out.precision(6);
   out << "{\n  \"tool\": \"vramscope_bench\",\n  \"date\": " << q(date) << ",\n  \"command\": "
       << q(o.command_line) << ",\n  \"reps\": " << o.timing.reps << ",\n  \"min_rep_ms\": "
-      << o.timing.min_rep_ms << ",\n  \"quick\": " << (o.timing.quick ? "true" : "false")
+      << o.timing.min_rep_ms << ",\n  \"clock\": " << q(o.timing.cpu_clock ? "thread_cpu" : "wall")
+      << ",\n  \"quick\": " << (o.timing.quick ? "true" : "false")
       << ",\n  \"machine\": {\n    \"cpu\": " << q(m.cpu) << ",\n    \"cores\": " << m.cores
       << ",\n    \"load_average_start\": " << q(m.load_at_start) << ",\n    \"load_average_end\": "
       << q(m.load_at_end) << ",\n    \"compiler\": " << q(m.compiler) << ",\n    \"optimized\": "
@@ -747,7 +825,8 @@ int run_benchmark(const options& o) {
                 "the real backings are not measured: %s. Every strategy runs on the simulated "
                 "backing.\n",
                 m.gpu_reason.c_str());
-  std::printf("Timing: median of %d reps, each >= %g ms%s\n\n", o.timing.reps, o.timing.min_rep_ms,
+  std::printf("Timing: median of %d reps, each >= %g ms, strategies in %s%s\n\n", o.timing.reps,
+              o.timing.min_rep_ms, o.timing.cpu_clock ? "thread CPU time" : "wall time",
               o.timing.quick ? " (--quick: a smoke run, figures are rough)" : "");
 
   std::vector<figure> figures;
@@ -783,8 +862,8 @@ int run_benchmark(const options& o) {
       for (std::size_t live : lives)
         for (std::size_t size : o.sizes) {
           const std::size_t held = std::min(size, max_live_block_size);
-          add(measure_strategy(r, kind, size, live, held, false, env, o.timing));
-          if (o.tracing) add(measure_strategy(r, kind, size, live, held, true, env, o.timing));
+          for (figure& f : measure_strategy(r, kind, size, live, held, o.tracing, env, o.timing))
+            add(std::move(f));
         }
   }
 

@@ -7,7 +7,9 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <ctime>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace vramscope::bench {
@@ -16,6 +18,7 @@ struct timing_options {
   int reps = 11;            // repetitions; the figure is their median
   double min_rep_ms = 20;   // each repetition runs enough operations to last at least this long
   bool quick = false;       // smoke run: few, short repetitions and small kernels
+  bool cpu_clock = false;   // time the strategies' pairs with thread CPU time instead of wall time
 };
 
 struct summary {
@@ -50,18 +53,28 @@ inline double percentile(std::vector<double> sorted, double q) {
   return sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - static_cast<double>(lo));
 }
 
-inline double now_ns() {
+// Wall time: what a caller waits, device synchronization included. The driver peers and kernels
+// are always timed with it.
+inline double wall_ns() {
   return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(
                                  std::chrono::steady_clock::now().time_since_epoch())
                                  .count());
 }
 
+// This thread's CPU time: excludes the time the thread was not running, which on a busy machine
+// (more runnable threads than cores) is otherwise counted in every repetition of 20 ms. Only
+// meaningful for work that never waits (the strategies' pairs on the simulated backing).
+inline double thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) * 1e9 + static_cast<double>(t.tv_nsec);
+}
+
 // `run(n)` performs n operations and returns the nanoseconds they took (it times itself, so it can
 // leave out work that is not part of the operation, such as an arena's reset). n grows until one
-// repetition lasts min_rep_ms, which also warms caches and pools; then `reps` repetitions of n
-// operations each give the per-operation median and spread.
+// run lasts min_rep_ms, which also warms caches and pools.
 template <class Run>
-summary measure(Run&& run, const timing_options& timing) {
+std::uint64_t calibrate(Run&& run, const timing_options& timing) {
   const double target_ns = timing.min_rep_ms * 1e6;
   std::uint64_t n = 1;
   double elapsed = run(n);
@@ -71,16 +84,41 @@ summary measure(Run&& run, const timing_options& timing) {
     n = static_cast<std::uint64_t>(std::ceil(static_cast<double>(n) * factor));
     elapsed = run(n);
   }
-  std::vector<double> per_op;
-  per_op.reserve(static_cast<std::size_t>(timing.reps));
-  for (int r = 0; r < timing.reps; ++r) per_op.push_back(run(n) / static_cast<double>(n));
+  return n;
+}
+
+inline summary summarize(const std::vector<double>& per_op, std::uint64_t n) {
   summary s;
   s.median_ns = percentile(per_op, 0.5);
   s.p10_ns = percentile(per_op, 0.1);
   s.p90_ns = percentile(per_op, 0.9);
-  s.reps = timing.reps;
+  s.reps = static_cast<int>(per_op.size());
   s.ops_per_rep = n;
   return s;
+}
+
+// `reps` repetitions of n operations each give the per-operation median and spread.
+template <class Run>
+summary measure(Run&& run, const timing_options& timing) {
+  const std::uint64_t n = calibrate(run, timing);
+  std::vector<double> per_op;
+  for (int r = 0; r < timing.reps; ++r) per_op.push_back(run(n) / static_cast<double>(n));
+  return summarize(per_op, n);
+}
+
+// Two subjects measured in alternating repetitions, so that a change in the machine's load while
+// they run weighs on both alike and their ratio stays meaningful (tracing on against off).
+template <class RunA, class RunB>
+std::pair<summary, summary> measure_interleaved(RunA&& run_a, RunB&& run_b,
+                                                const timing_options& timing) {
+  const std::uint64_t n_a = calibrate(run_a, timing);
+  const std::uint64_t n_b = calibrate(run_b, timing);
+  std::vector<double> per_a, per_b;
+  for (int r = 0; r < timing.reps; ++r) {
+    per_a.push_back(run_a(n_a) / static_cast<double>(n_a));
+    per_b.push_back(run_b(n_b) / static_cast<double>(n_b));
+  }
+  return {summarize(per_a, n_a), summarize(per_b, n_b)};
 }
 
 #ifdef VRAMSCOPE_WITH_CUDA

@@ -68,13 +68,13 @@ figure measure_cuda_malloc_pair(std::size_t size, std::size_t live_blocks,
       held.push_back(p);
     }
     auto run = [&](std::uint64_t n) {
-      const double start = now_ns();
+      const double start = wall_ns();
       for (std::uint64_t i = 0; i < n; ++i) {
         void* p = nullptr;
         check(cudaMalloc(&p, size), "cudaMalloc");
         check(cudaFree(p), "cudaFree");
       }
-      return now_ns() - start;
+      return wall_ns() - start;
     };
     f.result = measure(run, timing);
     f.measured = true;
@@ -106,14 +106,14 @@ figure measure_cuda_malloc_async_pair(std::size_t size, std::size_t live_blocks,
     }
     check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     auto run = [&](std::uint64_t n) {
-      const double start = now_ns();
+      const double start = wall_ns();
       for (std::uint64_t i = 0; i < n; ++i) {
         void* p = nullptr;
         check(cudaMallocAsync(&p, size, stream), "cudaMallocAsync");
         check(cudaFreeAsync(p, stream), "cudaFreeAsync");
       }
       check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-      return now_ns() - start;
+      return wall_ns() - start;
     };
     f.result = measure(run, timing);
     f.measured = true;
