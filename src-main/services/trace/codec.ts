@@ -1,0 +1,1012 @@
+// The trace file format in memory (docs/trace-format.md): encoding a request trace and strategy
+// results into chunks, each a complete Arrow IPC stream for one section, and decoding a file's bytes
+// back with every damage reported as a TraceFileError naming the file, byte offset, chunk and
+// problem. No file I/O here (file.ts does it), so tests and fuzzers run on bytes.
+import {
+  Field,
+  Float64,
+  Int32,
+  List,
+  makeData,
+  RecordBatch,
+  RecordBatchReader,
+  RecordBatchStreamWriter,
+  Schema,
+  Struct,
+  Uint16,
+  Uint32,
+  Uint64,
+  Uint8,
+  Utf8,
+  type Data,
+  type DataType,
+} from 'apache-arrow'
+
+import { InputError } from '../input-error.ts'
+import { readMessage, MessageError, type ArrowField, type ArrowType, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
+import { crc32Hex } from './crc32.ts'
+import type { LayoutTrace } from './layout.ts'
+import { EventKind, type Frame, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
+import type { MetricsSeries, StrategyResult } from './results.ts'
+
+export const FORMAT_NAME = 'vramscope-trace'
+/** major.minor: a reader reads every minor version of its major (unknown sections and columns are skipped). */
+export const FORMAT_VERSION = '1.0'
+export const FORMAT_MAJOR = 1
+/** What the app offers to open and save; the content decides, not the name. */
+export const TRACE_FILE_EXTENSIONS = ['.vramscope', '.arrow'] as const
+/** Rows per record batch: a 1 M-event trace is one batch, read without copying. */
+export const MAX_BATCH_ROWS = 1 << 21
+
+export const MetaKey = {
+  format: 'vramscope.format',
+  version: 'vramscope.version',
+  section: 'vramscope.section',
+  crc32: 'vramscope.crc32',
+  writer: 'vramscope.writer',
+  strategy: 'vramscope.strategy',
+} as const
+
+export type WriterKind = 'file' | 'stream'
+
+// --- sections -----------------------------------------------------------------------------------
+
+type ColumnKind = 'u8' | 'u16' | 'u32' | 'i32' | 'u64' | 'f64' | 'utf8' | 'list<u32>'
+
+const SECTION_COLUMNS = {
+  meta: { key: 'utf8', value: 'utf8' },
+  streams: { name: 'utf8' },
+  frames: { name: 'utf8', filename: 'utf8', line: 'i32' },
+  stacks: { frames: 'list<u32>' },
+  tags: { name: 'utf8' },
+  markers: { name: 'utf8' },
+  events: { kind: 'u8', id: 'u32', size: 'u64', stream: 'u32', device: 'u16', time: 'f64', stack: 'i32', tag: 'i32' },
+  strategies: { name: 'utf8', strategy: 'utf8', params: 'utf8' },
+  layout: { op: 'u8', address: 'u64', size: 'u64', requested: 'u64', stream: 'u64', time: 'f64', aux: 'u32' },
+  metrics: {
+    time: 'f64',
+    requested: 'u64',
+    rounded: 'u64',
+    reserved: 'u64',
+    external_fragmentation: 'f64',
+    device_calls: 'u64',
+  },
+  summary: { key: 'utf8', value: 'f64' },
+  end: { section: 'utf8', chunks: 'u32', rows: 'u64' },
+} as const satisfies Record<string, Record<string, ColumnKind>>
+
+export type SectionName = keyof typeof SECTION_COLUMNS
+type Columns<S extends SectionName> = keyof (typeof SECTION_COLUMNS)[S] & string
+
+/** Values of one column for encoding; u64 columns take numbers (checked to be exact) or bigints. */
+export type ColumnValues = Uint8Array | Uint16Array | Uint32Array | Int32Array | Float64Array | BigUint64Array | string[] | Uint32Array[]
+
+function arrowType(kind: ColumnKind): DataType {
+  switch (kind) {
+    case 'u8':
+      return new Uint8()
+    case 'u16':
+      return new Uint16()
+    case 'u32':
+      return new Uint32()
+    case 'i32':
+      return new Int32()
+    case 'u64':
+      return new Uint64()
+    case 'f64':
+      return new Float64()
+    case 'utf8':
+      return new Utf8()
+    case 'list<u32>':
+      return new List(new Field('item', new Uint32(), false))
+  }
+}
+
+function kindOf(field: ArrowField): ColumnKind | undefined {
+  const t: ArrowType = field.type
+  if (t.id === 'int') {
+    if (!t.signed && t.bitWidth === 8) return 'u8'
+    if (!t.signed && t.bitWidth === 16) return 'u16'
+    if (!t.signed && t.bitWidth === 32) return 'u32'
+    if (t.signed && t.bitWidth === 32) return 'i32'
+    if (!t.signed && t.bitWidth === 64) return 'u64'
+    return undefined
+  }
+  if (t.id === 'float') return t.precision === 'double' ? 'f64' : undefined
+  if (t.id === 'utf8') return 'utf8'
+  if (t.id === 'list') {
+    const child = field.children[0]
+    return field.children.length === 1 && child && kindOf(child) === 'u32' ? 'list<u32>' : undefined
+  }
+  return undefined
+}
+
+function describeType(field: ArrowField): string {
+  const t = field.type
+  if (t.id === 'int') return `${t.signed ? 'int' : 'uint'}${t.bitWidth}`
+  if (t.id === 'float') return `float (${t.precision})`
+  if (t.id === 'list') return `list<${field.children.map(describeType).join(', ')}>`
+  if (t.id === 'other') return `Arrow type ${t.typeId}`
+  return t.id
+}
+
+// --- encoding -----------------------------------------------------------------------------------
+
+const utf8Encoder = new TextEncoder()
+const EOS = new Uint8Array([0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0])
+const TWO_POW_32 = 4294967296
+
+/** Numbers that are whole and within [0, 2^53] as uint64 little-endian words. */
+export function numbersToUint64(values: Float64Array, what: string): BigUint64Array {
+  const words = new Uint32Array(values.length * 2)
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i]!
+    if (!(v >= 0 && v <= Number.MAX_SAFE_INTEGER && Math.floor(v) === v))
+      throw new RangeError(`${what}[${i}] must be a whole number from 0 to 2^53 - 1 to be stored as uint64, got ${v}`)
+    const high = Math.floor(v / TWO_POW_32)
+    words[2 * i] = v - high * TWO_POW_32
+    words[2 * i + 1] = high
+  }
+  return new BigUint64Array(words.buffer)
+}
+
+function columnData(kind: ColumnKind, values: ColumnValues, from: number, to: number, what: string): Data {
+  const length = to - from
+  switch (kind) {
+    case 'u8':
+    case 'u16':
+    case 'u32':
+    case 'i32':
+    case 'f64':
+      return makeData({ type: arrowType(kind) as never, length, data: (values as Float64Array).subarray(from, to) })
+    case 'u64': {
+      const data = values instanceof BigUint64Array ? values.subarray(from, to) : numbersToUint64((values as Float64Array).subarray(from, to), what)
+      return makeData({ type: new Uint64(), length, data })
+    }
+    case 'utf8': {
+      const strings = values as string[]
+      const offsets = new Int32Array(length + 1)
+      let bytes = new Uint8Array(Math.max(64, length * 16))
+      let used = 0
+      for (let i = 0; i < length; i++) {
+        const s = strings[from + i]!
+        // encodeInto needs up to 3 bytes per UTF-16 unit.
+        if (used + s.length * 3 > bytes.length) {
+          const grown = new Uint8Array(Math.max(bytes.length * 2, used + s.length * 3))
+          grown.set(bytes.subarray(0, used))
+          bytes = grown
+        }
+        used += utf8Encoder.encodeInto(s, bytes.subarray(used)).written
+        if (used > 0x7fffffff) throw new RangeError(`${what}: more than 2 GiB of text in one batch`)
+        offsets[i + 1] = used
+      }
+      return makeData({ type: new Utf8(), length, valueOffsets: offsets, data: bytes.subarray(0, used) })
+    }
+    case 'list<u32>': {
+      const lists = values as Uint32Array[]
+      const offsets = new Int32Array(length + 1)
+      let total = 0
+      for (let i = 0; i < length; i++) offsets[i + 1] = total += lists[from + i]!.length
+      const flat = new Uint32Array(total)
+      for (let i = 0; i < length; i++) flat.set(lists[from + i]!, offsets[i]!)
+      const child = makeData({ type: new Uint32(), length: total, data: flat })
+      return makeData({ type: arrowType(kind) as List<Uint32>, length, valueOffsets: offsets, child })
+    }
+  }
+}
+
+function serialize(schema: Schema, batches: RecordBatch[]): Uint8Array {
+  const writer = new RecordBatchStreamWriter()
+  writer.reset(undefined, schema)
+  for (const batch of batches) writer.write(batch)
+  writer.finish()
+  return writer.toUint8Array(true)
+}
+
+/**
+ * One chunk: a complete Arrow IPC stream holding `rows` rows of `section`. Its schema metadata
+ * carries the format, version, section and the CRC-32 of the record batch messages that follow
+ * the schema (everything up to the end-of-stream marker), so damage is found before decoding.
+ */
+export function encodeChunk<S extends SectionName>(
+  section: S,
+  rows: number,
+  columns: Record<Columns<S>, ColumnValues>,
+  metadata: Record<string, string> = {},
+): Uint8Array {
+  const spec = SECTION_COLUMNS[section] as Record<string, ColumnKind>
+  const names = Object.keys(spec)
+  const fields = names.map((name) => new Field(name, arrowType(spec[name]!), false))
+  for (const name of names) {
+    const values = (columns as Record<string, ColumnValues>)[name]
+    if (!values || values.length < rows) throw new RangeError(`${section}.${name} has ${values?.length ?? 0} values, expected ${rows}`)
+  }
+  const baseMetadata = new Map<string, string>([
+    [MetaKey.format, FORMAT_NAME],
+    [MetaKey.version, FORMAT_VERSION],
+    [MetaKey.section, section],
+    ...Object.entries(metadata),
+  ])
+  const plainSchema = new Schema(fields, baseMetadata)
+  const batches: RecordBatch[] = []
+  for (let from = 0; from < rows; from += MAX_BATCH_ROWS) {
+    const to = Math.min(rows, from + MAX_BATCH_ROWS)
+    const children = names.map((name) =>
+      columnData(spec[name]!, (columns as Record<string, ColumnValues>)[name]!, from, to, `${section}.${name}`),
+    )
+    batches.push(new RecordBatch(plainSchema, makeData({ type: new Struct(fields), length: to - from, children })))
+  }
+  const withoutChecksum = serialize(plainSchema, batches)
+  const schemaBytes = 8 + new DataView(withoutChecksum.buffer, withoutChecksum.byteOffset).getInt32(4, true)
+  const batchBytes = withoutChecksum.subarray(schemaBytes, withoutChecksum.length - EOS.length)
+  const checkedSchema = new Schema(fields, new Map([...baseMetadata, [MetaKey.crc32, crc32Hex(batchBytes)]]))
+  const header = serialize(checkedSchema, [])
+  const out = new Uint8Array(header.length - EOS.length + batchBytes.length + EOS.length)
+  out.set(header.subarray(0, header.length - EOS.length))
+  out.set(batchBytes, header.length - EOS.length)
+  out.set(EOS, out.length - EOS.length)
+  return out
+}
+
+/** Rows of the meta section for `meta`. */
+export function metaRows(meta: Partial<TraceMeta>): { key: string[]; value: string[] } {
+  const key: string[] = []
+  const value: string[] = []
+  const put = (k: string, v: string | undefined) => {
+    if (v === undefined) return
+    key.push(k)
+    value.push(v)
+  }
+  put('source', meta.source)
+  put('origin', meta.origin)
+  put('gpu', meta.gpu)
+  put('driver', meta.driver)
+  for (const w of meta.warnings ?? []) put('warning', w)
+  for (const [k, v] of Object.entries(meta.properties ?? {})) put(`property.${k}`, v)
+  return { key, value }
+}
+
+export function encodeMetaChunk(meta: Partial<TraceMeta>, writer?: WriterKind): Uint8Array {
+  const rows = metaRows(meta)
+  return encodeChunk('meta', rows.key.length, rows, writer ? { [MetaKey.writer]: writer } : {})
+}
+
+export function encodeNames(section: 'streams' | 'tags' | 'markers', names: string[]): Uint8Array {
+  return encodeChunk(section, names.length, { name: names })
+}
+
+export function encodeFrames(frames: Frame[]): Uint8Array {
+  return encodeChunk('frames', frames.length, {
+    name: frames.map((f) => f.name),
+    filename: frames.map((f) => f.filename),
+    line: Int32Array.from(frames, (f) => f.line),
+  })
+}
+
+export function encodeStacks(stacks: Uint32Array[]): Uint8Array {
+  return encodeChunk('stacks', stacks.length, { frames: stacks })
+}
+
+export function encodeEvents(events: TraceEvents, rows = events.kind.length): Uint8Array {
+  return encodeChunk('events', rows, { ...events })
+}
+
+/** Counts of what a writer wrote, for the end section. */
+export class SectionCounter {
+  readonly counts = new Map<string, { chunks: number; rows: number }>()
+
+  add(section: string, rows: number): void {
+    const c = this.counts.get(section) ?? { chunks: 0, rows: 0 }
+    c.chunks += 1
+    c.rows += rows
+    this.counts.set(section, c)
+  }
+
+  encodeEnd(): Uint8Array {
+    const sections = [...this.counts.keys()]
+    return encodeChunk('end', sections.length, {
+      section: sections,
+      chunks: Uint32Array.from(sections, (s) => this.counts.get(s)!.chunks),
+      rows: Float64Array.from(sections, (s) => this.counts.get(s)!.rows),
+    })
+  }
+}
+
+function encodeStrategy(result: StrategyResult, counter: SectionCounter): Uint8Array[] {
+  const chunks: Uint8Array[] = []
+  const tag = { [MetaKey.strategy]: result.name }
+  if (result.layout) {
+    const l = result.layout
+    chunks.push(encodeChunk('layout', l.op.length, { ...l }, tag))
+    counter.add('layout', l.op.length)
+  }
+  if (result.metrics) {
+    const m = result.metrics
+    chunks.push(
+      encodeChunk(
+        'metrics',
+        m.time.length,
+        {
+          time: m.time,
+          requested: m.requested,
+          rounded: m.rounded,
+          reserved: m.reserved,
+          external_fragmentation: m.externalFragmentation,
+          device_calls: m.deviceCalls,
+        },
+        tag,
+      ),
+    )
+    counter.add('metrics', m.time.length)
+  }
+  if (result.summary) {
+    const keys = Object.keys(result.summary)
+    chunks.push(encodeChunk('summary', keys.length, { key: keys, value: Float64Array.from(keys, (k) => result.summary![k]!) }, tag))
+    counter.add('summary', keys.length)
+  }
+  return chunks
+}
+
+/** A whole trace file, chunk by chunk (concatenated, they are the file). */
+export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = []): Uint8Array[] {
+  const names = new Set<string>()
+  for (const s of strategies) {
+    if (names.has(s.name)) throw new RangeError(`strategies: the name "${s.name}" appears twice; names must be unique in a file`)
+    names.add(s.name)
+  }
+  const counter = new SectionCounter()
+  const chunks: Uint8Array[] = []
+  const push = (section: string, rows: number, bytes: Uint8Array) => {
+    counter.add(section, rows)
+    chunks.push(bytes)
+  }
+  const t = trace.tables
+  push('meta', metaRows(trace.meta).key.length, encodeMetaChunk(trace.meta, 'file'))
+  push('streams', t.streams.length, encodeNames('streams', t.streams))
+  push('frames', t.frames.length, encodeFrames(t.frames))
+  push('stacks', t.stacks.length, encodeStacks(t.stacks))
+  push('tags', t.tags.length, encodeNames('tags', t.tags))
+  push('markers', t.markers.length, encodeNames('markers', t.markers))
+  push('events', trace.events.kind.length, encodeEvents(trace.events))
+  if (strategies.length > 0) {
+    push(
+      'strategies',
+      strategies.length,
+      encodeChunk('strategies', strategies.length, {
+        name: strategies.map((s) => s.name),
+        strategy: strategies.map((s) => s.strategy),
+        params: strategies.map((s) => JSON.stringify(s.params)),
+      }),
+    )
+    for (const s of strategies) chunks.push(...encodeStrategy(s, counter))
+  }
+  chunks.push(counter.encodeEnd())
+  return chunks
+}
+
+// --- decoding -----------------------------------------------------------------------------------
+
+export type TraceFileErrorCode =
+  | 'unreadable' // the file system refused (missing file, permissions)
+  | 'empty'
+  | 'not-arrow' // not an Arrow IPC stream at all
+  | 'not-vramscope' // an Arrow stream, but not a vramscope trace
+  | 'truncated' // ends before its end section or inside a message
+  | 'corrupt' // damaged structure
+  | 'checksum' // a chunk's bytes do not match its CRC-32
+  | 'wrong-schema' // a known section with missing or mistyped columns
+  | 'newer-version' // written by a newer major version of the format
+  | 'unsupported' // valid Arrow that vramscope does not use (compression, dictionaries, big-endian)
+  | 'bad-value' // well-formed, but a value is impossible (index out of range, null)
+
+export class TraceFileError extends InputError {
+  constructor(
+    file: string,
+    readonly code: TraceFileErrorCode,
+    problem: string,
+    /** Byte offset of the problem in the file, when one applies. */
+    readonly offset?: number,
+    /** Index of the chunk (Arrow stream) in the file, and its section. */
+    readonly chunk?: number,
+    readonly section?: string,
+  ) {
+    const where: string[] = []
+    if (offset !== undefined) where.push(`byte ${offset}`)
+    if (chunk !== undefined) where.push(`chunk ${chunk}${section ? ` (${section})` : ''}`)
+    super(file, where.join(', '), problem)
+  }
+}
+
+export interface TraceFileInfo {
+  version: string
+  writer: WriterKind
+  /** False when the file ends before its end section: a recording that was killed. */
+  complete: boolean
+  bytes: number
+  chunks: number
+  /** Bytes of a chunk cut short at the end of an incomplete recording, not read. */
+  tornBytes: number
+  /** Sections of a newer minor version that this reader skipped. */
+  skippedSections: string[]
+}
+
+export interface TraceFileContents {
+  trace: RequestTrace
+  strategies: StrategyResult[]
+  file: TraceFileInfo
+}
+
+export interface DecodeProgress {
+  phase: 'read' | 'decode'
+  bytesDone: number
+  bytesTotal: number
+}
+
+interface Chunk {
+  index: number
+  offset: number
+  end: number
+  schemaMessage: FramedMessage
+  fields: ArrowField[]
+  metadata: Map<string, string>
+  batches: (FramedMessage & { header: BatchHeader })[]
+}
+
+type DecodedColumn = Uint8Array | Uint16Array | Uint32Array | Int32Array | Float64Array | BigUint64Array | string[] | Uint32Array[]
+
+interface StrategyParts {
+  name: string
+  strategy?: string
+  params?: Record<string, unknown>
+  layout: Record<string, DecodedColumn>[]
+  metrics: Record<string, DecodedColumn>[]
+  summary: Record<string, number>
+  hasSummary: boolean
+  firstChunk: Chunk
+}
+
+const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
+
+/**
+ * Decodes a trace file's bytes. `file` names the file in errors. A file written by the streaming
+ * writer that ends early (the recording was killed) opens with what was flushed, `complete` false
+ * and a warning; any other damage throws TraceFileError.
+ */
+export function decodeTrace(bytes: Uint8Array, file: string, onProgress?: (p: DecodeProgress) => void): TraceFileContents {
+  return new Decoder(bytes, file, onProgress).run()
+}
+
+class Decoder {
+  private writer: WriterKind = 'file'
+  private version = FORMAT_VERSION
+  private readonly meta: TraceMeta = { source: '', warnings: [], properties: {} }
+  private readonly tables: TraceTables = { streams: [], frames: [], stacks: [], tags: [], markers: [] }
+  private readonly eventParts: { columns: Record<string, DecodedColumn>; chunk: Chunk; rows: number }[] = []
+  private readonly strategies = new Map<string, StrategyParts>()
+  private readonly strategyOrder: string[] = []
+  private readonly counter = new SectionCounter()
+  private readonly skipped = new Set<string>()
+  private endRows: { section: string; chunks: number; rows: number }[] | undefined
+  private endChunk: Chunk | undefined
+  private chunkCount = 0
+  private tornBytes = 0
+
+  constructor(
+    private readonly bytes: Uint8Array,
+    private readonly file: string,
+    private readonly onProgress?: (p: DecodeProgress) => void,
+  ) {}
+
+  private fail(code: TraceFileErrorCode, problem: string, offset?: number, chunk?: Chunk | number, section?: string): never {
+    const index = typeof chunk === 'number' ? chunk : chunk?.index
+    const name = section ?? (typeof chunk === 'object' ? chunk.metadata.get(MetaKey.section) : undefined)
+    throw new TraceFileError(this.file, code, problem, offset, index, name)
+  }
+
+  run(): TraceFileContents {
+    const bytes = this.bytes
+    if (bytes.length === 0) this.fail('empty', 'the file is empty (0 bytes)', 0)
+    if (startsWith(bytes, 'ARROW1'))
+      this.fail('not-arrow', 'this is an Arrow IPC *file* (random-access format); vramscope traces are Arrow IPC streams', 0)
+    let offset = 0
+    let complete = false
+    while (offset < bytes.length) {
+      if (this.endChunk) this.fail('corrupt', `${bytes.length - offset} bytes follow the end section`, offset)
+      let chunk: Chunk
+      try {
+        chunk = this.frameChunk(offset)
+      } catch (e) {
+        if (!(e instanceof MessageError)) throw e
+        if (this.chunkCount > 0 && this.writer === 'stream' && (e.kind === 'truncated' || allZero(bytes, offset))) {
+          this.tornBytes = bytes.length - offset
+          break
+        }
+        if (this.chunkCount === 0 && e.offset === 0 && e.kind === 'corrupt')
+          this.fail('not-arrow', `not an Arrow IPC stream (it starts with bytes ${hexBytes(bytes, 0, 8)})`, 0)
+        const code = e.kind === 'truncated' ? 'truncated' : e.kind === 'unsupported' ? 'unsupported' : 'corrupt'
+        this.fail(code, e.message, e.offset, this.chunkCount)
+      }
+      this.readChunk(chunk)
+      this.chunkCount++
+      offset = chunk.end
+      this.onProgress?.({ phase: 'decode', bytesDone: offset, bytesTotal: bytes.length })
+      if (this.endChunk) complete = true
+    }
+    if (!complete) {
+      if (this.writer !== 'stream')
+        this.fail('truncated', `the file ends before its end section (it was written whole, so it has been cut short)`, offset)
+      const torn = this.tornBytes > 0 ? `; the last ${this.tornBytes} bytes (a write cut short) were skipped` : ''
+      this.meta.warnings.push(`the recording did not finish: the file ends at byte ${offset} without its end section${torn}; events after the last flush are lost`)
+    }
+    const trace: RequestTrace = { meta: this.meta, events: this.assembleEvents(), tables: this.tables }
+    this.validateTables()
+    this.validateEvents(trace.events)
+    const strategies = this.assembleStrategies()
+    if (this.endChunk) this.checkEndCounts()
+    return {
+      trace,
+      strategies,
+      file: {
+        version: this.version,
+        writer: this.writer,
+        complete,
+        bytes: bytes.length,
+        chunks: this.chunkCount,
+        tornBytes: this.tornBytes,
+        skippedSections: [...this.skipped],
+      },
+    }
+  }
+
+  /** Frames one chunk: a schema, record batches, the end-of-stream marker. */
+  private frameChunk(offset: number): Chunk {
+    const first = readMessage(this.bytes, offset)
+    if (first.header.kind !== 'schema') throw new MessageError('corrupt', offset, `a chunk must start with a schema message, found ${first.header.kind}`)
+    const batches: Chunk['batches'] = []
+    let at = first.end
+    for (;;) {
+      if (at >= this.bytes.length) throw new MessageError('truncated', at, 'the file ends inside a chunk (no end-of-stream marker)')
+      const m = readMessage(this.bytes, at)
+      at = m.end
+      if (m.header.kind === 'eos') break
+      if (m.header.kind === 'schema') throw new MessageError('corrupt', m.offset, 'a second schema message inside one chunk')
+      batches.push(m as Chunk['batches'][number])
+    }
+    return { index: this.chunkCount, offset, end: at, schemaMessage: first, fields: first.header.fields, metadata: first.header.metadata, batches }
+  }
+
+  private readChunk(chunk: Chunk): void {
+    const md = chunk.metadata
+    const format = md.get(MetaKey.format)
+    if (format !== FORMAT_NAME) {
+      const fields = chunk.fields.map((f) => `${f.name}: ${describeType(f)}`).join(', ')
+      this.fail(
+        chunk.index === 0 ? 'not-vramscope' : 'corrupt',
+        `an Arrow stream without vramscope metadata (${MetaKey.format} is ${format === undefined ? 'missing' : JSON.stringify(format)}; fields: ${fields || 'none'})`,
+        chunk.offset,
+        chunk,
+      )
+    }
+    const version = md.get(MetaKey.version) ?? ''
+    const match = /^(\d+)\.(\d+)$/.exec(version)
+    if (!match) this.fail('corrupt', `format version ${JSON.stringify(version)} is not major.minor`, chunk.offset, chunk)
+    if (Number(match[1]) > FORMAT_MAJOR)
+      this.fail('newer-version', `written in trace format ${version} by a newer vramscope; this one reads ${FORMAT_MAJOR}.x`, chunk.offset, chunk)
+    if (Number(match[1]) < FORMAT_MAJOR) this.fail('corrupt', `format version ${version} does not exist`, chunk.offset, chunk)
+    const section = md.get(MetaKey.section) ?? ''
+    if (chunk.index === 0) {
+      if (section !== 'meta') this.fail('not-vramscope', `the first section is ${JSON.stringify(section)}, expected "meta"`, chunk.offset, chunk)
+      this.version = version
+      const writer = md.get(MetaKey.writer) ?? 'file'
+      if (writer !== 'file' && writer !== 'stream') this.fail('corrupt', `unknown writer ${JSON.stringify(writer)}`, chunk.offset, chunk)
+      this.writer = writer
+    }
+    this.checkCrc(chunk)
+    const rows = chunk.batches.reduce((n, b) => n + b.header.length, 0)
+    if (section === 'end') {
+      this.endChunk = chunk
+      const parts = this.decodeColumns(chunk, 'end')
+      this.endRows = parts.flatMap((p) => {
+        const names = p['section'] as string[]
+        const rowCounts = this.uint64Numbers(p['rows'] as BigUint64Array, 'end rows', chunk)
+        return names.map((s, i) => ({ section: s, chunks: (p['chunks'] as Uint32Array)[i]!, rows: rowCounts[i]! }))
+      })
+      return
+    }
+    this.counter.add(section, rows)
+    if (!(section in SECTION_COLUMNS)) {
+      this.skipped.add(section)
+      return
+    }
+    const name = section as SectionName
+    const parts = this.decodeColumns(chunk, name)
+    switch (name) {
+      case 'meta':
+        for (const p of parts) this.addMeta(p['key'] as string[], p['value'] as string[])
+        break
+      case 'streams':
+      case 'tags':
+      case 'markers':
+        for (const p of parts) this.tables[name].push(...(p['name'] as string[]))
+        break
+      case 'frames':
+        for (const p of parts) {
+          const names = p['name'] as string[]
+          const files = p['filename'] as string[]
+          const lines = p['line'] as Int32Array
+          for (let i = 0; i < names.length; i++) this.tables.frames.push({ name: names[i]!, filename: files[i]!, line: lines[i]! })
+        }
+        break
+      case 'stacks':
+        for (const p of parts) this.tables.stacks.push(...(p['frames'] as Uint32Array[]))
+        break
+      case 'events':
+        for (const [i, p] of parts.entries()) this.eventParts.push({ columns: p, chunk, rows: chunk.batches[i]!.header.length })
+        break
+      case 'strategies':
+        for (const p of parts) {
+          const names = p['name'] as string[]
+          for (let i = 0; i < names.length; i++) {
+            const s = this.strategyParts(names[i]!, chunk)
+            if (s.strategy !== undefined) this.fail('bad-value', `strategy "${s.name}" is listed twice`, chunk.offset, chunk)
+            s.strategy = (p['strategy'] as string[])[i]!
+            try {
+              const params: unknown = JSON.parse((p['params'] as string[])[i]!)
+              if (typeof params !== 'object' || params === null || Array.isArray(params)) throw new Error('not an object')
+              s.params = params as Record<string, unknown>
+            } catch (e) {
+              this.fail('bad-value', `the parameters of strategy "${s.name}" are not a JSON object (${(e as Error).message})`, chunk.offset, chunk)
+            }
+          }
+        }
+        break
+      case 'layout':
+      case 'metrics':
+      case 'summary': {
+        const owner = chunk.metadata.get(MetaKey.strategy)
+        if (owner === undefined) this.fail('wrong-schema', `a ${name} section without ${MetaKey.strategy}`, chunk.offset, chunk)
+        const s = this.strategyParts(owner, chunk)
+        if (name === 'summary') {
+          s.hasSummary = true
+          for (const p of parts) {
+            const keys = p['key'] as string[]
+            for (let i = 0; i < keys.length; i++) s.summary[keys[i]!] = (p['value'] as Float64Array)[i]!
+          }
+        } else {
+          s[name].push(...parts)
+        }
+        break
+      }
+    }
+  }
+
+  private strategyParts(name: string, chunk: Chunk): StrategyParts {
+    let s = this.strategies.get(name)
+    if (!s) {
+      s = { name, layout: [], metrics: [], summary: {}, hasSummary: false, firstChunk: chunk }
+      this.strategies.set(name, s)
+      this.strategyOrder.push(name)
+    }
+    return s
+  }
+
+  private checkCrc(chunk: Chunk): void {
+    const stored = chunk.metadata.get(MetaKey.crc32)
+    if (stored === undefined) this.fail('corrupt', `the chunk has no ${MetaKey.crc32}`, chunk.offset, chunk)
+    const from = chunk.schemaMessage.end
+    const to = chunk.end - EOS.length
+    const computed = crc32Hex(this.bytes.subarray(from, to))
+    if (computed !== stored)
+      this.fail('checksum', `the chunk's ${to - from} bytes of record batches fail their CRC-32 (stored ${stored}, computed ${computed}): the file is damaged`, from, chunk)
+  }
+
+  /** The columns of a known section, one record per batch, checked against the section's schema. */
+  private decodeColumns(chunk: Chunk, section: SectionName): Record<string, DecodedColumn>[] {
+    const spec = SECTION_COLUMNS[section] as Record<string, ColumnKind>
+    const indices = new Map<string, number>()
+    for (const [name, kind] of Object.entries(spec)) {
+      const index = chunk.fields.findIndex((f) => f.name === name)
+      if (index < 0)
+        this.fail('wrong-schema', `section ${section} has no column "${name}" (it has ${chunk.fields.map((f) => f.name).join(', ') || 'none'})`, chunk.offset, chunk)
+      const field = chunk.fields[index]!
+      if (kindOf(field) !== kind) this.fail('wrong-schema', `column "${name}" of ${section} is ${describeType(field)}, expected ${kind}`, chunk.offset, chunk)
+      indices.set(name, index)
+    }
+    if (chunk.batches.length === 0) return []
+    const expectedNodes = chunk.fields.reduce((n, f) => n + countNodes(f), 0)
+    for (const b of chunk.batches) {
+      if (b.header.nodes.length !== expectedNodes)
+        this.fail('corrupt', `a record batch with ${b.header.nodes.length} field nodes for ${expectedNodes} fields`, b.offset, chunk)
+    }
+    let batches: RecordBatch[]
+    try {
+      const reader = RecordBatchReader.from(this.bytes.subarray(chunk.offset, chunk.end))
+      batches = [...reader]
+    } catch (e) {
+      this.fail('corrupt', `Arrow could not decode the chunk: ${(e as Error).message}`, chunk.offset, chunk)
+    }
+    if (batches.length !== chunk.batches.length)
+      this.fail('corrupt', `Arrow read ${batches.length} record batches where the chunk frames ${chunk.batches.length}`, chunk.offset, chunk)
+    return batches.map((batch, b) => {
+      const framed = chunk.batches[b]!
+      const rows = framed.header.length
+      const out: Record<string, DecodedColumn> = {}
+      let node = 0
+      const nodeOf = new Map<number, number>()
+      chunk.fields.forEach((f, i) => {
+        nodeOf.set(i, node)
+        node += countNodes(f)
+      })
+      for (const [name, index] of indices) {
+        const n = framed.header.nodes[nodeOf.get(index)!]!
+        const where = `column "${name}" of record batch ${b}`
+        if (n.length !== rows) this.fail('corrupt', `${where} has ${n.length} rows, the batch ${rows}`, framed.offset, chunk)
+        if (n.nullCount !== 0) this.fail('bad-value', `${where} has ${n.nullCount} nulls (vramscope columns have none)`, framed.offset, chunk)
+        const data = batch.getChildAt(index)?.data[0]
+        if (!data) this.fail('corrupt', `${where} is missing`, framed.offset, chunk)
+        out[name] = this.columnValues(spec[name]!, data, rows, where, framed.offset, chunk)
+      }
+      return out
+    })
+  }
+
+  private columnValues(kind: ColumnKind, data: Data, rows: number, where: string, offset: number, chunk: Chunk): DecodedColumn {
+    const bad = (problem: string): never => this.fail('corrupt', `${where}: ${problem}`, offset, chunk)
+    switch (kind) {
+      case 'u8':
+      case 'u16':
+      case 'u32':
+      case 'i32':
+      case 'f64':
+      case 'u64': {
+        const values = data.values as Uint8Array | Uint16Array | Uint32Array | Int32Array | Float64Array | BigUint64Array
+        if (!values || values.length < rows) bad(`its buffer holds ${values?.length ?? 0} values for ${rows} rows`)
+        return values.subarray(0, rows)
+      }
+      case 'utf8': {
+        const offsets = data.valueOffsets as Int32Array
+        const values = data.values as Uint8Array
+        if (!offsets || offsets.length < rows + 1) bad(`its offsets buffer is too short`)
+        const strings: string[] = new Array<string>(rows)
+        let previous = offsets[0]!
+        if (previous < 0) bad('a negative string offset')
+        for (let i = 0; i < rows; i++) {
+          const next = offsets[i + 1]!
+          if (next < previous || next > values.length) bad(`string ${i} has offsets ${previous}..${next} outside ${values.length} bytes`)
+          try {
+            strings[i] = next === previous ? '' : utf8Decoder.decode(values.subarray(previous, next))
+          } catch {
+            this.fail('bad-value', `${where}: string ${i} is not valid UTF-8`, offset, chunk)
+          }
+          previous = next
+        }
+        return strings
+      }
+      case 'list<u32>': {
+        const offsets = data.valueOffsets as Int32Array
+        const child = data.children[0]
+        const values = child?.values as Uint32Array | undefined
+        if (!offsets || offsets.length < rows + 1 || !values) bad('its offsets or values are missing')
+        if (child!.nullCount > 0) this.fail('bad-value', `${where}: list items have nulls`, offset, chunk)
+        const childLength = Math.min(child!.length, values!.length)
+        const lists: Uint32Array[] = new Array<Uint32Array>(rows)
+        for (let i = 0; i < rows; i++) {
+          const from = offsets[i]!
+          const to = offsets[i + 1]!
+          if (from < 0 || to < from || to > childLength) bad(`list ${i} has offsets ${from}..${to} outside ${childLength} items`)
+          lists[i] = values!.subarray(from, to)
+        }
+        return lists
+      }
+    }
+  }
+
+  private addMeta(keys: string[], values: string[]): void {
+    for (let i = 0; i < keys.length; i++) {
+      const k = keys[i]!
+      const v = values[i]!
+      if (k === 'source') this.meta.source = v
+      else if (k === 'origin') this.meta.origin = v
+      else if (k === 'gpu') this.meta.gpu = v
+      else if (k === 'driver') this.meta.driver = v
+      else if (k === 'warning') this.meta.warnings.push(v)
+      else this.meta.properties[k.startsWith('property.') ? k.slice('property.'.length) : k] = v
+    }
+  }
+
+  private assembleEvents(): TraceEvents {
+    const parts = this.eventParts
+    const total = parts.reduce((n, p) => n + p.rows, 0)
+    const sizes = (p: (typeof parts)[number]) => this.uint64Numbers(p.columns['size'] as BigUint64Array, 'size', p.chunk)
+    if (parts.length === 1) {
+      const c = parts[0]!.columns
+      return {
+        kind: c['kind'] as Uint8Array,
+        id: c['id'] as Uint32Array,
+        size: sizes(parts[0]!),
+        stream: c['stream'] as Uint32Array,
+        device: c['device'] as Uint16Array,
+        time: c['time'] as Float64Array,
+        stack: c['stack'] as Int32Array,
+        tag: c['tag'] as Int32Array,
+      }
+    }
+    const events: TraceEvents = {
+      kind: new Uint8Array(total),
+      id: new Uint32Array(total),
+      size: new Float64Array(total),
+      stream: new Uint32Array(total),
+      device: new Uint16Array(total),
+      time: new Float64Array(total),
+      stack: new Int32Array(total),
+      tag: new Int32Array(total),
+    }
+    let at = 0
+    for (const p of parts) {
+      const c = p.columns
+      events.kind.set(c['kind'] as Uint8Array, at)
+      events.id.set(c['id'] as Uint32Array, at)
+      events.size.set(sizes(p), at)
+      events.stream.set(c['stream'] as Uint32Array, at)
+      events.device.set(c['device'] as Uint16Array, at)
+      events.time.set(c['time'] as Float64Array, at)
+      events.stack.set(c['stack'] as Int32Array, at)
+      events.tag.set(c['tag'] as Int32Array, at)
+      at += p.rows
+    }
+    return events
+  }
+
+  /** uint64 values as exact numbers; beyond 2^53 is a bad value (no byte count gets there). */
+  private uint64Numbers(values: BigUint64Array, what: string, chunk: Chunk): Float64Array {
+    const words = new Uint32Array(values.buffer, values.byteOffset, values.length * 2)
+    const out = new Float64Array(values.length)
+    for (let i = 0; i < values.length; i++) {
+      const high = words[2 * i + 1]!
+      if (high >= 1 << 21) this.fail('bad-value', `${what} of row ${i} is ${values[i]}, beyond 2^53`, chunk.offset, chunk)
+      out[i] = high * TWO_POW_32 + words[2 * i]!
+    }
+    return out
+  }
+
+  private validateTables(): void {
+    const frames = this.tables.frames.length
+    this.tables.stacks.forEach((stack, i) => {
+      for (const f of stack) if (f >= frames) this.fail('bad-value', `stack ${i} refers to frame ${f}, but there are ${frames} frames`)
+    })
+  }
+
+  private validateEvents(e: TraceEvents): void {
+    const { streams, stacks, tags, markers } = this.tables
+    const n = e.kind.length
+    // Locate a bad row for the message: which chunk holds event `row`.
+    const where = (row: number): [number, Chunk | undefined] => {
+      let first = 0
+      for (const p of this.eventParts) {
+        if (row < first + p.rows) return [p.chunk.offset, p.chunk]
+        first += p.rows
+      }
+      return [0, undefined]
+    }
+    const bad = (row: number, problem: string): never => {
+      const [offset, chunk] = where(row)
+      this.fail('bad-value', `event ${row}: ${problem}`, offset, chunk, 'events')
+    }
+    for (let i = 0; i < n; i++) {
+      const kind = e.kind[i]!
+      if (kind > EventKind.oom) bad(i, `kind ${kind} is not alloc (0), free (1), marker (2) or oom (3)`)
+      if (e.stream[i]! >= streams.length && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom))
+        bad(i, `stream ${e.stream[i]} is not in the streams table (${streams.length} streams)`)
+      const stack = e.stack[i]!
+      if (stack < -1 || stack >= stacks.length) bad(i, `stack ${stack} is not in the stacks table (${stacks.length} stacks)`)
+      const tag = e.tag[i]!
+      if (tag < -1 || tag >= tags.length) bad(i, `tag ${tag} is not in the tags table (${tags.length} tags)`)
+      if (kind === EventKind.marker && e.id[i]! >= markers.length) bad(i, `marker ${e.id[i]} is not in the markers table (${markers.length} markers)`)
+      const t = e.time[i]!
+      if (!Number.isFinite(t)) bad(i, `time ${t} is not a finite number`)
+    }
+  }
+
+  private assembleStrategies(): StrategyResult[] {
+    return this.strategyOrder.map((name) => {
+      const s = this.strategies.get(name)!
+      if (s.strategy === undefined || s.params === undefined)
+        this.fail('bad-value', `sections name strategy "${name}", which is not in the strategies table`, s.firstChunk.offset, s.firstChunk)
+      const result: StrategyResult = { name, strategy: s.strategy, params: s.params }
+      if (s.layout.length > 0) result.layout = this.layout(s)
+      if (s.metrics.length > 0) result.metrics = this.metrics(s)
+      if (s.hasSummary) result.summary = s.summary
+      return result
+    })
+  }
+
+  private layout(s: StrategyParts): LayoutTrace {
+    const parts = s.layout
+    const c = s.firstChunk
+    const total = parts.reduce((n, p) => n + (p['op'] as Uint8Array).length, 0)
+    const out: LayoutTrace = {
+      op: new Uint8Array(total),
+      address: new BigUint64Array(total),
+      size: new Float64Array(total),
+      requested: new Float64Array(total),
+      stream: new Float64Array(total),
+      time: new Float64Array(total),
+      aux: new Uint32Array(total),
+    }
+    let at = 0
+    for (const p of parts) {
+      out.op.set(p['op'] as Uint8Array, at)
+      out.address.set(p['address'] as BigUint64Array, at)
+      out.size.set(this.uint64Numbers(p['size'] as BigUint64Array, 'layout size', c), at)
+      out.requested.set(this.uint64Numbers(p['requested'] as BigUint64Array, 'layout requested', c), at)
+      out.stream.set(this.uint64Numbers(p['stream'] as BigUint64Array, 'layout stream', c), at)
+      out.time.set(p['time'] as Float64Array, at)
+      out.aux.set(p['aux'] as Uint32Array, at)
+      at += (p['op'] as Uint8Array).length
+    }
+    return out
+  }
+
+  private metrics(s: StrategyParts): MetricsSeries {
+    const parts = s.metrics
+    const c = s.firstChunk
+    const concat = (column: string, asNumbers: boolean): Float64Array => {
+      const arrays = parts.map((p) =>
+        asNumbers ? this.uint64Numbers(p[column] as BigUint64Array, `metrics ${column}`, c) : (p[column] as Float64Array),
+      )
+      const out = new Float64Array(arrays.reduce((n, a) => n + a.length, 0))
+      let at = 0
+      for (const a of arrays) {
+        out.set(a, at)
+        at += a.length
+      }
+      return out
+    }
+    return {
+      time: concat('time', false),
+      requested: concat('requested', true),
+      rounded: concat('rounded', true),
+      reserved: concat('reserved', true),
+      externalFragmentation: concat('external_fragmentation', false),
+      deviceCalls: concat('device_calls', true),
+    }
+  }
+
+  private checkEndCounts(): void {
+    const end = this.endChunk!
+    const listed = new Map(this.endRows!.map((r) => [r.section, r]))
+    for (const [section, seen] of this.counter.counts) {
+      const l = listed.get(section)
+      if (!l || l.chunks !== seen.chunks || l.rows !== seen.rows)
+        this.fail(
+          'corrupt',
+          `the end section lists ${l ? `${l.chunks} chunks and ${l.rows} rows` : 'nothing'} of ${section}, the file holds ${seen.chunks} chunks and ${seen.rows} rows`,
+          end.offset,
+          end,
+        )
+    }
+    for (const [section, l] of listed) {
+      if (!this.counter.counts.has(section))
+        this.fail('corrupt', `the end section lists ${l.chunks} chunks of ${section}, the file holds none`, end.offset, end)
+    }
+  }
+}
+
+function countNodes(field: ArrowField): number {
+  return 1 + field.children.reduce((n, c) => n + countNodes(c), 0)
+}
+
+function startsWith(bytes: Uint8Array, ascii: string): boolean {
+  if (bytes.length < ascii.length) return false
+  for (let i = 0; i < ascii.length; i++) if (bytes[i] !== ascii.charCodeAt(i)) return false
+  return true
+}
+
+function allZero(bytes: Uint8Array, from: number): boolean {
+  for (let i = from; i < bytes.length; i++) if (bytes[i] !== 0) return false
+  return true
+}
+
+function hexBytes(bytes: Uint8Array, from: number, count: number): string {
+  return Array.from(bytes.subarray(from, from + count), (b) => b.toString(16).padStart(2, '0')).join(' ')
+}
