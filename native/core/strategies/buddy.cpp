@@ -91,13 +91,15 @@ class buddy_allocator final : public allocator {
     unsigned order = log2_floor(rounded) - min_shift_;
     std::size_t index = static_cast<std::size_t>((a - p.base) >> (min_shift_ + order));
     flip(p, live_offset_[order], index);
+    const unsigned freed_order = order;
     while (order < max_order_ && test(p, free_offset_[order], index ^ 1)) {
       take(p, order, index ^ 1);
       index >>= 1;
       ++order;
-      trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
     }
     give(p, order, index);
+    // One event for the whole cascade: the block it ended in.
+    if (order != freed_order) trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
   }
 
   unsigned order_for(std::size_t bytes) const {
@@ -157,12 +159,13 @@ class buddy_allocator final : public allocator {
   }
 
   // Splits the free block (from, index) down to order `to`, freeing the upper halves; returns the
-  // index of the lowest part at order `to`.
+  // index of the lowest part at order `to`. Traced as one split of the block (aux = its order) with
+  // the part kept; the upper halves it freed are the rest of it.
   std::size_t split_down(pool& p, std::size_t index, unsigned from, unsigned to) {
+    trace(trace_op::split, address_of(p, from, index), block_size(to), 0, 0, from);
     for (unsigned j = from; j > to; --j) {
       index <<= 1;
       give(p, j - 1, index | 1);
-      trace(trace_op::split, address_of(p, j - 1, index), block_size(j - 1), 0, 0, j - 1);
     }
     return index;
   }

@@ -205,6 +205,28 @@ TEST("buddy: one byte splits the pool down to 256 B, one free buddy per order; f
   CHECK_EQ(s.rounded_of(4097), 8 * KiB);
 }
 
+TEST("buddy: a cascade of splits or merges is traced as one split or one merge") {
+  setup s("buddy", {{"pool_size", "1MiB"}});
+  vector_tracer events;
+  s.alloc->set_tracer(&events);
+  address_t a = s.allocate(1);
+  std::vector<trace_op> ops;
+  for (auto& e : events.events) ops.push_back(e.op);
+  REQUIRE((ops == std::vector<trace_op>{trace_op::region_reserve, trace_op::split, trace_op::alloc}));
+  CHECK_EQ(events.events[1].address, a);  // the pool's root, split down to the 256 B kept
+  CHECK_EQ(events.events[1].size, 256u);
+  CHECK_EQ(events.events[1].aux, 12u);
+  events.events.clear();
+  s.deallocate(a);
+  REQUIRE(events.events.size() == 2u);
+  CHECK(events.events[0].op == trace_op::merge);
+  CHECK_EQ(events.events[0].address, a);
+  CHECK_EQ(events.events[0].size, 1 * MiB);
+  CHECK_EQ(events.events[0].aux, 12u);
+  CHECK(events.events[1].op == trace_op::free);
+  s.alloc->set_tracer(nullptr);
+}
+
 TEST("buddy: neighbours that are not buddies do not merge") {
   setup s("buddy", {{"pool_size", "1MiB"}});
   address_t q[4];
