@@ -163,25 +163,29 @@ if [ "$BUILT" -eq 1 ]; then
     bash -c 'cd "$0" && ctest -L CPU -j "$1" --output-on-failure' "$BUILD" "$JOBS"
 
   if [ "$SANITIZER" -eq 1 ]; then
-    if ! command -v compute-sanitizer > /dev/null; then
-      echo "[$(elapsed)s] compute-sanitizer: FAIL (not found on PATH)"
+    SANITIZER_BIN=$(command -v compute-sanitizer || true)
+    for candidate in /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+      [ -z "$SANITIZER_BIN" ] && [ -x "$candidate" ] && SANITIZER_BIN=$candidate
+    done
+    if [ -z "$SANITIZER_BIN" ]; then
+      echo "[$(elapsed)s] compute-sanitizer: FAIL (not on PATH nor in /usr/local/cuda)"
       record "compute-sanitizer" "FAIL (not found)" 0
       FAILED=1
     fi
     for t in $GPU_TESTS; do
-      command -v compute-sanitizer > /dev/null || break
+      [ -n "$SANITIZER_BIN" ] || break
       if [ ! -x "$BUILD/$t" ]; then
         record "memcheck $t" "FAIL (not built)" 0
         FAILED=1
         continue
       fi
       step "memcheck $t" "$(limit_for 150)" \
-        compute-sanitizer --tool memcheck --error-exitcode 99 --print-limit 20 "$BUILD/$t"
+        "$SANITIZER_BIN" --tool memcheck --error-exitcode 99 --print-limit 20 "$BUILD/$t"
       # The multi-stream workloads (kernels on streams that run at once) also go through racecheck.
       case "$t" in
         gpu_workloads|*stream*)
           step "racecheck $t" "$(limit_for 150)" \
-            compute-sanitizer --tool racecheck --error-exitcode 99 --print-limit 20 "$BUILD/$t" ;;
+            "$SANITIZER_BIN" --tool racecheck --error-exitcode 99 --print-limit 20 "$BUILD/$t" ;;
       esac
     done
   else
