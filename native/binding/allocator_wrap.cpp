@@ -193,7 +193,10 @@ Napi::Value allocator_wrap::take_trace(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   usable(env);
   std::vector<trace_event> events;
-  if (tracer_) events.swap(tracer_->events);
+  if (tracer_) {
+    events = tracer_->events();
+    tracer_->clear();
+  }
   return trace_columns(env, events);
 }
 

@@ -57,7 +57,7 @@ struct pool_under_test {
   std::uint64_t segments_released() const { return alloc->stats().device_calls.region_free; }
   std::size_t count(trace_op op) const {
     std::size_t n = 0;
-    for (const auto& e : events.events) n += e.op == op;
+    for (const auto& e : events) n += e.op == op;
     return n;
   }
   bool consistent() const {

@@ -211,19 +211,19 @@ TEST("buddy: a cascade of splits or merges is traced as one split or one merge")
   s.alloc->set_tracer(&events);
   address_t a = s.allocate(1);
   std::vector<trace_op> ops;
-  for (auto& e : events.events) ops.push_back(e.op);
+  for (auto& e : events) ops.push_back(e.op);
   REQUIRE((ops == std::vector<trace_op>{trace_op::region_reserve, trace_op::split, trace_op::alloc}));
-  CHECK_EQ(events.events[1].address, a);  // the pool's root, split down to the 256 B kept
-  CHECK_EQ(events.events[1].size, 256u);
-  CHECK_EQ(events.events[1].aux, 12u);
-  events.events.clear();
+  CHECK_EQ(events[1].address, a);  // the pool's root, split down to the 256 B kept
+  CHECK_EQ(events[1].size, 256u);
+  CHECK_EQ(events[1].aux, 12u);
+  events.clear();
   s.deallocate(a);
-  REQUIRE(events.events.size() == 2u);
-  CHECK(events.events[0].op == trace_op::merge);
-  CHECK_EQ(events.events[0].address, a);
-  CHECK_EQ(events.events[0].size, 1 * MiB);
-  CHECK_EQ(events.events[0].aux, 12u);
-  CHECK(events.events[1].op == trace_op::free);
+  REQUIRE(events.size() == 2u);
+  CHECK(events[0].op == trace_op::merge);
+  CHECK_EQ(events[0].address, a);
+  CHECK_EQ(events[0].size, 1 * MiB);
+  CHECK_EQ(events[0].aux, 12u);
+  CHECK(events[1].op == trace_op::free);
   s.alloc->set_tracer(nullptr);
 }
 

@@ -113,6 +113,20 @@ class allocator {
   allocator_stats stats() const;
   void walk(layout_visitor& visitor) const;
 
+  // The part of stats() kept as running counters: no walk, so cheap enough to read after every
+  // operation (replay's per-event metrics). Equal to the same fields of stats().
+  struct counters {
+    std::uint64_t requested_live;
+    std::uint64_t rounded_live;
+    std::uint64_t reserved_live;
+    std::uint64_t reserved_peak;  // high-water mark, transient growth inside one call included
+    std::uint64_t device_calls;   // device_calls.total()
+  };
+  counters live_counters() const {
+    maybe_lock guard(mutex_, thread_safe_);
+    return {requested_live_, rounded_live_, reserved_live_, reserved_peak_, own_calls_.total()};
+  }
+
   // Releases cached memory the strategy holds but no block uses (where it caches at all).
   void trim();
   // Frees every block at once and returns to the state after construction (where supported:
@@ -146,12 +160,19 @@ class allocator {
   void trace(trace_op op, address_t address, std::uint64_t size, std::uint64_t requested = 0,
              stream_t stream = 0, std::uint32_t aux = 0) const {
     if (VRAMSCOPE_UNLIKELY(tracer_ != nullptr))
-      tracer_->record(trace_event{op, aux, stream, address, size, requested});
+      tracer_->append(trace_event{op, aux, stream, address, size, requested});
   }
   bool tracing() const noexcept { return tracer_ != nullptr; }
 
   // Throws out_of_memory for `requested` bytes, with what the strategy could still offer.
   [[noreturn]] void fail(std::size_t requested, std::size_t available, const char* why) const;
+
+  // Bytes available inside reserved memory and the largest contiguous run of them.
+  struct free_summary {
+    std::uint64_t free_bytes = 0;
+    std::uint64_t largest_free_block = 0;
+    std::uint64_t unusable_bytes = 0;
+  };
 
   // What the allocator could offer a request now (for out_of_memory messages).
   std::size_t backing_available() const noexcept { return backing_.available(); }
@@ -165,12 +186,6 @@ class allocator {
   virtual void do_deallocate(address_t address, std::uint64_t rounded, stream_t stream) = 0;
   // Walks regions and blocks (live blocks included; pending ones the base relabels).
   virtual void do_walk(layout_visitor& visitor) const = 0;
-  // Bytes available inside reserved memory and the largest contiguous run of them.
-  struct free_summary {
-    std::uint64_t free_bytes = 0;
-    std::uint64_t largest_free_block = 0;
-    std::uint64_t unusable_bytes = 0;
-  };
   virtual free_summary do_free_summary() const;  // default: from do_walk
   // For an address that is not live: is it a freed block of ours (double free)?
   virtual bool do_was_freed(address_t address) const;
