@@ -1,0 +1,340 @@
+// Seeded fuzzing of the input readers, run in a child process by fuzz.test.ts so that a hang can
+// be stopped from outside. Every case mutates a real input; its outcome must be a well-formed
+// result or the reader's typed error. Prints "case N: what" before each case (the last line names
+// a hanging case), "failure {json}" for a wrong outcome, and "summary {json}" at the end.
+//   node --import tsx fuzz-runner.ts trace-file|rmm-log SEED MAX_CASES BUDGET_MS
+import { readdirSync, readFileSync } from 'node:fs'
+import { mkdtemp, readFile, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { RmmLogError, parseRmmLog, type RmmImport } from '../../../src-main/services/import/rmm.ts'
+import { readMessage } from '../../../src-main/services/trace/arrow-messages.ts'
+import { crc32Hex } from '../../../src-main/services/trace/crc32.ts'
+import { TraceFileError, TraceWriter, decodeTrace, encodeTrace, type TraceFileContents } from '../../../src-main/services/trace/file.ts'
+import { EventKind, type RequestTrace } from '../../../src-main/services/trace/model.ts'
+import { random, sampleStrategies, sampleTrace } from './trace-samples.ts'
+
+type Rand = () => number
+type Mutation = (input: Uint8Array, rand: Rand) => [Uint8Array, string]
+
+const int = (rand: Rand, below: number) => Math.floor(rand() * below)
+
+// --- byte mutations shared by both targets --------------------------------------------------------
+
+const byteMutations: Mutation[] = [
+  (b, r) => {
+    const out = b.slice()
+    const n = 1 + int(r, 4)
+    const at: number[] = []
+    for (let i = 0; i < n && out.length > 0; i++) {
+      const p = int(r, out.length)
+      out[p]! ^= 1 << int(r, 8)
+      at.push(p)
+    }
+    return [out, `flip bits at ${at.join(',')}`]
+  },
+  (b, r) => {
+    const out = b.slice()
+    const n = 1 + int(r, 8)
+    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = int(r, 256)
+    return [out, `set ${n} random bytes`]
+  },
+  (b, r) => {
+    const at = int(r, b.length + 1)
+    return [b.slice(0, at), `truncate at ${at}`]
+  },
+  (b, r) => {
+    const extra = Uint8Array.from({ length: 1 + int(r, 64) }, () => int(r, 256))
+    return [concat([b, extra]), `append ${extra.length} random bytes`]
+  },
+  (b, r) => {
+    const from = int(r, b.length + 1)
+    const to = Math.min(b.length, from + 1 + int(r, 256))
+    return [concat([b.subarray(0, from), b.subarray(to)]), `delete ${from}..${to}`]
+  },
+  (b, r) => {
+    const from = int(r, b.length + 1)
+    const to = Math.min(b.length, from + 1 + int(r, 512))
+    const at = int(r, b.length + 1)
+    return [concat([b.subarray(0, at), b.subarray(from, to), b.subarray(at)]), `copy ${from}..${to} to ${at}`]
+  },
+  (b, r) => {
+    const out = b.slice()
+    const from = int(r, b.length + 1)
+    const to = Math.min(b.length, from + 1 + int(r, 128))
+    out.fill(0, from, to)
+    return [out, `zero ${from}..${to}`]
+  },
+]
+
+// --- trace files ----------------------------------------------------------------------------------
+
+const INTERESTING_INT32 = [0, 1, -1, 8, 0x7fffffff, -0x80000000, 0xffff, 0x10000, 1 << 24, 16, 24, 255]
+
+const traceMutations: Mutation[] = [
+  ...byteMutations,
+  (b, r) => {
+    // Lengths and offsets are 4-byte aligned in flatbuffers and IPC prefixes: hit them.
+    if (b.length < 4) return [b, 'too short for an int32']
+    const out = b.slice()
+    const at = int(r, b.length >> 2) << 2
+    const value = INTERESTING_INT32[int(r, INTERESTING_INT32.length)]!
+    new DataView(out.buffer).setInt32(at, value, true)
+    return [out, `int32 at ${at} = ${value}`]
+  },
+  (b, r) => {
+    const chunks = frameChunks(b)
+    if (chunks.length < 2) return [b, 'swap chunks: too few']
+    const i = int(r, chunks.length)
+    const j = int(r, chunks.length)
+    const parts = chunks.map(([s, e]) => b.subarray(s, e))
+    ;[parts[i], parts[j]] = [parts[j]!, parts[i]!]
+    return [concat(parts), `swap chunks ${i} and ${j}`]
+  },
+  (b, r) => {
+    const chunks = frameChunks(b)
+    if (chunks.length === 0) return [b, 'drop chunk: none']
+    const i = int(r, chunks.length)
+    return [concat(chunks.filter((_, k) => k !== i).map(([s, e]) => b.subarray(s, e))), `drop chunk ${i}`]
+  },
+]
+
+/** [start, end) of each chunk, as far as the framing holds. */
+function frameChunks(b: Uint8Array): [number, number][] {
+  const out: [number, number][] = []
+  let at = 0
+  try {
+    while (at < b.length) {
+      const start = at
+      for (;;) {
+        const m = readMessage(b, at)
+        at = m.end
+        if (m.header.kind === 'eos') break
+      }
+      out.push([start, at])
+    }
+  } catch {
+    // the rest does not frame
+  }
+  return out
+}
+
+/**
+ * Rewrites every chunk's stored CRC-32 to match its (damaged) bytes, so the damage reaches the
+ * decoder instead of stopping at the checksum. The stored value is found as its 8 hex characters
+ * inside the chunk's schema message and overwritten in place.
+ */
+function fixChecksums(b: Uint8Array): Uint8Array {
+  const out = b.slice()
+  let at = 0
+  try {
+    while (at < out.length) {
+      const schema = readMessage(out, at)
+      if (schema.header.kind !== 'schema') break
+      const stored = schema.header.metadata.get('vramscope.crc32')
+      let end = schema.end
+      for (;;) {
+        const m = readMessage(out, end)
+        end = m.end
+        if (m.header.kind === 'eos') break
+      }
+      if (stored && /^[0-9a-f]{8}$/.test(stored)) {
+        const fresh = crc32Hex(out.subarray(schema.end, end - 8))
+        const position = indexOfAscii(out.subarray(at, schema.end), stored)
+        if (position >= 0) for (let k = 0; k < 8; k++) out[at + position + k] = fresh.charCodeAt(k)
+      }
+      at = end
+    }
+  } catch {
+    // unframeable from here on: leave it
+  }
+  return out
+}
+
+function indexOfAscii(haystack: Uint8Array, ascii: string): number {
+  outer: for (let i = 0; i + ascii.length <= haystack.length; i++) {
+    for (let k = 0; k < ascii.length; k++) if (haystack[i + k] !== ascii.charCodeAt(k)) continue outer
+    return i
+  }
+  return -1
+}
+
+function checkTraceContents(c: TraceFileContents): void {
+  checkTrace(c.trace)
+  for (const s of c.strategies) {
+    if (s.layout) {
+      const n = s.layout.op.length
+      for (const column of Object.values(s.layout)) if ((column as ArrayLike<unknown>).length !== n) throw new Error(`layout of ${s.name}: ragged columns`)
+    }
+    if (s.metrics) {
+      const n = s.metrics.time.length
+      for (const column of Object.values(s.metrics)) if ((column as Float64Array).length !== n) throw new Error(`metrics of ${s.name}: ragged columns`)
+    }
+  }
+}
+
+/** What any consumer may assume of a trace a reader returned. */
+function checkTrace(t: RequestTrace): void {
+  const e = t.events
+  const n = e.kind.length
+  for (const column of Object.values(e)) if ((column as ArrayLike<number>).length !== n) throw new Error('ragged event columns')
+  const { streams, stacks, tags, markers, frames } = t.tables
+  for (let i = 0; i < n; i++) {
+    const kind = e.kind[i]!
+    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
+    if (kind !== EventKind.marker && e.stream[i]! >= streams.length) throw new Error(`event ${i}: stream out of range`)
+    if (e.stack[i]! < -1 || e.stack[i]! >= stacks.length) throw new Error(`event ${i}: stack out of range`)
+    if (e.tag[i]! < -1 || e.tag[i]! >= tags.length) throw new Error(`event ${i}: tag out of range`)
+    if (kind === EventKind.marker && e.id[i]! >= markers.length) throw new Error(`event ${i}: marker out of range`)
+    if (!Number.isFinite(e.time[i]!) || !Number.isSafeInteger(e.size[i]!) || e.size[i]! < 0) throw new Error(`event ${i}: bad time or size`)
+  }
+  for (const s of stacks) for (const f of s) if (f >= frames.length) throw new Error('stack frame out of range')
+  if (typeof t.meta.source !== 'string' || !Array.isArray(t.meta.warnings)) throw new Error('bad meta')
+}
+
+async function traceInputs(): Promise<Uint8Array[]> {
+  const whole = concat(encodeTrace(sampleTrace(300, 11), sampleStrategies(16)))
+  const dir = await mkdtemp(join(tmpdir(), 'vramscope-fuzz-'))
+  try {
+    const path = join(dir, 'recording.vramscope')
+    const writer = await TraceWriter.create(path, { source: 'recording', warnings: [], properties: {} }, { flushIntervalMs: 60_000 })
+    const source = sampleTrace(120, 12)
+    for (let i = 0; i < 120; i++) {
+      const e = source.events
+      const stack = e.stack[i]! < 0 ? -1 : writer.stack(Array.from(source.tables.stacks[e.stack[i]!]!, (f) => source.tables.frames[f]!))
+      const id = e.kind[i] === EventKind.marker ? writer.marker(`m${e.id[i]}`) : e.id[i]!
+      writer.append(e.kind[i] as EventKind, id, e.size[i]!, writer.stream(source.tables.streams[e.stream[i]!]!), 0, e.time[i]!, stack)
+      if (i % 40 === 39) await writer.flush()
+    }
+    await writer.abandon()
+    return [whole, new Uint8Array(await readFile(path))]
+  } finally {
+    await rm(dir, { recursive: true, force: true })
+  }
+}
+
+// --- RMM logs -------------------------------------------------------------------------------------
+
+const TOKENS = [',', '"', '\n', '\r\n', ' ', '0x', '0', '9', 'f', 'allocate', 'free', 'allocate failure', '(nil)', ':', '.', '\u0000', '\ufffd', 'é', '\t', '""', '99999999999999999999', '-1']
+const encoder = new TextEncoder()
+
+const rmmMutations: Mutation[] = [
+  ...byteMutations,
+  (b, r) => {
+    const token = encoder.encode(TOKENS[int(r, TOKENS.length)]!)
+    const at = int(r, b.length + 1)
+    return [concat([b.subarray(0, at), token, b.subarray(at)]), `insert token at ${at}`]
+  },
+  (b, r) => {
+    const lines = new TextDecoder().decode(b).split('\n')
+    const i = int(r, lines.length)
+    const j = int(r, lines.length)
+    ;[lines[i], lines[j]] = [lines[j]!, lines[i]!]
+    return [encoder.encode(lines.join('\n')), `swap lines ${i + 1} and ${j + 1}`]
+  },
+  (b, r) => {
+    const lines = new TextDecoder().decode(b).split('\n')
+    const i = int(r, lines.length)
+    lines.splice(int(r, lines.length + 1), 0, lines[i]!)
+    return [encoder.encode(lines.join('\n')), `duplicate line ${i + 1}`]
+  },
+  (b, r) => {
+    const lines = new TextDecoder().decode(b).split('\n')
+    const i = int(r, lines.length)
+    const fields = lines[i]!.split(',')
+    fields[int(r, fields.length)] = TOKENS[int(r, TOKENS.length)]!
+    lines[i] = fields.join(',')
+    return [encoder.encode(lines.join('\n')), `replace a field of line ${i + 1}`]
+  },
+]
+
+function rmmInputs(): Uint8Array[] {
+  const dir = fileURLToPath(new URL('../../fixtures/rmm/', import.meta.url))
+  const fixtures = readdirSync(dir)
+    .filter((f) => f.endsWith('.csv') || f.endsWith('.bin'))
+    .sort()
+    .map((f) => new Uint8Array(readFileSync(join(dir, f))))
+  const lines = ['Thread,Time,Action,Pointer,Size,Stream']
+  for (let i = 0; i < 150; i++) lines.push(`3,12:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')},allocate,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x${i % 3}`)
+  for (let i = 0; i < 150; i += 2) lines.push(`3,12:01:00.${String(i).padStart(6, '0')},free,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x0`)
+  return [...fixtures, encoder.encode(lines.join('\n'))]
+}
+
+function checkRmm(result: RmmImport): void {
+  checkTrace(result.trace)
+  if (result.trace.meta.source !== 'rmm-log') throw new Error('wrong source')
+  for (let i = 1; i < result.trace.events.time.length; i++)
+    if (result.trace.events.time[i]! < result.trace.events.time[i - 1]!) throw new Error(`time goes backwards at event ${i}`)
+}
+
+// --- the loop -------------------------------------------------------------------------------------
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+
+async function main(): Promise<void> {
+  const [target, seedText, maxText, budgetText] = process.argv.slice(2)
+  if ((target !== 'trace-file' && target !== 'rmm-log') || !seedText || !maxText || !budgetText)
+    throw new Error('usage: fuzz-runner.ts trace-file|rmm-log SEED MAX_CASES BUDGET_MS')
+  const seed = Number(seedText)
+  const inputs = target === 'trace-file' ? await traceInputs() : rmmInputs()
+  const mutations = target === 'trace-file' ? traceMutations : rmmMutations
+  const rand = random(seed)
+  const outcomes: Record<string, number> = {}
+  const started = performance.now()
+  let slowest = { ms: 0, what: '' }
+  let cases = 0
+  for (; cases < Number(maxText) && performance.now() - started < Number(budgetText); cases++) {
+    const base = int(rand, inputs.length)
+    let bytes = inputs[base]!
+    const steps: string[] = [`input ${base}`]
+    for (let k = 1 + int(rand, 3); k > 0; k--) {
+      const [next, what] = mutations[int(rand, mutations.length)]!(bytes, rand)
+      bytes = next
+      steps.push(what)
+    }
+    if (target === 'trace-file' && rand() < 0.5) {
+      bytes = fixChecksums(bytes)
+      steps.push('checksums fixed')
+    }
+    const what = steps.join('; ')
+    process.stdout.write(`case ${cases}: ${what}\n`)
+    const t0 = performance.now()
+    let outcome: string
+    try {
+      if (target === 'trace-file') {
+        checkTraceContents(decodeTrace(bytes, 'fuzz.vramscope'))
+      } else {
+        checkRmm(parseRmmLog(bytes, 'fuzz.csv', { maxBadLines: int(rand, 6) }))
+      }
+      outcome = 'ok'
+    } catch (e) {
+      if (e instanceof TraceFileError || e instanceof RmmLogError) {
+        outcome = e.code
+        if (!e.message.startsWith(target === 'trace-file' ? 'fuzz.vramscope: ' : 'fuzz.csv: ')) outcome = 'error without the file name'
+      } else {
+        outcome = 'unexpected'
+      }
+      if (outcome === 'unexpected' || outcome.startsWith('error without')) {
+        const error = e instanceof Error ? (e.stack ?? e.message) : String(e)
+        process.stdout.write(`failure ${JSON.stringify({ seed, case: cases, what, error })}\n`)
+        process.exitCode = 1
+      }
+    }
+    const ms = performance.now() - t0
+    if (ms > slowest.ms) slowest = { ms, what: `case ${cases}: ${what}` }
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+  }
+  process.stdout.write(`summary ${JSON.stringify({ target, seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest })}\n`)
+}
+
+await main()
