@@ -108,6 +108,14 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
   GPU_CHECK(cudaGetLastError());
   pool->record_stream(p, gpu::as_stream(b));
   pool->deallocate(p, gpu::as_stream(a));
+  if (cudaStreamQuery(b) == cudaSuccess) {
+    // A 300 ms kernel already done right after its launch: launches are serialized (as under
+    // compute-sanitizer), so B's kernel cannot be seen running and the race cannot be staged.
+    std::printf("  skipped: kernel launches are serialized here (compute-sanitizer?), so stream B's\n"
+                "  kernel cannot be observed while it runs; the race is checked in the plain GPU run\n");
+    pool->synchronize_deferred();
+    return;
+  }
   REQUIRE(cudaStreamQuery(b) == cudaErrorNotReady);  // B's kernel is still running
   (void)cudaGetLastError();
   CHECK_EQ(pool->stats().pending_blocks, 1u);
