@@ -168,6 +168,16 @@ describe('round trip', () => {
     assert.equal(decode.at(-1), size)
   })
 
+  it('decodes bytes that start at an offset not a multiple of 8 (a pooled Buffer, a slice)', () => {
+    const trace = sampleTrace(500)
+    const file = concat(encodeTrace(trace, sampleStrategies(8)))
+    const shifted = new Uint8Array(file.length + 3)
+    shifted.set(file, 3)
+    const read = decodeTrace(shifted.subarray(3), 'shifted.vramscope')
+    assertSameTrace(read.trace, trace)
+    assert.equal(read.strategies[0]!.layout!.address[1], 0xffff_8000_0000_0100n)
+  })
+
   it('refuses to write strategies with the same name twice', () => {
     const [first] = sampleStrategies()
     assert.throws(() => encodeTrace(sampleTrace(10), [first!, { ...first! }]), /appears twice/)

@@ -471,6 +471,9 @@ const utf8Decoder = new TextDecoder('utf-8', { fatal: true })
  * Decodes a trace file's bytes. `file` names the file in errors. A file written by the streaming
  * writer that ends early (the recording was killed) opens with what was flushed, `complete` false
  * and a warning; any other damage throws TraceFileError.
+ *
+ * Columns read from a single record batch are views into `bytes` (no copy): transferring one
+ * column's buffer to a worker transfers them all, so slice a column first to send it alone.
  */
 export function decodeTrace(bytes: Uint8Array, file: string, onProgress?: (p: DecodeProgress) => void): TraceFileContents {
   return new Decoder(bytes, file, onProgress).run()
