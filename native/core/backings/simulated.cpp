@@ -164,34 +164,49 @@ void simulated_backing::unmap(address_t address, std::size_t bytes) {
 }
 
 // --- stream-ordered pool: a model of cudaMemPool ---------------------------------------------------
-// The pool obtains memory in granule multiples and keeps freed blocks for reuse (smallest cached
-// block that fits). At each synchronization it releases cached memory above its release threshold,
-// as the driver does. A documented approximation: on a GPU the real pool is used.
+// Calibrated on an H100 (driver 580, CUDA 13; scripts/gpu/probe_mempool.cu): the pool obtains
+// memory in chunks of 32 MiB, or the request rounded up to a multiple of 32 MiB; it places blocks,
+// rounded to 512 B, at the lowest free address (a freed 8 MiB block serves a later 4 MiB request at
+// the same address); at each synchronization it gives fully free chunks back to the device until
+// it holds no more than its release threshold; trim releases them at once. The model counts used
+// bytes at 512 B granularity (the driver's used counter reports requested bytes).
+
+namespace {
+constexpr std::size_t async_block_rounding = 512;
+}
 
 address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
-  const std::size_t need = align_up(bytes, options_.granularity);
-  auto it = async_cached_.lower_bound(need);
-  address_t a;
-  std::size_t size;
-  if (it != async_cached_.end() && it->first <= 2 * need) {
-    size = it->first;
-    a = it->second;
-    async_cached_.erase(it);
-  } else {
-    if (need > available() && !async_cached_.empty()) async_sync_release();  // the driver trims on OOM
-    charge(need, "cudaMallocAsync");
+  const std::size_t need = align_up(bytes == 0 ? 1 : bytes, async_block_rounding);
+  address_t a = 0;
+  bool found = false;
+  for (auto it = async_free_.begin(); it != async_free_.end(); ++it) {
+    if (it->second < need) continue;
+    a = it->first;
+    std::size_t rest = it->second - need;
+    async_free_.erase(it);
+    if (rest != 0) async_free_.emplace(a + need, rest);
+    found = true;
+    break;
+  }
+  if (!found) {
+    std::size_t chunk = align_up(need, options_.async_chunk_size);
+    if (chunk > available()) async_release_free_chunks(0);  // the driver trims on out-of-memory
+    // Short of a whole chunk, take just the granules the block needs (a nearly full device).
+    if (chunk > available()) chunk = align_up(need, options_.granularity);
+    charge(chunk, "cudaMallocAsync");
     try {
-      a = take_address_space(need, options_.granularity);
+      a = take_address_space(chunk, options_.granularity);
     } catch (...) {
-      physical_used_ -= need;
+      physical_used_ -= chunk;
       throw;
     }
-    size = need;
-    async_stats_.reserved_current += size;
+    async_chunks_.emplace(a, chunk);
+    if (chunk > need) async_free_.emplace(a + need, chunk - need);
+    async_stats_.reserved_current += chunk;
     async_stats_.reserved_high = std::max(async_stats_.reserved_high, async_stats_.reserved_current);
   }
-  async_live_.emplace(a, size);
-  async_stats_.used_current += size;
+  async_live_.emplace(a, need);
+  async_stats_.used_current += need;
   async_stats_.used_high = std::max(async_stats_.used_high, async_stats_.used_current);
   ++calls_.async_alloc;
   return a;
@@ -200,39 +215,74 @@ address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
 void simulated_backing::free_async(address_t address, std::size_t, stream_t) {
   auto it = async_live_.find(address);
   if (it == async_live_.end()) throw invalid_free(address);
-  async_cached_.emplace(it->second, address);
-  async_stats_.used_current -= it->second;
+  std::size_t bytes = it->second;
+  async_stats_.used_current -= bytes;
   async_live_.erase(it);
+  // Coalesce with free neighbours inside the same chunk.
+  auto chunk = std::prev(async_chunks_.upper_bound(address));
+  const address_t chunk_start = chunk->first, chunk_end = chunk->first + chunk->second;
+  auto next = async_free_.lower_bound(address);
+  if (next != async_free_.begin()) {
+    auto prev = std::prev(next);
+    if (prev->first >= chunk_start && prev->first + prev->second == address) {
+      address = prev->first;
+      bytes += prev->second;
+      async_free_.erase(prev);
+    }
+  }
+  if (next != async_free_.end() && next->first < chunk_end && address + bytes == next->first) {
+    bytes += next->second;
+    async_free_.erase(next);
+  }
+  async_free_.emplace(address, bytes);
   ++calls_.async_free;
 }
 
 void simulated_backing::set_release_threshold(std::uint64_t bytes) { release_threshold_ = bytes; }
 
-void simulated_backing::trim_async_pool(std::size_t min_bytes_to_keep) {
-  // Release the largest cached blocks first until at most min_bytes_to_keep stay reserved.
-  while (!async_cached_.empty() && async_stats_.reserved_current > min_bytes_to_keep) {
-    auto it = std::prev(async_cached_.end());
-    give_address_space(it->second, it->first);
-    physical_used_ -= it->first;
-    async_stats_.reserved_current -= it->first;
-    async_cached_.erase(it);
+// Gives fully free chunks back, largest first, until at most `keep` bytes stay reserved.
+void simulated_backing::async_release_free_chunks(std::size_t keep) {
+  std::vector<std::pair<std::size_t, address_t>> empty;
+  for (auto& [address, bytes] : async_chunks_) {
+    auto f = async_free_.find(address);
+    if (f != async_free_.end() && f->second == bytes) empty.emplace_back(bytes, address);
+  }
+  std::sort(empty.rbegin(), empty.rend());
+  for (auto& [bytes, address] : empty) {
+    if (async_stats_.reserved_current <= keep) break;
+    async_free_.erase(address);
+    async_chunks_.erase(address);
+    give_address_space(address, bytes);
+    physical_used_ -= bytes;
+    async_stats_.reserved_current -= bytes;
   }
 }
 
+void simulated_backing::trim_async_pool(std::size_t min_bytes_to_keep) {
+  async_release_free_chunks(min_bytes_to_keep);
+}
+
 void simulated_backing::async_sync_release() {
-  if (async_stats_.reserved_current > release_threshold_) trim_async_pool(release_threshold_);
+  if (async_stats_.reserved_current > release_threshold_) async_release_free_chunks(release_threshold_);
 }
 
 async_pool_stats simulated_backing::async_stats() const { return async_stats_; }
 
-std::vector<simulated_backing::async_chunk> simulated_backing::async_chunks() const {
-  std::vector<async_chunk> chunks;
-  chunks.reserve(async_live_.size() + async_cached_.size());
-  for (auto& [address, bytes] : async_live_) chunks.push_back({address, bytes, true});
-  for (auto& [bytes, address] : async_cached_) chunks.push_back({address, bytes, false});
-  std::sort(chunks.begin(), chunks.end(),
+std::vector<simulated_backing::async_chunk> simulated_backing::async_regions() const {
+  std::vector<async_chunk> regions;
+  regions.reserve(async_chunks_.size());
+  for (auto& [address, bytes] : async_chunks_) regions.push_back({address, bytes, true});
+  return regions;
+}
+
+std::vector<simulated_backing::async_chunk> simulated_backing::async_blocks() const {
+  std::vector<async_chunk> blocks;
+  blocks.reserve(async_live_.size() + async_free_.size());
+  for (auto& [address, bytes] : async_live_) blocks.push_back({address, bytes, true});
+  for (auto& [address, bytes] : async_free_) blocks.push_back({address, bytes, false});
+  std::sort(blocks.begin(), blocks.end(),
             [](const async_chunk& x, const async_chunk& y) { return x.address < y.address; });
-  return chunks;
+  return blocks;
 }
 
 // --- events in logical time --------------------------------------------------------------------------

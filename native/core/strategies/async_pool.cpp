@@ -110,11 +110,10 @@ class async_pool_strategy final : public allocator {
 
   void do_walk(layout_visitor& v) const override {
     if (model_ != nullptr) {
-      // The simulated pool can be enumerated: each chunk is a region holding one block.
-      for (const auto& c : model_->async_chunks()) {
-        v.region({c.address, c.bytes, true, 0});
-        v.block({c.address, c.bytes, c.in_use ? block_state::live : block_state::free, 0});
-      }
+      // The simulated pool can be enumerated: its chunks are regions, tiled by its blocks.
+      for (const auto& c : model_->async_regions()) v.region({c.address, c.bytes, true, 0});
+      for (const auto& b : model_->async_blocks())
+        v.block({b.address, b.bytes, b.in_use ? block_state::live : block_state::free, 0});
       return;
     }
     // A real cudaMemPool is opaque: only the blocks handed out are known, each shown as its own

@@ -101,22 +101,26 @@ TEST("cuda_malloc: out of memory names the caller's request and leaves everythin
   a->deallocate(p);
 }
 
+// The simulated pool follows what an H100's cudaMemPool did (scripts/gpu/probe_mempool.cu):
+// 32 MiB chunks (or the request rounded up to 32 MiB), blocks rounded to 512 B at the lowest free
+// address, fully free chunks released at synchronization down to the release threshold.
 TEST("async_pool: the release threshold keeps pool memory across a synchronization") {
   auto b = device();
   auto a = make_allocator("async_pool", *b, {{"release_threshold", "64MiB"}});
-  void* p = a->allocate(40 * MiB);
+  void* p = a->allocate(40 * MiB);  // a 64 MiB chunk: 40 MiB rounded up to 32 MiB multiples
+  CHECK_EQ(b->async_stats().reserved_current, 64 * MiB);
   a->deallocate(p);
   b->synchronize();
-  CHECK_EQ(b->async_stats().reserved_current, 40 * MiB);
-  // The kept chunk serves the next request of its size without growing the pool.
+  CHECK_EQ(b->async_stats().reserved_current, 64 * MiB);
+  // The kept chunk serves the next request without growing the pool.
   void* q = a->allocate(40 * MiB);
   CHECK_EQ(q, p);
-  CHECK_EQ(b->async_stats().reserved_high, 40 * MiB);
+  CHECK_EQ(b->async_stats().reserved_high, 64 * MiB);
   a->deallocate(q);
   a->trim();
   CHECK_EQ(b->async_stats().reserved_current, 0u);
   CHECK_EQ(a->stats().reserved_live, 0u);
-  CHECK_EQ(a->stats().reserved_peak, 40 * MiB);
+  CHECK_EQ(a->stats().reserved_peak, 64 * MiB);
 }
 
 TEST("async_pool: with threshold 0 a synchronization releases the cache; counters catch up at the next call") {
@@ -125,33 +129,35 @@ TEST("async_pool: with threshold 0 a synchronization releases the cache; counter
   std::map<address_t, std::size_t> live;
   void* p = a->allocate(10 * MiB);
   a->deallocate(p);
-  CHECK_EQ(a->stats().reserved_live, 10 * MiB);  // cached until a synchronization
-  CHECK_EQ(a->stats().free_bytes, 10 * MiB);
+  CHECK_EQ(a->stats().reserved_live, 32 * MiB);  // the whole chunk, cached until a synchronization
+  CHECK_EQ(a->stats().free_bytes, 32 * MiB);
   CHECK_HOLDS(a, live);
   b->synchronize();
   CHECK_EQ(b->async_stats().reserved_current, 0u);
   void* small = a->allocate(1000);
   live[reinterpret_cast<address_t>(small)] = 1000;
   CHECK_EQ(a->stats().reserved_live, b->async_stats().reserved_current);
+  CHECK_EQ(a->stats().reserved_live, 32 * MiB);
   CHECK_HOLDS(a, live);
   a->deallocate(small);
 }
 
-TEST("async_pool: trim_on_free returns memory above the threshold after every free") {
+TEST("async_pool: trim_on_free returns fully free chunks above the threshold after every free") {
   auto b = device();
   auto a = make_allocator("async_pool", *b, {{"trim_on_free", "true"}, {"release_threshold", "4MiB"}});
   std::map<address_t, std::size_t> live;
-  void* big = a->allocate(16 * MiB);
-  void* small = a->allocate(1 * MiB);
+  void* small = a->allocate(1 * MiB);  // chunk A, 32 MiB
+  void* big = a->allocate(40 * MiB);   // does not fit A's 31 MiB: chunk B, 64 MiB
   live[reinterpret_cast<address_t>(small)] = 1 * MiB;
-  a->deallocate(big);
-  CHECK(a->stats().reserved_live <= 4 * MiB + 2 * MiB);
+  CHECK_EQ(a->stats().reserved_live, 96 * MiB);
+  a->deallocate(big);  // B is fully free: released; A still holds a block and stays
+  CHECK_EQ(a->stats().reserved_live, 32 * MiB);
   CHECK_EQ(a->stats().reserved_live, b->async_stats().reserved_current);
   CHECK_HOLDS(a, live);
   a->deallocate(small);
 }
 
-TEST("async_pool: the walk shows each pool chunk as a region with one live or cached block") {
+TEST("async_pool: blocks share a chunk at 512 B granularity; a freed block is reused at the lowest address") {
   auto b = device();
   auto a = make_allocator("async_pool", *b, {{"release_threshold", "1GiB"}});
   std::map<address_t, std::size_t> live;
@@ -161,15 +167,23 @@ TEST("async_pool: the walk shows each pool chunk as a region with one live or ca
     ps.push_back(p);
     live[reinterpret_cast<address_t>(p)] = n;
   }
+  // One chunk holds them all, packed: 512 B, then 3 MiB, then 5 MiB, then 100352 B.
+  CHECK_EQ(reinterpret_cast<address_t>(ps[1]), reinterpret_cast<address_t>(ps[0]) + 512);
+  CHECK_EQ(reinterpret_cast<address_t>(ps[2]), reinterpret_cast<address_t>(ps[1]) + 3 * MiB);
   a->deallocate(ps[1]);
   live.erase(reinterpret_cast<address_t>(ps[1]));
   layout_snapshot s = snapshot(*a);
-  CHECK_EQ(s.regions.size(), 4u);
-  CHECK_EQ(s.blocks.size(), 4u);
+  CHECK_EQ(s.regions.size(), 1u);
+  CHECK_EQ(s.blocks.size(), 5u);  // live, free (the 3 MiB hole), live, live, free (the tail)
   std::size_t cached = 0;
   for (auto& blk : s.blocks) cached += blk.state == block_state::free;
-  CHECK_EQ(cached, 1u);
-  CHECK_EQ(a->stats().free_bytes, 4 * MiB);  // the 3 MiB request took a 4 MiB chunk
+  CHECK_EQ(cached, 2u);
+  CHECK_EQ(a->stats().free_bytes, 32 * MiB - 512 - 5 * MiB - 100352);
+  CHECK_EQ(a->stats().largest_free_block, 32 * MiB - 512 - 3 * MiB - 5 * MiB - 100352);
+  CHECK_HOLDS(a, live);
+  void* again = a->allocate(2 * MiB);  // first fit: the hole the 3 MiB block left
+  CHECK_EQ(again, ps[1]);
+  live[reinterpret_cast<address_t>(again)] = 2 * MiB;
   CHECK_HOLDS(a, live);
 }
 

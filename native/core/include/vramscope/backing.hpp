@@ -110,6 +110,7 @@ struct simulated_options {
   std::uint64_t completion_delay_ns = 10000;  // how long queued stream work takes to finish
   address_t base_address = 0x7f0000000000;  // where the fake address space starts
   std::uint64_t async_release_threshold = 0;  // cudaMemPool default: release at each sync
+  std::size_t async_chunk_size = 32 * MiB;    // what cudaMemPool obtains at a time (H100, CUDA 13)
   // Where the driver placed each region of a recorded run, in order (e.g. the segment_alloc
   // addresses of a PyTorch snapshot). Region i goes to region_placement[i] when that range is
   // free, else first fit. Placement matters to policies that break ties by address (PyTorch's

@@ -50,14 +50,15 @@ class simulated_backing final : public backing {
   std::size_t physical_used() const noexcept { return physical_used_; }
   std::size_t mapped_bytes() const noexcept { return mapped_bytes_; }
 
-  // The stream-ordered pool's chunks, in use or cached, in address order: the model can be walked
-  // where a real cudaMemPool cannot (async_pool reports each chunk as a region).
+  // The model of the stream-ordered pool can be walked where a real cudaMemPool cannot: its chunks
+  // (in_use true) and the blocks that tile them, live (in_use) or free, in address order.
   struct async_chunk {
     address_t address;
     std::size_t bytes;
     bool in_use;
   };
-  std::vector<async_chunk> async_chunks() const;
+  std::vector<async_chunk> async_regions() const;
+  std::vector<async_chunk> async_blocks() const;
 
  private:
   address_t take_address_space(std::size_t bytes, std::size_t alignment);
@@ -65,6 +66,7 @@ class simulated_backing final : public backing {
   void give_address_space(address_t address, std::size_t bytes);
   void charge(std::size_t bytes, const char* what);
   void async_sync_release();
+  void async_release_free_chunks(std::size_t keep);
 
   simulated_options options_;
   std::uint64_t now_ns_ = 0;
@@ -83,9 +85,11 @@ class simulated_backing final : public backing {
   // Events: id -> completion time.
   std::unordered_map<event_t, std::uint64_t> events_;
   event_t next_event_ = 1;
-  // Async pool model: blocks in use, cached chunk bytes, and its release threshold.
+  // Async pool model: chunks obtained (address -> bytes), blocks handed out (address -> bytes,
+  // 512 B rounded) and free ranges inside chunks (address -> bytes, coalesced within a chunk).
+  std::map<address_t, std::size_t> async_chunks_;
   std::unordered_map<address_t, std::size_t> async_live_;
-  std::multimap<std::size_t, address_t> async_cached_;  // size -> address, freed and kept
+  std::map<address_t, std::size_t> async_free_;
   async_pool_stats async_stats_;
   std::uint64_t release_threshold_;
 };
