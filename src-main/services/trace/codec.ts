@@ -730,18 +730,19 @@ class Decoder {
     }
     if (batches.length !== chunk.batches.length)
       this.fail('corrupt', `Arrow read ${batches.length} record batches where the chunk frames ${chunk.batches.length}`, chunk.offset, chunk)
+    // A field's first node: fields with children (lists) take one node each for themselves and them.
+    const firstNode: number[] = []
+    let node = 0
+    for (const f of chunk.fields) {
+      firstNode.push(node)
+      node += countNodes(f)
+    }
     return batches.map((batch, b) => {
       const framed = chunk.batches[b]!
       const rows = framed.header.length
       const out: Record<string, DecodedColumn> = {}
-      let node = 0
-      const nodeOf = new Map<number, number>()
-      chunk.fields.forEach((f, i) => {
-        nodeOf.set(i, node)
-        node += countNodes(f)
-      })
       for (const [name, index] of indices) {
-        const n = framed.header.nodes[nodeOf.get(index)!]!
+        const n = framed.header.nodes[firstNode[index]!]!
         const where = `column "${name}" of record batch ${b}`
         if (n.length !== rows) this.fail('corrupt', `${where} has ${n.length} rows, the batch ${rows}`, framed.offset, chunk)
         if (n.nullCount !== 0) this.fail('bad-value', `${where} has ${n.nullCount} nulls (vramscope columns have none)`, framed.offset, chunk)
@@ -820,13 +821,12 @@ class Decoder {
   private assembleEvents(): TraceEvents {
     const parts = this.eventParts
     const total = parts.reduce((n, p) => n + p.rows, 0)
-    const sizes = (p: (typeof parts)[number]) => this.uint64Numbers(p.columns['size'] as BigUint64Array, 'size', p.chunk)
     if (parts.length === 1) {
       const c = parts[0]!.columns
       return {
         kind: c['kind'] as Uint8Array,
         id: c['id'] as Uint32Array,
-        size: sizes(parts[0]!),
+        size: this.uint64Numbers(c['size'] as BigUint64Array, 'size', parts[0]!.chunk),
         stream: c['stream'] as Uint32Array,
         device: c['device'] as Uint16Array,
         time: c['time'] as Float64Array,
@@ -849,7 +849,7 @@ class Decoder {
       const c = p.columns
       events.kind.set(c['kind'] as Uint8Array, at)
       events.id.set(c['id'] as Uint32Array, at)
-      events.size.set(sizes(p), at)
+      this.uint64Numbers(c['size'] as BigUint64Array, 'size', p.chunk, events.size, at)
       events.stream.set(c['stream'] as Uint32Array, at)
       events.device.set(c['device'] as Uint16Array, at)
       events.time.set(c['time'] as Float64Array, at)
@@ -860,14 +860,16 @@ class Decoder {
     return events
   }
 
-  /** uint64 values as exact numbers; beyond 2^53 is a bad value (no byte count gets there). */
-  private uint64Numbers(values: BigUint64Array, what: string, chunk: Chunk): Float64Array {
+  /**
+   * uint64 values as exact numbers, into `out` from `at` (a new array by default); beyond 2^53 is a
+   * bad value (no byte count gets there).
+   */
+  private uint64Numbers(values: BigUint64Array, what: string, chunk: Chunk, out: Float64Array = new Float64Array(values.length), at = 0): Float64Array {
     const words = new Uint32Array(values.buffer, values.byteOffset, values.length * 2)
-    const out = new Float64Array(values.length)
     for (let i = 0; i < values.length; i++) {
       const high = words[2 * i + 1]!
       if (high >= 1 << 21) this.fail('bad-value', `${what} of row ${i} is ${values[i]}, beyond 2^53`, chunk.offset, chunk)
-      out[i] = high * TWO_POW_32 + words[2 * i]!
+      out[at + i] = high * TWO_POW_32 + words[2 * i]!
     }
     return out
   }
@@ -940,9 +942,9 @@ class Decoder {
     for (const p of parts) {
       out.op.set(p['op'] as Uint8Array, at)
       out.address.set(p['address'] as BigUint64Array, at)
-      out.size.set(this.uint64Numbers(p['size'] as BigUint64Array, 'layout size', c), at)
-      out.requested.set(this.uint64Numbers(p['requested'] as BigUint64Array, 'layout requested', c), at)
-      out.stream.set(this.uint64Numbers(p['stream'] as BigUint64Array, 'layout stream', c), at)
+      this.uint64Numbers(p['size'] as BigUint64Array, 'layout size', c, out.size, at)
+      this.uint64Numbers(p['requested'] as BigUint64Array, 'layout requested', c, out.requested, at)
+      this.uint64Numbers(p['stream'] as BigUint64Array, 'layout stream', c, out.stream, at)
       out.time.set(p['time'] as Float64Array, at)
       out.aux.set(p['aux'] as Uint32Array, at)
       at += (p['op'] as Uint8Array).length
