@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "bench.hpp"
+#include "bench_replay.hpp"
 #include "vramscope/allocator.hpp"
 #include "vramscope/backing.hpp"
 #include "vramscope/errors.hpp"
@@ -921,6 +922,8 @@ int run_benchmark(const options& o) {
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::strcmp(argv[1], "replay") == 0)
+      return vramscope::bench::replay_main(argc - 1, argv + 1);
     return vramscope::bench::run_benchmark(vramscope::bench::parse_options(argc, argv));
   } catch (const std::exception& e) {
     std::fprintf(stderr, "vramscope_bench: %s\n", e.what());

@@ -14,6 +14,7 @@ const char* error_code_name(error_code code) noexcept {
     case error_code::unsupported: return "unsupported";
     case error_code::no_cuda_device: return "no_cuda_device";
     case error_code::device_error: return "device_error";
+    case error_code::cancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -120,11 +120,12 @@ class allocator {
     std::uint64_t rounded_live;
     std::uint64_t reserved_live;
     std::uint64_t reserved_peak;  // high-water mark, transient growth inside one call included
-    std::uint64_t device_calls;   // device_calls.total()
+    std::uint64_t live_blocks;
+    device_call_counts device_calls;
   };
   counters live_counters() const {
     maybe_lock guard(mutex_, thread_safe_);
-    return {requested_live_, rounded_live_, reserved_live_, reserved_peak_, own_calls_.total()};
+    return {requested_live_, rounded_live_, reserved_live_, reserved_peak_, live_.size(), own_calls_};
   }
 
   // Releases cached memory the strategy holds but no block uses (where it caches at all).

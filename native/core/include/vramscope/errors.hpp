@@ -18,6 +18,7 @@ enum class error_code {
   unsupported,       // the strategy needs a capability the backing lacks, or CUDA was not built
   no_cuda_device,    // asked for a CUDA backing where there is no driver or device
   device_error,      // a CUDA call failed; the message carries the CUDA error text
+  cancelled,         // a long operation (replay) was asked to stop; its partial results are dropped
 };
 
 const char* error_code_name(error_code code) noexcept;

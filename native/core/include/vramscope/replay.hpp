@@ -1,0 +1,180 @@
+// Replay: a request trace (what a program asked for, DESIGN.md) run through any list of strategies,
+// each on its own simulated backing, giving per strategy the layout events, a metrics time series
+// and a summary. One thread, no shared state between targets; the same input gives the same bytes
+// out (the wall-time fields of the summary excepted).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "vramscope/allocator.hpp"
+#include "vramscope/backing.hpp"
+#include "vramscope/errors.hpp"
+#include "vramscope/params.hpp"
+#include "vramscope/types.hpp"
+
+namespace vramscope {
+
+// Event kinds of the request trace (src-main/services/trace/model.ts, EventKind: same numbers).
+enum class request_kind : std::uint8_t {
+  alloc = 0,   // id, size bytes on stream
+  free = 1,    // id, issued on stream (another stream than the alloc's: a stream-ordered free)
+  marker = 2,  // a step boundary: strategies that support reset() are reset here (option)
+  oom = 3,     // a failure the program saw when it was recorded; not replayed, only counted
+};
+
+// The request trace's columns, borrowed for the duration of replay(): one row per event.
+struct request_columns {
+  const std::uint8_t* kind = nullptr;
+  const std::uint32_t* id = nullptr;      // block id (dense from 0), or marker index
+  const double* size = nullptr;           // bytes: whole numbers below 2^53 (a JS Float64Array)
+  const std::uint32_t* stream = nullptr;  // index into the trace's stream table
+  const double* time = nullptr;           // ns since the trace's start; nullptr: the clock stands
+  std::size_t count = 0;
+};
+
+// Stream index i of a trace is simulated stream i + 1: no replayed stream is 0, which names the
+// legacy default stream, and every layout event with stream 0 (regions, maps) is known to have none.
+// Layout columns carry the index back (replay_no_stream where the event has no stream).
+constexpr stream_t replay_stream(std::uint32_t index) noexcept { return stream_t{index} + 1; }
+constexpr std::uint32_t replay_no_stream = 0xFFFFFFFFu;
+
+struct replay_target {
+  std::string label;  // unique name in the results: "caching (pytorch)"
+  std::string strategy;
+  params parameters;
+  // The simulated device: capacity, granularity, completion delay, region_placement (where a
+  // recording's driver put each region, so a replay of it places them identically).
+  simulated_options simulated;
+};
+
+struct replay_options {
+  // Device memory cap for every target (the simulated backing's capacity): requests that do not
+  // fit fail, are counted, and the replay goes on. 0: each target's simulated.capacity.
+  std::uint64_t capacity = 0;
+  // At a marker, reset() the strategies that support it (arena): blocks live then are dropped and
+  // their later frees ignored (both counted).
+  bool reset_at_markers = true;
+  // Metrics are kept per bucket of consecutive events (min, max and last value of each); at most
+  // this many buckets, fewer when there are fewer events.
+  std::size_t buckets = 2048;
+  // Also keep requested / rounded / reserved / device calls after every event.
+  bool full_metrics = false;
+  // Collect the layout events (the tracer). Off: metrics and summary only.
+  bool layout = true;
+  // External fragmentation needs a walk of the strategy's blocks, which costs as many visits as
+  // it has blocks (free ones included). Walks at bucket ends may visit this many blocks per event
+  // replayed so far; a bucket end with too little budget left gets NaN (not measured). 0: no limit.
+  std::uint64_t walk_budget_per_event = 2;
+  // Walks at each new reserved peak, with their own budget (a strategy whose peak keeps rising
+  // would otherwise walk after every event). When the final peak was not walked, a second, bare
+  // run up to it measures it: the fragmentation at the peak is always exact. 0: no limit.
+  std::uint64_t peak_walk_budget_per_event = 4;
+  std::size_t progress_interval = 65536;  // events between progress calls and cancel checks
+};
+
+// What the strategy did, as columns (the tracer's trace_event, tracer.hpp), with the index of the
+// request event being replayed when it happened.
+struct replay_layout {
+  std::vector<std::uint8_t> op;  // trace_op
+  std::vector<std::uint64_t> address;
+  std::vector<double> size;
+  std::vector<double> requested;
+  std::vector<std::uint32_t> stream;  // trace stream index, or replay_no_stream
+  std::vector<std::uint32_t> aux;
+  std::vector<std::uint32_t> event;   // request event index; markers' resets included
+};
+
+// Metrics per bucket of events [end[b-1], end[b]). Bytes are doubles (exact below 2^53).
+struct replay_buckets {
+  std::vector<std::uint32_t> end;  // exclusive end event index
+  std::vector<double> time;        // time of the bucket's last event (ns)
+  std::vector<double> requested_min, requested_max, requested_last;
+  std::vector<double> rounded_min, rounded_max, rounded_last;
+  std::vector<double> reserved_min, reserved_max, reserved_last;
+  std::vector<double> device_calls;  // cumulative, after the bucket's last event
+  // After the bucket's last event; NaN where the walk budget did not allow a walk.
+  std::vector<double> external_fragmentation;  // 1 - largest free block / free bytes; 0: none free
+  std::vector<double> largest_free_block;
+  std::vector<double> free_bytes;
+};
+
+// One row per event (replay_options::full_metrics), after the event.
+struct replay_full_metrics {
+  std::vector<double> requested, rounded, reserved, device_calls;
+};
+
+struct replay_summary {
+  std::uint64_t events = 0, allocs = 0, frees = 0, markers = 0, recorded_failures = 0;
+  // Peaks of the values after each event, and the first event after which each was reached.
+  std::uint64_t peak_requested = 0, peak_requested_event = 0;
+  std::uint64_t peak_rounded = 0, peak_rounded_event = 0;
+  std::uint64_t peak_reserved = 0, peak_reserved_event = 0;
+  // The allocator's own high-water mark: also counts memory held for a moment inside one call.
+  std::uint64_t reserved_high_water = 0;
+  // At the reserved peak (after peak_reserved_event).
+  double external_fragmentation_at_peak = 0;
+  std::uint64_t largest_free_block_at_peak = 0;
+  std::uint64_t free_bytes_at_peak = 0;
+  std::uint64_t internal_waste_at_peak = 0;  // rounded - requested
+  bool peak_measured_by_rerun = false;       // the budget skipped it; a bare second run measured it
+  // Requests that did not fit (cap, pool size, block size), and the first few event indices.
+  std::uint64_t failures = 0;
+  std::vector<std::uint32_t> first_failures;  // at most 16
+  std::uint64_t failed_bytes = 0;
+  std::uint64_t device_calls = 0;  // total at the end (device_call_counts::total)
+  device_call_counts device_call_detail;
+  std::uint64_t resets = 0;             // markers at which the strategy was reset
+  std::uint64_t dropped_by_reset = 0;   // blocks live at a reset
+  std::uint64_t frees_of_dropped = 0;   // later frees of those, ignored
+  std::uint64_t frees_of_failed = 0;    // frees of an id whose allocation failed, ignored
+  std::uint64_t unknown_frees = 0;      // frees of an id never allocated or already freed
+  std::uint64_t reused_live_ids = 0;    // allocs of an id still live (the older block stays live)
+  std::uint64_t zero_size_allocs = 0;   // allocs of 0 bytes (no block, as cudaMalloc)
+  std::uint64_t fragmentation_walks = 0;  // walks made (bucket ends and peaks)
+  std::uint64_t walked_blocks = 0;
+  // End state.
+  std::uint64_t final_requested = 0, final_rounded = 0, final_reserved = 0, live_blocks = 0;
+  // Not deterministic: how long this target took.
+  double wall_ns = 0;
+  double events_per_second = 0;
+};
+
+struct replay_result {
+  std::string label;
+  std::string strategy;
+  params parameters;
+  replay_layout layout;
+  replay_buckets buckets;
+  replay_full_metrics full;  // empty unless full_metrics
+  replay_summary summary;
+};
+
+struct replay_progress {
+  std::size_t target = 0;  // index into the targets
+  std::size_t targets = 0;
+  std::size_t events_done = 0;  // of this target
+  std::size_t events_total = 0;
+};
+using replay_progress_callback = std::function<void(const replay_progress&)>;
+
+class replay_cancelled : public error {
+ public:
+  replay_cancelled() : error(error_code::cancelled, "replay cancelled") {}
+};
+
+// Replays `events` through every target in turn. Throws invalid_argument for malformed columns
+// (unknown kind, ids not dense, sizes not whole) or strategy parameters (naming the target),
+// replay_cancelled when *cancel becomes true (checked every progress_interval events; partial
+// results are dropped), and any other library error with the target and event index in its message.
+std::vector<replay_result> replay(const request_columns& events,
+                                  const std::vector<replay_target>& targets,
+                                  const replay_options& options = {},
+                                  const replay_progress_callback& progress = {},
+                                  const std::atomic<bool>* cancel = nullptr);
+
+}  // namespace vramscope

@@ -1,0 +1,584 @@
+// The replay engine: one loop over the request events per target, reading the allocator's running
+// counters after every event (O(1)), keeping them per bucket (min/max/last), and walking the
+// strategy's blocks for external fragmentation only at bucket ends and reserved peaks, within a
+// budget of visited blocks so that a strategy with many small blocks cannot make replay quadratic.
+#include "vramscope/replay.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "vramscope/simulated_backing.hpp"
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace vramscope {
+namespace {
+
+constexpr std::size_t max_first_failures = 16;
+constexpr double max_exact_double = 9007199254740992.0;  // 2^53
+
+std::string at_event(std::size_t i) { return "event " + std::to_string(i); }
+
+// The output columns and the id table are tens of megabytes written once, front to back: with 4 KiB
+// pages, taking a page fault every hundred events cost as much as the strategy itself. Asking for
+// transparent huge pages where the kernel leaves it to the program (Linux "madvise" mode) makes
+// that a fault every 2 MiB. Only a hint: nothing depends on it being honoured.
+template <class T>
+void reserve_huge(std::vector<T>& v, std::size_t n) {
+  v.reserve(n);
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr std::uintptr_t huge = std::uintptr_t{2} << 20;
+  const std::uintptr_t begin = reinterpret_cast<std::uintptr_t>(v.data());
+  const std::uintptr_t first = (begin + huge - 1) & ~(huge - 1);
+  const std::uintptr_t last = (begin + v.capacity() * sizeof(T)) & ~(huge - 1);
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
+#endif
+}
+
+// Rethrows the exception being handled with `context` (the target, the event) in its message,
+// keeping its code, and for out-of-memory its sizes.
+[[noreturn]] void rethrow_in_context(const std::string& context) {
+  try {
+    throw;
+  } catch (const replay_cancelled&) {
+    throw;
+  } catch (const out_of_memory& e) {
+    // "out of memory: WHERE: requested ..., ... available" -> keep WHERE only, the rest is rebuilt.
+    std::string where = e.what();
+    const std::string prefix = "out of memory: ";
+    if (where.compare(0, prefix.size(), prefix) == 0) where.erase(0, prefix.size());
+    const auto sizes = where.rfind(": requested ");
+    if (sizes != std::string::npos) where.erase(sizes);
+    throw out_of_memory(e.requested(), e.available(), context + ": " + where);
+  } catch (const error& e) {
+    const std::string message = context + ": " + e.what();
+    if (e.code() == error_code::invalid_argument) throw invalid_argument(message);
+    if (e.code() == error_code::unsupported) throw unsupported(message);
+    throw error(e.code(), message);
+  }
+}
+
+// Checks what the loop trusts and returns the size of the id table (largest alloc id + 1).
+std::size_t check_columns(const request_columns& e) {
+  if (e.count == 0) return 0;
+  if (!e.kind || !e.id || !e.size || !e.stream)
+    throw invalid_argument("replay: the kind, id, size and stream columns are required");
+  if (e.count >= std::numeric_limits<std::uint32_t>::max())
+    throw invalid_argument("replay: at most 2^32 - 2 events, got " + std::to_string(e.count));
+  std::uint32_t max_alloc_id = 0;
+  bool any_alloc = false;
+  for (std::size_t i = 0; i < e.count; ++i) {
+    const std::uint8_t kind = e.kind[i];
+    if (kind > static_cast<std::uint8_t>(request_kind::oom))
+      throw invalid_argument("replay: " + at_event(i) + " has kind " + std::to_string(kind) +
+                             " (0 alloc, 1 free, 2 marker, 3 oom)");
+    if (kind == static_cast<std::uint8_t>(request_kind::alloc)) {
+      const double size = e.size[i];
+      if (!(size >= 0 && size < max_exact_double) ||
+          static_cast<double>(static_cast<std::uint64_t>(size)) != size)
+        throw invalid_argument("replay: " + at_event(i) + " asks for " + std::to_string(size) +
+                               " bytes (a whole number below 2^53 is needed)");
+      // Ids are dense from 0, so no alloc id reaches the number of events.
+      if (e.id[i] >= e.count)
+        throw invalid_argument("replay: " + at_event(i) + " allocates id " + std::to_string(e.id[i]) +
+                               ", but ids must be dense from 0 (below the event count " +
+                               std::to_string(e.count) + ")");
+      max_alloc_id = std::max(max_alloc_id, e.id[i]);
+      any_alloc = true;
+    }
+    if (e.time && !(e.time[i] >= 0 && e.time[i] < 1.8e19))
+      throw invalid_argument("replay: " + at_event(i) + " has time " + std::to_string(e.time[i]) +
+                             " ns (a non-negative number is needed)");
+  }
+  return any_alloc ? std::size_t{max_alloc_id} + 1 : 0;
+}
+
+// Appends every event the strategy reports to the layout columns, tagged with the request event
+// being replayed.
+class layout_tracer final : public tracer {
+ public:
+  explicit layout_tracer(replay_layout& out) : out_(out) {}
+  std::uint32_t event = 0;
+
+  void record(const trace_event& e) override {
+    out_.op.push_back(static_cast<std::uint8_t>(e.op));
+    out_.address.push_back(e.address);
+    out_.size.push_back(static_cast<double>(e.size));
+    out_.requested.push_back(static_cast<double>(e.requested));
+    out_.stream.push_back(e.stream == 0 ? replay_no_stream : static_cast<std::uint32_t>(e.stream - 1));
+    out_.aux.push_back(e.aux);
+    out_.event.push_back(event);
+  }
+
+ private:
+  replay_layout& out_;
+};
+
+// Free bytes inside reserved memory and the largest contiguous run of them, by the definition of
+// allocator::stats() (adjacent free blocks form one run, across regions too). Blocks usually come
+// in address order: then runs are merged as they come; otherwise they are sorted first.
+class free_space_meter final : public layout_visitor {
+ public:
+  struct result {
+    std::uint64_t free_bytes = 0;
+    std::uint64_t largest_free_block = 0;
+    std::uint64_t visited = 0;
+    double external_fragmentation() const {
+      return free_bytes == 0 ? 0.0
+                             : 1.0 - static_cast<double>(largest_free_block) / static_cast<double>(free_bytes);
+    }
+  };
+
+  result measure(const allocator& a) {
+    free_.clear();
+    visited_ = 0;
+    ordered_ = true;
+    a.walk(*this);
+    if (!ordered_) std::sort(free_.begin(), free_.end());
+    result r;
+    r.visited = visited_;
+    address_t run_start = 0;
+    std::uint64_t run_size = 0;
+    for (auto& [address, bytes] : free_) {
+      r.free_bytes += bytes;
+      if (run_size != 0 && run_start + run_size == address) {
+        run_size += bytes;
+      } else {
+        run_start = address;
+        run_size = bytes;
+      }
+      r.largest_free_block = std::max(r.largest_free_block, run_size);
+    }
+    return r;
+  }
+
+ private:
+  void region(const region_info&) override {}
+  void block(const block_info& b) override {
+    ++visited_;
+    if (b.state != block_state::free) return;
+    if (!free_.empty()) {
+      auto& last = free_.back();
+      // Neighbouring free slots of one slab or pool come one after another: one run, so that a
+      // walk out of address order sorts runs rather than every free block.
+      if (last.first + last.second == b.address) {
+        last.second += b.size;
+        return;
+      }
+      if (b.address < last.first) ordered_ = false;
+    }
+    free_.emplace_back(b.address, b.size);
+  }
+
+  std::vector<std::pair<address_t, std::uint64_t>> free_;
+  std::uint64_t visited_ = 0;
+  bool ordered_ = true;
+};
+
+enum class id_state : std::uint8_t { never, live, failed, freed, zero_size };
+
+struct id_slot {
+  address_t address = 0;
+  std::uint32_t epoch = 0;  // the reset epoch it was allocated in; older: dropped by a reset
+  id_state state = id_state::never;
+};
+
+// One strategy being replayed: its backing, the allocator, and which id holds which block. Both
+// the recorded run and the bare re-run to the peak go through apply(), so they cannot disagree.
+class player {
+ public:
+  player(const replay_target& target, const replay_options& options, std::size_t ids)
+      : reset_at_markers_(options.reset_at_markers) {
+    reserve_huge(ids_, ids);
+    ids_.resize(ids);
+    simulated_options o = target.simulated;
+    if (options.capacity != 0) o.capacity = options.capacity;
+    backing_ = make_simulated_backing(o);
+    try {
+      allocator_ = make_allocator(target.strategy, *backing_, target.parameters);
+    } catch (const error&) {
+      rethrow_in_context("target '" + target.label + "'");
+    }
+  }
+
+  allocator& alloc() noexcept { return *allocator_; }
+
+  // Replays event i; summary counts what happened to it.
+  void apply(const request_columns& e, std::size_t i, replay_summary& s) {
+    if (e.time) backing_->set_time(static_cast<std::uint64_t>(e.time[i]));
+    switch (static_cast<request_kind>(e.kind[i])) {
+      case request_kind::alloc: {
+        ++s.allocs;
+        id_slot& slot = ids_[e.id[i]];
+        if (VRAMSCOPE_UNLIKELY(slot.state == id_state::live && slot.epoch == epoch_)) ++s.reused_live_ids;
+        const std::size_t bytes = static_cast<std::size_t>(e.size[i]);
+        if (VRAMSCOPE_UNLIKELY(bytes == 0)) {
+          ++s.zero_size_allocs;
+          slot = {0, epoch_, id_state::zero_size};
+          return;
+        }
+        try {
+          slot.address = reinterpret_cast<address_t>(allocator_->allocate(bytes, replay_stream(e.stream[i])));
+          slot.epoch = epoch_;
+          slot.state = id_state::live;
+          ++live_;
+        } catch (const out_of_memory&) {
+          note_failure(i, bytes, slot, s);
+        }
+        return;
+      }
+      case request_kind::free: {
+        ++s.frees;
+        const std::uint32_t id = e.id[i];
+        if (VRAMSCOPE_LIKELY(id < ids_.size())) {
+          id_slot& slot = ids_[id];
+          if (VRAMSCOPE_LIKELY(slot.state == id_state::live && slot.epoch == epoch_)) {
+            allocator_->deallocate(reinterpret_cast<void*>(slot.address), replay_stream(e.stream[i]));
+            slot.state = id_state::freed;
+            --live_;
+            return;
+          }
+          note_odd_free(slot, s);
+          return;
+        }
+        ++s.unknown_frees;
+        return;
+      }
+      case request_kind::marker:
+        ++s.markers;
+        if (reset_at_markers_ && allocator_->supports_reset()) reset(s);
+        return;
+      case request_kind::oom:
+        ++s.recorded_failures;
+        return;
+    }
+  }
+
+ private:
+  VRAMSCOPE_NOINLINE void note_failure(std::size_t i, std::size_t bytes, id_slot& slot, replay_summary& s) {
+    ++s.failures;
+    s.failed_bytes += bytes;
+    if (s.first_failures.size() < max_first_failures) s.first_failures.push_back(static_cast<std::uint32_t>(i));
+    slot = {0, epoch_, id_state::failed};
+  }
+
+  VRAMSCOPE_NOINLINE void note_odd_free(id_slot& slot, replay_summary& s) {
+    switch (slot.state) {
+      case id_state::live: ++s.frees_of_dropped; break;  // allocated before a reset
+      case id_state::failed: ++s.frees_of_failed; break;
+      case id_state::zero_size: break;  // cudaFree(nullptr): nothing to do
+      case id_state::never:
+      case id_state::freed: ++s.unknown_frees; return;
+    }
+    slot.state = id_state::freed;
+  }
+
+  VRAMSCOPE_NOINLINE void reset(replay_summary& s) {
+    allocator_->reset();
+    ++s.resets;
+    s.dropped_by_reset += live_;
+    live_ = 0;
+    ++epoch_;  // every slot of an older epoch is now a dropped block
+  }
+
+  bool reset_at_markers_;
+  std::unique_ptr<simulated_backing> backing_;
+  std::unique_ptr<allocator> allocator_;
+  std::vector<id_slot> ids_;
+  std::uint32_t epoch_ = 0;
+  std::uint64_t live_ = 0;
+};
+
+class cancel_check {
+ public:
+  cancel_check(const std::atomic<bool>* flag) : flag_(flag) {}
+  void operator()() const {
+    if (flag_ && flag_->load(std::memory_order_relaxed)) throw replay_cancelled();
+  }
+
+ private:
+  const std::atomic<bool>* flag_;
+};
+
+// Bucket b holds events [b * n / B, (b + 1) * n / B): every bucket at least one event when B <= n.
+std::size_t bucket_end(std::size_t b, std::size_t n, std::size_t buckets) {
+  return static_cast<std::size_t>((static_cast<unsigned long long>(b) + 1) * n / buckets);
+}
+
+// Walks may visit `per_event` blocks per event replayed so far: a walk is allowed when what has
+// been spent plus what it is expected to cost stays within that. Counted in blocks, not time, so
+// the same input walks at the same events on every machine.
+struct walk_budget {
+  std::uint64_t per_event;  // 0: no limit
+  std::uint64_t spent = 0;
+  bool allows(std::uint64_t expected_cost, std::size_t events_done) const {
+    return per_event == 0 || spent + expected_cost <= per_event * static_cast<std::uint64_t>(events_done);
+  }
+};
+
+struct running_bucket {
+  std::uint64_t requested_min, requested_max, rounded_min, rounded_max, reserved_min, reserved_max;
+  void start() {
+    requested_min = rounded_min = reserved_min = std::numeric_limits<std::uint64_t>::max();
+    requested_max = rounded_max = reserved_max = 0;
+  }
+  void add(const allocator::counters& c) {
+    requested_min = std::min(requested_min, c.requested_live);
+    requested_max = std::max(requested_max, c.requested_live);
+    rounded_min = std::min(rounded_min, c.rounded_live);
+    rounded_max = std::max(rounded_max, c.rounded_live);
+    reserved_min = std::min(reserved_min, c.reserved_live);
+    reserved_max = std::max(reserved_max, c.reserved_live);
+  }
+};
+
+void reserve_buckets(replay_buckets& m, std::size_t n) {
+  for (auto* v : {&m.time, &m.requested_min, &m.requested_max, &m.requested_last, &m.rounded_min,
+                  &m.rounded_max, &m.rounded_last, &m.reserved_min, &m.reserved_max, &m.reserved_last,
+                  &m.device_calls, &m.external_fragmentation, &m.largest_free_block, &m.free_bytes})
+    v->reserve(n);
+  m.end.reserve(n);
+}
+
+// Replays events [0, last] again on a fresh player, with no tracer and no metrics, and measures
+// the free space after `last`: the fragmentation at a peak the budget did not let the first run walk.
+free_space_meter::result measure_after(const request_columns& e, const replay_target& target,
+                                       const replay_options& options, std::size_t ids,
+                                       std::size_t last, const cancel_check& check_cancel) {
+  player p(target, options, ids);
+  replay_summary scratch;
+  const std::size_t interval = std::max<std::size_t>(options.progress_interval, 1);
+  for (std::size_t i = 0; i <= last; ++i) {
+    if (VRAMSCOPE_UNLIKELY(i % interval == 0)) check_cancel();
+    p.apply(e, i, scratch);
+  }
+  free_space_meter meter;
+  return meter.measure(p.alloc());
+}
+
+// One target's replay with everything it records: the loop, the peaks, the buckets and the walks.
+class target_replay {
+ public:
+  target_replay(const request_columns& e, const replay_target& target, const replay_options& options,
+                std::size_t ids, const cancel_check& check_cancel)
+      : e_(e), target_(target), options_(options), ids_(ids), check_cancel_(check_cancel),
+        player_(target, options, ids), alloc_(player_.alloc()), tracer_(r_.layout),
+        bucket_budget_{options.walk_budget_per_event}, peak_budget_{options.peak_walk_budget_per_event} {
+    r_.label = target.label;
+    r_.strategy = target.strategy;
+    r_.parameters = target.parameters;
+  }
+
+  replay_result run(const replay_progress_callback& progress, std::size_t target_index,
+                    std::size_t target_count) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::size_t n = e_.count;
+    prepare_outputs(n);
+    replay_summary& s = r_.summary;
+    const std::size_t interval = std::max<std::size_t>(options_.progress_interval, 1);
+    std::size_t next_progress = interval;
+    std::size_t i = 0;
+    try {
+      for (; i < n; ++i) {
+        tracer_.event = static_cast<std::uint32_t>(i);
+        player_.apply(e_, i, s);
+        after_event(i, alloc_.live_counters());
+        if (VRAMSCOPE_UNLIKELY(i + 1 == next_progress)) {
+          next_progress += interval;
+          check_cancel_();
+          if (progress) progress({target_index, target_count, i + 1, n});
+        }
+      }
+    } catch (const error&) {
+      rethrow_in_context("target '" + target_.label + "', " + at_event(i));
+    }
+    alloc_.set_tracer(nullptr);
+    finish(n);
+    if (progress) progress({target_index, target_count, n, n});
+    s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started).count();
+    s.events_per_second = s.wall_ns > 0 ? static_cast<double>(n) * 1e9 / s.wall_ns : 0;
+    return std::move(r_);
+  }
+
+ private:
+  void prepare_outputs(std::size_t n) {
+    if (options_.layout) {
+      // Most strategies report one or two layout events per request; regions, splits and merges
+      // add some. Reserving up front keeps the loop from copying the columns while they grow.
+      const std::size_t expected = n + n / 4 + 64;
+      replay_layout& l = r_.layout;
+      reserve_huge(l.op, expected);
+      reserve_huge(l.address, expected);
+      reserve_huge(l.size, expected);
+      reserve_huge(l.requested, expected);
+      reserve_huge(l.stream, expected);
+      reserve_huge(l.aux, expected);
+      reserve_huge(l.event, expected);
+      alloc_.set_tracer(&tracer_);
+    }
+    if (options_.full_metrics)
+      for (auto* v : {&r_.full.requested, &r_.full.rounded, &r_.full.reserved, &r_.full.device_calls}) {
+        reserve_huge(*v, n);
+        v->resize(n);
+      }
+    buckets_ = std::min(options_.buckets, n);
+    reserve_buckets(r_.buckets, buckets_);
+    next_bucket_end_ = buckets_ ? bucket_end(0, n, buckets_) : 0;
+    current_.start();
+  }
+
+  // After event i: peaks, the full row, the running bucket.
+  void after_event(std::size_t i, const allocator::counters& c) {
+    replay_summary& s = r_.summary;
+    if (VRAMSCOPE_UNLIKELY(c.requested_live > s.peak_requested)) {
+      s.peak_requested = c.requested_live;
+      s.peak_requested_event = i;
+    }
+    if (VRAMSCOPE_UNLIKELY(c.rounded_live > s.peak_rounded)) {
+      s.peak_rounded = c.rounded_live;
+      s.peak_rounded_event = i;
+    }
+    if (VRAMSCOPE_UNLIKELY(c.reserved_live > s.peak_reserved)) new_reserved_peak(i, c);
+    if (options_.full_metrics) {
+      r_.full.requested[i] = static_cast<double>(c.requested_live);
+      r_.full.rounded[i] = static_cast<double>(c.rounded_live);
+      r_.full.reserved[i] = static_cast<double>(c.reserved_live);
+      r_.full.device_calls[i] = static_cast<double>(c.device_calls.total());
+    }
+    current_.add(c);
+    if (VRAMSCOPE_UNLIKELY(i + 1 == next_bucket_end_)) close_bucket(i, c);
+  }
+
+  VRAMSCOPE_NOINLINE void new_reserved_peak(std::size_t i, const allocator::counters& c) {
+    replay_summary& s = r_.summary;
+    s.peak_reserved = c.reserved_live;
+    s.peak_reserved_event = i;
+    s.internal_waste_at_peak = c.rounded_live - c.requested_live;
+    peak_measured_ = peak_budget_.allows(expected_walk_cost_, i + 1);
+    if (peak_measured_) note_peak_free_space(walk(i, peak_budget_));
+  }
+
+  void note_peak_free_space(const free_space_meter::result& m) {
+    replay_summary& s = r_.summary;
+    s.free_bytes_at_peak = m.free_bytes;
+    s.largest_free_block_at_peak = m.largest_free_block;
+    s.external_fragmentation_at_peak = m.external_fragmentation();
+  }
+
+  VRAMSCOPE_NOINLINE void close_bucket(std::size_t i, const allocator::counters& c) {
+    replay_buckets& m = r_.buckets;
+    m.end.push_back(static_cast<std::uint32_t>(i + 1));
+    m.time.push_back(e_.time ? e_.time[i] : 0.0);
+    m.requested_min.push_back(static_cast<double>(current_.requested_min));
+    m.requested_max.push_back(static_cast<double>(current_.requested_max));
+    m.requested_last.push_back(static_cast<double>(c.requested_live));
+    m.rounded_min.push_back(static_cast<double>(current_.rounded_min));
+    m.rounded_max.push_back(static_cast<double>(current_.rounded_max));
+    m.rounded_last.push_back(static_cast<double>(c.rounded_live));
+    m.reserved_min.push_back(static_cast<double>(current_.reserved_min));
+    m.reserved_max.push_back(static_cast<double>(current_.reserved_max));
+    m.reserved_last.push_back(static_cast<double>(c.reserved_live));
+    m.device_calls.push_back(static_cast<double>(c.device_calls.total()));
+    if (bucket_budget_.allows(expected_walk_cost_, i + 1)) {
+      const free_space_meter::result w = walk(i, bucket_budget_);
+      m.external_fragmentation.push_back(w.external_fragmentation());
+      m.largest_free_block.push_back(static_cast<double>(w.largest_free_block));
+      m.free_bytes.push_back(static_cast<double>(w.free_bytes));
+    } else {
+      const double not_measured = std::numeric_limits<double>::quiet_NaN();
+      m.external_fragmentation.push_back(not_measured);
+      m.largest_free_block.push_back(not_measured);
+      m.free_bytes.push_back(not_measured);
+    }
+    current_.start();
+    ++bucket_;
+    next_bucket_end_ = bucket_ < buckets_ ? bucket_end(bucket_, e_.count, buckets_) : 0;
+  }
+
+  // The free space after event i; a second walk after the same event (a peak at a bucket's end)
+  // reuses the first.
+  free_space_meter::result walk(std::size_t i, walk_budget& budget) {
+    if (last_walk_event_ == i) return last_walk_;
+    last_walk_ = meter_.measure(alloc_);
+    last_walk_event_ = i;
+    budget.spent += last_walk_.visited;
+    expected_walk_cost_ = last_walk_.visited;
+    ++r_.summary.fragmentation_walks;
+    r_.summary.walked_blocks += last_walk_.visited;
+    return last_walk_;
+  }
+
+  void finish(std::size_t n) {
+    replay_summary& s = r_.summary;
+    // Not stats(): its free-space summary walks the blocks once more, which for a strategy with
+    // hundreds of thousands of slots costs more than a bucket's worth of replay.
+    const allocator::counters end = alloc_.live_counters();
+    s.events = n;
+    s.reserved_high_water = end.reserved_peak;
+    s.device_calls = end.device_calls.total();
+    s.device_call_detail = end.device_calls;
+    s.final_requested = end.requested_live;
+    s.final_rounded = end.rounded_live;
+    s.final_reserved = end.reserved_live;
+    s.live_blocks = end.live_blocks;
+    if (!peak_measured_) {
+      note_peak_free_space(measure_after(e_, target_, options_, ids_, s.peak_reserved_event, check_cancel_));
+      s.peak_measured_by_rerun = true;
+    }
+  }
+
+  const request_columns& e_;
+  const replay_target& target_;
+  const replay_options& options_;
+  const std::size_t ids_;
+  const cancel_check& check_cancel_;
+  replay_result r_;
+  player player_;
+  allocator& alloc_;
+  layout_tracer tracer_;
+
+  std::size_t buckets_ = 0;
+  std::size_t bucket_ = 0;
+  std::size_t next_bucket_end_ = 0;
+  running_bucket current_{};
+
+  free_space_meter meter_;
+  walk_budget bucket_budget_;
+  walk_budget peak_budget_;
+  std::uint64_t expected_walk_cost_ = 0;  // what the last walk visited
+  std::size_t last_walk_event_ = ~std::size_t{0};
+  free_space_meter::result last_walk_;
+  bool peak_measured_ = true;  // nothing reserved yet: no free space, fragmentation 0
+};
+
+}  // namespace
+
+std::vector<replay_result> replay(const request_columns& events,
+                                  const std::vector<replay_target>& targets,
+                                  const replay_options& options,
+                                  const replay_progress_callback& progress,
+                                  const std::atomic<bool>* cancel) {
+  const std::size_t ids = check_columns(events);
+  if (options.buckets == 0) throw invalid_argument("replay: buckets must be at least 1");
+  for (std::size_t t = 0; t < targets.size(); ++t)
+    for (std::size_t u = 0; u < t; ++u)
+      if (targets[t].label == targets[u].label)
+        throw invalid_argument("replay: two targets are labelled '" + targets[t].label + "'");
+  const cancel_check check_cancel(cancel);
+  check_cancel();
+  std::vector<replay_result> results;
+  results.reserve(targets.size());
+  for (std::size_t t = 0; t < targets.size(); ++t) {
+    target_replay run(events, targets[t], options, ids, check_cancel);
+    results.push_back(run.run(progress, t, targets.size()));
+  }
+  return results;
+}
+
+}  // namespace vramscope
