@@ -161,7 +161,7 @@ class allocator {
   void trace(trace_op op, address_t address, std::uint64_t size, std::uint64_t requested = 0,
              stream_t stream = 0, std::uint32_t aux = 0) const {
     if (VRAMSCOPE_UNLIKELY(tracer_ != nullptr))
-      tracer_->append(trace_event{op, aux, stream, address, size, requested});
+      tracer_->append(op, aux, stream, address, size, requested);
   }
   bool tracing() const noexcept { return tracer_ != nullptr; }
 

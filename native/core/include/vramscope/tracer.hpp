@@ -52,6 +52,25 @@ class tracer {
       record(event);
   }
 
+  // The same event given field by field, written straight into the buffer. Assembling an event
+  // first and copying it makes the copy's wide loads read stores still in flight, which cannot be
+  // forwarded and stall (several ns an event, as much as a whole warm alloc+free).
+  void append(trace_op op, std::uint32_t aux, stream_t stream, address_t address,
+              std::uint64_t size, std::uint64_t requested) {
+    trace_event* e = cursor_;
+    if (VRAMSCOPE_LIKELY(e != end_)) {
+      e->op = op;
+      e->aux = aux;
+      e->stream = stream;
+      e->address = address;
+      e->size = size;
+      e->requested = requested;
+      cursor_ = e + 1;
+    } else {
+      record(trace_event{op, aux, stream, address, size, requested});
+    }
+  }
+
   // The slow path, and the only path for tracers without a buffer.
   virtual void record(const trace_event& event) = 0;
 
