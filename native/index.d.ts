@@ -18,6 +18,7 @@ export type NativeErrorCode =
   | 'DEVICE_ERROR' // a CUDA call failed
   | 'BUSY' // runOps() is still working on this allocator
   | 'DISPOSED' // dispose() was called
+  | 'CANCELLED' // replay() was asked to stop (options.shouldCancel returned true)
   | 'HOST_OUT_OF_MEMORY'
   | 'INTERNAL'
 
@@ -165,12 +166,178 @@ export declare class Allocator {
   dispose(): void
 }
 
+/** The request events replay() reads (src-main/services/trace/model.ts, TraceEvents), one entry per event. */
+export interface ReplayEventColumns {
+  /** 0 alloc, 1 free, 2 marker, 3 oom (recorded failure: counted, not replayed). */
+  kind: Uint8Array
+  /** Block id, dense from 0 (alloc/free). */
+  id: Uint32Array
+  /** Bytes (alloc): whole numbers below 2^53. */
+  size: Float64Array
+  /** Stream index; replayed as simulated stream index + 1. */
+  stream: Uint32Array
+  /** Nanoseconds: the simulated clock, so that stream-ordered frees complete in the trace's time. */
+  time: Float64Array
+}
+
+export interface ReplayTargetSpec {
+  /** Unique among the targets. */
+  label: string
+  strategy: string
+  params?: StrategyParams
+  /** The target's simulated device (capacity is replaced by options.capacity when that is given). */
+  simulated?: {
+    capacity?: number
+    granularity?: number
+    completionDelayNs?: number
+    releaseThreshold?: number
+    /** Where a recording's driver put each region, in order; region i goes there when free. */
+    regionPlacement?: BigUint64Array
+  }
+}
+
+export interface ReplayOptions {
+  /** Device memory cap for every target, bytes; requests that do not fit fail and are counted. */
+  capacity?: number
+  /** Reset strategies that support it (arena) at markers; default true. */
+  resetAtMarkers?: boolean
+  /** Metrics buckets (min/max/last each); default 2048, fewer when there are fewer events. */
+  buckets?: number
+  /** Also one metrics row per event (ReplayResult.full). */
+  fullMetrics?: boolean
+  /** Collect the layout events; default true. */
+  layout?: boolean
+  /** Blocks the fragmentation walks at bucket ends may visit per event (default 2; 0: no limit). */
+  walkBudgetPerEvent?: number
+  /** The same for walks at new reserved peaks (default 4; 0: no limit). */
+  peakWalkBudgetPerEvent?: number
+  /** Events between progress reports and cancel checks (default 65536). */
+  progressInterval?: number
+  /** Asked at each progress report (on the JS thread); true stops the replay with CANCELLED. */
+  shouldCancel?: () => boolean
+}
+
+export interface ReplayProgress {
+  /** Index of the target being replayed. */
+  target: number
+  targets: number
+  /** Events of this target done so far. */
+  eventsDone: number
+  eventsTotal: number
+}
+
+/** What the strategy did (trace ops of traceOpNames()), with the request event that caused it. */
+export interface ReplayLayoutColumns {
+  op: Uint8Array
+  address: BigUint64Array
+  size: Float64Array
+  requested: Float64Array
+  /** Stream index of the trace; 0xFFFFFFFF where the event has none (regions, maps). */
+  stream: Uint32Array
+  aux: Uint32Array
+  /** Index of the request event being replayed when it happened. */
+  event: Uint32Array
+}
+
+/** Metrics per bucket of consecutive events [end[b - 1], end[b]); bytes as numbers. */
+export interface ReplayBuckets {
+  end: Uint32Array
+  /** Time of the bucket's last event (ns). */
+  time: Float64Array
+  requestedMin: Float64Array
+  requestedMax: Float64Array
+  requestedLast: Float64Array
+  roundedMin: Float64Array
+  roundedMax: Float64Array
+  roundedLast: Float64Array
+  reservedMin: Float64Array
+  reservedMax: Float64Array
+  reservedLast: Float64Array
+  /** Cumulative, after the bucket's last event. */
+  deviceCalls: Float64Array
+  /** After the bucket's last event; NaN where the walk budget allowed no walk. */
+  externalFragmentation: Float64Array
+  largestFreeBlock: Float64Array
+  freeBytes: Float64Array
+}
+
+/** One row per event, after the event. */
+export interface ReplayFullMetrics {
+  requested: Float64Array
+  rounded: Float64Array
+  reserved: Float64Array
+  deviceCalls: Float64Array
+}
+
+export interface ReplaySummary {
+  events: number
+  allocs: number
+  frees: number
+  markers: number
+  /** oom events of the input (failures the program saw when recorded). */
+  recordedFailures: number
+  peakRequested: number
+  peakRequestedEvent: number
+  peakRounded: number
+  peakRoundedEvent: number
+  /** Peak of reserved after each event; peakReservedEvent is the first event after which it was reached. */
+  peakReserved: number
+  peakReservedEvent: number
+  /** The allocator's own high-water mark (also memory held for a moment inside one call). */
+  reservedHighWater: number
+  externalFragmentationAtPeak: number
+  largestFreeBlockAtPeak: number
+  freeBytesAtPeak: number
+  internalWasteAtPeak: number
+  peakMeasuredByRerun: boolean
+  /** Requests that did not fit; the first 16 event indices in firstFailures. */
+  failures: number
+  firstFailures: Uint32Array
+  failedBytes: number
+  deviceCalls: number
+  deviceCallDetail: DeviceCalls
+  resets: number
+  droppedByReset: number
+  freesOfDropped: number
+  freesOfFailed: number
+  unknownFrees: number
+  reusedLiveIds: number
+  zeroSizeAllocs: number
+  fragmentationWalks: number
+  walkedBlocks: number
+  finalRequested: number
+  finalRounded: number
+  finalReserved: number
+  liveBlocks: number
+  /** How long this target took (not deterministic). */
+  wallNs: number
+  eventsPerSecond: number
+}
+
+export interface ReplayResult {
+  label: string
+  strategy: string
+  /** The parameters as the library received them (text). */
+  params: Record<string, string>
+  layout: ReplayLayoutColumns
+  buckets: ReplayBuckets
+  full?: ReplayFullMetrics
+  summary: ReplaySummary
+}
+
 export declare function strategies(): StrategyInfo[]
 export declare function builtWithCuda(): boolean
 export declare function cudaDeviceAvailable():
   | { available: true; reason: null }
   | { available: false; reason: string }
 export declare function traceOpNames(): string[]
+/** Replays the events through every target in turn on a worker thread. */
+export declare function replay(
+  events: ReplayEventColumns,
+  targets: ReplayTargetSpec[],
+  options?: ReplayOptions,
+  onProgress?: (progress: ReplayProgress) => void,
+): Promise<ReplayResult[]>
 export declare const runOpCodes: {
   kinds: { alloc: number; free: number; setTime: number }
   statuses: { ok: number; outOfMemory: number; invalidFree: number; doubleFree: number; skipped: number }

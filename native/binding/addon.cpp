@@ -3,6 +3,7 @@
 
 #include "allocator_wrap.hpp"
 #include "registry.hpp"
+#include "replay_wrap.hpp"
 #include "run_ops.hpp"
 
 namespace vramscope::binding {
@@ -15,6 +16,7 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
               Napi::Function::New<cuda_device_available_js>(env, "cudaDeviceAvailable"));
   exports.Set("traceOpNames", Napi::Function::New<trace_op_names>(env, "traceOpNames"));
   exports.Set("runOpCodes", run_op_codes(env));
+  exports.Set("replay", Napi::Function::New<replay_js>(env, "replay"));
   return exports;
 }
 

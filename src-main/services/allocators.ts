@@ -43,14 +43,17 @@ export const RunOpStatus = { ok: 0, outOfMemory: 1, invalidFree: 2, doubleFree: 
 
 const MAX_U64 = (1n << 64n) - 1n
 
+// The checks below are exported for the other services (replay), so that every argument error reads
+// the same way.
+
 /** A TypeError or RangeError that also carries code INVALID_ARGUMENT, like the library's own. */
-function badArgument(kind: 'type' | 'range', message: string): TypeError | RangeError {
+export function badArgument(kind: 'type' | 'range', message: string): TypeError | RangeError {
   const error = kind === 'type' ? new TypeError(message) : new RangeError(message)
   Object.defineProperty(error, 'code', { value: 'INVALID_ARGUMENT', enumerable: true })
   return error
 }
 
-function describe(value: unknown): string {
+export function describe(value: unknown): string {
   if (typeof value === 'bigint') return `${value}n`
   if (typeof value === 'string') return JSON.stringify(value)
   if (value === null) return 'null'
@@ -59,14 +62,14 @@ function describe(value: unknown): string {
   return String(value)
 }
 
-function isPlainObject(value: unknown): value is Record<string, unknown> {
+export function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null || Array.isArray(value)) return false
   const proto: unknown = Object.getPrototypeOf(value)
   return proto === Object.prototype || proto === null
 }
 
 /** A byte count or similar: a non-negative safe integer, or a bigint below 2^64. */
-function checkCount(name: string, value: unknown, allowBigint: boolean): void {
+export function checkCount(name: string, value: unknown, allowBigint: boolean): void {
   if (typeof value === 'bigint') {
     if (!allowBigint) throw badArgument('type', `${name} must be a number, got ${describe(value)}`)
     if (value < 0n || value > MAX_U64)
@@ -142,7 +145,7 @@ function checkParamValue(strategy: string, info: ParamInfo, value: unknown): voi
   }
 }
 
-function checkParams(strategy: StrategyInfo, params: unknown): StrategyParams {
+export function checkParams(strategy: StrategyInfo, params: unknown): StrategyParams {
   if (params === undefined) return {}
   if (!isPlainObject(params)) throw badArgument('type', `params must be a plain object, got ${describe(params)}`)
   for (const [key, value] of Object.entries(params)) {

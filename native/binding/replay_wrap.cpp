@@ -1,0 +1,344 @@
+// The replay worker. Arguments are copied into plain C++ values on the JavaScript thread (the
+// columns too: the caller may reuse its arrays while the replay runs); the worker then owns them.
+// Progress posts back through the worker's thread-safe channel, which keeps only the latest
+// report; each report asks the caller's shouldCancel(), and a true answer (or a progress callback
+// that throws) stops the replay at its next check, rejecting with CANCELLED (or that error).
+#include "replay_wrap.hpp"
+
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "columns.hpp"
+#include "convert.hpp"
+#include "errors.hpp"
+#include "vramscope/replay.hpp"
+
+namespace vramscope::binding {
+
+namespace {
+
+template <class T>
+std::vector<T> copy_column(Napi::Object events, const char* name, napi_typedarray_type type,
+                           const char* type_name) {
+  Napi::Value v = events.Get(name);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
+    throw coded_type_error(events.Env(), std::string("events.") + name + " must be a " + type_name);
+  auto array = v.As<Napi::TypedArrayOf<T>>();
+  return std::vector<T>(array.Data(), array.Data() + array.ElementLength());
+}
+
+struct event_columns {
+  std::vector<std::uint8_t> kind;
+  std::vector<std::uint32_t> id;
+  std::vector<double> size;
+  std::vector<std::uint32_t> stream;
+  std::vector<double> time;
+
+  request_columns view() const {
+    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
+  }
+};
+
+event_columns read_events(const Napi::Value& value) {
+  Napi::Env env = value.Env();
+  if (!value.IsObject()) throw coded_type_error(env, "events must be an object of typed arrays");
+  Napi::Object o = value.As<Napi::Object>();
+  event_columns e;
+  e.kind = copy_column<std::uint8_t>(o, "kind", napi_uint8_array, "Uint8Array");
+  e.id = copy_column<std::uint32_t>(o, "id", napi_uint32_array, "Uint32Array");
+  e.size = copy_column<double>(o, "size", napi_float64_array, "Float64Array");
+  e.stream = copy_column<std::uint32_t>(o, "stream", napi_uint32_array, "Uint32Array");
+  e.time = copy_column<double>(o, "time", napi_float64_array, "Float64Array");
+  const std::size_t n = e.kind.size();
+  if (e.id.size() != n || e.size.size() != n || e.stream.size() != n || e.time.size() != n)
+    throw coded_type_error(env, "events.kind, id, size, stream and time must have one length");
+  return e;
+}
+
+std::vector<replay_target> read_targets(const Napi::Value& value) {
+  Napi::Env env = value.Env();
+  if (!value.IsArray()) throw coded_type_error(env, "targets must be an array");
+  Napi::Array array = value.As<Napi::Array>();
+  std::vector<replay_target> targets;
+  for (std::uint32_t i = 0; i < array.Length(); ++i) {
+    const std::string at = "targets[" + std::to_string(i) + "]";
+    Napi::Value item = array.Get(i);
+    if (!item.IsObject()) throw coded_type_error(env, at + " must be an object");
+    Napi::Object t = item.As<Napi::Object>();
+    replay_target target;
+    target.label = to_string(t.Get("label"), (at + ".label").c_str());
+    target.strategy = to_string(t.Get("strategy"), (at + ".strategy").c_str());
+    target.parameters = to_params(t.Get("params"));
+    Napi::Value simulated = t.Get("simulated");
+    target.simulated = to_backing_choice(Napi::String::New(env, "simulated"), simulated).simulated;
+    if (simulated.IsObject()) {
+      Napi::Value placement = simulated.As<Napi::Object>().Get("regionPlacement");
+      if (!placement.IsUndefined()) {
+        if (!placement.IsTypedArray() || placement.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array)
+          throw coded_type_error(env, at + ".simulated.regionPlacement must be a BigUint64Array");
+        auto addresses = placement.As<Napi::BigUint64Array>();
+        target.simulated.region_placement.assign(addresses.Data(), addresses.Data() + addresses.ElementLength());
+      }
+    }
+    targets.push_back(std::move(target));
+  }
+  return targets;
+}
+
+struct callbacks {
+  Napi::Function on_progress;
+  Napi::Function should_cancel;
+};
+
+replay_options read_options(const Napi::Value& value, callbacks& cb) {
+  replay_options o;
+  if (value.IsUndefined() || value.IsNull()) return o;
+  Napi::Env env = value.Env();
+  if (!value.IsObject()) throw coded_type_error(env, "options must be an object");
+  Napi::Object v = value.As<Napi::Object>();
+  o.capacity = to_uint64_or(v.Get("capacity"), "options.capacity", o.capacity);
+  o.buckets = to_uint64_or(v.Get("buckets"), "options.buckets", o.buckets);
+  o.walk_budget_per_event =
+      to_uint64_or(v.Get("walkBudgetPerEvent"), "options.walkBudgetPerEvent", o.walk_budget_per_event);
+  o.peak_walk_budget_per_event = to_uint64_or(v.Get("peakWalkBudgetPerEvent"),
+                                              "options.peakWalkBudgetPerEvent", o.peak_walk_budget_per_event);
+  o.progress_interval =
+      to_uint64_or(v.Get("progressInterval"), "options.progressInterval", o.progress_interval);
+  auto flag = [&](const char* name, const char* what, bool fallback) {
+    Napi::Value f = v.Get(name);
+    return f.IsUndefined() ? fallback : to_bool(f, what);
+  };
+  o.reset_at_markers = flag("resetAtMarkers", "options.resetAtMarkers", o.reset_at_markers);
+  o.full_metrics = flag("fullMetrics", "options.fullMetrics", o.full_metrics);
+  o.layout = flag("layout", "options.layout", o.layout);
+  Napi::Value cancel = v.Get("shouldCancel");
+  if (!cancel.IsUndefined()) {
+    if (!cancel.IsFunction()) throw coded_type_error(env, "options.shouldCancel must be a function");
+    cb.should_cancel = cancel.As<Napi::Function>();
+  }
+  return o;
+}
+
+Napi::Object device_calls_object(Napi::Env env, const device_call_counts& c) {
+  Napi::Object calls = Napi::Object::New(env);
+  calls.Set("regionAlloc", to_number(env, c.region_alloc));
+  calls.Set("regionFree", to_number(env, c.region_free));
+  calls.Set("vaReserve", to_number(env, c.va_reserve));
+  calls.Set("vaRelease", to_number(env, c.va_release));
+  calls.Set("map", to_number(env, c.map));
+  calls.Set("unmap", to_number(env, c.unmap));
+  calls.Set("asyncAlloc", to_number(env, c.async_alloc));
+  calls.Set("asyncFree", to_number(env, c.async_free));
+  calls.Set("eventRecord", to_number(env, c.event_record));
+  calls.Set("synchronize", to_number(env, c.synchronize));
+  calls.Set("total", to_number(env, c.total()));
+  return calls;
+}
+
+Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
+  Napi::Object o = Napi::Object::New(env);
+  auto n = [&](const char* name, std::uint64_t value) { o.Set(name, to_number(env, value)); };
+  n("events", s.events);
+  n("allocs", s.allocs);
+  n("frees", s.frees);
+  n("markers", s.markers);
+  n("recordedFailures", s.recorded_failures);
+  n("peakRequested", s.peak_requested);
+  n("peakRequestedEvent", s.peak_requested_event);
+  n("peakRounded", s.peak_rounded);
+  n("peakRoundedEvent", s.peak_rounded_event);
+  n("peakReserved", s.peak_reserved);
+  n("peakReservedEvent", s.peak_reserved_event);
+  n("reservedHighWater", s.reserved_high_water);
+  o.Set("externalFragmentationAtPeak", Napi::Number::New(env, s.external_fragmentation_at_peak));
+  n("largestFreeBlockAtPeak", s.largest_free_block_at_peak);
+  n("freeBytesAtPeak", s.free_bytes_at_peak);
+  n("internalWasteAtPeak", s.internal_waste_at_peak);
+  o.Set("peakMeasuredByRerun", Napi::Boolean::New(env, s.peak_measured_by_rerun));
+  n("failures", s.failures);
+  o.Set("firstFailures", typed_array(env, s.first_failures));
+  n("failedBytes", s.failed_bytes);
+  n("deviceCalls", s.device_calls);
+  o.Set("deviceCallDetail", device_calls_object(env, s.device_call_detail));
+  n("resets", s.resets);
+  n("droppedByReset", s.dropped_by_reset);
+  n("freesOfDropped", s.frees_of_dropped);
+  n("freesOfFailed", s.frees_of_failed);
+  n("unknownFrees", s.unknown_frees);
+  n("reusedLiveIds", s.reused_live_ids);
+  n("zeroSizeAllocs", s.zero_size_allocs);
+  n("fragmentationWalks", s.fragmentation_walks);
+  n("walkedBlocks", s.walked_blocks);
+  n("finalRequested", s.final_requested);
+  n("finalRounded", s.final_rounded);
+  n("finalReserved", s.final_reserved);
+  n("liveBlocks", s.live_blocks);
+  o.Set("wallNs", Napi::Number::New(env, s.wall_ns));
+  o.Set("eventsPerSecond", Napi::Number::New(env, s.events_per_second));
+  return o;
+}
+
+// Converts one result and lets go of its C++ columns as it goes, so that the peak memory is one
+// copy of the largest result, not two of all.
+Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("label", Napi::String::New(env, r.label));
+  o.Set("strategy", Napi::String::New(env, r.strategy));
+  Napi::Object params = Napi::Object::New(env);
+  for (auto& [k, v] : r.parameters.values()) params.Set(k, Napi::String::New(env, v));
+  o.Set("params", params);
+
+  auto take = [&](Napi::Object into, const char* name, auto& column) {
+    into.Set(name, typed_array(env, column));
+    std::remove_reference_t<decltype(column)>().swap(column);
+  };
+  Napi::Object layout = Napi::Object::New(env);
+  take(layout, "op", r.layout.op);
+  take(layout, "address", r.layout.address);
+  take(layout, "size", r.layout.size);
+  take(layout, "requested", r.layout.requested);
+  take(layout, "stream", r.layout.stream);
+  take(layout, "aux", r.layout.aux);
+  take(layout, "event", r.layout.event);
+  o.Set("layout", layout);
+
+  replay_buckets& b = r.buckets;
+  Napi::Object buckets = Napi::Object::New(env);
+  take(buckets, "end", b.end);
+  take(buckets, "time", b.time);
+  take(buckets, "requestedMin", b.requested_min);
+  take(buckets, "requestedMax", b.requested_max);
+  take(buckets, "requestedLast", b.requested_last);
+  take(buckets, "roundedMin", b.rounded_min);
+  take(buckets, "roundedMax", b.rounded_max);
+  take(buckets, "roundedLast", b.rounded_last);
+  take(buckets, "reservedMin", b.reserved_min);
+  take(buckets, "reservedMax", b.reserved_max);
+  take(buckets, "reservedLast", b.reserved_last);
+  take(buckets, "deviceCalls", b.device_calls);
+  take(buckets, "externalFragmentation", b.external_fragmentation);
+  take(buckets, "largestFreeBlock", b.largest_free_block);
+  take(buckets, "freeBytes", b.free_bytes);
+  o.Set("buckets", buckets);
+
+  if (full_metrics) {
+    Napi::Object full = Napi::Object::New(env);
+    take(full, "requested", r.full.requested);
+    take(full, "rounded", r.full.rounded);
+    take(full, "reserved", r.full.reserved);
+    take(full, "deviceCalls", r.full.device_calls);
+    o.Set("full", full);
+  }
+  o.Set("summary", summary_object(env, r.summary));
+  return o;
+}
+
+class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
+ public:
+  replay_worker(Napi::Env env, event_columns events, std::vector<replay_target> targets,
+                replay_options options, const callbacks& cb)
+      : Napi::AsyncProgressWorker<replay_progress>(env, "vramscope.replay"),
+        deferred_(Napi::Promise::Deferred::New(env)),
+        events_(std::move(events)),
+        targets_(std::move(targets)),
+        options_(options) {
+    if (!cb.on_progress.IsEmpty()) on_progress_ = Napi::Persistent(cb.on_progress);
+    if (!cb.should_cancel.IsEmpty()) should_cancel_ = Napi::Persistent(cb.should_cancel);
+  }
+
+  Napi::Promise promise() const { return deferred_.Promise(); }
+
+ private:
+  void Execute(const ExecutionProgress& progress) override {
+    replay_progress_callback report;
+    if (!on_progress_.IsEmpty() || !should_cancel_.IsEmpty())
+      report = [&progress](const replay_progress& p) { progress.Send(&p, 1); };
+    try {
+      results_ = replay(events_.view(), targets_, options_, report, &cancel_);
+    } catch (const std::exception& e) {
+      failed_ = true;
+      failure_ = error_record::capture(e);
+    }
+    events_ = event_columns();  // the inputs are no longer needed
+  }
+
+  void OnProgress(const replay_progress* p, std::size_t count) override {
+    if (p == nullptr || count == 0 || cancel_.load()) return;
+    Napi::Env env = Env();
+    Napi::HandleScope scope(env);
+    try {
+      if (!on_progress_.IsEmpty()) {
+        Napi::Object o = Napi::Object::New(env);
+        o.Set("target", to_number(env, p->target));
+        o.Set("targets", to_number(env, p->targets));
+        o.Set("eventsDone", to_number(env, p->events_done));
+        o.Set("eventsTotal", to_number(env, p->events_total));
+        on_progress_.Call({o});
+      }
+      if (!should_cancel_.IsEmpty() && should_cancel_.Call({}).ToBoolean().Value()) cancel_ = true;
+    } catch (const Napi::Error& e) {
+      // A callback that throws stops the replay; the promise rejects with what it threw.
+      callback_error_ = Napi::Persistent(e.Value());
+      cancel_ = true;
+    }
+  }
+
+  void OnOK() override {
+    Napi::Env env = Env();
+    if (!callback_error_.IsEmpty()) {
+      deferred_.Reject(callback_error_.Value());
+      return;
+    }
+    if (failed_) {
+      deferred_.Reject(failure_.to_js(env).Value());
+      return;
+    }
+    try {
+      Napi::Array out = Napi::Array::New(env, results_.size());
+      for (std::size_t i = 0; i < results_.size(); ++i)
+        out.Set(static_cast<std::uint32_t>(i), result_object(env, results_[i], options_.full_metrics));
+      results_.clear();
+      deferred_.Resolve(out);
+    } catch (const Napi::Error& e) {
+      deferred_.Reject(e.Value());
+    }
+  }
+
+  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+
+  Napi::Promise::Deferred deferred_;
+  Napi::FunctionReference on_progress_;
+  Napi::FunctionReference should_cancel_;
+  Napi::ObjectReference callback_error_;
+  event_columns events_;
+  std::vector<replay_target> targets_;
+  replay_options options_;
+  std::atomic<bool> cancel_{false};
+  std::vector<replay_result> results_;
+  bool failed_ = false;
+  error_record failure_;
+};
+
+}  // namespace
+
+Napi::Value replay_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    event_columns events = read_events(info[0]);
+    std::vector<replay_target> targets = read_targets(info[1]);
+    callbacks cb;
+    replay_options options = read_options(info[2], cb);
+    if (!info[3].IsUndefined() && !info[3].IsNull()) {
+      if (!info[3].IsFunction()) throw coded_type_error(env, "onProgress must be a function");
+      cb.on_progress = info[3].As<Napi::Function>();
+    }
+    auto* worker = new replay_worker(env, std::move(events), std::move(targets), options, cb);
+    Napi::Promise promise = worker->promise();
+    worker->Queue();
+    return promise;
+  });
+}
+
+}  // namespace vramscope::binding
