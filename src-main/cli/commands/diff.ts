@@ -1,0 +1,52 @@
+// `vramscope diff A B [--strategies ...]`: two traces, or two files of results, side by side with
+// their differences; with --strategies both are replayed first.
+import { diffTraces, type DiffRow, type DiffSide } from '../../services/export/diff.ts'
+import { describeTrace } from '../../services/inspect.ts'
+import type { OpenedInput } from '../../services/open-input.ts'
+import type { StrategySpec } from '../../services/strategy-spec.ts'
+import { formatDelta, formatRelative, formatValue, renderTable } from '../format.ts'
+import {
+  openWithProgress,
+  parseCap,
+  parseStrategiesOption,
+  printJson,
+  replayWithProgress,
+  type ReplayingOptions,
+  type Io,
+} from '../shared.ts'
+
+export type DiffCommandOptions = ReplayingOptions
+
+async function side(io: Io, options: DiffCommandOptions, file: string, specs: StrategySpec[] | undefined, cap: number | undefined): Promise<DiffSide> {
+  const input: OpenedInput = await openWithProgress(io, options, file)
+  let strategies = input.strategies
+  if (specs) {
+    const replayed = await replayWithProgress(io, options, input, specs, cap)
+    strategies = [...input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name)), ...replayed.results]
+  }
+  return { file, description: describeTrace(input.trace, strategies), strategies }
+}
+
+function tableOf(rows: readonly DiffRow[], a: string, b: string): string {
+  return renderTable(
+    ['', a, b, 'b - a', ''],
+    rows.map((r) => [r.label, formatValue(r.a, r.unit), formatValue(r.b, r.unit), formatDelta(r.delta, r.unit), formatRelative(r.relative)]),
+  )
+}
+
+export async function diffCommand(io: Io, a: string, b: string, options: DiffCommandOptions): Promise<void> {
+  const specs = parseStrategiesOption(options.strategies)
+  const cap = parseCap(options.cap)
+  const diff = diffTraces(await side(io, options, a, specs, cap), await side(io, options, b, specs, cap))
+  if (options.json) {
+    printJson(io, diff)
+    return
+  }
+  const out = [`a: ${a}`, `b: ${b}`, '', 'trace', tableOf(diff.trace, 'a', 'b')]
+  for (const s of diff.strategies) {
+    out.push('', s.onlyIn ? `${s.name} (only in ${s.onlyIn})` : s.name)
+    out.push(tableOf(s.rows, 'a', 'b'))
+  }
+  if (diff.strategies.length === 0) out.push('', 'neither file holds replay results; give --strategies to replay both')
+  io.stdout.write(`${out.join('\n')}\n`)
+}

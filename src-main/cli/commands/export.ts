@@ -1,0 +1,69 @@
+// `vramscope export FILE --format chrome|csv [-o OUT] [--strategies ...]`: results as Chrome Trace
+// Event JSON (counter tracks per strategy, opens in Perfetto) or a CSV of each strategy's summary.
+// Uses the results the file holds, or replays it first when --strategies is given.
+import { once } from 'node:events'
+import { createWriteStream } from 'node:fs'
+
+import { chromeTraceChunks } from '../../services/export/chrome.ts'
+import { summaryCsv } from '../../services/export/csv.ts'
+import { InputError } from '../../services/input-error.ts'
+import type { StrategyResult } from '../../services/trace/results.ts'
+import {
+  OptionError,
+  openWithProgress,
+  parseCap,
+  parseStrategiesOption,
+  printJson,
+  replayWithProgress,
+  type ReplayingOptions,
+  type Io,
+} from '../shared.ts'
+
+export const EXPORT_FORMATS = ['chrome', 'csv'] as const
+
+export interface ExportCommandOptions extends ReplayingOptions {
+  format: string
+  output?: string
+}
+
+export async function exportCommand(io: Io, file: string, options: ExportCommandOptions): Promise<void> {
+  const format = options.format
+  if (!(EXPORT_FORMATS as readonly string[]).includes(format))
+    throw new OptionError('--format', `unknown format '${format}' (${EXPORT_FORMATS.join(' or ')})`)
+  const specs = parseStrategiesOption(options.strategies)
+  const cap = parseCap(options.cap)
+  if (options.json && options.output === undefined)
+    throw new OptionError('--json', 'with --json, stdout holds the JSON report; give -o FILE for the export itself')
+  const input = await openWithProgress(io, options, file)
+  let strategies: StrategyResult[] = input.strategies
+  if (specs) {
+    const replayed = await replayWithProgress(io, options, input, specs, cap)
+    strategies = [...input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name)), ...replayed.results]
+  }
+  if (strategies.length === 0)
+    throw new InputError(file, '', 'holds no replay results to export; give --strategies to replay it first (e.g. --strategies caching:preset=pytorch,buddy)')
+
+  const pieces = format === 'chrome' ? chromeTraceChunks({ trace: input.trace, strategies }) : [summaryCsv(strategies)]
+  let bytes = 0
+  if (options.output !== undefined) {
+    const out = createWriteStream(options.output)
+    const failed = once(out, 'error').then(([e]) => {
+      throw e as Error
+    })
+    failed.catch(() => undefined) // awaited in the races below; never unhandled in between
+    for (const piece of pieces) {
+      bytes += Buffer.byteLength(piece)
+      if (!out.write(piece)) await Promise.race([once(out, 'drain'), failed])
+    }
+    out.end()
+    await Promise.race([once(out, 'finish'), failed])
+  } else {
+    for (const piece of pieces) {
+      bytes += Buffer.byteLength(piece)
+      if (!io.stdout.write(piece)) await once(io.stdout, 'drain')
+    }
+  }
+  if (options.json) printJson(io, { file, format, output: options.output, bytes, strategies: strategies.map((s) => s.name) })
+  else if (options.output !== undefined)
+    io.stderr.write(`${format === 'chrome' ? 'Chrome trace (open it in https://ui.perfetto.dev)' : 'CSV'} of ${strategies.length} strategies written to ${options.output}\n`)
+}

@@ -1,0 +1,36 @@
+// `vramscope import FILE -o OUT`: a PyTorch snapshot or RMM log (or a trace file, rewritten whole)
+// saved as a .vramscope trace file, with PyTorch's recorded layout as "pytorch (recorded)".
+import { describeTrace } from '../../services/inspect.ts'
+import { writeTrace } from '../../services/trace/file.ts'
+import { formatBytes } from '../../services/units.ts'
+import { formatValue } from '../format.ts'
+import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'
+import { describeKind } from './info.ts'
+
+export async function importCommand(io: Io, file: string, options: CommonOptions & { output: string }): Promise<void> {
+  const input = await openWithProgress(io, options, file)
+  await writeTrace(options.output, input.trace, input.strategies)
+  const d = describeTrace(input.trace, input.strategies)
+  if (options.json) {
+    printJson(io, {
+      file,
+      kind: input.kind,
+      output: options.output,
+      events: d.events,
+      blocks: d.blocks,
+      streams: d.streams,
+      frames: d.frames,
+      warnings: d.warnings,
+      strategies: d.strategies.map((s) => s.name),
+    })
+    return
+  }
+  const count = (n: number) => formatValue(n, 'count')
+  const lines = [
+    `${file} (${describeKind(input)}) -> ${options.output}`,
+    `  ${count(d.events)} events, ${count(d.blocks)} blocks, ${count(d.streams)} streams, ${count(d.frames)} frames; peak requested ${formatBytes(d.peakRequested)}`,
+  ]
+  for (const s of d.strategies) lines.push(`  kept ${s.name}: ${count(s.layoutEvents)} layout events`)
+  for (const w of d.warnings) lines.push(`  warning: ${w}`)
+  io.stdout.write(`${lines.join('\n')}\n`)
+}

@@ -1,0 +1,79 @@
+// `vramscope info FILE`: what a trace file, PyTorch snapshot or RMM log holds.
+import { describeTrace } from '../../services/inspect.ts'
+import type { OpenedInput } from '../../services/open-input.ts'
+import { formatBytes, formatDuration } from '../../services/units.ts'
+import { formatValue } from '../format.ts'
+import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'
+
+export function describeKind(input: OpenedInput): string {
+  switch (input.kind) {
+    case 'trace': {
+      const f = input.file!
+      return `vramscope trace ${f.version} (${f.writer === 'stream' ? 'a recording' : 'written whole'}${f.complete ? '' : ', incomplete'})`
+    }
+    case 'pytorch-snapshot':
+      return `PyTorch memory snapshot (${input.pytorch!.format})`
+    case 'rmm-log':
+      return 'RMM log (CSV)'
+  }
+}
+
+export async function infoCommand(io: Io, file: string, options: CommonOptions): Promise<void> {
+  const input = await openWithProgress(io, options, file)
+  const d = describeTrace(input.trace, input.strategies)
+  if (options.json) {
+    printJson(io, {
+      file,
+      kind: input.kind,
+      format: describeKind(input),
+      ...d,
+      ...(input.file && { traceFile: input.file }),
+      ...(input.pytorch && { pytorch: input.pytorch }),
+      ...(input.rmm && { rmm: input.rmm }),
+    })
+    return
+  }
+  const count = (n: number) => formatValue(n, 'count')
+  const lines: [string, string][] = [
+    ['format', describeKind(input)],
+    ['source', [d.source, d.origin && `from ${d.origin}`].filter(Boolean).join(' ')],
+  ]
+  if (d.gpu || d.driver) lines.push(['gpu', [d.gpu, d.driver && `driver ${d.driver}`].filter(Boolean).join(', ')])
+  lines.push(
+    ['events', `${count(d.events)} (${count(d.allocs)} allocs, ${count(d.frees)} frees, ${count(d.markers)} markers, ${count(d.recordedFailures)} recorded failures)`],
+    ['blocks', count(d.blocks)],
+    ['streams', count(d.streams)],
+    ['devices', d.devices.length > 0 ? d.devices.join(', ') : '-'],
+    ['frames', `${count(d.frames)} in ${count(d.stacks)} stacks`],
+    ['duration', formatDuration(d.durationNs)],
+    [
+      'requested',
+      `peak ${formatBytes(d.peakRequested)}, ${formatBytes(d.bytesRequested)} in all, ${count(d.liveAtEnd)} blocks (${formatBytes(d.liveBytesAtEnd)}) live at the end`,
+    ],
+  )
+  if (d.unknownFrees > 0) lines.push(['unknown frees', `${count(d.unknownFrees)} frees of blocks not live (skipped by replay)`])
+  if (input.rmm) {
+    const r = input.rmm
+    lines.push(['log', `${count(r.lines)} lines, ${r.badLines.length} skipped${r.badLines.length > 0 ? ` (lines ${r.badLines.map((b) => b.line).join(', ')})` : ''}`])
+  }
+  if (input.pytorch) lines.push(['snapshot devices', input.pytorch.devices.join(', ') || '-'])
+  const strategies =
+    d.strategies.length === 0
+      ? ['(none)']
+      : d.strategies.map((s) => {
+          const peak = s.summary?.['peakReserved']
+          const parts = [`${s.name} [${s.strategy}]`]
+          if (peak !== undefined) parts.push(`peak reserved ${formatBytes(peak)}`)
+          const regions = s.summary?.['deviceCalls.regionAlloc']
+          if (regions !== undefined) parts.push(`${count(regions)} regions`)
+          parts.push(`${count(s.layoutEvents)} layout events, ${count(s.metricsSamples)} metrics samples`)
+          return parts.join(', ')
+        })
+  const warnings = d.warnings.length === 0 ? ['(none)'] : d.warnings
+  const width = Math.max(...lines.map(([k]) => k.length), 'strategies'.length)
+  const out = [`${file}`]
+  for (const [key, value] of lines) out.push(`  ${key.padEnd(width)}  ${value}`)
+  out.push(`  ${'warnings'.padEnd(width)}  ${warnings[0]}`, ...warnings.slice(1).map((w) => `  ${''.padEnd(width)}  ${w}`))
+  out.push(`  ${'strategies'.padEnd(width)}  ${strategies[0]}`, ...strategies.slice(1).map((s) => `  ${''.padEnd(width)}  ${s}`))
+  io.stdout.write(`${out.join('\n')}\n`)
+}

@@ -1,0 +1,115 @@
+// `vramscope replay FILE --strategies ... [--cap 24GiB] [-o OUT.vramscope]`: the trace through
+// every strategy, a table of the compared metrics side by side with the winner of each marked,
+// and PyTorch's own recorded figures beside the model's when the input has them.
+import { compareResults, isRecorded } from '../../services/compare.ts'
+import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay-input.ts'
+import type { StrategySpec } from '../../services/strategy-spec.ts'
+import { writeTrace } from '../../services/trace/file.ts'
+import type { StrategyResult } from '../../services/trace/results.ts'
+import { formatBytes } from '../../services/units.ts'
+import { formatRelative, formatValue, renderTable } from '../format.ts'
+import {
+  openWithProgress,
+  parseCap,
+  parseStrategiesOption,
+  printJson,
+  replayWithProgress,
+  type ReplayingOptions,
+  type Io,
+} from '../shared.ts'
+
+export interface ReplayCommandOptions extends ReplayingOptions {
+  output?: string
+}
+
+export async function replayCommand(io: Io, file: string, options: ReplayCommandOptions): Promise<void> {
+  const specs = parseStrategiesOption(options.strategies)!
+  const cap = parseCap(options.cap)
+  const input = await openWithProgress(io, options, file)
+  const replayed = await replayWithProgress(io, options, input, specs, cap, options.output !== undefined)
+  // Stored results of the file other than the ones replayed now (a recorded layout) stay.
+  const kept = input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name))
+  if (options.output !== undefined) await writeTrace(options.output, input.trace, [...kept, ...replayed.results])
+  const shown = [...replayed.results, ...kept.filter(isRecorded)]
+  const rows = compareResults(shown)
+  const fidelity = fidelityOf(specs, replayed, kept)
+
+  if (options.json) {
+    printJson(io, {
+      file,
+      kind: input.kind,
+      events: input.trace.events.kind.length,
+      cap: cap ?? null,
+      output: options.output ?? null,
+      strategies: shown.map((s) => ({
+        name: s.name,
+        strategy: s.strategy,
+        params: s.params,
+        recorded: isRecorded(s),
+        recordedPlacement: replayed.placed.find((p) => p.label === s.name)?.regions ?? 0,
+        summary: s.summary ?? {},
+      })),
+      winners: Object.fromEntries(rows.filter((r) => r.winners.length > 0).map((r) => [r.metric.key, r.winners.map((i) => shown[i]!.name)])),
+      fidelity,
+      warnings: input.trace.meta.warnings,
+    })
+    return
+  }
+
+  const header = ['', ...shown.map((s) => s.name)]
+  const table = rows.map((row) => [
+    row.metric.label,
+    ...row.values.map((v, i) => `${formatValue(v, row.metric.unit)}${row.winners.includes(i) ? ' *' : row.winners.length > 0 ? '  ' : ''}`),
+  ])
+  const lines = [
+    `${file}: ${formatValue(input.trace.events.kind.length, 'count')} events${cap !== undefined ? `, device capped at ${formatBytes(cap)}` : ''}`,
+    '',
+    renderTable(header, table),
+    '',
+    '* best of the replayed strategies' + (shown.some(isRecorded) ? '; recorded results are the reference, not ranked' : ''),
+  ]
+  for (const f of fidelity)
+    lines.push(
+      `${f.model}: peak reserved ${formatBytes(f.modelPeakReserved)} vs ${f.recorded} ${formatBytes(f.recordedPeakReserved)} ` +
+        `(${formatRelative(f.relativeDifference)}), segments ${f.modelSegments} vs ${f.recordedSegments}` +
+        (f.recordedPlacement > 0 ? `; replayed at PyTorch's ${f.recordedPlacement} recorded segment addresses` : ''),
+    )
+  for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
+  if (options.output !== undefined) lines.push(`results saved to ${options.output}`)
+  io.stdout.write(`${lines.join('\n')}\n`)
+}
+
+interface Fidelity {
+  model: string
+  recorded: string
+  modelPeakReserved: number
+  recordedPeakReserved: number
+  relativeDifference: number
+  modelSegments: number
+  recordedSegments: number
+  recordedPlacement: number
+}
+
+/** PyTorch-policy results beside the recorded PyTorch allocator they model. */
+function fidelityOf(specs: readonly StrategySpec[], replayed: ReplayedInput, kept: readonly StrategyResult[]): Fidelity[] {
+  const recorded = kept.find((s) => isRecorded(s) && s.summary?.['peakReserved'] !== undefined)
+  if (!recorded) return []
+  return specs.filter(usesPytorchPolicy).flatMap((spec) => {
+    const model = replayed.results.find((r) => r.name === spec.label)
+    if (!model?.summary) return []
+    const modelPeak = model.summary['peakReserved']!
+    const recordedPeak = recorded.summary!['peakReserved']!
+    return [
+      {
+        model: model.name,
+        recorded: recorded.name,
+        modelPeakReserved: modelPeak,
+        recordedPeakReserved: recordedPeak,
+        relativeDifference: recordedPeak === 0 ? 0 : (modelPeak - recordedPeak) / recordedPeak,
+        modelSegments: model.summary['deviceCalls.regionAlloc'] ?? 0,
+        recordedSegments: recorded.summary!['deviceCalls.regionAlloc'] ?? 0,
+        recordedPlacement: replayed.placed.find((p) => p.label === spec.label)?.regions ?? 0,
+      },
+    ]
+  })
+}

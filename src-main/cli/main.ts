@@ -1,0 +1,155 @@
+// The `vramscope` command (bin/vramscope.mjs starts it with plain Node): parsing and printing only;
+// the work is in src-main/services. Exit codes: 0 done, 2 bad input (a bad file, option or
+// strategy: the message names the file or option, the position and the problem), 1 anything else
+// (a bug: the stack is printed for the report).
+import { readFileSync } from 'node:fs'
+
+import { Command, CommanderError, Option } from 'commander'
+
+import { InputError } from '../services/input-error.ts'
+import { diffCommand } from './commands/diff.ts'
+import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
+import { importCommand } from './commands/import.ts'
+import { infoCommand } from './commands/info.ts'
+import { replayCommand } from './commands/replay.ts'
+import { collect, type Io } from './shared.ts'
+
+export const EXIT_BAD_INPUT = 2
+export const EXIT_INTERNAL = 1
+
+const packageJson = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+
+const STRATEGIES_HELP =
+  'strategies to replay, comma-separated, parameters after colons: caching:preset=pytorch,slab,buddy:pool_size=4GiB (repeatable)'
+
+function laterWork(name: string, what: string): never {
+  throw new LaterWorkError(`vramscope ${name}: ${what}`)
+}
+
+/** A command that exists in name only: the user asked for something this version does not do. */
+class LaterWorkError extends Error {}
+
+function buildProgram(io: Io): Command {
+  const program = new Command('vramscope')
+    .description('See how GPU device memory is handed out: import traces, replay them through allocator strategies, compare.')
+    .version(packageJson.version)
+    .showHelpAfterError('(vramscope --help lists the commands)')
+    .exitOverride()
+    .configureOutput({
+      writeOut: (s) => io.stdout.write(s),
+      writeErr: (s) => io.stderr.write(s),
+    })
+
+  const placement = () =>
+    new Option('--no-recorded-placement', "replay PyTorch-policy strategies at the model's own segment addresses, not PyTorch's recorded ones")
+  const resets = () => new Option('--no-reset-at-markers', "do not reset strategies that support it (arena) at the trace's markers")
+
+  program
+    .command('info')
+    .description('what a trace file, PyTorch snapshot or RMM log holds')
+    .argument('<file>', '.vramscope/.arrow trace, PyTorch snapshot (.pickle or .json) or RMM log (.csv)')
+    .option('--json', 'machine-readable output on stdout')
+    .action((file: string, options) => infoCommand(io, file, options))
+
+  program
+    .command('import')
+    .description('save a PyTorch snapshot or RMM log as a .vramscope trace (PyTorch\'s layout kept as "pytorch (recorded)")')
+    .argument('<file>', 'PyTorch snapshot (.pickle or .json), RMM log (.csv), or a trace to rewrite whole')
+    .requiredOption('-o, --output <out>', 'the .vramscope file to write')
+    .option('--json', 'machine-readable output on stdout')
+    .action((file: string, options) => importCommand(io, file, options))
+
+  program
+    .command('replay')
+    .description('replay a trace through strategies and compare peak, waste, fragmentation, failures, device calls, speed')
+    .argument('<file>', 'trace, PyTorch snapshot or RMM log')
+    .requiredOption('-s, --strategies <list>', STRATEGIES_HELP, collect)
+    .option('--cap <size>', 'device memory cap such as 24GiB: requests that do not fit fail and are counted')
+    .option('-o, --output <out>', 'save the trace with every result (layout, metrics, summary) as a .vramscope file')
+    .addOption(placement())
+    .addOption(resets())
+    .option('--json', 'machine-readable output on stdout')
+    .action((file: string, options) => replayCommand(io, file, options))
+
+  program
+    .command('export')
+    .description('results as Chrome Trace Event JSON (counter tracks per strategy; opens in Perfetto) or a CSV of each summary')
+    .argument('<file>', 'a trace holding replay results, or any input with --strategies')
+    .addOption(new Option('-f, --format <format>', 'output format').choices(EXPORT_FORMATS).makeOptionMandatory())
+    .option('-o, --output <out>', 'file to write (default: stdout)')
+    .option('-s, --strategies <list>', `replay first: ${STRATEGIES_HELP}`, collect)
+    .option('--cap <size>', 'device memory cap for the replay, such as 24GiB')
+    .addOption(placement())
+    .addOption(resets())
+    .option('--json', 'report what was written as JSON on stdout (needs -o)')
+    .action((file: string, options) => exportCommand(io, file, options))
+
+  program
+    .command('diff')
+    .description('two traces or two result files side by side, with the differences')
+    .argument('<a>', 'first trace or result file')
+    .argument('<b>', 'second trace or result file')
+    .option('-s, --strategies <list>', `replay both first: ${STRATEGIES_HELP}`, collect)
+    .option('--cap <size>', 'device memory cap for the replays, such as 24GiB')
+    .addOption(placement())
+    .addOption(resets())
+    .option('--json', 'machine-readable output on stdout')
+    .action((a: string, b: string, options) => diffCommand(io, a, b, options))
+
+  program
+    .command('record')
+    .description('record a CUDA program\'s allocations (not in this version)')
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(() => laterWork('record', 'recording real CUDA workloads is not part of this version yet; it comes with later work (issue 6)'))
+
+  program
+    .command('serve')
+    .description('the app in a browser for headless GPU servers (not in this version)')
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .action(() => laterWork('serve', 'the headless web host is not part of this version yet; it comes with the desktop app work (issue 5)'))
+
+  return program
+}
+
+function wantsJson(argv: readonly string[]): boolean {
+  return argv.includes('--json')
+}
+
+/** Runs the CLI on `argv` (without node and the script) and returns the exit code. */
+export async function runCli(argv: readonly string[], io: Io): Promise<number> {
+  const program = buildProgram(io)
+  try {
+    await program.parseAsync([...argv], { from: 'user' })
+    return 0
+  } catch (error) {
+    if (error instanceof CommanderError) {
+      // Commander has printed its message already (unknown option, missing argument...).
+      if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0
+      return EXIT_BAD_INPUT
+    }
+    if (error instanceof LaterWorkError) {
+      io.stderr.write(`${error.message}\n`)
+      return EXIT_BAD_INPUT
+    }
+    if (error instanceof InputError) {
+      io.stderr.write(`vramscope: ${error.message}\n`)
+      if (wantsJson(argv))
+        io.stdout.write(`${JSON.stringify({ error: { kind: 'input', file: error.file, position: error.position, problem: error.problem, message: error.message } })}\n`)
+      return EXIT_BAD_INPUT
+    }
+    const e = error instanceof Error ? error : new Error(String(error))
+    io.stderr.write(`vramscope: internal error: ${e.stack ?? e.message}\n`)
+    if (wantsJson(argv)) io.stdout.write(`${JSON.stringify({ error: { kind: 'internal', message: e.message } })}\n`)
+    return EXIT_INTERNAL
+  }
+}
+
+// A reader that stops early (`vramscope export ... | head`) is not an error.
+process.stdout.on('error', (e: NodeJS.ErrnoException) => {
+  if (e.code === 'EPIPE') process.exit(process.exitCode ?? 0)
+  throw e
+})
+
+process.exitCode = await runCli(process.argv.slice(2), { stdout: process.stdout, stderr: process.stderr })

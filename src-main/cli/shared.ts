@@ -1,0 +1,109 @@
+// What the CLI's commands share: the output streams, progress on a terminal, option parsing that
+// fails as bad input (exit code 2), and opening or replaying a file with progress shown.
+import { InputError } from '../services/input-error.ts'
+import { openInput, type OpenedInput } from '../services/open-input.ts'
+import { replayInput, type ReplayedInput } from '../services/replay-input.ts'
+import { parseStrategySpecs, type StrategySpec } from '../services/strategy-spec.ts'
+import { parseByteSize } from '../services/units.ts'
+import { ProgressBar } from './progress.ts'
+
+/** A bad option value: bad input, like a bad file (exit code 2); the message starts with the option. */
+export class OptionError extends InputError {
+  constructor(option: string, problem: string) {
+    super(option, '', problem)
+  }
+}
+
+export interface CommonOptions {
+  json?: boolean
+}
+
+/** Options of every command that can replay. */
+export interface ReplayingOptions extends CommonOptions {
+  strategies?: string[]
+  cap?: string
+  recordedPlacement: boolean
+  resetAtMarkers: boolean
+}
+
+export interface Io {
+  stdout: NodeJS.WriteStream
+  stderr: NodeJS.WriteStream
+}
+
+export function progressFor(io: Io, options: CommonOptions): ProgressBar {
+  return new ProgressBar(io.stderr, Boolean(io.stderr.isTTY) && !options.json)
+}
+
+/** Writes a value as JSON on stdout: bigints as decimal strings, typed arrays as arrays. */
+export function printJson(io: Io, value: unknown): void {
+  io.stdout.write(
+    `${JSON.stringify(
+      value,
+      (_key, v: unknown) => {
+        if (typeof v === 'bigint') return v.toString()
+        if (ArrayBuffer.isView(v) && !(v instanceof DataView)) return Array.from(v as unknown as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? x.toString() : x))
+        if (typeof v === 'number' && !Number.isFinite(v)) return null
+        return v
+      },
+      2,
+    )}\n`,
+  )
+}
+
+export function parseCap(text: string | undefined): number | undefined {
+  if (text === undefined) return undefined
+  let bytes: number
+  try {
+    bytes = parseByteSize(text)
+  } catch (e) {
+    throw new OptionError('--cap', (e as Error).message)
+  }
+  if (bytes === 0) throw new OptionError('--cap', 'a cap of 0 bytes leaves no room for anything')
+  return bytes
+}
+
+export function parseStrategiesOption(values: string[] | undefined): StrategySpec[] | undefined {
+  if (values === undefined || values.length === 0) return undefined
+  return parseStrategySpecs(values, '--strategies')
+}
+
+/** Commander collects a repeated option into a list. */
+export function collect(value: string, previous: string[] | undefined): string[] {
+  return [...(previous ?? []), value]
+}
+
+export async function openWithProgress(io: Io, options: CommonOptions, path: string): Promise<OpenedInput> {
+  const progress = progressFor(io, options)
+  try {
+    return await openInput(path, { onProgress: (p) => progress.update(`${p.phase} ${path}`, p.bytesDone, p.bytesTotal) })
+  } finally {
+    progress.clear()
+  }
+}
+
+export async function replayWithProgress(
+  io: Io,
+  options: ReplayingOptions,
+  input: OpenedInput,
+  specs: StrategySpec[],
+  cap: number | undefined,
+  keepLayout = false,
+): Promise<ReplayedInput> {
+  const progress = progressFor(io, options)
+  try {
+    return await replayInput(input, specs, {
+      ...(cap !== undefined && { cap }),
+      layout: keepLayout,
+      recordedPlacement: options.recordedPlacement,
+      resetAtMarkers: options.resetAtMarkers,
+      onProgress: (p) => progress.update(`replay ${p.label} (${p.target + 1}/${p.targets})`, p.eventsDone, p.eventsTotal, 'events'),
+    })
+  } catch (e) {
+    // Arguments were checked before the replay started, so what the replay refuses is the trace.
+    if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(input.path, '', (e as Error).message)
+    throw e
+  } finally {
+    progress.clear()
+  }
+}

@@ -1,0 +1,140 @@
+// Metrics of a layout trace that came with no metrics: a real allocator's recorded layout (PyTorch's
+// own segments and blocks from a snapshot, "pytorch (recorded)"). It is bookkeeping over the
+// layout events, no allocator involved, so the recorded allocator gets the same figures as the
+// replayed ones and stands beside them in tables, exports and diffs.
+//
+// Internal waste and external fragmentation are not derived: a snapshot's trace gives each block
+// PyTorch's 512-byte rounding of the request, not the block PyTorch actually carved (it keeps
+// remainders it does not split), so the waste and the free runs between blocks would be guesses
+// that look like measurements. The rounded series is kept (it is what the layout says) but no
+// summary figure is made of it.
+import { LayoutOp, type LayoutTrace } from './trace/layout.ts'
+import type { MetricsSeries, StrategyResult } from './trace/results.ts'
+
+export interface LayoutMetrics {
+  metrics: MetricsSeries
+  summary: Record<string, number>
+}
+
+/** At most this many samples in the series; peaks within each stretch are kept. */
+const DEFAULT_MAX_SAMPLES = 8192
+
+export function layoutMetrics(layout: LayoutTrace, maxSamples = DEFAULT_MAX_SAMPLES): LayoutMetrics {
+  const n = layout.op.length
+  const requested = new Float64Array(n)
+  const rounded = new Float64Array(n)
+  const reserved = new Float64Array(n)
+  const deviceCalls = new Float64Array(n)
+  let req = 0
+  let rnd = 0
+  let res = 0
+  let calls = 0
+  let failures = 0
+  // Named as replay names its device call counts (summary 'deviceCalls.regionAlloc'...), so a
+  // recorded allocator's segments compare with a modelled one's.
+  const detail = { regionAlloc: 0, regionFree: 0, vaReserve: 0, vaRelease: 0, map: 0, unmap: 0 }
+  let peakRequested = 0
+  let peakReserved = 0
+  let peakReservedEvent = -1
+  for (let i = 0; i < n; i++) {
+    const size = layout.size[i]!
+    switch (layout.op[i]) {
+      case LayoutOp.alloc:
+        req += layout.requested[i]!
+        rnd += size
+        break
+      case LayoutOp.free:
+        req -= layout.requested[i]!
+        rnd -= size
+        break
+      case LayoutOp.freePending: // the program let go; the block stays taken until its stream is done
+        req -= layout.requested[i]!
+        break
+      case LayoutOp.freeCompleted:
+        rnd -= size
+        break
+      case LayoutOp.regionReserve:
+        res += size
+        detail.regionAlloc++
+        break
+      case LayoutOp.regionRelease:
+        res -= size
+        detail.regionFree++
+        break
+      case LayoutOp.map:
+        res += size
+        detail.map++
+        break
+      case LayoutOp.unmap:
+        res -= size
+        detail.unmap++
+        break
+      case LayoutOp.vaReserve:
+        detail.vaReserve++
+        break
+      case LayoutOp.vaRelease:
+        detail.vaRelease++
+        break
+      case LayoutOp.failure:
+        failures++
+        break
+    }
+    requested[i] = req
+    rounded[i] = rnd
+    reserved[i] = res
+    calls = detail.regionAlloc + detail.regionFree + detail.vaReserve + detail.vaRelease + detail.map + detail.unmap
+    deviceCalls[i] = calls
+    if (req > peakRequested) peakRequested = req
+    if (res > peakReserved) {
+      peakReserved = res
+      peakReservedEvent = i
+    }
+  }
+  const keep = sampleIndices(reserved, maxSamples)
+  const pick = (column: Float64Array) => Float64Array.from(keep, (i) => column[i]!)
+  return {
+    metrics: {
+      time: pick(layout.time),
+      requested: pick(requested),
+      rounded: pick(rounded),
+      reserved: pick(reserved),
+      externalFragmentation: new Float64Array(keep.length).fill(NaN),
+      deviceCalls: pick(deviceCalls),
+    },
+    summary: {
+      layoutEvents: n,
+      peakRequested,
+      peakReserved,
+      peakReservedLayoutEvent: peakReservedEvent,
+      failures,
+      deviceCalls: calls,
+      ...Object.fromEntries(Object.entries(detail).map(([k, v]) => [`deviceCalls.${k}`, v])),
+      finalReserved: res,
+    },
+  }
+}
+
+/** Every index when there are few; else each stretch's highest `values` sample and its last. */
+function sampleIndices(values: Float64Array, maxSamples: number): Uint32Array {
+  const n = values.length
+  if (n <= maxSamples) return Uint32Array.from({ length: n }, (_, i) => i)
+  const stretches = Math.max(1, Math.floor(maxSamples / 2))
+  const kept: number[] = []
+  for (let s = 0; s < stretches; s++) {
+    const from = Math.floor((s * n) / stretches)
+    const to = Math.floor(((s + 1) * n) / stretches)
+    if (to <= from) continue
+    let highest = from
+    for (let i = from + 1; i < to; i++) if (values[i]! > values[highest]!) highest = i
+    kept.push(highest)
+    if (highest !== to - 1) kept.push(to - 1)
+  }
+  return Uint32Array.from(kept)
+}
+
+/** The result with metrics and summary filled in from its layout where it has none of its own. */
+export function withLayoutMetrics(result: StrategyResult): StrategyResult {
+  if (!result.layout || (result.metrics && result.summary)) return result
+  const derived = layoutMetrics(result.layout)
+  return { ...result, metrics: result.metrics ?? derived.metrics, summary: result.summary ?? derived.summary }
+}

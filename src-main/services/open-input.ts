@@ -1,0 +1,161 @@
+// Any file vramscope reads, opened as a request trace plus whatever results come with it: a trace
+// file (.vramscope / .arrow), a PyTorch memory snapshot (pickle or JSON) or an RMM log (CSV). The
+// content decides what a file is where it can (Arrow's continuation marker, a pickle's PROTO
+// opcode, a JSON object); the name decides only where the content cannot (a protocol 0 pickle is
+// text, an empty file is nothing). Every problem with the file is an InputError naming it.
+import { open } from 'node:fs/promises'
+import { extname } from 'node:path'
+
+import { InputError } from './input-error.ts'
+import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './import/pytorch.ts'
+import { importRmmLog, type BadLine } from './import/rmm.ts'
+import { withLayoutMetrics } from './layout-metrics.ts'
+import { LayoutOp } from './trace/layout.ts'
+import { readTrace, type TraceFileInfo } from './trace/file.ts'
+import type { RequestTrace } from './trace/model.ts'
+import type { StrategyResult } from './trace/results.ts'
+
+export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log'
+
+export interface InputProgress {
+  /** What is being done: "read", "decode", "scan", "parse"... */
+  phase: string
+  bytesDone: number
+  bytesTotal: number
+}
+
+export interface OpenOptions {
+  onProgress?: (progress: InputProgress) => void
+  signal?: AbortSignal
+}
+
+export interface OpenedInput {
+  path: string
+  kind: InputKind
+  trace: RequestTrace
+  /** Results stored in a trace file, or the recorded layout of a snapshot; metrics derived where missing. */
+  strategies: StrategyResult[]
+  /** Trace files: version, completeness, chunks. */
+  file?: TraceFileInfo
+  pytorch?: { format: 'pickle' | 'json'; devices: number[]; overflow: OverflowCounts }
+  rmm?: { lines: number; badLines: BadLine[]; unknownFrees: number; liveAtEnd: number }
+}
+
+/** The file could not be recognised as anything vramscope reads. */
+export class UnknownInputError extends InputError {}
+
+const SNIFF_BYTES = 4096
+const PICKLE_EXTENSIONS = new Set(['.pickle', '.pkl', '.pt'])
+const TRACE_EXTENSIONS = new Set(['.vramscope', '.arrow'])
+const LOG_EXTENSIONS = new Set(['.csv', '.log', '.txt'])
+
+/** What a file is, from its first bytes and, failing those, its name. */
+export async function detectInputKind(path: string): Promise<InputKind> {
+  let head: Uint8Array
+  try {
+    const handle = await open(path, 'r')
+    try {
+      const buffer = new Uint8Array(SNIFF_BYTES)
+      const { bytesRead } = await handle.read(buffer, 0, SNIFF_BYTES, 0)
+      head = buffer.subarray(0, bytesRead)
+    } finally {
+      await handle.close()
+    }
+  } catch (e) {
+    throw new InputError(path, '', `cannot be read: ${(e as Error).message}`)
+  }
+  return kindOf(head, path)
+}
+
+export function kindOf(head: Uint8Array, path: string): InputKind {
+  const extension = extname(path).toLowerCase()
+  const byName = (): InputKind | undefined =>
+    PICKLE_EXTENSIONS.has(extension) || extension === '.json'
+      ? 'pytorch-snapshot'
+      : TRACE_EXTENSIONS.has(extension)
+        ? 'trace'
+        : LOG_EXTENSIONS.has(extension)
+          ? 'rmm-log'
+          : undefined
+  if (head.length === 0) {
+    const kind = byName()
+    if (!kind) throw new UnknownInputError(path, 'byte 0', 'the file is empty')
+    return kind // each reader reports an empty file in its own words
+  }
+  const startsWith = (...bytes: number[]) => bytes.every((b, i) => head[i] === b)
+  // An Arrow IPC stream begins with the continuation marker; "ARROW1" is the Arrow file format,
+  // which the trace reader refuses with an explanation.
+  if (startsWith(0xff, 0xff, 0xff, 0xff) || startsWith(0x41, 0x52, 0x52, 0x4f, 0x57, 0x31)) return 'trace'
+  if (head[0] === 0x80 && head.length > 1 && head[1]! >= 2 && head[1]! <= 5) return 'pytorch-snapshot' // PROTO n
+  let i = startsWith(0xef, 0xbb, 0xbf) ? 3 : 0
+  while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
+  if (head[i] === 0x7b /* { */) return 'pytorch-snapshot'
+  const named = byName()
+  if (named) return named
+  if (!head.includes(0) && looksLikeCsv(head)) return 'rmm-log'
+  const shown = Array.from(head.subarray(0, 8), (b) => b.toString(16).padStart(2, '0')).join(' ')
+  throw new UnknownInputError(
+    path,
+    'byte 0',
+    `not a vramscope trace, a PyTorch memory snapshot or an RMM log (it starts with bytes ${shown}); ` +
+      'vramscope reads .vramscope/.arrow traces, torch.cuda.memory._dump_snapshot pickles or their JSON, and RMM logging_resource_adaptor CSV',
+  )
+}
+
+function looksLikeCsv(head: Uint8Array): boolean {
+  const text = new TextDecoder('utf-8').decode(head)
+  const firstLine = text.split(/\r?\n/, 1)[0] ?? ''
+  return firstLine.includes(',')
+}
+
+export async function openInput(path: string, options: OpenOptions = {}): Promise<OpenedInput> {
+  const kind = await detectInputKind(path)
+  const { onProgress, signal } = options
+  switch (kind) {
+    case 'trace': {
+      const contents = await readTrace(path, { ...(signal && { signal }), ...(onProgress && { onProgress }) })
+      return { path, kind, trace: contents.trace, strategies: contents.strategies.map(withLayoutMetrics), file: contents.file }
+    }
+    case 'pytorch-snapshot': {
+      const imported = await importPytorchSnapshot(path, {
+        ...(signal && { signal }),
+        ...(onProgress && { onProgress: (p) => onProgress({ phase: p.phase, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
+      })
+      return {
+        path,
+        kind,
+        trace: imported.trace,
+        strategies: imported.recorded.map(withLayoutMetrics),
+        pytorch: { format: imported.format, devices: imported.devices, overflow: imported.overflow },
+      }
+    }
+    case 'rmm-log': {
+      const imported = await importRmmLog(path, {
+        ...(signal && { signal }),
+        ...(onProgress && { onProgress: (p) => onProgress({ phase: 'parse', bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
+      })
+      return {
+        path,
+        kind,
+        trace: imported.trace,
+        strategies: [],
+        rmm: { lines: imported.lines, badLines: imported.badLines, unknownFrees: imported.unknownFrees, liveAtEnd: imported.liveAtEnd },
+      }
+    }
+  }
+}
+
+/**
+ * Where PyTorch's driver put each segment, in the order they were reserved, from the recorded
+ * layout a snapshot import keeps. Replaying with this placement reproduces PyTorch's choices
+ * exactly: it breaks best-fit ties by address, so which of two equal free blocks it reuses depends
+ * on where the segments lie (native/tests/cpu/pytorch_fidelity_test.cpp). Empty when there is none.
+ */
+export function recordedRegionPlacement(strategies: readonly StrategyResult[]): bigint[] {
+  const recorded = strategies.find((s) => s.name === RECORDED_LAYOUT_NAME)
+  const layout = recorded?.layout
+  if (!layout) return []
+  const placement: bigint[] = []
+  for (let i = 0; i < layout.op.length; i++) if (layout.op[i] === LayoutOp.regionReserve) placement.push(layout.address[i]!)
+  return placement
+}

@@ -1,0 +1,54 @@
+// Replays an opened input (trace file, snapshot, log) through strategies given as specs, the way
+// the CLI and the app both want it: PyTorch-policy targets get the recorded segment placement
+// when the input has one, so they reproduce PyTorch's own choices, and the results come back as
+// the trace file stores them, ready to print, export or save.
+import type { OpenedInput } from './open-input.ts'
+import { recordedRegionPlacement } from './open-input.ts'
+import { replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayTarget } from './replay.ts'
+import type { StrategySpec } from './strategy-spec.ts'
+import type { StrategyResult } from './trace/results.ts'
+
+export interface ReplayInputOptions {
+  /** Device memory cap in bytes for every strategy. */
+  cap?: number
+  /** Keep the layout events (to store them); off is faster when only figures are wanted. */
+  layout?: boolean
+  /** Give PyTorch-policy targets the recorded segment addresses (default true). */
+  recordedPlacement?: boolean
+  /** Reset strategies that support it (arena) at the trace's markers (default true). */
+  resetAtMarkers?: boolean
+  onProgress?: (progress: ReplayProgressInfo) => void
+  signal?: AbortSignal
+}
+
+export interface ReplayedInput {
+  results: StrategyResult[]
+  /** Labels of the targets that ran with the recorded placement, and how many regions it held. */
+  placed: { label: string; regions: number }[]
+}
+
+/** The caching strategy with PyTorch's policy: the one the recorded placement is meant for. */
+export function usesPytorchPolicy(spec: Pick<StrategySpec, 'strategy' | 'params'>): boolean {
+  return spec.strategy === 'caching' && spec.params['preset'] === 'pytorch'
+}
+
+export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
+  const placement = options.recordedPlacement === false ? [] : recordedRegionPlacement(input.strategies)
+  const placed: ReplayedInput['placed'] = []
+  const targets = specs.map((spec): ReplayTarget => {
+    const target: ReplayTarget = { label: spec.label, strategy: spec.strategy, params: spec.params }
+    if (placement.length > 0 && usesPytorchPolicy(spec)) {
+      target.regionPlacement = placement
+      placed.push({ label: spec.label, regions: placement.length })
+    }
+    return target
+  })
+  const replayed = await replayTrace(input.trace, targets, {
+    ...(options.cap !== undefined && { cap: options.cap }),
+    layout: options.layout ?? false,
+    ...(options.resetAtMarkers !== undefined && { resetAtMarkers: options.resetAtMarkers }),
+    ...(options.onProgress && { onProgress: options.onProgress }),
+    ...(options.signal && { signal: options.signal }),
+  })
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed }
+}

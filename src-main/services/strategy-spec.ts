@@ -1,0 +1,141 @@
+// Strategies to replay, as a user writes them on one line:
+//   caching:preset=pytorch,slab,buddy:pool_size=4GiB:min_block=512
+// Commas separate items. An item `name` or `name:key=value:key=value` starts a strategy; an item
+// `key=value` adds a parameter to the strategy before it; any other item continues the previous
+// parameter's value, so a size list reads as it does elsewhere: `slab:classes=256,1KiB,4KiB`.
+// Brackets protect a value's own commas and colons: `caching:roundup_power2_divisions=[256:1,512:2]`.
+// Every name and value is checked against the native library before anything runs.
+import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
+import { InputError } from './input-error.ts'
+import { defaultLabel } from './replay.ts'
+
+export interface StrategySpec {
+  /** Unique among the specs: "caching (pytorch)", "buddy (pool_size=4GiB)". */
+  label: string
+  strategy: string
+  /** As written; the library parses the values ("4GiB", "true"). */
+  params: Record<string, string>
+}
+
+/** A bad --strategies value: names the item and what is wrong with it (the CLI exits 2). */
+export class StrategySpecError extends InputError {
+  constructor(source: string, item: string, problem: string) {
+    super(source, item ? `'${item}'` : '', problem)
+  }
+}
+
+/** Splits at top-level commas (outside brackets), keeping empty items so they can be reported. */
+function splitTopLevel(text: string, separator: string): string[] {
+  const parts: string[] = []
+  let depth = 0
+  let start = 0
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]
+    if (c === '[' || c === '(' || c === '{') depth++
+    else if ((c === ']' || c === ')' || c === '}') && depth > 0) depth--
+    else if (c === separator && depth === 0) {
+      parts.push(text.slice(start, i))
+      start = i + 1
+    }
+  }
+  parts.push(text.slice(start))
+  return parts.map((p) => p.trim())
+}
+
+function knownList(all: readonly StrategyInfo[]): string {
+  return all.map((s) => s.name).join(', ')
+}
+
+function paramList(info: StrategyInfo): string {
+  return info.params.length > 0 ? `it takes: ${info.params.map((p) => p.name).join(', ')}` : 'it takes none'
+}
+
+/**
+ * Parses one or more --strategies values (each may list several strategies) into checked specs.
+ * `source` names the option in errors.
+ */
+export function parseStrategySpecs(values: readonly string[], source = '--strategies'): StrategySpec[] {
+  const all = listStrategies()
+  const specs: { strategy: StrategyInfo; params: Record<string, string> }[] = []
+  for (const value of values) {
+    let lastParam: { spec: (typeof specs)[number]; key: string } | undefined
+    for (const item of splitTopLevel(value, ',')) {
+      if (item === '') throw new StrategySpecError(source, value, 'an empty item (two commas in a row, or a comma at an end)')
+      const [head, ...rest] = splitTopLevel(item, ':')
+      const isAssignment = head!.includes('=')
+      if (!isAssignment && (rest.length > 0 || all.some((s) => s.name === head))) {
+        const info = all.find((s) => s.name === head)
+        if (!info) throw new StrategySpecError(source, item, `unknown strategy '${head}' (known: ${knownList(all)})`)
+        const spec = { strategy: info, params: {} as Record<string, string> }
+        specs.push(spec)
+        lastParam = undefined
+        for (const assignment of rest) lastParam = addParam(source, item, spec, assignment)
+      } else if (isAssignment) {
+        const spec = specs.at(-1)
+        if (!spec) throw new StrategySpecError(source, item, 'a parameter before any strategy (write strategy:key=value)')
+        for (const assignment of [head!, ...rest]) lastParam = addParam(source, item, spec, assignment)
+      } else {
+        const info = lastParam && lastParam.spec.strategy.params.find((p) => p.name === lastParam!.key)
+        if (!lastParam || info?.kind !== 'size_list')
+          throw new StrategySpecError(source, item, `unknown strategy '${item}' (known: ${knownList(all)})`)
+        lastParam.spec.params[lastParam.key] += `,${item}`
+      }
+    }
+  }
+  if (specs.length === 0) throw new StrategySpecError(source, '', `no strategy given (known: ${knownList(all)})`)
+  const result = specs.map((s) => ({ label: '', strategy: s.strategy.name, params: s.params }))
+  for (const spec of result) checkWithLibrary(source, spec)
+  assignLabels(result)
+  return result
+}
+
+function addParam(
+  source: string,
+  item: string,
+  spec: { strategy: StrategyInfo; params: Record<string, string> },
+  assignment: string,
+): { spec: typeof spec; key: string } {
+  const at = assignment.indexOf('=')
+  if (at <= 0) throw new StrategySpecError(source, item, `'${assignment}' is not key=value`)
+  const key = assignment.slice(0, at).trim()
+  let value = assignment.slice(at + 1).trim()
+  if (value.startsWith('[') && value.endsWith(']') && spec.strategy.params.find((p) => p.name === key)?.kind !== 'string')
+    value = value.slice(1, -1)
+  if (!spec.strategy.params.some((p) => p.name === key))
+    throw new StrategySpecError(source, item, `strategy '${spec.strategy.name}' has no parameter '${key}' (${paramList(spec.strategy)})`)
+  if (key in spec.params) throw new StrategySpecError(source, item, `parameter '${key}' given twice`)
+  if (value === '') throw new StrategySpecError(source, item, `parameter '${key}' has no value`)
+  spec.params[key] = value
+  return { spec, key }
+}
+
+/**
+ * The library is the one authority on parameter values (sizes, presets, ranges): build the
+ * strategy once on a simulated device, where that costs nothing, and report what it refuses.
+ */
+function checkWithLibrary(source: string, spec: StrategySpec): void {
+  const written = `${spec.strategy}${Object.entries(spec.params).map(([k, v]) => `:${k}=${v}`).join('')}`
+  let allocator: Allocator | undefined
+  try {
+    allocator = new Allocator(spec.strategy, spec.params, 'simulated')
+  } catch (e) {
+    const code = (e as { code?: unknown }).code
+    if (code === 'INVALID_ARGUMENT' || e instanceof TypeError || e instanceof RangeError)
+      throw new StrategySpecError(source, written, (e as Error).message)
+    // Anything else (out of memory for a huge pool on the default device...) is for the replay to
+    // meet and report as a failure.
+  } finally {
+    allocator?.dispose()
+  }
+}
+
+/** Labels as replay gives them ("caching (pytorch)"), numbered where two would be the same. */
+function assignLabels(specs: StrategySpec[]): void {
+  const seen = new Map<string, number>()
+  for (const spec of specs) {
+    const label = defaultLabel(spec.strategy, spec.params)
+    const count = (seen.get(label) ?? 0) + 1
+    seen.set(label, count)
+    spec.label = count > 1 ? `${label} #${count}` : label
+  }
+}
