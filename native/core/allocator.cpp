@@ -189,7 +189,7 @@ void allocator::complete_pending(std::size_t index) {
     pending_index_.insert(pending_[j].address, static_cast<std::uint32_t>(j + 1));
   for (event_t e : p.events) backing_.release_event(e);
   pending_bytes_ -= p.block.rounded;
-  do_deallocate(p.address, p.block.rounded, p.block.stream);
+  do_deallocate(p.address, p.block.rounded, p.block.cookie, p.block.stream);
   trace(trace_op::free_completed, p.address, p.block.rounded, p.block.requested, p.block.stream);
 }
 

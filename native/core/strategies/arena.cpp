@@ -59,7 +59,7 @@ class arena_allocator final : public allocator {
     return allocate_slow(bytes);
   }
 
-  void do_deallocate(address_t a, std::uint64_t rounded, stream_t) override {
+  void do_deallocate(address_t a, std::uint64_t rounded, std::uint32_t, stream_t) override {
     if (VRAMSCOPE_LIKELY(a + rounded == top_ && lifo_reclaim_)) {
       top_ = a;
       --count_;

@@ -65,7 +65,7 @@ class async_pool_strategy final : public allocator {
     return {a, rounded};
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, stream_t stream) override {
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t, stream_t stream) override {
     get_backing().free_async(address, rounded, stream);
     live_.erase(address);
     freed_.remember(address);

@@ -42,7 +42,7 @@ class block_pool final : public allocator {
     return allocate_slow(bytes);
   }
 
-  void do_deallocate(address_t address, std::uint64_t, stream_t) override {
+  void do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) override {
     free_.push_back(address);
     set_free(address, true);
   }

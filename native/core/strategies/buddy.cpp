@@ -86,7 +86,7 @@ class buddy_allocator final : public allocator {
   }
 
   // Merge with the buddy while it is free at the same order: a bit test per level.
-  void do_deallocate(address_t a, std::uint64_t rounded, stream_t) override {
+  void do_deallocate(address_t a, std::uint64_t rounded, std::uint32_t, stream_t) override {
     pool& p = pool_of(a);
     unsigned order = log2_floor(rounded) - min_shift_;
     std::size_t index = static_cast<std::size_t>((a - p.base) >> (min_shift_ + order));

@@ -52,19 +52,16 @@ class caching final : public allocator {
     if (VRAMSCOPE_LIKELY(n != no_block)) {
       block_node& b = nodes_[n];
       b.allocated = true;
-      live_nodes_.insert(b.address, n);
-      return {b.address, size};
+      return {b.address, size, n};
     }
     return allocate_slow(bytes, size, pool, stream, index);
   }
 
-  void do_deallocate(address_t address, std::uint64_t, stream_t) override {
-    std::uint32_t* slot = live_nodes_.find(address);
-    VRAMSCOPE_ASSERT(slot != nullptr);
-    const std::uint32_t n = *slot;
-    live_nodes_.erase(address);
+  // The cookie is the block's node.
+  void do_deallocate(address_t address, std::uint64_t, std::uint32_t n, stream_t) override {
     block_node& b = nodes_[n];
-    VRAMSCOPE_ASSERT(b.allocated);
+    VRAMSCOPE_ASSERT(b.allocated && b.address == address);
+    (void)address;
     b.allocated = false;
     if (VRAMSCOPE_LIKELY(!is_free(b.prev) && !is_free(b.next))) {
       b.gc_count_base = free_block_searches_[b.pool];
@@ -150,8 +147,7 @@ class caching final : public allocator {
     }
     block_node& b = nodes_[n];
     b.allocated = true;
-    live_nodes_.insert(b.address, n);
-    return {b.address, b.size};
+    return {b.address, b.size, n};
   }
 
   // PyTorch free_block: merge with the previous, then the next block when they are free (a block
@@ -406,7 +402,6 @@ class caching final : public allocator {
 
   std::vector<block_node> nodes_;
   std::vector<std::uint32_t> free_nodes_;
-  address_map<std::uint32_t> live_nodes_;     // address of each live block -> its node
   std::map<address_t, segment> segments_;     // by address, for walks and lookups
   std::map<stream_t, free_index> indexes_[2];  // per pool, per stream; ordered as PyTorch's sets
   struct last_index {

@@ -41,7 +41,7 @@ class cuda_malloc_strategy final : public allocator {
     return {a, rounded};
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, stream_t) override {
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t, stream_t) override {
     return_region(address, rounded);
     regions_.erase(address);
     freed_.remember(address);

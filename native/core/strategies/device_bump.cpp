@@ -42,7 +42,7 @@ allocation device_bump::do_allocate(std::size_t bytes, stream_t) {
   return allocate_slow(bytes);
 }
 
-void device_bump::do_deallocate(address_t address, std::uint64_t, stream_t) { mark_freed(address); }
+void device_bump::do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) { mark_freed(address); }
 
 VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes) {
   if (bytes > capacity_ - (base_ != 0 ? offset() : 0) || device_bump_round(bytes, alignment_) == 0)

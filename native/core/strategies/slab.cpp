@@ -122,7 +122,7 @@ class slab_allocator final : public allocator {
     return allocate_slow(bytes);
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, stream_t) override {
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t, stream_t) override {
     if (VRAMSCOPE_LIKELY(rounded <= largest_class_)) {
       size_class& c = classes_[class_for(rounded)];
       slab* s = c.last_freed_into;

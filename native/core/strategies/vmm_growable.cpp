@@ -69,7 +69,7 @@ class vmm_growable final : public allocator {
     return {a, n};
   }
 
-  void do_deallocate(address_t a, std::uint64_t rounded, stream_t) override {
+  void do_deallocate(address_t a, std::uint64_t rounded, std::uint32_t, stream_t) override {
     auto it = blocks_.find(a);
     VRAMSCOPE_ASSERT(it != blocks_.end() && !it->second.free && it->second.size == rounded);
     address_t start = a;

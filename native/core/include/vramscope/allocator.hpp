@@ -78,6 +78,9 @@ class layout_visitor {
 struct allocation {
   address_t address;
   std::uint64_t rounded;  // the bytes this block really occupies
+  // The strategy's own note on the block (its node, size class, order...): the base keeps it in
+  // its live-block table and hands it back to do_deallocate, so that a free needs no second lookup.
+  std::uint32_t cookie = 0;
 };
 
 class allocator {
@@ -182,9 +185,10 @@ class allocator {
   // --- what each strategy implements. do_allocate gets bytes > 0 and returns a block aligned to
   // at least 256 B, or throws out_of_memory with its state unchanged.
   virtual allocation do_allocate(std::size_t bytes, stream_t stream) = 0;
-  // `rounded` and `stream` are what do_allocate returned for this block and the stream it was
+  // `rounded` and `cookie` are what do_allocate returned for this block, `stream` the stream it was
   // allocated on.
-  virtual void do_deallocate(address_t address, std::uint64_t rounded, stream_t stream) = 0;
+  virtual void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie,
+                             stream_t stream) = 0;
   // Walks regions and blocks (live blocks included; pending ones the base relabels).
   virtual void do_walk(layout_visitor& visitor) const = 0;
   virtual free_summary do_free_summary() const;  // default: from do_walk
@@ -199,6 +203,7 @@ class allocator {
     std::uint64_t rounded;
     stream_t stream;
     std::uint32_t other_streams;  // index+1 into extra_streams_ when used on other streams
+    std::uint32_t cookie;         // allocation::cookie
   };
   struct pending_free {
     address_t address;
@@ -215,7 +220,7 @@ class allocator {
     } catch (const out_of_memory& e) {
       a = allocate_after_failure(bytes, stream, e);
     }
-    live_.insert(a.address, live_block{bytes, a.rounded, stream, 0});
+    live_.insert_new(a.address, live_block{bytes, a.rounded, stream, 0, a.cookie});
     requested_live_ += bytes;
     rounded_live_ += a.rounded;
     if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
@@ -227,19 +232,25 @@ class allocator {
 
   void deallocate_unlocked(address_t address, stream_t stream) {
     if (VRAMSCOPE_UNLIKELY(address == 0)) return;
-    live_block* block = live_.find(address);
-    if (VRAMSCOPE_UNLIKELY(block == nullptr)) reject_free(address);
-    if (VRAMSCOPE_UNLIKELY(block->stream != stream || block->other_streams != 0)) {
-      defer_free(address, *block, stream);
+    const std::size_t slot = live_.locate(address);
+    if (VRAMSCOPE_UNLIKELY(slot == live_.npos)) reject_free(address);
+    const live_block& block = live_.value_at(slot);
+    if (VRAMSCOPE_UNLIKELY(block.stream != stream || block.other_streams != 0)) {
+      defer_free(address, block, stream);
       return;
     }
-    const live_block b = *block;
-    do_deallocate(address, b.rounded, b.stream);
-    live_.erase(address);
-    requested_live_ -= b.requested;
-    rounded_live_ -= b.rounded;
+    // Field by field: a copy of the whole entry would reload, with wide loads, what allocate has
+    // just stored, which stalls on store forwarding.
+    const std::uint64_t requested = block.requested;
+    const std::uint64_t rounded = block.rounded;
+    do_deallocate(address, rounded, block.cookie, stream);
+    // The slot has not moved: a strategy's do_deallocate never reaches the live table. Erasing
+    // after it keeps the block live if it throws (a device error).
+    live_.erase_at(slot);
+    requested_live_ -= requested;
+    rounded_live_ -= rounded;
     ++deallocations_;
-    trace(trace_op::free, address, b.rounded, b.requested, stream);
+    trace(trace_op::free, address, rounded, requested, stream);
   }
 
   VRAMSCOPE_NOINLINE allocation allocate_after_failure(std::size_t bytes, stream_t stream,

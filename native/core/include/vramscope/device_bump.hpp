@@ -70,7 +70,7 @@ class device_bump final : public allocator {
 
  private:
   allocation do_allocate(std::size_t bytes, stream_t stream) override;
-  void do_deallocate(address_t address, std::uint64_t rounded, stream_t stream) override;
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie, stream_t stream) override;
   void do_walk(layout_visitor& visitor) const override;
   bool do_was_freed(address_t address) const override;
   void do_trim() override;
