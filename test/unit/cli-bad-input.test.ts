@@ -1,0 +1,149 @@
+// Bad input to the `vramscope` command: every case exits 2 with one message that names the file
+// (or the option), the position where there is one, and the problem; --json adds the same as an
+// error object on stdout; nothing is printed as a crash. A pickle that would run a command runs
+// nothing. `record` and `serve` say plainly that they come later.
+import assert from 'node:assert/strict'
+import { existsSync, rmSync } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+
+import { fixture, shown, vramscope, type CliRun } from './helpers/cli.ts'
+
+let scratch: string
+before(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'vramscope-cli-bad-'))
+})
+after(async () => {
+  await rm(scratch, { recursive: true, force: true })
+})
+
+/** Exit code 2, one "vramscope: FILE: POSITION: PROBLEM" line on stderr, no stack trace. */
+function refused(run: CliRun, message: RegExp): void {
+  assert.equal(run.code, 2, shown(run))
+  assert.match(run.stderr, message, shown(run))
+  assert.doesNotMatch(run.stderr, /internal error|\n\s+at /, 'no crash, no stack')
+}
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+describe('bad files', () => {
+  it('a trace file with a damaged byte: the file, the byte offset and the chunk, checksum', async () => {
+    const bytes = new Uint8Array(await readFile(fixture('trace/sample.vramscope')))
+    bytes[Math.floor(bytes.length / 2)]! ^= 0xff
+    const path = join(scratch, 'damaged.vramscope')
+    await writeFile(path, bytes)
+    refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: byte \\d+, chunk \\d+ \\(\\w+\\): .*`, 'm'))
+  })
+
+  it('a truncated trace file', async () => {
+    const bytes = await readFile(fixture('trace/sample.vramscope'))
+    const path = join(scratch, 'truncated.vramscope')
+    await writeFile(path, bytes.subarray(0, Math.floor(bytes.length * 0.7)))
+    refused(await vramscope(['replay', path, '-s', 'slab']), new RegExp(`${escape(path)}: byte \\d+.*(truncated|ends|cut short|end section)`, 'i'))
+  })
+
+  it('pickles with forbidden opcodes: the opcode and its byte offset, and a command in one is never run', async () => {
+    const pwned = '/tmp/vramscope-hostile-pickle-ran' // what scripts/fixtures/make_hostile_pickles.py's pickles would create
+    rmSync(pwned, { force: true })
+    for (const name of ['os-system-global-reduce', 'os-system-stack-global', 'os-system-protocol-0', 'forbidden-REDUCE', 'forbidden-BUILD', 'forbidden-NEWOBJ']) {
+      const path = fixture(`hostile/${name}.pickle`)
+      refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: byte \\d+: .*forbidden`, 'm'))
+    }
+    const path = fixture('hostile/os-system-global-reduce.pickle')
+    refused(await vramscope(['replay', path, '-s', 'caching:preset=pytorch']), /forbidden/)
+    refused(await vramscope(['import', path, '-o', join(scratch, 'never.vramscope')]), /forbidden/)
+    assert.equal(existsSync(join(scratch, 'never.vramscope')), false, 'nothing written')
+    assert.equal(existsSync(pwned), false, 'the pickled os.system call did not run')
+  })
+
+  it('a pickle cut short, and a valid pickle that is not a snapshot', async () => {
+    refused(await vramscope(['info', fixture('hostile/truncated-snapshot.pickle')]), /truncated-snapshot\.pickle: byte \d+: /)
+    refused(await vramscope(['info', fixture('hostile/not-a-snapshot.pickle')]), /not-a-snapshot\.pickle: .*snapshot/)
+  })
+
+  it('an RMM log with more broken lines than it tolerates: the line number', async () => {
+    const lines = ['Thread,Time,Action,Pointer,Size,Stream', '1,00:00:01.000000,allocate,0x7f0000000000,256,0x0']
+    for (let i = 0; i < 12; i++) lines.push('this is not a log line')
+    const path = join(scratch, 'broken.csv')
+    await writeFile(path, `${lines.join('\n')}\n`)
+    refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: line 3: `, 'm'))
+  })
+
+  it('empty files, files of unknown content, files that do not exist', async () => {
+    refused(await vramscope(['info', fixture('rmm/empty.csv')]), /empty\.csv: line 1: the file is empty/)
+    refused(await vramscope(['info', fixture('hostile/empty.pickle')]), /empty\.pickle: .*empty/)
+    const nameless = join(scratch, 'nothing')
+    await writeFile(nameless, '')
+    refused(await vramscope(['info', nameless]), /nothing: byte 0: the file is empty/)
+    refused(await vramscope(['info', fixture('hostile/random-bytes.bin')]), /random-bytes\.bin: byte 0: not a vramscope trace, a PyTorch memory snapshot or an RMM log/)
+    refused(await vramscope(['info', join(scratch, 'missing.vramscope')]), /missing\.vramscope: cannot be read: ENOENT/)
+  })
+
+  it('--json: the error as an object on stdout as well', async () => {
+    const path = fixture('hostile/forbidden-REDUCE.pickle')
+    const run = await vramscope(['info', path, '--json'])
+    assert.equal(run.code, 2, shown(run))
+    const { error } = JSON.parse(run.stdout) as { error: { kind: string; file: string; position: string; problem: string } }
+    assert.equal(error.kind, 'input')
+    assert.equal(error.file, path)
+    assert.match(error.position, /^byte \d+$/)
+    assert.match(error.problem, /REDUCE/)
+  })
+})
+
+describe('bad options', () => {
+  const trace = fixture('rmm/clock-time.csv')
+
+  it('an unknown strategy, listing the known ones', async () => {
+    refused(await vramscope(['replay', trace, '--strategies', 'caching,bogus']), /--strategies: 'bogus': unknown strategy 'bogus' \(known: .*caching.*\)/)
+  })
+
+  it('an unknown parameter, listing the ones the strategy takes', async () => {
+    refused(await vramscope(['replay', trace, '-s', 'buddy:pool=4GiB']), /'buddy:pool=4GiB': strategy 'buddy' has no parameter 'pool' \(it takes: .*pool_size.*\)/)
+  })
+
+  it('a parameter value the library refuses', async () => {
+    refused(await vramscope(['replay', trace, '-s', 'caching:preset=tensorflow']), /--strategies: 'caching:preset=tensorflow': .*preset/)
+    refused(await vramscope(['replay', trace, '-s', 'buddy:pool_size=lots']), /--strategies: 'buddy:pool_size=lots': .*lots/)
+  })
+
+  it('a bad --cap', async () => {
+    refused(await vramscope(['replay', trace, '-s', 'slab', '--cap', '24GB!']), /--cap: '24GB!' is not a size/)
+    refused(await vramscope(['replay', trace, '-s', 'slab', '--cap', '24XiB']), /--cap: unknown unit 'XiB'/)
+    refused(await vramscope(['replay', trace, '-s', 'slab', '--cap', '0']), /--cap: a cap of 0 bytes/)
+    refused(await vramscope(['replay', trace, '-s', 'slab', '--cap', '1.5B']), /--cap: '1.5B' is not a whole number of bytes/)
+  })
+
+  it('checks options before reading the file', async () => {
+    refused(await vramscope(['replay', join(scratch, 'missing.csv'), '-s', 'bogus']), /unknown strategy 'bogus'/)
+  })
+
+  it('unknown commands and options, missing arguments', async () => {
+    for (const args of [['frobnicate'], ['info'], ['replay', trace], ['info', trace, '--colour'], ['diff', trace]]) {
+      const run = await vramscope(args)
+      assert.equal(run.code, 2, shown(run))
+      assert.match(run.stderr, /^error: /m)
+    }
+  })
+
+  it('record and serve say they come later, and exit 2', async () => {
+    for (const [command, issue] of [['record', /issue 6/], ['serve', /issue 5/]] as const) {
+      const run = await vramscope([command, '--', 'python', 'train.py'])
+      assert.equal(run.code, 2, shown(run))
+      assert.match(run.stderr, new RegExp(`vramscope ${command}: .*not part of this version yet`))
+      assert.match(run.stderr, issue)
+    }
+  })
+
+  it('--help and --version exit 0', async () => {
+    const help = await vramscope(['--help'])
+    assert.equal(help.code, 0, shown(help))
+    for (const command of ['info', 'import', 'replay', 'export', 'diff', 'record', 'serve']) assert.match(help.stdout, new RegExp(`^  ${command}\\b`, 'm'))
+    const version = await vramscope(['--version'])
+    assert.equal(version.code, 0)
+    const { version: expected } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
+    assert.equal(version.stdout.trim(), expected)
+  })
+})
