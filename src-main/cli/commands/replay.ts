@@ -7,7 +7,7 @@ import type { StrategySpec } from '../../services/strategy-spec.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import type { StrategyResult } from '../../services/trace/results.ts'
 import { formatBytes } from '../../services/units.ts'
-import { formatRelative, formatValue, renderTable } from '../format.ts'
+import { formatValue, renderTable } from '../format.ts'
 import {
   openWithProgress,
   parseCap,
@@ -71,7 +71,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
   for (const f of fidelity)
     lines.push(
       `${f.model}: peak reserved ${formatBytes(f.modelPeakReserved)} vs ${f.recorded} ${formatBytes(f.recordedPeakReserved)} ` +
-        `(${formatRelative(f.relativeDifference)}), segments ${f.modelSegments} vs ${f.recordedSegments}` +
+        `(${f.relativeDifference >= 0 ? '+' : ''}${(f.relativeDifference * 100).toFixed(2)} %), segments ${f.modelSegments} vs ${f.recordedSegments}` +
         (f.recordedPlacement > 0 ? `; replayed at PyTorch's ${f.recordedPlacement} recorded segment addresses` : ''),
     )
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
