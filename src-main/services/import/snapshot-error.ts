@@ -19,7 +19,9 @@ export class SnapshotImportError extends InputError {
     /** Byte offset in the file, when the problem has one. */
     readonly offset: number | undefined,
     problem: string,
+    /** Where in the snapshot's structure, e.g. "device_traces[0][17]". */
+    readonly path?: string,
   ) {
-    super(file, offset === undefined ? '' : `byte ${offset}`, problem)
+    super(file, [offset === undefined ? '' : `byte ${offset}`, path ?? ''].filter((p) => p !== '').join(', '), problem)
   }
 }

@@ -32,6 +32,19 @@ export type PickleValue = null | boolean | number | bigint | string | Uint8Array
 
 /** Adds stack[from, to) (key, value, key, value...) to a dict; only the unpickler builds dicts. */
 let appendPairs: (dict: PickleDict, source: readonly PickleValue[], from: number, to: number) => void
+let pairsOf: (dict: PickleDict) => readonly PickleValue[]
+
+/**
+ * A dict's storage: key, value, key, value... in insertion order; a key may repeat, the last value
+ * winning. For readers that take many dicts of one shape (a snapshot's events): comparing the keys
+ * with the previous dict's, by identity, finds every field without a lookup.
+ */
+export function dictPairs(dict: PickleDict): readonly PickleValue[] {
+  return pairsOf(dict)
+}
+
+/** The pairs of every empty dict (never written: the first pairs added replace it). */
+const NO_PAIRS: PickleValue[] = []
 
 /** Dicts at or below this many pairs are searched by scanning; larger ones get a Map index. */
 const SCAN_PAIRS = 16
@@ -43,7 +56,7 @@ const SCAN_PAIRS = 16
  */
 export class PickleDict {
   /** key, value, key, value... A key may repeat until `compact` runs (only hostile pickles do that). */
-  private pairs: PickleValue[] = []
+  private pairs: PickleValue[] = NO_PAIRS
   private index: Map<PickleValue, number> | null = null
   private compacted = true
 
@@ -54,6 +67,7 @@ export class PickleDict {
       dict.index = null
       dict.compacted = false
     }
+    pairsOf = (dict) => dict.pairs
   }
 
   get(key: PickleValue): PickleValue | undefined {
@@ -475,8 +489,15 @@ export class Unpickler {
       this.pos = 0
       this.end = left + chunk.length
     }
-    if (this.needed > this.end - this.pos) return
-    this.run(false)
+    if (this.needed <= this.end - this.pos) this.run(false)
+    if (!this.ownsBuffer && this.pos < this.end) {
+      // Keep the unfinished opcode's bytes, not the caller's chunk, which it may reuse.
+      this.buf = this.buf.slice(this.pos, this.end)
+      this.ownsBuffer = true
+      this.base += this.pos
+      this.end -= this.pos
+      this.pos = 0
+    }
   }
 
   /** The input has ended: returns the unpickled value, or throws if the pickle is incomplete. */
@@ -565,12 +586,15 @@ export class Unpickler {
             // With keepMemo the memo is dense over the kept indices: slot = rank of the index.
             const slot = keep === null ? index : keep.slot(index)
             let mi = slot >= 0 && slot < memoInfo.length ? memoInfo[slot]! : 0
+            if (mi === PRESENT) {
+              // A scalar (most reads: dict keys).
+              stack[sp++] = memo[slot]!
+              continue
+            }
             if (mi === 0) throw this.opError(this.base + start, op, `memo index ${index} was never stored`)
             const value = memo[slot]!
-            if (mi !== PRESENT) {
-              if (mi & OPEN) { this.sp = sp; mi = this.sealShared(index, slot, mi, value, start, op) }
-              info[sp] = mi & ~PRESENT
-            }
+            if (mi & OPEN) { this.sp = sp; mi = this.sealShared(index, slot, mi, value, start, op) }
+            info[sp] = mi & ~PRESENT
             stack[sp++] = value
             continue
           }

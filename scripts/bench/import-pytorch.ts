@@ -1,0 +1,127 @@
+// Benchmark: importing a PyTorch memory snapshot (pickle -> request trace + recorded layout) beside
+// PyTorch's own memory_viz unpickler (torch/utils/viz/MemoryViz.js, which only unpickles), on the
+// same bytes in the same run. Issue 3's target: our import at least 3x faster.
+//   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--clock wall|cpu] [--peer MemoryViz.js]
+// The peer's code is not in this repository: give the path of a MemoryViz.js from a PyTorch
+// checkout or wheel with --peer or MEMORY_VIZ_JS; its unpickle() function is taken from it and run.
+// Without one the peer is not measured, and the output says so. Medians of R runs. The contenders
+// take turns in blocks of a few runs, so that load on the machine falls on all alike while each
+// mostly pays for its own garbage (forcing a collection before each run is no fairer: V8 then
+// drops the type feedback of code loaded through tsx, and ours would run unoptimized).
+import { readFileSync } from 'node:fs'
+import { loadavg } from 'node:os'
+import { basename, join } from 'node:path'
+
+import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch.ts'
+import { MemoReferenceScanner, unpickle } from '../../src-main/services/import/unpickle.ts'
+
+function options(name: string): string[] {
+  const values: string[] = []
+  process.argv.forEach((a, i) => {
+    if (a === `--${name}` && process.argv[i + 1] !== undefined) values.push(process.argv[i + 1]!)
+  })
+  return values
+}
+
+const root = join(import.meta.dirname, '..', '..')
+const files = options('file').length > 0 ? options('file') : ['convnet_varimg', 'inference_mixed', 'mlp_varbatch', 'transformer_varseq'].map((n) => join(root, 'test', 'fixtures', 'pytorch', `${n}.pickle`))
+const runs = Number(options('runs')[0] ?? 31)
+const clock = options('clock')[0] ?? 'wall'
+const peerPath = options('peer')[0] ?? process.env['MEMORY_VIZ_JS']
+
+
+const now =
+  clock === 'cpu'
+    ? () => {
+        const c = process.cpuUsage()
+        return (c.user + c.system) / 1000
+      }
+    : () => performance.now()
+
+/** Index just past the brace that closes the one at `open`, skipping strings, templates and comments. */
+function functionEnd(text: string, open: number): number {
+  // Each entry: the brace depth at which a template literal's ${ ... } returns to the template.
+  const templates: number[] = []
+  let depth = 0
+  for (let i = open; i < text.length; i++) {
+    const c = text[i]
+    if (c === '/' && text[i + 1] === '/') i = text.indexOf('\n', i) < 0 ? text.length : text.indexOf('\n', i)
+    else if (c === '/' && text[i + 1] === '*') i = text.indexOf('*/', i + 2) + 1
+    else if (c === "'" || c === '"') {
+      for (i++; i < text.length && text[i] !== c; i++) if (text[i] === '\\') i++
+    } else if (c === '`' || (c === '}' && templates.length > 0 && templates[templates.length - 1] === depth)) {
+      if (c === '}') templates.pop()
+      // Inside a template: up to its end, or to a ${ that opens code again.
+      for (i++; i < text.length && text[i] !== '`'; i++) {
+        if (text[i] === '\\') i++
+        else if (text[i] === '$' && text[i + 1] === '{') {
+          templates.push(depth)
+          i++
+          break
+        }
+      }
+    } else if (c === '{') depth++
+    else if (c === '}' && --depth === 0) return i + 1
+  }
+  return -1
+}
+
+/** The peer's unpickle(ArrayBuffer) from MemoryViz.js: the function's text, cut out by matching braces. */
+function loadPeer(path: string): ((buffer: ArrayBuffer) => unknown) | string {
+  let text: string
+  try {
+    text = readFileSync(path, 'utf8')
+  } catch (e) {
+    return `cannot read ${path}: ${(e as Error).message}`
+  }
+  const start = text.indexOf('function unpickle(')
+  if (start < 0) return `${path} has no function unpickle(`
+  const end = functionEnd(text, text.indexOf('{', start))
+  if (end < 0) return `${path}: unpickle() has unbalanced braces`
+  return new Function(`'use strict';\n${text.slice(start, end)}\nreturn unpickle`)() as (buffer: ArrayBuffer) => unknown
+}
+
+function median(values: number[]): number {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[sorted.length >> 1]!
+}
+
+const peer = peerPath === undefined ? 'no MemoryViz.js given (--peer PATH or MEMORY_VIZ_JS=PATH)' : loadPeer(peerPath)
+console.log(`import-pytorch: ${runs} runs, ${clock} clock, load average ${loadavg()[0]!.toFixed(2)}, node ${process.version}`)
+if (typeof peer === 'string') console.log(`peer (memory_viz unpickle): not measured: ${peer}`)
+
+for (const file of files) {
+  const bytes = new Uint8Array(readFileSync(file))
+  const buffer = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)
+  const check = parsePytorchSnapshot(bytes, file)
+  const measured: Record<string, () => unknown> = {
+    'import (ours: pickle -> trace + layout)': () => parsePytorchSnapshot(bytes, file, { boundedAbove: Infinity }),
+    'import, bounded memory (with pre-pass)': () => parsePytorchSnapshot(bytes, file, { boundedAbove: 0 }),
+    'unpickle only (ours, whole object graph)': () => unpickle(bytes),
+    'memo pre-pass only (ours)': () => new MemoReferenceScanner().feed(bytes),
+  }
+  if (typeof peer !== 'string') measured['memory_viz unpickle (peer)'] = () => peer(buffer)
+  const times: Record<string, number[]> = {}
+  for (const f of Object.values(measured)) f() // warm up
+  const block = 5
+  for (let done = 0; done < runs; done += block) {
+    for (const [name, f] of Object.entries(measured)) {
+      for (let r = done; r < Math.min(runs, done + block); r++) {
+        const t = now()
+        f()
+        ;(times[name] ??= []).push(now() - t)
+      }
+    }
+  }
+  const mb = bytes.length / 1e6
+  console.log(`\n${basename(file)}: ${mb.toFixed(2)} MB, ${check.trace.events.kind.length} request events, ${check.recorded[0]?.layout?.op.length ?? 0} layout events`)
+  const ours = median(times['import (ours: pickle -> trace + layout)']!)
+  for (const [name, t] of Object.entries(times)) {
+    const m = median(t)
+    console.log(`  ${name.padEnd(42)} median ${m.toFixed(2).padStart(8)} ms  ${(mb / (m / 1000)).toFixed(0).padStart(5)} MB/s  min ${Math.min(...t).toFixed(2)} ms`)
+  }
+  if (typeof peer !== 'string') {
+    const p = median(times['memory_viz unpickle (peer)']!)
+    console.log(`  import vs peer: ${(p / ours).toFixed(2)}x faster (target >= 3x)`)
+  }
+}

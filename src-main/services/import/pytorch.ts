@@ -1,0 +1,1062 @@
+// Imports a PyTorch memory snapshot (torch.cuda.memory._dump_snapshot: a pickle, protocols 2 to 5,
+// or the same structure as JSON) into a request trace (source "pytorch-snapshot") and PyTorch's
+// own layout, the result named "pytorch (recorded)", so the real allocator stands beside the
+// modelled ones.
+//
+// device_traces[d] (the allocator's ring buffer of events on device d) becomes request events:
+//   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
+//   free_requested -> free of that id (the program let go of the block)
+//   oom            -> oom;  snapshot -> a marker;  external_annotations -> markers, by time
+// and layout events (native trace_op codes, LayoutTrace columns):
+//   alloc -> alloc (size: PyTorch's 512-byte rounding of the request, which the trace does not
+//   record); free_requested + free_completed at once -> free; apart -> free_pending ... then
+//   free_completed; segment_alloc/free -> region_reserve/release (aux: 1 small pool, 2 large,
+//   0 unknown); segment_map/unmap -> map/unmap (expandable segments); oom -> failure.
+// Times: time_us -> nanoseconds since the earliest event imported.
+//
+// A ring buffer that overflowed lost its oldest events: frees of blocks it never saw allocated,
+// releases of segments it never saw reserved, and blocks or segments live in `segments` (taken at
+// the end) that it never saw created. Each gets a synthesized alloc or reservation at t = 0, and
+// meta.warnings says how many.
+//
+// Bounded memory. A pickle is read in chunks (4 MiB), and the events of device_traces are mapped
+// to typed-array columns as the unpickler appends them (ListStream), never kept as objects. Files
+// of `boundedAbove` bytes or more (64 MiB) are read twice: a first pass finds which memo entries
+// the pickle reads back, so the second stores only those (the shared frames lists, frame dicts
+// and strings; with the whole memo every event object would stay alive). Peak memory is then
+// about 3 x the output columns (growth by doubling, then the exact-size copy; request ~33 and
+// layout ~45 bytes per event) + the distinct frames + the `segments` list + one chunk, however
+// large the file. The JSON form is parsed whole (JSON.parse), so it is limited to 512 MiB.
+import { open, stat } from 'node:fs/promises'
+import { basename } from 'node:path'
+
+import { EventsBuilder } from '../trace/events-builder.ts'
+import { LayoutOp, type LayoutTrace } from '../trace/layout.ts'
+import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
+import type { StrategyResult } from '../trace/results.ts'
+import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+import { MemoReferenceScanner, PickleDict, Unpickler, dictPairs, type PickleValue } from './unpickle.ts'
+
+export const RECORDED_LAYOUT_NAME = 'pytorch (recorded)'
+
+export interface PytorchImportOptions {
+  /** The device to import (an index of device_traces), or 'all'. Default: 0, or the first device with data. */
+  device?: number | 'all'
+  /** What meta.origin says (default: the file's base name). */
+  origin?: string
+  /** Bytes read at a time (default 4 MiB). */
+  chunkBytes?: number
+  /** Pickles at least this large get the memo pre-pass that bounds memory (default 64 MiB). */
+  boundedAbove?: number
+  /** Most nested containers in the pickle (default 200). */
+  maxDepth?: number
+  /** Called after each chunk; bytesTotal counts every pass over the file, so bytesDone only grows. */
+  onProgress?: (progress: { bytesDone: number; bytesTotal: number; phase: 'scan' | 'parse' }) => void
+  signal?: AbortSignal
+}
+
+export interface PytorchImport {
+  trace: RequestTrace
+  /** PyTorch's own layout of each imported device, named "pytorch (recorded)" (", cuda:N" with several). */
+  recorded: StrategyResult[]
+  /** Devices the snapshot has events or segments for. */
+  devices: number[]
+  format: 'pickle' | 'json'
+  /** What the trace's ring buffer lost and what stands in for it, over the imported devices. */
+  overflow: OverflowCounts
+}
+
+export interface OverflowCounts {
+  /** Frees, releases and completions of blocks or segments the trace never saw created. */
+  orphanEvents: number
+  /** Allocations added at t = 0 (request trace). */
+  synthesizedAllocs: number
+  /** Blocks added at t = 0 to the recorded layout (allocs of orphans and of live blocks). */
+  synthesizedBlocks: number
+  /** Segment reservations (or mappings) added at t = 0 to the recorded layout. */
+  synthesizedSegments: number
+}
+
+const DEFAULT_CHUNK = 4 << 20
+const DEFAULT_BOUNDED_ABOVE = 64 << 20
+/** JSON.parse needs the text as one string; V8 strings stop short of 2^29 characters. */
+const MAX_JSON_BYTES = 512 << 20
+/** PyTorch's kMinBlockSize: every block is a multiple of it. */
+const MIN_BLOCK = 512
+
+type Dict = PickleDict | Record<string, unknown>
+
+function isDict(value: unknown): value is Dict {
+  return value instanceof PickleDict || (typeof value === 'object' && value !== null && !Array.isArray(value) && !(value instanceof Uint8Array))
+}
+
+function field(dict: Dict, key: string): unknown {
+  if (dict instanceof PickleDict) return dict.get(key)
+  return Object.hasOwn(dict, key) ? dict[key] : undefined
+}
+
+function describe(value: unknown): string {
+  if (value === undefined) return 'missing'
+  if (typeof value === 'bigint') return `${value}n`
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? `${value.slice(0, 40)}...` : value)
+  if (value === null || typeof value !== 'object') return String(value)
+  return Array.isArray(value) ? 'a list' : 'a dict'
+}
+
+/** Reads a snapshot file in chunks and imports it. */
+export async function importPytorchSnapshot(path: string, options: PytorchImportOptions = {}): Promise<PytorchImport> {
+  const file = path
+  let size: number
+  try {
+    size = (await stat(path)).size
+  } catch (e) {
+    throw new SnapshotImportError(file, 'unreadable', undefined, (e as Error).message)
+  }
+  const handle = await open(path, 'r').catch((e: Error) => {
+    throw new SnapshotImportError(file, 'unreadable', undefined, e.message)
+  })
+  try {
+    const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK
+    const buffer = new Uint8Array(Math.max(1, Math.min(chunkBytes, Math.max(size, 1))))
+    const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
+      for (let at = 0; at < size; ) {
+        options.signal?.throwIfAborted()
+        const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - at), at).catch((e: Error) => {
+          throw new SnapshotImportError(file, 'unreadable', at, e.message)
+        })
+        if (bytesRead === 0) throw new SnapshotImportError(file, 'unreadable', at, 'the file became shorter while it was read')
+        consume(buffer.subarray(0, bytesRead))
+        at += bytesRead
+        options.onProgress?.({ bytesDone: done + at, bytesTotal: total, phase })
+      }
+    }
+    return await importFrom(file, size, readPass, options)
+  } finally {
+    await handle.close()
+  }
+}
+
+/** Imports a snapshot held in memory, yielding to the event loop between chunks. */
+export async function importPytorchSnapshotBytes(bytes: Uint8Array, file: string, options: PytorchImportOptions = {}): Promise<PytorchImport> {
+  const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK
+  const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
+    for (let at = 0; at < bytes.length; at += chunkBytes) {
+      options.signal?.throwIfAborted()
+      consume(bytes.subarray(at, Math.min(bytes.length, at + chunkBytes)))
+      options.onProgress?.({ bytesDone: done + Math.min(bytes.length, at + chunkBytes), bytesTotal: total, phase })
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    }
+  }
+  return importFrom(file, bytes.length, readPass, options)
+}
+
+/** Imports a snapshot held in memory in one synchronous call (tests, fuzzing, small files). */
+export function parsePytorchSnapshot(bytes: Uint8Array, file: string, options: PytorchImportOptions = {}): PytorchImport {
+  if (bytes.length === 0) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
+  const format = detectFormat(bytes.subarray(0, 64), bytes.length, file)
+  if (format === 'json') return fromJson(bytes, file, options)
+  let keep: MemoReferenceScanner['references'] | null = null
+  if (bytes.length >= (options.boundedAbove ?? DEFAULT_BOUNDED_ABOVE)) {
+    const scanner = new MemoReferenceScanner()
+    scanner.feed(bytes)
+    keep = scanner.references
+  }
+  const mapper = new SnapshotMapper(file, options)
+  const unpickler = newUnpickler(file, bytes.length, mapper, options, keep)
+  unpickler.feed(bytes)
+  return mapper.finish(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
+}
+
+type ReadPass = (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => Promise<void>
+
+async function importFrom(file: string, size: number, readPass: ReadPass, options: PytorchImportOptions): Promise<PytorchImport> {
+  if (size === 0) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
+  // The first bytes of the first chunk tell a pickle (PROTO, or a protocol 0/1 opcode) from JSON ('{').
+  const bounded = size >= (options.boundedAbove ?? DEFAULT_BOUNDED_ABOVE)
+  const passes = bounded ? 2 : 1
+  let format: 'pickle' | 'json' | null = null
+  let scanner: MemoReferenceScanner | null = null
+  if (bounded) {
+    scanner = new MemoReferenceScanner()
+    const scan = scanner
+    await readPass((chunk) => {
+      if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
+      if (format === 'pickle') scan.feed(chunk)
+    }, 0, size * passes, 'scan')
+  }
+  const mapper = new SnapshotMapper(file, options)
+  let unpickler: Unpickler | null = null
+  const jsonParts: Uint8Array[] = []
+  await readPass((chunk) => {
+    if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
+    if (format === 'json') jsonParts.push(chunk.slice())
+    else (unpickler ??= newUnpickler(file, size, mapper, options, scanner && scanner.references)).feed(chunk)
+  }, size * (passes - 1), size * passes, 'parse')
+  if (format === 'json') return fromJson(concat(jsonParts, size), file, options)
+  const done = unpickler as Unpickler | null
+  if (done === null) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
+  return mapper.finish(done.finish(), 'pickle', done.pickleProtocol)
+}
+
+function concat(parts: Uint8Array[], size: number): Uint8Array {
+  if (parts.length === 1) return parts[0]!
+  const all = new Uint8Array(size)
+  let at = 0
+  for (const part of parts) {
+    all.set(part, at)
+    at += part.length
+  }
+  return all
+}
+
+function detectFormat(head: Uint8Array, size: number, file: string): 'pickle' | 'json' {
+  let i = 0
+  if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) i = 3 // UTF-8 byte order mark
+  while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
+  if (head[i] !== 0x7b /* { */) return 'pickle'
+  if (size > MAX_JSON_BYTES) throw new SnapshotImportError(file, 'limit', undefined, `a JSON snapshot of ${size} bytes is larger than the ${MAX_JSON_BYTES} bytes JSON.parse can hold; import the pickle instead, which is streamed`)
+  return 'json'
+}
+
+function newUnpickler(file: string, size: number, mapper: SnapshotMapper, options: PytorchImportOptions, keep: MemoReferenceScanner['references'] | null): Unpickler {
+  return new Unpickler({
+    fileName: file,
+    totalBytes: size,
+    keepMemo: keep,
+    ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
+    stream: {
+      path: ['device_traces', null],
+      onItem: (keys, index, item, offset) => mapper.event(keys[1] as number, index, item, offset),
+    },
+  })
+}
+
+function fromJson(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport {
+  let root: unknown
+  try {
+    root = JSON.parse(new TextDecoder('utf-8', { fatal: true }).decode(bytes))
+  } catch (e) {
+    throw new SnapshotImportError(file, 'corrupt', undefined, `not valid JSON: ${(e as Error).message}`)
+  }
+  return new SnapshotMapper(file, options).finish(root as PickleValue, 'json', undefined)
+}
+
+/** Growable layout columns; addresses are kept as numbers (exact: device addresses are below 2^53). */
+class LayoutBuilder {
+  length = 0
+  op = new Uint8Array(1024)
+  address = new Float64Array(1024)
+  size = new Float64Array(1024)
+  requested = new Float64Array(1024)
+  stream = new Float64Array(1024)
+  aux = new Uint32Array(1024)
+  time = new Float64Array(1024)
+
+  push(op: number, address: number, size: number, requested: number, stream: number, time: number, aux = 0): void {
+    if (this.length === this.op.length) this.grow()
+    const i = this.length++
+    this.op[i] = op
+    this.address[i] = address
+    this.size[i] = size
+    this.requested[i] = requested
+    this.stream[i] = stream
+    this.aux[i] = aux
+    this.time[i] = time
+  }
+
+  private grow(): void {
+    const n = this.op.length * 2
+    const grow = <T extends Uint8Array | Float64Array | Uint32Array>(a: T, make: (n: number) => T): T => {
+      const b = make(n)
+      b.set(a)
+      return b
+    }
+    this.op = grow(this.op, (k) => new Uint8Array(k))
+    this.address = grow(this.address, (k) => new Float64Array(k))
+    this.size = grow(this.size, (k) => new Float64Array(k))
+    this.requested = grow(this.requested, (k) => new Float64Array(k))
+    this.stream = grow(this.stream, (k) => new Float64Array(k))
+    this.aux = grow(this.aux, (k) => new Uint32Array(k))
+    this.time = grow(this.time, (k) => new Float64Array(k))
+  }
+}
+
+const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
+
+/** Numbers below 2^53 into a BigUint64Array without a BigInt per element (on little-endian hosts). */
+function toAddresses(values: Float64Array, from: number, to: number, into: BigUint64Array, at: number): void {
+  if (!littleEndian) {
+    for (let i = from; i < to; i++) into[at + i - from] = BigInt(values[i]!)
+    return
+  }
+  const words = new Uint32Array(into.buffer, into.byteOffset, into.length * 2)
+  for (let i = from; i < to; i++) {
+    const v = values[i]!
+    const w = 2 * (at + i - from)
+    words[w] = v >>> 0
+    words[w + 1] = Math.floor(v / 4294967296)
+  }
+}
+
+/**
+ * Device address -> id: open addressing with linear probing over typed arrays. Addresses are
+ * doubles above 2^32, which a Map boxes and hashes slowly; the live set of a trace is small and
+ * changes with every alloc and free.
+ */
+class AddressTable {
+  private keys = new Float64Array(1024)
+  private values = new Int32Array(1024).fill(-1)
+  private mask = 1023
+  size = 0
+
+  private slot(address: number): number {
+    const hash = Math.imul((address >>> 0) ^ Math.imul(Math.floor(address / 4294967296), 0x9e3779b1), 0x85ebca6b)
+    return (hash ^ (hash >>> 15)) & this.mask
+  }
+
+  /** The id at `address`, or -1. */
+  get(address: number): number {
+    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+      const v = this.values[i]!
+      if (v < 0 || this.keys[i] === address) return v
+    }
+  }
+
+  set(address: number, id: number): void {
+    if (2 * (this.size + 1) > this.values.length) this.grow()
+    let i = this.slot(address)
+    while (this.values[i]! >= 0 && this.keys[i] !== address) i = (i + 1) & this.mask
+    if (this.values[i]! < 0) this.size++
+    this.keys[i] = address
+    this.values[i] = id
+  }
+
+  delete(address: number): void {
+    let i = this.slot(address)
+    while (this.values[i]! >= 0 && this.keys[i] !== address) i = (i + 1) & this.mask
+    if (this.values[i]! < 0) return
+    this.size--
+    // Backward-shift deletion: move later entries of the probe run into the hole.
+    for (let j = (i + 1) & this.mask; this.values[j]! >= 0; j = (j + 1) & this.mask) {
+      const home = this.slot(this.keys[j]!)
+      if ((j - home) & this.mask) {
+        if (((j - home) & this.mask) >= ((j - i) & this.mask)) {
+          this.keys[i] = this.keys[j]!
+          this.values[i] = this.values[j]!
+          i = j
+        }
+      }
+    }
+    this.values[i] = -1
+  }
+
+  private grow(): void {
+    const keys = this.keys
+    const values = this.values
+    this.keys = new Float64Array(keys.length * 2)
+    this.values = new Int32Array(keys.length * 2).fill(-1)
+    this.mask = keys.length * 2 - 1
+    this.size = 0
+    for (let i = 0; i < keys.length; i++) if (values[i]! >= 0) this.set(keys[i]!, values[i]!)
+  }
+}
+
+/**
+ * Object -> index, for objects a pickle shares (frames lists, frame dicts): a Map emptied when it
+ * holds `capacity` entries, so objects the pickle does not share are not all kept alive (a WeakMap
+ * of millions of keys costs the garbage collector more than the lookups save).
+ */
+class IdentityCache {
+  private map = new Map<object, number>()
+  constructor(private readonly capacity = 1 << 14) {}
+  get(key: object): number | undefined {
+    return this.map.get(key)
+  }
+  set(key: object, value: number): void {
+    if (this.map.size >= this.capacity) this.map = new Map()
+    this.map.set(key, value)
+  }
+}
+
+/**
+ * Where the fields sit in an event dict: found once, then recognised in the next dict by comparing
+ * its keys with these by identity (the pickle shares one string object per key), so reading an
+ * event costs no lookups.
+ */
+class EventShape {
+  private keys: (PickleValue | undefined)[] = []
+  action = -1
+  addr = -1
+  size = -1
+  stream = -1
+  time = -1
+  frames = -1
+  metadata = -1
+
+  match(pairs: readonly PickleValue[]): void {
+    const keys = this.keys
+    if (pairs.length === keys.length) {
+      let i = 0
+      while (i < pairs.length && pairs[i] === keys[i]) i += 2
+      if (i >= pairs.length) return
+    }
+    this.learn(pairs)
+  }
+
+  private learn(pairs: readonly PickleValue[]): void {
+    this.keys = new Array(pairs.length)
+    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = -1
+    // A repeated key: the later position wins, as in the dict.
+    for (let i = 0; i < pairs.length; i += 2) {
+      const key = pairs[i]
+      this.keys[i] = key
+      if (key === 'action') this.action = i + 1
+      else if (key === 'addr') this.addr = i + 1
+      else if (key === 'size') this.size = i + 1
+      else if (key === 'stream') this.stream = i + 1
+      else if (key === 'time_us') this.time = i + 1
+      else if (key === 'frames') this.frames = i + 1
+      else if (key === 'user_metadata') this.metadata = i + 1
+    }
+  }
+}
+
+/** What one device's events turn into while they arrive. */
+class DeviceState {
+  readonly events = new EventsBuilder(4096)
+  readonly layout = new LayoutBuilder()
+  /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else. */
+  readonly synthEvents = new EventsBuilder(64)
+  readonly synthLayout = new LayoutBuilder()
+  /** Request id of each live block by address. */
+  readonly live = new AddressTable()
+  /** Blocks whose free was requested and whose free_completed has not come: address -> id. */
+  readonly pending = new AddressTable()
+  /** Reserved segments: address -> size. */
+  readonly segments = new Map<number, number>()
+  /** Layout row of each reserved segment's region_reserve (to label its pool at the end). */
+  readonly reserveRow = new Map<number, number>()
+  /** Addresses of segment_map events (expandable segments). */
+  readonly mapped: number[] = []
+  /** A free_requested whose layout event waits for the next event: one free, or free_pending. */
+  held = -1
+  heldAddress = 0
+  heldSize = 0
+  heldStream = 0
+  heldTime = 0
+  readonly overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
+  nextIndex = 0
+  constructor(readonly device: number) {}
+}
+
+/**
+ * Turns snapshot events into columns as they arrive (from the streaming unpickler or a parsed
+ * JSON document), then, given the rest of the snapshot, completes the traces.
+ */
+class SnapshotMapper {
+  private readonly states = new Map<number, DeviceState>()
+  private readonly wanted: number | 'all' | 'default'
+  // Tables shared by every device.
+  private readonly streamIndex = new Map<unknown, number>()
+  private readonly streams: string[] = []
+  private readonly frameByObject = new IdentityCache()
+  private readonly frameByText = new Map<string, number>()
+  private readonly frames: Frame[] = []
+  private readonly stackByObject = new IdentityCache()
+  private readonly stacksByHash = new Map<number, number[]>()
+  private lastFrames: unknown = null
+  private lastStack = -1
+  private readonly stacks: Uint32Array[] = []
+  private readonly tagIndex = new Map<string, number>()
+  private readonly tags: string[] = []
+  private readonly markers: string[] = []
+  private readonly unknownActions = new Map<string, number>()
+  private readonly shape = new EventShape()
+  /** Events seen per device, imported or not (which devices the snapshot has). */
+  private readonly eventCounts: number[] = []
+  /** Allocs at an address already live (only a damaged trace has them); the first block is freed. */
+  private reallocations = 0
+  /** Dense ids: requested bytes and rounded block bytes of each. */
+  private requestedById = new Float64Array(1024)
+  private roundedById = new Float64Array(1024)
+  private nextId = 0
+  private earliest = Infinity
+  private missingTimes = 0
+
+  constructor(
+    private readonly file: string,
+    private readonly options: PytorchImportOptions,
+  ) {
+    const d = options.device
+    if (d !== undefined && d !== 'all' && !(Number.isInteger(d) && d >= 0 && d < 65536))
+      throw new RangeError(`device must be 'all' or an integer from 0 to 65535, got ${String(d)}`)
+    this.wanted = d ?? 'default'
+  }
+
+  private fail(problem: string, offset?: number, path?: string, code: SnapshotErrorCode = 'not-a-snapshot'): never {
+    throw new SnapshotImportError(this.file, code, offset, problem, path)
+  }
+
+  private lastState: DeviceState | null = null
+
+  private state(device: number): DeviceState | null {
+    if (this.lastState !== null && this.lastState.device === device) return this.lastState
+    if (this.wanted !== 'all' && this.wanted !== 'default' && device !== this.wanted) return null
+    let s = this.states.get(device)
+    if (s === undefined) {
+      s = new DeviceState(device)
+      this.states.set(device, s)
+    }
+    this.lastState = s
+    return s
+  }
+
+  /** One entry of device_traces[device], in order. */
+  event(device: number, index: number, item: PickleValue, offset: number | undefined): void {
+    this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
+    const s = this.state(device)
+    if (s === null) return
+    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown
+    if (item instanceof PickleDict) {
+      const pairs = dictPairs(item)
+      const shape = this.shape
+      shape.match(pairs)
+      action = shape.action < 0 ? undefined : pairs[shape.action]
+      addrValue = shape.addr < 0 ? undefined : pairs[shape.addr]
+      sizeValue = shape.size < 0 ? undefined : pairs[shape.size]
+      streamValue = shape.stream < 0 ? undefined : pairs[shape.stream]
+      time = shape.time < 0 ? undefined : pairs[shape.time]
+      frames = shape.frames < 0 ? undefined : pairs[shape.frames]
+      metadata = shape.metadata < 0 ? undefined : pairs[shape.metadata]
+    } else if (isDict(item)) {
+      action = field(item, 'action')
+      addrValue = field(item, 'addr')
+      sizeValue = field(item, 'size')
+      streamValue = field(item, 'stream')
+      time = field(item, 'time_us')
+      frames = field(item, 'frames')
+      metadata = field(item, 'user_metadata')
+    } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
+    if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
+    const addr = typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
+    const size = typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0 ? sizeValue : sizeValue === undefined ? 0 : this.badInteger('size', sizeValue, offset, device, index)
+    streamValue ??= 0
+    if (typeof time !== 'number') {
+      if (time !== undefined) this.fail(`'time_us' must be a number, got ${describe(time)}`, offset, where(device, index))
+      this.missingTimes++
+      time = s.nextIndex // no clock: keep the order
+    }
+    s.nextIndex++
+    const t = time as number
+    if (t < this.earliest) this.earliest = t
+    if (typeof streamValue !== 'number' && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+    const streamNumber = Number(streamValue)
+
+    if (s.held >= 0) {
+      if (action === 'free_completed' && addr === s.heldAddress) {
+        s.layout.push(LayoutOp.free, addr, this.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+        s.held = -1
+        return
+      }
+      this.flushHeld(s)
+    }
+
+    switch (action) {
+      case 'alloc': {
+        const previous = s.live.get(addr)
+        if (previous >= 0) {
+          // Allocated twice without a free between: only a damaged trace does this. Free the first.
+          s.events.push(EventKind.free, previous, 0, this.stream(streamValue), device, t)
+          s.layout.push(LayoutOp.free, addr, this.roundedById[previous]!, this.requestedById[previous]!, streamNumber, t)
+          this.reallocations++
+        }
+        const id = this.newId(size)
+        s.live.set(addr, id)
+        s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, this.stack(frames, offset, device, index), this.tag(metadata))
+        s.layout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, streamNumber, t)
+        return
+      }
+      case 'free_requested':
+      case 'free': {
+        let id = s.live.get(addr)
+        if (id < 0) id = this.orphanAlloc(s, addr, size, streamValue)
+        s.live.delete(addr)
+        s.events.push(EventKind.free, id, this.requestedById[id]!, this.stream(streamValue), device, t)
+        if (action === 'free') {
+          s.layout.push(LayoutOp.free, addr, this.roundedById[id]!, this.requestedById[id]!, streamNumber, t)
+        } else {
+          s.held = id
+          s.heldAddress = addr
+          s.heldSize = this.requestedById[id]!
+          s.heldStream = streamNumber
+          s.heldTime = t
+        }
+        return
+      }
+      case 'free_completed': {
+        let id = s.pending.get(addr)
+        if (id < 0) {
+          // Its alloc and free_requested were both lost: in the layout the block was pending at t = 0.
+          id = this.newId(size)
+          s.synthLayout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, streamNumber, NaN)
+          s.synthLayout.push(LayoutOp.freePending, addr, this.roundedById[id]!, size, streamNumber, NaN)
+          s.overflow.orphanEvents++
+          s.overflow.synthesizedBlocks++
+        }
+        s.pending.delete(addr)
+        s.layout.push(LayoutOp.freeCompleted, addr, this.roundedById[id]!, this.requestedById[id]!, streamNumber, t)
+        return
+      }
+      case 'segment_alloc':
+        s.segments.set(addr, size)
+        s.reserveRow.set(addr, s.layout.length)
+        s.layout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, t)
+        return
+      case 'segment_free':
+        if (!s.segments.has(addr)) {
+          s.synthLayout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, NaN)
+          s.overflow.orphanEvents++
+          s.overflow.synthesizedSegments++
+        }
+        s.segments.delete(addr)
+        s.layout.push(LayoutOp.regionRelease, addr, size, size, streamNumber, t)
+        return
+      case 'segment_map':
+        s.mapped.push(addr)
+        s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
+        return
+      case 'segment_unmap':
+        s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
+        return
+      case 'oom':
+        s.events.push(EventKind.oom, 0, size, this.stream(streamValue), device, t, this.stack(frames, offset, device, index), this.tag(metadata))
+        s.layout.push(LayoutOp.failure, 0, size, size, streamNumber, t)
+        return
+      case 'snapshot':
+        this.markers.push('snapshot')
+        s.events.push(EventKind.marker, this.markers.length - 1, 0, this.stream(streamValue), device, t)
+        return
+      default:
+        this.unknownActions.set(action, (this.unknownActions.get(action) ?? 0) + 1)
+    }
+  }
+
+  private badInteger(key: string, value: unknown, offset: number | undefined, device: number, index: number): never {
+    return this.fail(`'${key}' must be a non-negative integer below 2^53, got ${describe(value)}`, offset, where(device, index))
+  }
+
+  private flushHeld(s: DeviceState): void {
+    s.layout.push(LayoutOp.freePending, s.heldAddress, this.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+    s.pending.set(s.heldAddress, s.held)
+    s.held = -1
+  }
+
+  /** A free of a block the trace never saw allocated: it was allocated before the window, at t = 0. */
+  private orphanAlloc(s: DeviceState, addr: number, size: number, streamValue: unknown): number {
+    const id = this.newId(size)
+    s.synthEvents.push(EventKind.alloc, id, size, this.stream(streamValue), s.device, NaN)
+    s.synthLayout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, Number(streamValue), NaN)
+    s.overflow.orphanEvents++
+    s.overflow.synthesizedAllocs++
+    s.overflow.synthesizedBlocks++
+    return id
+  }
+
+  private newId(requested: number, rounded = roundedSize(requested)): number {
+    const id = this.nextId++
+    if (id === this.requestedById.length) {
+      const r = new Float64Array(id * 2)
+      r.set(this.requestedById)
+      this.requestedById = r
+      const b = new Float64Array(id * 2)
+      b.set(this.roundedById)
+      this.roundedById = b
+    }
+    this.requestedById[id] = requested
+    this.roundedById[id] = rounded
+    return id
+  }
+
+  private lastStreamValue: unknown = undefined
+  private lastStream = -1
+
+  private stream(value: unknown): number {
+    if (value === this.lastStreamValue) return this.lastStream
+    let i = this.streamIndex.get(value)
+    if (i === undefined) {
+      i = this.streams.length
+      this.streams.push(String(value))
+      this.streamIndex.set(value, i)
+    }
+    this.lastStreamValue = value
+    this.lastStream = i
+    return i
+  }
+
+  private tag(value: unknown): number {
+    if (typeof value !== 'string' || value === '') return -1
+    let i = this.tagIndex.get(value)
+    if (i === undefined) {
+      i = this.tags.length
+      this.tags.push(value)
+      this.tagIndex.set(value, i)
+    }
+    return i
+  }
+
+  /** Index of the deduplicated stack for a frames list (innermost first, as PyTorch lists them), or -1. */
+  private stack(frames: unknown, offset: number | undefined, device: number, index: number): number {
+    if (frames === undefined || frames === null) return -1
+    if (!Array.isArray(frames)) return this.fail(`'frames' must be a list, got ${describe(frames)}`, offset, where(device, index))
+    if (frames.length === 0) return -1
+    // The pickle often shares one list per traceback, so identity answers many lookups.
+    if (frames === this.lastFrames) return this.lastStack
+    let stack = this.stackByObject.get(frames)
+    if (stack === undefined) {
+      const ids = new Uint32Array(frames.length)
+      let hash = frames.length
+      for (let i = 0; i < frames.length; i++) {
+        ids[i] = this.frame(frames[i], offset, device, index)
+        hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
+      }
+      const candidates = this.stacksByHash.get(hash)
+      stack = candidates?.find((c) => sameIds(this.stacks[c]!, ids))
+      if (stack === undefined) {
+        stack = this.stacks.length
+        this.stacks.push(ids)
+        if (candidates === undefined) this.stacksByHash.set(hash, [stack])
+        else candidates.push(stack)
+      }
+      this.stackByObject.set(frames, stack)
+    }
+    this.lastFrames = frames
+    this.lastStack = stack
+    return stack
+  }
+
+  private frame(frame: unknown, offset: number | undefined, device: number, index: number): number {
+    if (!isDict(frame)) return this.fail(`a frame must be a dict, got ${describe(frame)}`, offset, where(device, index))
+    const known = this.frameByObject.get(frame)
+    if (known !== undefined) return known
+    const name = field(frame, 'name')
+    const filename = field(frame, 'filename')
+    const line = field(frame, 'line')
+    if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number')
+      return this.fail(`a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`, offset, where(device, index))
+    const text = `${name}\u0000${filename}\u0000${line}`
+    let i = this.frameByText.get(text)
+    if (i === undefined) {
+      i = this.frames.length
+      this.frames.push({ name, filename, line })
+      this.frameByText.set(text, i)
+    }
+    this.frameByObject.set(frame, i)
+    return i
+  }
+
+  /** The whole snapshot is read: add what only its end says, and build the traces. */
+  finish(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+    if (!isDict(root)) this.fail(`the root must be a dict (a memory snapshot), got ${describe(root)}`)
+    const traces = field(root, 'device_traces')
+    if (!Array.isArray(traces))
+      this.fail(
+        traces === undefined
+          ? "no 'device_traces': not a memory snapshot (torch.cuda.memory._dump_snapshot writes one; record with torch.cuda.memory._record_memory_history)"
+          : `'device_traces' must be a list, got ${describe(traces)}`,
+      )
+    // Events the unpickler kept (JSON, or a list it did not recognise as streamed) go through the same path.
+    traces.forEach((list: unknown, device: number) => {
+      if (!Array.isArray(list)) this.fail(`device_traces[${device}] must be a list, got ${describe(list)}`)
+      const s = this.states.get(device)
+      const first = s === undefined ? 0 : s.nextIndex
+      for (let i = 0; i < list.length; i++) this.event(device, first + i, list[i] as PickleValue, undefined)
+    })
+    const segmentsValue = field(root, 'segments') ?? []
+    if (!Array.isArray(segmentsValue)) this.fail(`'segments' must be a list, got ${describe(segmentsValue)}`)
+    const segments: Dict[] = segmentsValue.map((seg: unknown, i: number) => {
+      if (!isDict(seg)) this.fail(`segments[${i}] must be a dict, got ${describe(seg)}`)
+      return seg
+    })
+
+    const devices = new Set<number>()
+    this.eventCounts.forEach((count, device) => {
+      if (count > 0) devices.add(device)
+    })
+    for (const seg of segments) {
+      const d = field(seg, 'device')
+      if (typeof d === 'number' && Number.isInteger(d) && d >= 0) devices.add(d)
+    }
+    const present = [...devices].sort((a, b) => a - b)
+    let selected: number[]
+    if (this.wanted === 'all') selected = present
+    else if (this.wanted === 'default') selected = present.includes(0) || present.length === 0 ? [0] : [present[0]!]
+    else {
+      if (!present.includes(this.wanted) && present.length > 0)
+        throw new SnapshotImportError(this.file, 'not-a-snapshot', undefined, `device ${this.wanted} has no events or segments in this snapshot (it has device${present.length > 1 ? 's' : ''} ${present.join(', ')})`)
+      selected = [this.wanted]
+    }
+    for (const d of selected) this.state(d)
+    for (const [d] of this.states) if (!selected.includes(d)) this.states.delete(d)
+    this.lastState = null
+
+    const settings = field(root, 'allocator_settings')
+    const warnings: string[] = []
+    for (const s of this.states.values()) {
+      if (s.held >= 0) this.flushHeld(s)
+      this.addLiveAtSnapshot(s, segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)))
+    }
+    const annotations = field(root, 'external_annotations')
+    const markerTimes: number[] = []
+    const markerIds: number[] = []
+    const markerDevices: number[] = []
+    if (Array.isArray(annotations)) {
+      for (const a of annotations) {
+        if (!isDict(a)) continue
+        const device = field(a, 'device')
+        const time = field(a, 'time_us')
+        const name = field(a, 'name')
+        if (typeof time !== 'number' || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
+        const stage = field(a, 'stage')
+        this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
+        markerTimes.push(time)
+        markerIds.push(this.markers.length - 1)
+        markerDevices.push(typeof device === 'number' ? device : 0)
+        if (time < this.earliest) this.earliest = time
+      }
+    }
+    const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
+
+    const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
+    const events = this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    const recorded = ordered.map((s) => this.recordedLayout(s, t0, settings, ordered.length > 1))
+
+    const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
+    for (const s of ordered) {
+      overflow.orphanEvents += s.overflow.orphanEvents
+      overflow.synthesizedAllocs += s.overflow.synthesizedAllocs
+      overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
+      overflow.synthesizedSegments += s.overflow.synthesizedSegments
+    }
+    if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
+      warnings.push(
+        `the trace's ring buffer overflowed (record with a larger max_entries to keep everything): ${overflow.orphanEvents} events refer to blocks or segments from before the first recorded event; ` +
+          `synthesized at t = 0: ${overflow.synthesizedAllocs} allocations in the request trace, ${overflow.synthesizedBlocks} blocks and ${overflow.synthesizedSegments} segments in the recorded layout`,
+      )
+    }
+    if (this.reallocations > 0) warnings.push(`${this.reallocations} allocs at an address already live (a damaged trace): the earlier block was freed there`)
+    if (this.missingTimes > 0) warnings.push(`${this.missingTimes} events have no time_us (an old PyTorch?): their times are their order, not nanoseconds`)
+    for (const [action, count] of this.unknownActions) warnings.push(`${count} events with the unknown action ${JSON.stringify(action)} were skipped`)
+    if (isDict(settings)) {
+      const divisions = field(settings, 'roundup_power2_divisions')
+      if (isDict(divisions) && [...(divisions instanceof PickleDict ? divisions.values() : Object.values(divisions))].some((v) => typeof v === 'number' && v > 0))
+        warnings.push('roundup_power2_divisions is set: the recorded layout rounds blocks to 512 bytes only, so its block sizes are smaller than PyTorch made them')
+    }
+
+    const properties: Record<string, string> = {
+      'pytorch.format': format,
+      'pytorch.devices': present.join(','),
+      'pytorch.device': selected.join(','),
+    }
+    if (protocol !== undefined && protocol >= 0) properties['pickle.protocol'] = String(protocol)
+    if (isDict(settings)) for (const [k, v] of entries(settings)) properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainJson(v))
+    properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
+    properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
+    properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
+
+    const trace: RequestTrace = {
+      meta: { source: 'pytorch-snapshot', origin: this.options.origin ?? basename(this.file), warnings, properties },
+      events,
+      tables: { streams: this.streams, frames: this.frames, stacks: this.stacks, tags: this.tags, markers: this.markers },
+    }
+    return { trace, recorded, devices: present, format, overflow }
+  }
+
+  /** Blocks and segments live at the snapshot that the trace never saw created (ring buffer overflow). */
+  private addLiveAtSnapshot(s: DeviceState, segments: Dict[]): void {
+    for (const seg of segments) {
+      const address = field(seg, 'address')
+      const total = field(seg, 'total_size')
+      if (typeof address !== 'number' || typeof total !== 'number') continue
+      const streamValue = field(seg, 'stream') ?? 0
+      const streamNumber = Number(streamValue)
+      const expandable = field(seg, 'is_expandable') === true
+      if (expandable) {
+        if (!s.mapped.some((a) => a >= address && a < address + total)) {
+          s.synthLayout.push(LayoutOp.map, address, total, total, streamNumber, NaN, poolOf(seg))
+          s.overflow.synthesizedSegments++
+        }
+      } else if (!s.segments.has(address)) {
+        s.synthLayout.push(LayoutOp.regionReserve, address, total, total, streamNumber, NaN, poolOf(seg))
+        s.segments.set(address, total)
+        s.overflow.synthesizedSegments++
+      } else {
+        const row = s.reserveRow.get(address)
+        if (row !== undefined) s.layout.aux[row] = poolOf(seg)
+      }
+      const blocks = field(seg, 'blocks')
+      if (!Array.isArray(blocks)) continue
+      let at = address
+      for (const block of blocks) {
+        if (!isDict(block)) continue
+        const size = field(block, 'size')
+        if (typeof size !== 'number') break
+        const blockAddress = typeof field(block, 'address') === 'number' ? (field(block, 'address') as number) : at
+        at = blockAddress + size
+        const state = field(block, 'state')
+        const requestedValue = field(block, 'requested_size')
+        const requested = typeof requestedValue === 'number' ? requestedValue : size
+        if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
+          const id = this.newId(requested, size)
+          s.live.set(blockAddress, id)
+          s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(field(block, 'frames'), undefined, s.device, -1))
+          s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
+          s.overflow.synthesizedAllocs++
+          s.overflow.synthesizedBlocks++
+        } else if (state === 'active_pending_free' && s.pending.get(blockAddress) < 0 && s.live.get(blockAddress) < 0) {
+          const id = this.newId(requested, size)
+          s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
+          s.synthLayout.push(LayoutOp.freePending, blockAddress, size, requested, streamNumber, NaN)
+          s.pending.set(blockAddress, id)
+          s.overflow.synthesizedBlocks++
+        }
+      }
+    }
+  }
+
+  /**
+   * The request events of every imported device in one time order (stand-ins at t = 0 first,
+   * then each device's events, markers from annotations placed by time), times in ns from t0.
+   */
+  private mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): TraceEvents {
+    const synth = states.map((s) => s.synthEvents.view())
+    const main = states.map((s) => s.events.view())
+    const total = [...synth, ...main].reduce((n, p) => n + p.kind.length, 0) + markerTimes.length
+    const out = allocateEvents(total)
+    let at = 0
+    for (const part of synth) at = copyRows(part, 0, part.kind.length, out, at)
+    const order = markerTimes.map((_, i) => i).sort((a, b) => markerTimes[a]! - markerTimes[b]!)
+    const markerStream = order.length > 0 ? this.stream(0) : 0
+    const putMarker = (m: number) => {
+      out.kind[at] = EventKind.marker
+      out.id[at] = markerIds[m]!
+      out.stream[at] = markerStream
+      out.device[at] = markerDevices[m]!
+      out.time[at] = markerTimes[m]!
+      at++
+    }
+    const cursors = main.map(() => 0)
+    let next = 0
+    for (;;) {
+      // The device whose next event is earliest; a marker goes before events later than it.
+      let best = -1
+      let bestTime = Infinity
+      for (let d = 0; d < main.length; d++) {
+        const c = cursors[d]!
+        if (c < main[d]!.kind.length && main[d]!.time[c]! < bestTime) {
+          best = d
+          bestTime = main[d]!.time[c]!
+        }
+      }
+      if (next < order.length && markerTimes[order[next]!]! < bestTime) {
+        putMarker(order[next++]!)
+        continue
+      }
+      if (best < 0) break
+      // Copy the run of this device's events up to the next marker or the next other device's event.
+      let limit = next < order.length ? markerTimes[order[next]!]! : Infinity
+      for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.kind.length) limit = Math.min(limit, main[d]!.time[cursors[d]!]!)
+      const part = main[best]!
+      let end = cursors[best]! + 1
+      while (end < part.kind.length && part.time[end]! <= limit) end++
+      at = copyRows(part, cursors[best]!, end, out, at)
+      cursors[best] = end
+    }
+    const time = out.time
+    for (let i = 0; i < time.length; i++) time[i] = Number.isNaN(time[i]!) ? 0 : (time[i]! - t0) * 1000
+    return out
+  }
+
+  private recordedLayout(s: DeviceState, t0: number, settings: unknown, several: boolean): StrategyResult {
+    const a = s.synthLayout
+    const b = s.layout
+    const n = a.length + b.length
+    const layout: LayoutTrace = {
+      op: new Uint8Array(n),
+      address: new BigUint64Array(n),
+      size: new Float64Array(n),
+      requested: new Float64Array(n),
+      stream: new Float64Array(n),
+      time: new Float64Array(n),
+      aux: new Uint32Array(n),
+    }
+    let at = 0
+    for (const part of [a, b]) {
+      layout.op.set(part.op.subarray(0, part.length), at)
+      toAddresses(part.address, 0, part.length, layout.address, at)
+      layout.size.set(part.size.subarray(0, part.length), at)
+      layout.requested.set(part.requested.subarray(0, part.length), at)
+      layout.stream.set(part.stream.subarray(0, part.length), at)
+      layout.aux.set(part.aux.subarray(0, part.length), at)
+      for (let i = 0; i < part.length; i++) layout.time[at + i] = Number.isNaN(part.time[i]!) ? 0 : (part.time[i]! - t0) * 1000
+      at += part.length
+    }
+    const params: Record<string, unknown> = { device: s.device }
+    if (isDict(settings)) for (const [k, v] of entries(settings)) params[String(k)] = plainJson(v)
+    return {
+      name: several ? `${RECORDED_LAYOUT_NAME}, cuda:${s.device}` : RECORDED_LAYOUT_NAME,
+      strategy: 'pytorch',
+      params,
+      layout,
+    }
+  }
+}
+
+function where(device: number, index: number): string {
+  return index < 0 ? `segments (device ${device})` : `device_traces[${device}][${index}]`
+}
+
+function sameIds(a: Uint32Array, b: Uint32Array): boolean {
+  if (a.length !== b.length) return false
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** Copies rows [from, to) of `source` to `target` at row `at`; returns the row after them. */
+function copyRows(source: TraceEvents, from: number, to: number, target: TraceEvents, at: number): number {
+  if (to <= from) return at
+  target.kind.set(source.kind.subarray(from, to), at)
+  target.id.set(source.id.subarray(from, to), at)
+  target.size.set(source.size.subarray(from, to), at)
+  target.stream.set(source.stream.subarray(from, to), at)
+  target.device.set(source.device.subarray(from, to), at)
+  target.time.set(source.time.subarray(from, to), at)
+  target.stack.set(source.stack.subarray(from, to), at)
+  target.tag.set(source.tag.subarray(from, to), at)
+  return at + to - from
+}
+
+/** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
+export function roundedSize(requested: number): number {
+  return requested < MIN_BLOCK ? MIN_BLOCK : Math.ceil(requested / MIN_BLOCK) * MIN_BLOCK
+}
+
+/** aux of a segment's reservation: 1 small pool, 2 large, 0 unknown. */
+function poolOf(seg: Dict): number {
+  const type = field(seg, 'segment_type')
+  return type === 'small' ? 1 : type === 'large' ? 2 : 0
+}
+
+function entries(dict: Dict): [unknown, unknown][] {
+  return dict instanceof PickleDict ? [...dict.entries()] : Object.entries(dict)
+}
+
+/** A snapshot value as JSON-ready data (for parameters and properties). */
+function plainJson(value: unknown, depth = 0): unknown {
+  if (depth > 20) return null
+  if (value instanceof PickleDict) return Object.fromEntries([...value.entries()].map(([k, v]) => [String(k), plainJson(v, depth + 1)]))
+  if (Array.isArray(value)) return value.map((v) => plainJson(v, depth + 1))
+  if (typeof value === 'bigint') return String(value)
+  if (value instanceof Uint8Array) return Buffer.from(value).toString('hex')
+  if (isDict(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, plainJson(v, depth + 1)]))
+  return value
+}
