@@ -126,6 +126,25 @@ describe('vramscope replay', () => {
     assert.equal(saved.trace.events.kind.length, (await openInput(fixture('rmm/clock-time.csv'))).trace.events.kind.length)
   })
 
+  it('reads strategy lists: parameters after colons or commas, a size list\'s own commas, bracketed values', async () => {
+    const result = await vramscopeJson<ReplayJson & { strategies: { params: Record<string, string> }[] }>([
+      'replay',
+      fixture('rmm/clock-time.csv'),
+      '-s',
+      'slab:classes=256,1KiB,4KiB,buddy:pool_size=1GiB,min_block=512',
+      '-s',
+      'caching:preset=pytorch:max_split_size=[40MiB]',
+    ])
+    assert.deepEqual(
+      result.strategies.map((s) => [s.strategy, s.params]),
+      [
+        ['slab', { classes: '256,1KiB,4KiB' }],
+        ['buddy', { pool_size: '1GiB', min_block: '512' }],
+        ['caching', { preset: 'pytorch', max_split_size: '40MiB' }],
+      ],
+    )
+  })
+
   it('replays several --strategies options and repeated strategies with distinct labels', async () => {
     const result = await vramscopeJson<ReplayJson>(['replay', fixture('rmm/clock-time.csv'), '-s', 'slab', '-s', 'slab:slab_size=4MiB,slab'])
     assert.deepEqual(
