@@ -20,7 +20,7 @@ interface ReplayJson {
   events: number
   cap: number | null
   output: string | null
-  strategies: { name: string; strategy: string; recorded: boolean; recordedPlacement: number; summary: Record<string, number> }[]
+  strategies: { name: string; strategy: string; params: Record<string, unknown>; recorded: boolean; recordedPlacement: number; summary: Record<string, number> }[]
   winners: Record<string, string[]>
   fidelity: { model: string; recorded: string; modelPeakReserved: number; recordedPeakReserved: number; modelSegments: number; recordedSegments: number }[]
 }
@@ -127,7 +127,7 @@ describe('vramscope replay', () => {
   })
 
   it('reads strategy lists: parameters after colons or commas, a size list\'s own commas, bracketed values', async () => {
-    const result = await vramscopeJson<ReplayJson & { strategies: { params: Record<string, string> }[] }>([
+    const result = await vramscopeJson<ReplayJson>([
       'replay',
       fixture('rmm/clock-time.csv'),
       '-s',
