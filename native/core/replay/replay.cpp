@@ -99,25 +99,41 @@ std::size_t check_columns(const request_columns& e) {
   return any_alloc ? std::size_t{max_alloc_id} + 1 : 0;
 }
 
-// Appends every event the strategy reports to the layout columns, tagged with the request event
-// being replayed.
+// Collects every event the strategy reports into the layout columns, tagged with the request event
+// being replayed. The allocator writes into a small inline buffer (no virtual call); the replay
+// moves it into the columns after each request event, when it knows which event that was.
 class layout_tracer final : public tracer {
  public:
-  explicit layout_tracer(replay_layout& out) : out_(out) {}
-  std::uint32_t event = 0;
+  explicit layout_tracer(replay_layout& out) : out_(out), buffer_(256) { rewind(); }
+  std::uint32_t event = 0;  // the request event being replayed
 
+  // After each request event: what it caused goes to the columns.
+  void drain() {
+    const trace_event* end = buffer_cursor();
+    if (end == buffer_.data()) return;
+    for (const trace_event* e = buffer_.data(); e != end; ++e) {
+      out_.op.push_back(static_cast<std::uint8_t>(e->op));
+      out_.address.push_back(e->address);
+      out_.size.push_back(static_cast<double>(e->size));
+      out_.requested.push_back(static_cast<double>(e->requested));
+      out_.stream.push_back(e->stream == 0 ? replay_no_stream : static_cast<std::uint32_t>(e->stream - 1));
+      out_.aux.push_back(e->aux);
+      out_.event.push_back(event);
+    }
+    rewind();
+  }
+
+  // One request event filled the buffer (a reset, a trim of many regions): drain and go on.
   void record(const trace_event& e) override {
-    out_.op.push_back(static_cast<std::uint8_t>(e.op));
-    out_.address.push_back(e.address);
-    out_.size.push_back(static_cast<double>(e.size));
-    out_.requested.push_back(static_cast<double>(e.requested));
-    out_.stream.push_back(e.stream == 0 ? replay_no_stream : static_cast<std::uint32_t>(e.stream - 1));
-    out_.aux.push_back(e.aux);
-    out_.event.push_back(event);
+    drain();
+    append(e);
   }
 
  private:
+  void rewind() noexcept { set_buffer(buffer_.data(), buffer_.data() + buffer_.size()); }
+
   replay_layout& out_;
+  std::vector<trace_event> buffer_;
 };
 
 // Free bytes inside reserved memory and the largest contiguous run of them, by the definition of
@@ -388,6 +404,7 @@ class target_replay {
       for (; i < n; ++i) {
         tracer_.event = static_cast<std::uint32_t>(i);
         player_.apply(e_, i, s);
+        tracer_.drain();
         after_event(i, alloc_.live_counters());
         if (VRAMSCOPE_UNLIKELY(i + 1 == next_progress)) {
           next_progress += interval;
