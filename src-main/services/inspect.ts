@@ -139,3 +139,28 @@ export function describeTrace(trace: RequestTrace, strategies: readonly Strategy
     })),
   }
 }
+
+/**
+ * The first free of a block id that is not live at that point (never allocated, or freed already),
+ * or undefined. A trace file must not hold one: a free names its alloc's id (docs/trace-format.md).
+ */
+export function findUnknownFree(trace: RequestTrace): { event: number; id: number; freedBefore: boolean } | undefined {
+  const e = trace.events
+  const n = e.kind.length
+  // 0 never seen, 1 live, 2 freed: ids are dense from 0, but a bad file may hold any id, so grow.
+  let state = new Uint8Array(1024)
+  for (let i = 0; i < n; i++) {
+    const kind = e.kind[i]
+    if (kind !== EventKind.alloc && kind !== EventKind.free) continue
+    const id = e.id[i]!
+    if (id >= state.length) {
+      const grown = new Uint8Array(Math.max(id + 1, state.length * 2))
+      grown.set(state)
+      state = grown
+    }
+    if (kind === EventKind.alloc) state[id] = 1
+    else if (state[id] === 1) state[id] = 2
+    else return { event: i, id, freedBefore: state[id] === 2 }
+  }
+  return undefined
+}

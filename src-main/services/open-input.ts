@@ -6,6 +6,7 @@
 import { open } from 'node:fs/promises'
 import { extname } from 'node:path'
 
+import { findUnknownFree } from './inspect.ts'
 import { InputError } from './input-error.ts'
 import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './import/pytorch.ts'
 import { importRmmLog, type BadLine } from './import/rmm.ts'
@@ -114,6 +115,13 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
   switch (kind) {
     case 'trace': {
       const contents = await readTrace(path, { ...(signal && { signal }), ...(onProgress && { onProgress }) })
+      const unknown = findUnknownFree(contents.trace)
+      if (unknown)
+        throw new InputError(
+          path,
+          `event ${unknown.event}`,
+          `frees block ${unknown.id}, which ${unknown.freedBefore ? 'was freed already' : 'was never allocated'}: in a trace file every free names a live allocation`,
+        )
       return { path, kind, trace: contents.trace, strategies: contents.strategies.map(withLayoutMetrics), file: contents.file }
     }
     case 'pytorch-snapshot': {

@@ -9,6 +9,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
+import { writeTrace } from '../../src-main/services/trace/file.ts'
+import { allocateEvents, EventKind } from '../../src-main/services/trace/model.ts'
 import { fixture, shown, vramscope, type CliRun } from './helpers/cli.ts'
 
 let scratch: string
@@ -56,6 +58,22 @@ describe('bad files', () => {
     refused(await vramscope(['import', path, '-o', join(scratch, 'never.vramscope')]), /forbidden/)
     assert.equal(existsSync(join(scratch, 'never.vramscope')), false, 'nothing written')
     assert.equal(existsSync(pwned), false, 'the pickled os.system call did not run')
+  })
+
+  it('a trace file that frees a block it never allocated, or frees one twice: the event index', async () => {
+    for (const [name, ids, problem] of [
+      ['never-allocated', [0, 0, 1], /event 2: frees block 1, which was never allocated/],
+      ['freed-twice', [0, 0, 0], /event 2: frees block 0, which was freed already/],
+    ] as const) {
+      const events = allocateEvents(3)
+      events.kind.set([EventKind.alloc, EventKind.free, EventKind.free])
+      events.id.set(ids)
+      events.size.set([4096, 0, 0])
+      events.time.set([0, 10, 20])
+      const path = join(scratch, `${name}.vramscope`)
+      await writeTrace(path, { meta: { source: 'synthetic', warnings: [], properties: {} }, events, tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] } })
+      for (const args of [['info', path], ['replay', path, '-s', 'slab']]) refused(await vramscope(args), new RegExp(`${escape(path)}: ${problem.source}`))
+    }
   })
 
   it('a pickle cut short, and a valid pickle that is not a snapshot', async () => {
