@@ -428,6 +428,10 @@ class DeviceState {
   /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else. */
   readonly synthEvents = new EventsBuilder(64)
   readonly synthLayout = new LayoutBuilder()
+  /** This device's ids are dense from 0; the merge offsets them after the devices before it. */
+  nextId = 0
+  requestedById = new Float64Array(256)
+  roundedById = new Float64Array(256)
   /** Request id of each live block by address. */
   readonly live = new AddressTable()
   /** Blocks whose free was requested and whose free_completed has not come: address -> id. */
@@ -476,10 +480,6 @@ class SnapshotMapper {
   private readonly eventCounts: number[] = []
   /** Allocs at an address already live (only a damaged trace has them); the first block is freed. */
   private reallocations = 0
-  /** Dense ids: requested bytes and rounded block bytes of each. */
-  private requestedById = new Float64Array(1024)
-  private roundedById = new Float64Array(1024)
-  private nextId = 0
   private earliest = Infinity
   private missingTimes = 0
 
@@ -554,7 +554,7 @@ class SnapshotMapper {
 
     if (s.held >= 0) {
       if (action === 'free_completed' && addr === s.heldAddress) {
-        s.layout.push(LayoutOp.free, addr, this.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+        s.layout.push(LayoutOp.free, addr, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
         s.held = -1
         return
       }
@@ -567,13 +567,13 @@ class SnapshotMapper {
         if (previous >= 0) {
           // Allocated twice without a free between: only a damaged trace does this. Free the first.
           s.events.push(EventKind.free, previous, 0, this.stream(streamValue), device, t)
-          s.layout.push(LayoutOp.free, addr, this.roundedById[previous]!, this.requestedById[previous]!, streamNumber, t)
+          s.layout.push(LayoutOp.free, addr, s.roundedById[previous]!, s.requestedById[previous]!, streamNumber, t)
           this.reallocations++
         }
-        const id = this.newId(size)
+        const id = this.newId(s, size)
         s.live.set(addr, id)
         s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, this.stack(frames, offset, device, index), this.tag(metadata))
-        s.layout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, streamNumber, t)
+        s.layout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, streamNumber, t)
         return
       }
       case 'free_requested':
@@ -581,30 +581,32 @@ class SnapshotMapper {
         let id = s.live.get(addr)
         if (id < 0) id = this.orphanAlloc(s, addr, size, streamValue)
         s.live.delete(addr)
-        s.events.push(EventKind.free, id, this.requestedById[id]!, this.stream(streamValue), device, t)
+        s.events.push(EventKind.free, id, s.requestedById[id]!, this.stream(streamValue), device, t)
         if (action === 'free') {
-          s.layout.push(LayoutOp.free, addr, this.roundedById[id]!, this.requestedById[id]!, streamNumber, t)
+          s.layout.push(LayoutOp.free, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         } else {
           s.held = id
           s.heldAddress = addr
-          s.heldSize = this.requestedById[id]!
+          s.heldSize = s.requestedById[id]!
           s.heldStream = streamNumber
           s.heldTime = t
         }
         return
       }
       case 'free_completed': {
-        let id = s.pending.get(addr)
+        const id = s.pending.get(addr)
         if (id < 0) {
-          // Its alloc and free_requested were both lost: in the layout the block was pending at t = 0.
-          id = this.newId(size)
-          s.synthLayout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, streamNumber, NaN)
-          s.synthLayout.push(LayoutOp.freePending, addr, this.roundedById[id]!, size, streamNumber, NaN)
+          // Its alloc and free_requested were both lost: in the layout the block was pending at
+          // t = 0. The program had let go of it, so the request trace has nothing to add.
+          s.synthLayout.push(LayoutOp.alloc, addr, roundedSize(size), size, streamNumber, NaN)
+          s.synthLayout.push(LayoutOp.freePending, addr, roundedSize(size), size, streamNumber, NaN)
+          s.layout.push(LayoutOp.freeCompleted, addr, roundedSize(size), size, streamNumber, t)
           s.overflow.orphanEvents++
           s.overflow.synthesizedBlocks++
+          return
         }
         s.pending.delete(addr)
-        s.layout.push(LayoutOp.freeCompleted, addr, this.roundedById[id]!, this.requestedById[id]!, streamNumber, t)
+        s.layout.push(LayoutOp.freeCompleted, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         return
       }
       case 'segment_alloc':
@@ -646,34 +648,34 @@ class SnapshotMapper {
   }
 
   private flushHeld(s: DeviceState): void {
-    s.layout.push(LayoutOp.freePending, s.heldAddress, this.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+    s.layout.push(LayoutOp.freePending, s.heldAddress, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
     s.pending.set(s.heldAddress, s.held)
     s.held = -1
   }
 
   /** A free of a block the trace never saw allocated: it was allocated before the window, at t = 0. */
   private orphanAlloc(s: DeviceState, addr: number, size: number, streamValue: unknown): number {
-    const id = this.newId(size)
+    const id = this.newId(s, size)
     s.synthEvents.push(EventKind.alloc, id, size, this.stream(streamValue), s.device, NaN)
-    s.synthLayout.push(LayoutOp.alloc, addr, this.roundedById[id]!, size, Number(streamValue), NaN)
+    s.synthLayout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, Number(streamValue), NaN)
     s.overflow.orphanEvents++
     s.overflow.synthesizedAllocs++
     s.overflow.synthesizedBlocks++
     return id
   }
 
-  private newId(requested: number, rounded = roundedSize(requested)): number {
-    const id = this.nextId++
-    if (id === this.requestedById.length) {
+  private newId(s: DeviceState, requested: number, rounded = roundedSize(requested)): number {
+    const id = s.nextId++
+    if (id === s.requestedById.length) {
       const r = new Float64Array(id * 2)
-      r.set(this.requestedById)
-      this.requestedById = r
+      r.set(s.requestedById)
+      s.requestedById = r
       const b = new Float64Array(id * 2)
-      b.set(this.roundedById)
-      this.roundedById = b
+      b.set(s.roundedById)
+      s.roundedById = b
     }
-    this.requestedById[id] = requested
-    this.roundedById[id] = rounded
+    s.requestedById[id] = requested
+    s.roundedById[id] = rounded
     return id
   }
 
@@ -906,17 +908,16 @@ class SnapshotMapper {
         const requestedValue = field(block, 'requested_size')
         const requested = typeof requestedValue === 'number' ? requestedValue : size
         if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
-          const id = this.newId(requested, size)
+          const id = this.newId(s, requested, size)
           s.live.set(blockAddress, id)
           s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(field(block, 'frames'), undefined, s.device, -1))
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.overflow.synthesizedAllocs++
           s.overflow.synthesizedBlocks++
         } else if (state === 'active_pending_free' && s.pending.get(blockAddress) < 0 && s.live.get(blockAddress) < 0) {
-          const id = this.newId(requested, size)
+          // Freed by the program before the window, still waiting for its stream at the end.
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.synthLayout.push(LayoutOp.freePending, blockAddress, size, requested, streamNumber, NaN)
-          s.pending.set(blockAddress, id)
           s.overflow.synthesizedBlocks++
         }
       }
@@ -930,6 +931,16 @@ class SnapshotMapper {
   private mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): TraceEvents {
     const synth = states.map((s) => s.synthEvents.view())
     const main = states.map((s) => s.events.view())
+    // Each device numbered its blocks from 0: follow on from the devices before it.
+    let base = 0
+    states.forEach((s, d) => {
+      if (base > 0) {
+        for (const part of [synth[d]!, main[d]!]) {
+          for (let i = 0; i < part.kind.length; i++) if (part.kind[i] === EventKind.alloc || part.kind[i] === EventKind.free) part.id[i]! += base
+        }
+      }
+      base += s.nextId
+    })
     const total = [...synth, ...main].reduce((n, p) => n + p.kind.length, 0) + markerTimes.length
     const out = allocateEvents(total)
     let at = 0
