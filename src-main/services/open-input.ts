@@ -91,6 +91,7 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
   let i = startsWith(0xef, 0xbb, 0xbf) ? 3 : 0
   while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
   if (head[i] === 0x7b /* { */) return 'pytorch-snapshot'
+  if (startsWith(0x1f, 0x8b)) throw new UnknownInputError(path, 'byte 0', 'the file is gzip-compressed; decompress it first (gunzip)')
   const named = byName()
   if (named) return named
   if (!head.includes(0) && looksLikeCsv(head)) return 'rmm-log'

@@ -96,6 +96,7 @@ describe('bad files', () => {
     await writeFile(nameless, '')
     refused(await vramscope(['info', nameless]), /nothing: byte 0: the file is empty/)
     refused(await vramscope(['info', fixture('hostile/random-bytes.bin')]), /random-bytes\.bin: byte 0: not a vramscope trace, a PyTorch memory snapshot or an RMM log/)
+    refused(await vramscope(['info', fixture('rmm/binary.bin')]), /binary\.bin: byte 0: the file is gzip-compressed/)
     refused(await vramscope(['info', join(scratch, 'missing.vramscope')]), /missing\.vramscope: cannot be read: ENOENT/)
   })
 
