@@ -5,13 +5,19 @@
 // notes list), and so does the tracer: a ring buffer appended to inline.
 //
 //   pair_cost STRATEGY SIZE LIVE TRACING(0|1) PAIRS [key=value ...]
+//
+// PAIR_COST_IDLE_THREAD=1 starts an idle thread first: on a GPU the CUDA runtime's threads make
+// the benchmark a multi-threaded process, where locks cost atomics that a one-thread process skips.
 #include <valgrind/callgrind.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "vramscope/allocator.hpp"
@@ -67,6 +73,13 @@ int main(int argc, char** argv) {
     }
     p.set(kv.substr(0, eq), kv.substr(eq + 1));
   }
+  std::thread idle;
+  const char* idle_env = std::getenv("PAIR_COST_IDLE_THREAD");
+  std::atomic<bool> done{false};
+  if (idle_env != nullptr && std::atoi(idle_env) != 0)
+    idle = std::thread([&] {
+      while (!done.load()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    });
   // As the benchmark: held blocks of the request's size up to 1 MiB, 1 MiB beyond.
   const std::size_t held_size = size < MiB ? size : MiB;
 
@@ -130,5 +143,7 @@ int main(int argc, char** argv) {
               strategy.c_str(), size, live, tracing ? 1 : 0, cpu_ns / static_cast<double>(pairs),
               static_cast<unsigned long long>(pairs));
   for (void* ptr : held) a->deallocate(ptr);
+  done = true;
+  if (idle.joinable()) idle.join();
   return 0;
 }

@@ -17,6 +17,7 @@
 #include "vramscope/backing.hpp"
 #include "vramscope/errors.hpp"
 #include "vramscope/params.hpp"
+#include "vramscope/spin_lock.hpp"
 #include "vramscope/tracer.hpp"
 #include "vramscope/types.hpp"
 
@@ -262,19 +263,19 @@ class allocator {
   void complete_pending(std::size_t index);
 
   struct maybe_lock {
-    maybe_lock(std::mutex& m, bool on) : m_(on ? &m : nullptr) {
+    maybe_lock(spin_lock& m, bool on) : m_(on ? &m : nullptr) {
       if (m_) m_->lock();
     }
     ~maybe_lock() {
       if (m_) m_->unlock();
     }
-    std::mutex* m_;
+    spin_lock* m_;
   };
 
   std::string name_;
   backing& backing_;
   bool thread_safe_;
-  mutable std::mutex mutex_;
+  mutable spin_lock mutex_;
   tracer* tracer_ = nullptr;
 
   address_map<live_block> live_;
