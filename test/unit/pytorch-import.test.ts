@@ -455,6 +455,15 @@ describe('bad input: a SnapshotImportError naming the file, the place and the pr
     assert.equal(r.trace.events.kind.length, 0)
     assert.deepEqual(r.trace.meta.warnings, ['1 events with the unknown action "defragment" were skipped'])
   })
+  it('skips an annotation without a finite time (found by the fuzzer: it left an empty row)', () => {
+    const r = parsePytorchSnapshot(
+      new TextEncoder().encode('{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, "size": 1, "stream": 0, "time_us": 7}]], "external_annotations": [{"stage": "START", "name": "x", "device": 0, "time_us": 1e400}, {"stage": "END", "name": "x", "device": 0, "time_us": 9}]}'),
+      'annotations.json',
+    )
+    assert.deepEqual(Array.from(r.trace.events.kind), [EventKind.alloc, EventKind.marker])
+    assert.deepEqual(Array.from(r.trace.events.time), [0, 2000])
+    assert.deepEqual(r.trace.tables.markers, ['x (end)'])
+  })
   it('reports a missing file as unreadable', async () => {
     await assert.rejects(importPytorchSnapshot(path('no-such-file.pickle')), (e: unknown) => e instanceof SnapshotImportError && e.code === 'unreadable')
   })

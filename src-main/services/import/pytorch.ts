@@ -81,6 +81,8 @@ const DEFAULT_CHUNK = 4 << 20
 const DEFAULT_BOUNDED_ABOVE = 64 << 20
 /** JSON.parse needs the text as one string; V8 strings stop short of 2^29 characters. */
 const MAX_JSON_BYTES = 512 << 20
+/** The request trace's device column is 16 bits. */
+const MAX_DEVICE = 65535
 /** PyTorch's kMinBlockSize: every block is a multiple of it. */
 const MIN_BLOCK = 512
 
@@ -513,6 +515,7 @@ class SnapshotMapper {
 
   /** One entry of device_traces[device], in order. */
   event(device: number, index: number, item: PickleValue, offset: number | undefined): void {
+    if (device > MAX_DEVICE) this.fail(`more than ${MAX_DEVICE + 1} devices`, offset, where(device, index), 'limit')
     this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
     const s = this.state(device)
     if (s === null) return
@@ -541,15 +544,15 @@ class SnapshotMapper {
     const addr = typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
     const size = typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0 ? sizeValue : sizeValue === undefined ? 0 : this.badInteger('size', sizeValue, offset, device, index)
     streamValue ??= 0
-    if (typeof time !== 'number') {
-      if (time !== undefined) this.fail(`'time_us' must be a number, got ${describe(time)}`, offset, where(device, index))
+    if (typeof time !== 'number' || !Number.isFinite(time)) {
+      if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
       this.missingTimes++
       time = s.nextIndex // no clock: keep the order
     }
     s.nextIndex++
     const t = time as number
     if (t < this.earliest) this.earliest = t
-    if (typeof streamValue !== 'number' && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+    if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
     const streamNumber = Number(streamValue)
 
     if (s.held >= 0) {
@@ -817,7 +820,7 @@ class SnapshotMapper {
         const device = field(a, 'device')
         const time = field(a, 'time_us')
         const name = field(a, 'name')
-        if (typeof time !== 'number' || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
+        if (typeof time !== 'number' || !Number.isFinite(time) || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
         const stage = field(a, 'stage')
         this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
         markerTimes.push(time)
@@ -875,11 +878,14 @@ class SnapshotMapper {
 
   /** Blocks and segments live at the snapshot that the trace never saw created (ring buffer overflow). */
   private addLiveAtSnapshot(s: DeviceState, segments: Dict[]): void {
+    const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
     for (const seg of segments) {
       const address = field(seg, 'address')
       const total = field(seg, 'total_size')
-      if (typeof address !== 'number' || typeof total !== 'number') continue
-      const streamValue = field(seg, 'stream') ?? 0
+      if (!isAmount(address) || !isAmount(total))
+        this.fail(`a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`, undefined, `segments (device ${s.device})`)
+      const given = field(seg, 'stream')
+      const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
       const streamNumber = Number(streamValue)
       const expandable = field(seg, 'is_expandable') === true
       if (expandable) {
@@ -901,12 +907,14 @@ class SnapshotMapper {
       for (const block of blocks) {
         if (!isDict(block)) continue
         const size = field(block, 'size')
-        if (typeof size !== 'number') break
-        const blockAddress = typeof field(block, 'address') === 'number' ? (field(block, 'address') as number) : at
+        if (!isAmount(size)) break
+        // Older snapshots give no block addresses: blocks tile their segment in order.
+        const listed = field(block, 'address')
+        const blockAddress = isAmount(listed) ? listed : at
         at = blockAddress + size
         const state = field(block, 'state')
         const requestedValue = field(block, 'requested_size')
-        const requested = typeof requestedValue === 'number' ? requestedValue : size
+        const requested = isAmount(requestedValue) ? requestedValue : size
         if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
           const id = this.newId(s, requested, size)
           s.live.set(blockAddress, id)
@@ -968,7 +976,7 @@ class SnapshotMapper {
           bestTime = main[d]!.time[c]!
         }
       }
-      if (next < order.length && markerTimes[order[next]!]! < bestTime) {
+      if (next < order.length && (markerTimes[order[next]!]! < bestTime || best < 0)) {
         putMarker(order[next++]!)
         continue
       }

@@ -1,0 +1,220 @@
+// Seeded fuzzing of the PyTorch snapshot importer (pickle and JSON), run in a child process by
+// pytorch-fuzz.test.ts so that a hang can be stopped from outside. Every case mutates a real
+// snapshot; its outcome must be a well-formed import or a SnapshotImportError naming the file.
+// Prints "case N: what" before each case (the last line names a hanging case), "failure {json}"
+// for a wrong outcome, and "summary {json}" at the end.
+//   node --import tsx pytorch-fuzz-runner.ts SEED MAX_CASES BUDGET_MS
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+import { parsePytorchSnapshot, type PytorchImport } from '../../../src-main/services/import/pytorch.ts'
+import { SnapshotImportError } from '../../../src-main/services/import/snapshot-error.ts'
+import { EventKind } from '../../../src-main/services/trace/model.ts'
+
+type Rand = () => number
+type Mutation = (input: Uint8Array, rand: Rand, others: Uint8Array[]) => [Uint8Array, string]
+
+const int = (rand: Rand, below: number) => Math.floor(rand() * below)
+
+function seeded(seed: number): Rand {
+  let s = seed >>> 0
+  return () => {
+    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0
+    s ^= s >>> 12
+    return (s >>> 0) / 4294967296
+  }
+}
+
+function concat(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.length
+  }
+  return out
+}
+
+/** Opcodes worth planting: every kind the unpickler knows, the forbidden ones included. */
+const OPCODES = [
+  0x28, 0x29, 0x2e, 0x30, 0x31, 0x32, 0x42, 0x43, 0x46, 0x47, 0x49, 0x4a, 0x4b, 0x4c, 0x4d, 0x4e, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55,
+  0x56, 0x58, 0x5d, 0x61, 0x62, 0x63, 0x64, 0x65, 0x67, 0x68, 0x69, 0x6a, 0x6c, 0x6f, 0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80,
+  0x81, 0x82, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8b, 0x8c, 0x8d, 0x8e, 0x8f, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97,
+]
+
+const mutations: Mutation[] = [
+  (b, r) => {
+    const out = b.slice()
+    const n = 1 + int(r, 4)
+    const at: number[] = []
+    for (let i = 0; i < n && out.length > 0; i++) {
+      const p = int(r, out.length)
+      out[p]! ^= 1 << int(r, 8)
+      at.push(p)
+    }
+    return [out, `flip bits at ${at.join(',')}`]
+  },
+  (b, r) => {
+    const out = b.slice()
+    const n = 1 + int(r, 8)
+    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = int(r, 256)
+    return [out, `set ${n} random bytes`]
+  },
+  (b, r) => {
+    const out = b.slice()
+    const n = 1 + int(r, 4)
+    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = OPCODES[int(r, OPCODES.length)]!
+    return [out, `plant ${n} opcodes`]
+  },
+  (b, r) => {
+    const at = int(r, b.length + 1)
+    return [b.slice(0, at), `truncate at ${at}`]
+  },
+  (b, r) => {
+    const from = int(r, b.length)
+    const to = Math.min(b.length, from + 1 + int(r, 256))
+    return [concat([b.subarray(0, from), b.subarray(to)]), `delete [${from}, ${to})`]
+  },
+  (b, r) => {
+    const from = int(r, b.length)
+    const to = Math.min(b.length, from + 1 + int(r, 512))
+    const at = int(r, b.length + 1)
+    return [concat([b.subarray(0, at), b.subarray(from, to), b.subarray(at)]), `copy [${from}, ${to}) to ${at}`]
+  },
+  (b, r, others) => {
+    const other = others[int(r, others.length)]!
+    const from = int(r, other.length)
+    const to = Math.min(other.length, from + 1 + int(r, 2048))
+    const at = int(r, b.length + 1)
+    const cut = Math.min(b.length, at + int(r, 2048))
+    return [concat([b.subarray(0, at), other.subarray(from, to), b.subarray(cut)]), `splice another input's [${from}, ${to}) over [${at}, ${cut})`]
+  },
+  (b, r) => {
+    // A length or index argument made large: the byte after a length-prefixed or memo opcode.
+    const out = b.slice()
+    for (let tries = 0; tries < 64; tries++) {
+      const p = int(r, out.length - 1)
+      if ([0x8c, 0x58, 0x8a, 0x68, 0x6a, 0x71, 0x72, 0x95].includes(out[p]!)) {
+        out[p + 1] = 0xff - int(r, 4)
+        return [out, `enlarge the argument of 0x${out[p]!.toString(16)} at ${p}`]
+      }
+    }
+    return [out, 'unchanged']
+  },
+  (b, r) => {
+    const extra = Uint8Array.from({ length: 1 + int(r, 64) }, () => int(r, 256))
+    return [concat([b, extra]), `append ${extra.length} random bytes`]
+  },
+]
+
+const JSON_TOKENS = ['{', '}', '[', ']', ',', ':', '"', '0', '-1', '1e309', '"alloc"', '"free_requested"', '"segment_free"', 'null', 'true', '"addr"', '18446744073709551617', '"\\u0000"', '__proto__']
+
+const jsonMutations: Mutation[] = [
+  (b, r) => {
+    const text = new TextDecoder().decode(b)
+    const at = int(r, text.length + 1)
+    const token = JSON_TOKENS[int(r, JSON_TOKENS.length)]!
+    return [new TextEncoder().encode(text.slice(0, at) + token + text.slice(at + int(r, 3))), `insert ${token} at ${at}`]
+  },
+  (b, r) => {
+    const text = new TextDecoder().decode(b)
+    // Replace one number with another value: a type or range a snapshot does not allow.
+    const numbers = [...text.matchAll(/-?\d+/g)]
+    const m = numbers[int(r, numbers.length)]
+    if (m === undefined) return [b, 'unchanged']
+    const value = ['-5', '1.5', '"9"', 'null', '[]', '{}', '9007199254740993', '1e400'][int(r, 8)]!
+    return [new TextEncoder().encode(text.slice(0, m.index) + value + text.slice(m.index! + m[0].length)), `number at ${m.index} -> ${value}`]
+  },
+]
+
+/** A successful import must hold together: same-length columns, indices inside their tables. */
+function check(result: PytorchImport): void {
+  const e = result.trace.events
+  const n = e.kind.length
+  for (const column of [e.id, e.size, e.stream, e.device, e.time, e.stack, e.tag]) if (column.length !== n) throw new Error('event columns differ in length')
+  const t = result.trace.tables
+  const allocated = new Set<number>()
+  for (let i = 0; i < n; i++) {
+    const kind = e.kind[i]!
+    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
+    if (!Number.isFinite(e.time[i]!) || e.time[i]! < 0) throw new Error(`event ${i}: time ${e.time[i]}`)
+    if (e.stream[i]! >= Math.max(1, t.streams.length)) throw new Error(`event ${i}: stream ${e.stream[i]} of ${t.streams.length}`)
+    if (e.stack[i]! < -1 || e.stack[i]! >= t.stacks.length) throw new Error(`event ${i}: stack ${e.stack[i]}`)
+    if (e.tag[i]! < -1 || e.tag[i]! >= t.tags.length) throw new Error(`event ${i}: tag ${e.tag[i]}`)
+    if (kind === EventKind.alloc) {
+      if (allocated.has(e.id[i]!)) throw new Error(`event ${i}: id ${e.id[i]} allocated twice`)
+      allocated.add(e.id[i]!)
+    }
+    if (kind === EventKind.free && !allocated.has(e.id[i]!)) throw new Error(`event ${i}: free of id ${e.id[i]} never allocated`)
+    if (kind === EventKind.marker && e.id[i]! >= t.markers.length) throw new Error(`event ${i}: marker ${e.id[i]}`)
+  }
+  for (let id = 0; id < allocated.size; id++) if (!allocated.has(id)) throw new Error(`ids not dense: ${id} missing`)
+  for (const stack of t.stacks) for (const f of stack) if (f >= t.frames.length) throw new Error(`stack frame ${f}`)
+  for (const r of result.recorded) {
+    const l = r.layout!
+    const m = l.op.length
+    for (const column of [l.address, l.size, l.requested, l.stream, l.time, l.aux]) if (column.length !== m) throw new Error('layout columns differ in length')
+    for (let i = 0; i < m; i++) {
+      if (l.op[i]! > 14) throw new Error(`layout ${i}: op ${l.op[i]}`)
+      if (!Number.isFinite(l.time[i]!) || l.time[i]! < 0) throw new Error(`layout ${i}: time ${l.time[i]}`)
+    }
+  }
+}
+
+function main(): void {
+  const [seedText, maxText, budgetText] = process.argv.slice(2)
+  if (budgetText === undefined) throw new Error('usage: pytorch-fuzz-runner.ts SEED MAX_CASES BUDGET_MS')
+  const seed = Number(seedText)
+  const maxCases = Number(maxText)
+  const budget = Number(budgetText)
+  const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'fixtures', 'pytorch')
+  const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
+  // Mostly the small inputs, so that a CI run gets through many cases; the large ones now and then.
+  const pickles = [
+    ['synthetic.pickle', 6], ['synthetic-protocol-2.pickle', 2], ['synthetic-protocol-5.pickle', 2], ['mlp_varbatch_overflowed.pickle', 3],
+    ['inference_mixed.pickle', 1], ['convnet_varimg.pickle', 1], ['mlp_varbatch.pickle', 1],
+  ] as const
+  const inputs = pickles.flatMap(([name, weight]) => Array.from({ length: weight }, () => ({ name, bytes: read(name) })))
+  const others = inputs.map((i) => i.bytes)
+  const json = { name: 'synthetic.json', bytes: read('synthetic.json') }
+  const rand = seeded(seed)
+  const outcomes: Record<string, number> = {}
+  let slowest = { ms: 0, what: '' }
+  const started = performance.now()
+  let cases = 0
+  while (cases < maxCases && performance.now() - started < budget) {
+    cases++
+    const useJson = rand() < 0.15
+    const input = useJson ? json : inputs[int(rand, inputs.length)]!
+    let bytes: Uint8Array = input.bytes
+    const steps: string[] = []
+    for (let k = 1 + (rand() < 0.3 ? 1 : 0); k > 0; k--) {
+      const list = useJson && rand() < 0.7 ? jsonMutations : mutations
+      const [mutated, what] = list[int(rand, list.length)]!(bytes, rand, others)
+      bytes = mutated
+      steps.push(what)
+    }
+    const what = `${input.name}: ${steps.join('; ')}`
+    process.stdout.write(`case ${cases}: ${what}\n`)
+    const t = performance.now()
+    let outcome: string
+    try {
+      check(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined }))
+      outcome = 'ok'
+    } catch (error) {
+      if (error instanceof SnapshotImportError && error.file === 'fuzzed.snapshot' && error.message.startsWith('fuzzed.snapshot: ')) outcome = error.code
+      else {
+        outcome = 'failure'
+        const e = error as Error
+        process.stdout.write(`failure ${JSON.stringify({ seed, case: cases, what, error: `${e?.name}: ${e?.message}`, stack: e?.stack?.split('\n').slice(0, 6) })}\n`)
+      }
+    }
+    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+    const ms = performance.now() - t
+    if (ms > slowest.ms) slowest = { ms, what: `case ${cases}: ${what}` }
+  }
+  process.stdout.write(`summary ${JSON.stringify({ seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest })}\n`)
+}
+
+main()
