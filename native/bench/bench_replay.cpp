@@ -21,6 +21,10 @@
 #include <unordered_map>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
 #include "bench.hpp"
 #include "vramscope/allocator.hpp"
 #include "vramscope/replay.hpp"
@@ -38,6 +42,7 @@ struct replay_bench_options {
   std::vector<std::string> only;  // labels; empty: every row
   std::uint64_t walk_budget = replay_options{}.walk_budget_per_event;
   std::uint64_t peak_walk_budget = replay_options{}.peak_walk_budget_per_event;
+  bool cold_memory = true;
 };
 
 struct synthetic_trace {
@@ -251,6 +256,8 @@ void usage(const char* why) {
                "  --quick           smoke run: 100000 events, 1 repetition\n"
                "  --walk-budget N   blocks the walks at bucket ends may visit per event (replay_options)\n"
                "  --peak-walk-budget N  the same for the walks at new reserved peaks\n"
+               "  --warm-memory     let repetitions reuse memory an earlier one touched (default:\n"
+               "                    every buffer fresh from the kernel, page faults included)\n"
                "  --json FILE       write the figures as JSON\n");
   std::exit(why ? 2 : 0);
 }
@@ -282,6 +289,7 @@ replay_bench_options parse(int argc, char** argv) {
     else if (arg == "--json") o.json_path = value();
     else if (arg == "--walk-budget") o.walk_budget = std::stoull(value());
     else if (arg == "--peak-walk-budget") o.peak_walk_budget = std::stoull(value());
+    else if (arg == "--warm-memory") o.cold_memory = false;
     else if (arg == "--help" || arg == "-h") usage(nullptr);
     else usage(("unknown option " + arg).c_str());
   }
@@ -297,6 +305,12 @@ replay_bench_options parse(int argc, char** argv) {
 
 int replay_main(int argc, char** argv) {
   const replay_bench_options o = parse(argc, argv);
+#if defined(__GLIBC__)
+  // A fixed mmap threshold: every large buffer of every repetition comes fresh from the kernel,
+  // as in a process that replays once. Left dynamic, glibc would serve later repetitions from
+  // memory the first one already touched, and the figure would leave out the page faults.
+  if (o.cold_memory) mallopt(M_MMAP_THRESHOLD, 128 * 1024);
+#endif
   const synthetic_trace trace = make_trace(o.events, 42);
   const request_columns columns = trace.columns();
   std::printf("vramscope_bench replay — %zu events (%zu allocs, %zu frees, %zu markers), median of %d, %s%s\n",
