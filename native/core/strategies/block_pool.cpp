@@ -1,6 +1,7 @@
 // block_pool: fixed-size blocks carved from a region, handed out from a free stack (LIFO, so the
 // block freed last, still warm, is reused first). Requests larger than a block fail. When the pool
 // is exhausted it may grow by another region of the same size, up to max_regions.
+#include <algorithm>
 #include <vector>
 
 #include "vramscope/allocator.hpp"
@@ -26,97 +27,138 @@ class block_pool final : public allocator {
   }
 
   ~block_pool() override {
-    for (auto& r : regions_) get_backing().free_region(r.address, region_bytes());
+    for (std::uint32_t r : region_order_) get_backing().free_region(regions_[r].address, region_bytes());
   }
 
  private:
-  // Invariant: free_.size() + live blocks == regions_.size() * blocks_per_region_, and
-  // is_free_[i] is true exactly for the blocks on the free stack.
+  // Invariant: free_top_ + live blocks == region_order_.size() * blocks_per_region_, and
+  // is_free_[i] is 1 exactly for the blocks on the free stack, free_*_[0, free_top_). Block i
+  // belongs to region slot i / blocks_per_region_; a slot keeps its place while its region lives,
+  // so a block's index (its cookie) never changes, and neither a free nor an allocation searches
+  // or divides. The stack is two arrays of scalars, as large as the blocks: no capacity checks,
+  // and no struct copied through the stack (its wide reload would stall on store forwarding).
   allocation do_allocate(std::size_t bytes, stream_t) override {
-    if (VRAMSCOPE_LIKELY(bytes <= block_size_ && !free_.empty())) {
-      address_t a = free_.back();
-      free_.pop_back();
-      set_free(a, false);
-      return {a, block_size_};
+    if (VRAMSCOPE_LIKELY(bytes <= block_size_ && free_top_ != 0)) {
+      const std::size_t top = --free_top_;
+      const std::uint32_t index = free_index_[top];
+      is_free_[index] = 0;
+      return {free_address_[top], block_size_, index};
     }
     return allocate_slow(bytes);
   }
 
-  void do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) override {
-    free_.push_back(address);
-    set_free(address, true);
+  void do_deallocate(address_t address, std::uint64_t, std::uint32_t index, stream_t) override {
+    const std::size_t top = free_top_++;
+    free_address_[top] = address;
+    free_index_[top] = index;
+    is_free_[index] = 1;
   }
 
   VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes) {
     if (bytes > block_size_)
       fail(bytes, 0, ("request larger than block_size " + format_bytes(block_size_)).c_str());
-    if (regions_.size() >= max_regions_)
+    if (region_order_.size() >= max_regions_)
       fail(bytes, 0, "every block of the pool is in use");
-    address_t base = obtain_region(region_bytes());
-    regions_.push_back({base, std::vector<bool>(blocks_per_region_, true)});
+    // The first unused slot, else a new one (block indices are 32-bit cookies).
+    std::uint32_t slot = 0;
+    while (slot < regions_.size() && regions_[slot].address != 0) ++slot;
+    if (slot == regions_.size() &&
+        (std::uint64_t{slot} + 1) * blocks_per_region_ > std::uint64_t{no_index})
+      fail(bytes, 0, "more blocks than a 32-bit index can number");
+    if (slot == regions_.size()) {
+      is_free_.resize(is_free_.size() + blocks_per_region_, 0);
+      free_address_.resize(is_free_.size());
+      free_index_.resize(is_free_.size());
+      regions_.push_back({0});
+    }
+    address_t base;
+    try {
+      base = obtain_region(region_bytes());
+    } catch (...) {
+      if (slot + 1 == regions_.size()) {  // leave no trace of the attempt
+        regions_.pop_back();
+        is_free_.resize(is_free_.size() - blocks_per_region_);
+        free_address_.resize(is_free_.size());
+        free_index_.resize(is_free_.size());
+      }
+      throw;
+    }
+    regions_[slot].address = base;
+    region_order_.push_back(slot);
+    const std::uint32_t first = first_index(slot);
+    std::fill(is_free_.begin() + first, is_free_.begin() + first + blocks_per_region_, 1);
     // Lowest address on top of the stack.
-    for (std::size_t i = blocks_per_region_; i-- > 0;) free_.push_back(base + i * block_size_);
+    for (std::size_t i = blocks_per_region_; i-- > 0; ++free_top_) {
+      free_address_[free_top_] = base + i * block_size_;
+      free_index_[free_top_] = first + static_cast<std::uint32_t>(i);
+    }
     return do_allocate(bytes, 0);
   }
 
   void do_walk(layout_visitor& v) const override {
-    for (auto& r : regions_) {
-      v.region({r.address, region_bytes(), true, 0});
+    for (std::uint32_t r : region_order_) {
+      const address_t base = regions_[r].address;
+      v.region({base, region_bytes(), true, 0});
+      const std::uint32_t first = first_index(r);
       for (std::size_t i = 0; i < blocks_per_region_; ++i)
-        v.block({r.address + i * block_size_, block_size_,
-                 r.is_free[i] ? block_state::free : block_state::live, 0});
+        v.block({base + i * block_size_, block_size_,
+                 is_free_[first + i] ? block_state::free : block_state::live, 0});
     }
   }
 
   bool do_was_freed(address_t a) const override {
-    const region* r = find_region(a);
-    return r != nullptr && (a - r->address) % block_size_ == 0 &&
-           r->is_free[(a - r->address) / block_size_];
+    for (std::uint32_t r : region_order_) {
+      const address_t base = regions_[r].address;
+      if (a >= base && a < base + region_bytes())
+        return (a - base) % block_size_ == 0 && is_free_[first_index(r) + (a - base) / block_size_];
+    }
+    return false;
   }
 
   void do_trim() override {
     // A region whose blocks are all free goes back to the device.
-    for (std::size_t i = regions_.size(); i-- > 0;) {
-      region& r = regions_[i];
-      bool all_free = true;
-      for (bool f : r.is_free) all_free = all_free && f;
-      if (!all_free) continue;
-      address_t lo = r.address, hi = r.address + region_bytes();
-      std::vector<address_t> kept;
-      for (address_t a : free_)
-        if (a < lo || a >= hi) kept.push_back(a);
-      free_.swap(kept);
-      return_region(r.address, region_bytes());
-      regions_.erase(regions_.begin() + static_cast<std::ptrdiff_t>(i));
+    for (std::size_t k = region_order_.size(); k-- > 0;) {
+      const std::uint32_t r = region_order_[k];
+      const std::uint32_t first = first_index(r);
+      if (!std::all_of(is_free_.begin() + first, is_free_.begin() + first + blocks_per_region_,
+                       [](std::uint8_t f) { return f != 0; }))
+        continue;
+      const std::uint32_t end = first + static_cast<std::uint32_t>(blocks_per_region_);
+      std::size_t kept = 0;
+      for (std::size_t i = 0; i < free_top_; ++i) {
+        if (free_index_[i] >= first && free_index_[i] < end) continue;
+        free_address_[kept] = free_address_[i];
+        free_index_[kept] = free_index_[i];
+        ++kept;
+      }
+      free_top_ = kept;
+      std::fill(is_free_.begin() + first, is_free_.begin() + end, 0);
+      return_region(regions_[r].address, region_bytes());
+      regions_[r].address = 0;
+      region_order_.erase(region_order_.begin() + static_cast<std::ptrdiff_t>(k));
     }
   }
 
+  static constexpr std::uint32_t no_index = ~std::uint32_t{0};
   struct region {
-    address_t address;
-    std::vector<bool> is_free;
+    address_t address;  // 0: the slot is unused
   };
 
   std::size_t region_bytes() const { return blocks_per_region_ * block_size_; }
-  const region* find_region(address_t a) const {
-    for (auto& r : regions_)
-      if (a >= r.address && a < r.address + region_bytes()) return &r;
-    return nullptr;
-  }
-  void set_free(address_t a, bool f) {
-    // One region in the common case: a short scan, no map.
-    for (auto& r : regions_)
-      if (a >= r.address && a < r.address + region_bytes()) {
-        r.is_free[(a - r.address) / block_size_] = f;
-        return;
-      }
+  std::uint32_t first_index(std::uint32_t slot) const {
+    return static_cast<std::uint32_t>(slot * blocks_per_region_);
   }
 
   std::size_t block_size_;
   std::size_t pool_size_;
   std::size_t max_regions_;
   std::size_t blocks_per_region_;
-  std::vector<region> regions_;
-  std::vector<address_t> free_;
+  std::vector<region> regions_;             // slots; a trimmed region leaves its slot unused
+  std::vector<std::uint32_t> region_order_;  // slots in use, in the order they were obtained
+  std::vector<std::uint8_t> is_free_;       // per block index
+  std::vector<address_t> free_address_;     // the free stack, warmest on top
+  std::vector<std::uint32_t> free_index_;
+  std::size_t free_top_ = 0;
 };
 
 const strategy_registration registration{
