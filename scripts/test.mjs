@@ -6,7 +6,7 @@
 //   VRAMSCOPE_CUDA                AUTO (default), ON or OFF: compile the CUDA code too
 //   VRAMSCOPE_JOBS                parallel compile and test jobs (default: the cores, at most 8)
 import { spawnSync } from 'node:child_process'
-import { existsSync, readdirSync } from 'node:fs'
+import { existsSync, readdirSync, statSync } from 'node:fs'
 import { availableParallelism } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -36,6 +36,20 @@ function step(title, command, args, { last = false, ...options } = {}) {
   return ok
 }
 
+function newestNativeSource() {
+  let newest = 0
+  const walk = (dir) => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      if (entry.name.startsWith('build')) continue
+      const path = join(dir, entry.name)
+      if (entry.isDirectory()) walk(path)
+      else if (/\.(cpp|hpp|cu|cuh|h|txt)$/.test(entry.name)) newest = Math.max(newest, statSync(path).mtimeMs)
+    }
+  }
+  walk(join(root, 'native'))
+  return newest
+}
+
 if (only !== 'unit') {
   const configured = step('native configure', 'cmake', ['-S', join(root, 'native'), '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DVRAMSCOPE_CUDA=${cuda}`])
   const built = configured && step('native build', 'cmake', ['--build', buildDir, '--parallel', jobs])
@@ -48,8 +62,11 @@ if (only !== 'unit') {
 if (only !== 'native') {
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
-  if (!existsSync(join(root, 'build', 'Release', 'vramscope.node')))
-    step('native addon (missing, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
+  // The Node tests go through the addon: build it when it is missing or older than any native
+  // source, so a developer never tests a stale binary.
+  const addon = join(root, 'build', 'Release', 'vramscope.node')
+  const stale = !existsSync(addon) || newestNativeSource() > statSync(addon).mtimeMs
+  if (stale) step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
   const unitDir = join(root, 'test', 'unit')
   const files = readdirSync(unitDir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(unitDir, f))
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
