@@ -25,12 +25,21 @@ struct slab {
   std::uint32_t free_count;
   std::uint32_t live = 0;
   std::uint32_t free_head = 0;
+  std::uint32_t id = 0;           // its index in slab_allocator::slab_of_id_, the blocks' cookie
+  std::uint32_t class_index = 0;
+  // A slot's index is (address - base) / size, an exact division: (address - base) >> shift times
+  // the inverse of size's odd part modulo 2^64 (no divide instruction).
+  unsigned shift = 0;
+  std::uint64_t odd_inverse = 1;
   bool in_partial = false;  // on its class's stack of slabs that have a free slot
   std::vector<std::uint32_t> next_slot;
 
   slab(address_t b, std::uint32_t slots) : base(b), capacity(slots), free_count(slots), next_slot(slots) {
     // Lowest address first, so a fresh slab fills from its start.
     for (std::uint32_t i = 0; i < slots; ++i) next_slot[i] = i + 1 < slots ? i + 1 : no_slot;
+  }
+  std::uint32_t slot_of(address_t a) const {
+    return static_cast<std::uint32_t>(((a - base) >> shift) * odd_inverse);
   }
   std::uint32_t pop_free() {
     std::uint32_t slot = free_head;
@@ -56,7 +65,8 @@ struct size_class {
   std::uint32_t slots_per_slab;
   std::vector<slab*> partial;                 // slabs with a free slot; the top one serves requests
   std::vector<std::unique_ptr<slab>> slabs;   // every slab of this class, sorted by base address
-  slab* last_freed_into = nullptr;            // where the previous free went: the usual next one
+  unsigned shift;                             // size = odd << shift
+  std::uint64_t odd_inverse;                  // odd * odd_inverse == 1 modulo 2^64
 
   std::uint64_t slab_bytes() const { return std::uint64_t{slots_per_slab} * size; }
   slab* find(address_t a) const {
@@ -96,9 +106,24 @@ class slab_allocator final : public allocator {
       size_class c;
       c.size = s;
       c.slots_per_slab = static_cast<std::uint32_t>(slab_size_ / s);
+      c.shift = 0;
+      while (((s >> c.shift) & 1) == 0) ++c.shift;
+      const std::uint64_t odd = s >> c.shift;
+      // Newton's iteration doubles the correct low bits each step: 3 (odd * odd == 1 mod 8),
+      // then 6, 12, 24, 48, 96.
+      std::uint64_t inverse = odd;
+      for (int i = 0; i < 5; ++i) inverse *= 2 - odd * inverse;
+      c.odd_inverse = inverse;
       classes_.push_back(std::move(c));
     }
     largest_class_ = sizes.back();
+    // first_class_at_log2_[k]: the first class of at least 2^k bytes (a request of n bytes, with
+    // 2^k <= n, need not look at any class below it).
+    for (unsigned k = 0; k < 64; ++k) {
+      std::size_t i = 0;
+      while (i < classes_.size() && classes_[i].size < (std::uint64_t{1} << k)) ++i;
+      first_class_at_log2_[k] = static_cast<std::uint32_t>(i);
+    }
   }
 
   ~slab_allocator() override {
@@ -108,7 +133,8 @@ class slab_allocator final : public allocator {
   }
 
  private:
-  // Fast path: the smallest class that fits, and a slot popped from its warmest partial slab.
+  // Fast path: the smallest class that fits, and a slot popped from its warmest partial slab. The
+  // cookie is the slab's id (large_cookie for a dedicated region).
   allocation do_allocate(std::size_t bytes, stream_t) override {
     if (VRAMSCOPE_LIKELY(bytes <= largest_class_)) {
       size_class& c = classes_[class_for(bytes)];
@@ -116,30 +142,27 @@ class slab_allocator final : public allocator {
         slab& s = *c.partial.back();
         std::uint32_t slot = s.pop_free();
         if (VRAMSCOPE_UNLIKELY(s.free_count == 0)) leave_partial(c);
-        return {s.base + slot * c.size, c.size};
+        return {s.base + slot * c.size, c.size, s.id};
       }
     }
     return allocate_slow(bytes);
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t, stream_t) override {
-    if (VRAMSCOPE_LIKELY(rounded <= largest_class_)) {
-      size_class& c = classes_[class_for(rounded)];
-      slab* s = c.last_freed_into;
-      if (VRAMSCOPE_UNLIKELY(s == nullptr || address < s->base || address >= s->base + c.slab_bytes()))
-        s = c.last_freed_into = c.find(address);
-      VRAMSCOPE_ASSERT(s != nullptr);
-      s->push_free(static_cast<std::uint32_t>((address - s->base) / c.size));
-      if (VRAMSCOPE_UNLIKELY(!s->in_partial || (s->live == 0 && release_empty_slabs_)))
-        after_free_slow(c, *s);
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t id, stream_t) override {
+    if (VRAMSCOPE_LIKELY(id != large_cookie)) {
+      slab& s = *slab_of_id_[id];
+      VRAMSCOPE_ASSERT(address >= s.base && (address - s.base) % classes_[s.class_index].size == 0);
+      s.push_free(s.slot_of(address));
+      if (VRAMSCOPE_UNLIKELY(!s.in_partial || (s.live == 0 && release_empty_slabs_)))
+        after_free_slow(classes_[s.class_index], s);
       return;
     }
     return_large(address, rounded);
   }
 
   std::size_t class_for(std::size_t bytes) const {
-    // A handful of classes: a linear scan beats a search.
-    std::size_t i = 0;
+    // From the first class that could fit, a short linear scan.
+    std::size_t i = first_class_at_log2_[log2_floor(bytes)];
     while (classes_[i].size < bytes) ++i;
     return i;
   }
@@ -162,6 +185,17 @@ class slab_allocator final : public allocator {
                                     "no memory for a new slab of class " + format_bytes(c.size));
     auto owned = std::make_unique<slab>(base, c.slots_per_slab);
     slab* s = owned.get();
+    s->class_index = static_cast<std::uint32_t>(index);
+    s->shift = c.shift;
+    s->odd_inverse = c.odd_inverse;
+    if (free_ids_.empty()) {
+      s->id = static_cast<std::uint32_t>(slab_of_id_.size());
+      slab_of_id_.push_back(s);
+    } else {
+      s->id = free_ids_.back();
+      free_ids_.pop_back();
+      slab_of_id_[s->id] = s;
+    }
     auto at = std::upper_bound(c.slabs.begin(), c.slabs.end(), base,
                                [](address_t x, const std::unique_ptr<slab>& t) { return x < t->base; });
     c.slabs.insert(at, std::move(owned));
@@ -178,7 +212,7 @@ class slab_allocator final : public allocator {
     std::size_t rounded = align_up(bytes, large_alignment);
     address_t a = obtain_or_fail(rounded, large_kind(), bytes, "no memory for a dedicated region");
     large_.emplace(a, rounded);
-    return {a, rounded};
+    return {a, rounded, large_cookie};
   }
 
   VRAMSCOPE_NOINLINE void return_large(address_t address, std::uint64_t rounded) {
@@ -198,7 +232,8 @@ class slab_allocator final : public allocator {
   void release_slab(size_class& c, slab& s) {
     std::size_t index = static_cast<std::size_t>(&c - classes_.data());
     if (s.in_partial) c.partial.erase(std::find(c.partial.begin(), c.partial.end(), &s));
-    if (c.last_freed_into == &s) c.last_freed_into = nullptr;
+    slab_of_id_[s.id] = nullptr;
+    free_ids_.push_back(s.id);
     address_t base = s.base;
     auto it = std::find_if(c.slabs.begin(), c.slabs.end(),
                            [&](const std::unique_ptr<slab>& t) { return t.get() == &s; });
@@ -256,7 +291,12 @@ class slab_allocator final : public allocator {
     return false;  // dedicated regions go back to the device at once and are not remembered
   }
 
+  static constexpr std::uint32_t large_cookie = ~std::uint32_t{0};
+
   std::vector<size_class> classes_;
+  std::uint32_t first_class_at_log2_[64];
+  std::vector<slab*> slab_of_id_;       // every slab by its id; nullptr for ids free for reuse
+  std::vector<std::uint32_t> free_ids_;
   std::uint64_t largest_class_ = 0;
   std::uint64_t slab_size_ = 0;
   std::uint64_t max_slabs_ = 0;
