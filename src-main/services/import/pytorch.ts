@@ -30,7 +30,6 @@
 import { open, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 
-import { EventsBuilder } from '../trace/events-builder.ts'
 import { LayoutOp, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 import type { StrategyResult } from '../trace/results.ts'
@@ -197,7 +196,7 @@ async function importFrom(file: string, size: number, readPass: ReadPass, option
   if (format === 'json') return fromJson(concat(jsonParts, size), file, options)
   const done = unpickler as Unpickler | null
   if (done === null) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
-  return mapper.finish(done.finish(), 'pickle', done.pickleProtocol)
+  return mapper.finishYielding(done.finish(), 'pickle', done.pickleProtocol)
 }
 
 function concat(parts: Uint8Array[], size: number): Uint8Array {
@@ -243,45 +242,120 @@ function fromJson(bytes: Uint8Array, file: string, options: PytorchImportOptions
   return new SnapshotMapper(file, options).finish(root as PickleValue, 'json', undefined)
 }
 
-/** Growable layout columns; addresses are kept as numbers (exact: device addresses are below 2^53). */
-class LayoutBuilder {
-  length = 0
-  op = new Uint8Array(1024)
-  address = new Float64Array(1024)
-  size = new Float64Array(1024)
-  requested = new Float64Array(1024)
-  stream = new Float64Array(1024)
-  aux = new Uint32Array(1024)
-  time = new Float64Array(1024)
+/** Rows per chunk of the column stores below: growing never copies, and the final copy frees as it goes. */
+const CHUNK_SHIFT = 16
+const CHUNK_ROWS = 1 << CHUNK_SHIFT
+const CHUNK_MASK = CHUNK_ROWS - 1
+/** The finishing copies let the event loop in after this many chunks (about 10 ms of copying). */
+const YIELD_CHUNKS = 8
 
-  push(op: number, address: number, size: number, requested: number, stream: number, time: number, aux = 0): void {
-    if (this.length === this.op.length) this.grow()
-    const i = this.length++
-    this.op[i] = op
-    this.address[i] = address
-    this.size[i] = size
-    this.requested[i] = requested
-    this.stream[i] = stream
-    this.aux[i] = aux
-    this.time[i] = time
+/** Request events in chunks of typed-array columns (TraceEvents), appended one at a time. */
+class EventChunks {
+  readonly chunks: TraceEvents[] = []
+  length = 0
+
+  push(kind: number, id: number, size: number, stream: number, device: number, time: number, stack = -1, tag = -1): void {
+    const i = this.length & CHUNK_MASK
+    if (i === 0) this.chunks.push(allocateEvents(CHUNK_ROWS))
+    const c = this.chunks[this.chunks.length - 1]!
+    c.kind[i] = kind
+    c.id[i] = id
+    c.size[i] = size
+    c.stream[i] = stream
+    c.device[i] = device
+    c.time[i] = time
+    c.stack[i] = stack
+    c.tag[i] = tag
+    this.length++
   }
 
-  private grow(): void {
-    const n = this.op.length * 2
-    const grow = <T extends Uint8Array | Float64Array | Uint32Array>(a: T, make: (n: number) => T): T => {
-      const b = make(n)
-      b.set(a)
-      return b
+  time(row: number): number {
+    return this.chunks[row >>> CHUNK_SHIFT]!.time[row & CHUNK_MASK]!
+  }
+
+  /** Copies rows [from, to) to `target` at row `at`; returns the row after them. Chunks wholly copied are let go. */
+  moveTo(from: number, to: number, target: TraceEvents, at: number): number {
+    for (let row = from; row < to; ) {
+      const k = row >>> CHUNK_SHIFT
+      const first = row & CHUNK_MASK
+      const last = Math.min(CHUNK_ROWS, first + (to - row))
+      const c = this.chunks[k]!
+      target.kind.set(c.kind.subarray(first, last), at)
+      target.id.set(c.id.subarray(first, last), at)
+      target.size.set(c.size.subarray(first, last), at)
+      target.stream.set(c.stream.subarray(first, last), at)
+      target.device.set(c.device.subarray(first, last), at)
+      target.time.set(c.time.subarray(first, last), at)
+      target.stack.set(c.stack.subarray(first, last), at)
+      target.tag.set(c.tag.subarray(first, last), at)
+      if (last === CHUNK_ROWS) this.chunks[k] = EMPTY_EVENTS
+      at += last - first
+      row += last - first
     }
-    this.op = grow(this.op, (k) => new Uint8Array(k))
-    this.address = grow(this.address, (k) => new Float64Array(k))
-    this.size = grow(this.size, (k) => new Float64Array(k))
-    this.requested = grow(this.requested, (k) => new Float64Array(k))
-    this.stream = grow(this.stream, (k) => new Float64Array(k))
-    this.aux = grow(this.aux, (k) => new Uint32Array(k))
-    this.time = grow(this.time, (k) => new Float64Array(k))
+    return at
   }
 }
+
+const EMPTY_EVENTS = allocateEvents(0)
+
+interface LayoutChunk {
+  op: Uint8Array
+  address: Float64Array
+  size: Float64Array
+  requested: Float64Array
+  stream: Float64Array
+  aux: Uint32Array
+  time: Float64Array
+}
+
+function layoutChunk(n: number): LayoutChunk {
+  return { op: new Uint8Array(n), address: new Float64Array(n), size: new Float64Array(n), requested: new Float64Array(n), stream: new Float64Array(n), aux: new Uint32Array(n), time: new Float64Array(n) }
+}
+
+/** Layout events in chunks; addresses kept as numbers (exact: device addresses are below 2^53). */
+class LayoutChunks {
+  readonly chunks: LayoutChunk[] = []
+  length = 0
+
+  push(op: number, address: number, size: number, requested: number, stream: number, time: number, aux = 0): void {
+    const i = this.length & CHUNK_MASK
+    if (i === 0) this.chunks.push(layoutChunk(CHUNK_ROWS))
+    const c = this.chunks[this.chunks.length - 1]!
+    c.op[i] = op
+    c.address[i] = address
+    c.size[i] = size
+    c.requested[i] = requested
+    c.stream[i] = stream
+    c.aux[i] = aux
+    c.time[i] = time
+    this.length++
+  }
+
+  setAux(row: number, aux: number): void {
+    this.chunks[row >>> CHUNK_SHIFT]!.aux[row & CHUNK_MASK] = aux
+  }
+
+  /** Appends every row to `layout` at row `at`, times made ns from t0; returns the row after them. Lets the chunks go. */
+  *moveTo(layout: LayoutTrace, at: number, t0: number): Generator<void, number> {
+    for (let k = 0; k < this.chunks.length; k++) {
+      if (k % YIELD_CHUNKS === YIELD_CHUNKS - 1) yield
+      const c = this.chunks[k]!
+      const n = Math.min(CHUNK_ROWS, this.length - k * CHUNK_ROWS)
+      layout.op.set(c.op.subarray(0, n), at)
+      toAddresses(c.address, 0, n, layout.address, at)
+      layout.size.set(c.size.subarray(0, n), at)
+      layout.requested.set(c.requested.subarray(0, n), at)
+      layout.stream.set(c.stream.subarray(0, n), at)
+      layout.aux.set(c.aux.subarray(0, n), at)
+      for (let i = 0; i < n; i++) layout.time[at + i] = Number.isNaN(c.time[i]!) ? 0 : (c.time[i]! - t0) * 1000
+      this.chunks[k] = EMPTY_LAYOUT
+      at += n
+    }
+    return at
+  }
+}
+
+const EMPTY_LAYOUT = layoutChunk(0)
 
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
 
@@ -425,11 +499,11 @@ class EventShape {
 
 /** What one device's events turn into while they arrive. */
 class DeviceState {
-  readonly events = new EventsBuilder(4096)
-  readonly layout = new LayoutBuilder()
+  readonly events = new EventChunks()
+  readonly layout = new LayoutChunks()
   /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else. */
-  readonly synthEvents = new EventsBuilder(64)
-  readonly synthLayout = new LayoutBuilder()
+  readonly synthEvents = new EventChunks()
+  readonly synthLayout = new LayoutChunks()
   /** This device's ids are dense from 0; the merge offsets them after the devices before it. */
   nextId = 0
   requestedById = new Float64Array(256)
@@ -761,6 +835,24 @@ class SnapshotMapper {
 
   /** The whole snapshot is read: add what only its end says, and build the traces. */
   finish(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+    const steps = this.finishSteps(root, format, protocol)
+    for (;;) {
+      const step = steps.next()
+      if (step.done) return step.value
+    }
+  }
+
+  /** finish() with the event loop let in between its steps (each a copy of at most one column set). */
+  async finishYielding(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): Promise<PytorchImport> {
+    const steps = this.finishSteps(root, format, protocol)
+    for (;;) {
+      const step = steps.next()
+      if (step.done) return step.value
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    }
+  }
+
+  private *finishSteps(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): Generator<void, PytorchImport> {
     if (!isDict(root)) this.fail(`the root must be a dict (a memory snapshot), got ${describe(root)}`)
     const traces = field(root, 'device_traces')
     if (!Array.isArray(traces))
@@ -832,8 +924,13 @@ class SnapshotMapper {
     const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
 
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
-    const events = this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
-    const recorded = ordered.map((s) => this.recordedLayout(s, t0, settings, ordered.length > 1))
+    yield
+    const events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    const recorded: StrategyResult[] = []
+    for (const s of ordered) {
+      yield
+      recorded.push(yield* this.recordedLayout(s, t0, settings, ordered.length > 1))
+    }
 
     const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
     for (const s of ordered) {
@@ -899,7 +996,7 @@ class SnapshotMapper {
         s.overflow.synthesizedSegments++
       } else {
         const row = s.reserveRow.get(address)
-        if (row !== undefined) s.layout.aux[row] = poolOf(seg)
+        if (row !== undefined) s.layout.setAux(row, poolOf(seg))
       }
       const blocks = field(seg, 'blocks')
       if (!Array.isArray(blocks)) continue
@@ -936,69 +1033,73 @@ class SnapshotMapper {
    * The request events of every imported device in one time order (stand-ins at t = 0 first,
    * then each device's events, markers from annotations placed by time), times in ns from t0.
    */
-  private mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): TraceEvents {
-    const synth = states.map((s) => s.synthEvents.view())
-    const main = states.map((s) => s.events.view())
+  private *mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): Generator<void, TraceEvents> {
     // Each device numbered its blocks from 0: follow on from the devices before it.
     let base = 0
-    states.forEach((s, d) => {
+    for (const s of states) {
       if (base > 0) {
-        for (const part of [synth[d]!, main[d]!]) {
-          for (let i = 0; i < part.kind.length; i++) if (part.kind[i] === EventKind.alloc || part.kind[i] === EventKind.free) part.id[i]! += base
+        for (const part of [s.synthEvents, s.events]) {
+          for (const c of part.chunks) for (let i = 0; i < c.kind.length; i++) if (c.kind[i] === EventKind.alloc || c.kind[i] === EventKind.free) c.id[i]! += base
         }
       }
       base += s.nextId
-    })
-    const total = [...synth, ...main].reduce((n, p) => n + p.kind.length, 0) + markerTimes.length
+    }
+    const main = states.map((s) => s.events)
+    const total = states.reduce((n, s) => n + s.synthEvents.length + s.events.length, 0) + markerTimes.length
     const out = allocateEvents(total)
     let at = 0
-    for (const part of synth) at = copyRows(part, 0, part.kind.length, out, at)
+    for (const s of states) at = s.synthEvents.moveTo(0, s.synthEvents.length, out, at)
     const order = markerTimes.map((_, i) => i).sort((a, b) => markerTimes[a]! - markerTimes[b]!)
     const markerStream = order.length > 0 ? this.stream(0) : 0
-    const putMarker = (m: number) => {
-      out.kind[at] = EventKind.marker
-      out.id[at] = markerIds[m]!
-      out.stream[at] = markerStream
-      out.device[at] = markerDevices[m]!
-      out.time[at] = markerTimes[m]!
-      at++
-    }
     const cursors = main.map(() => 0)
     let next = 0
+    let yieldAt = YIELD_CHUNKS * CHUNK_ROWS
     for (;;) {
       // The device whose next event is earliest; a marker goes before events later than it.
       let best = -1
       let bestTime = Infinity
       for (let d = 0; d < main.length; d++) {
         const c = cursors[d]!
-        if (c < main[d]!.kind.length && main[d]!.time[c]! < bestTime) {
+        if (c < main[d]!.length && main[d]!.time(c) < bestTime) {
           best = d
-          bestTime = main[d]!.time[c]!
+          bestTime = main[d]!.time(c)
         }
       }
       if (next < order.length && (markerTimes[order[next]!]! < bestTime || best < 0)) {
-        putMarker(order[next++]!)
+        const m = order[next++]!
+        out.kind[at] = EventKind.marker
+        out.id[at] = markerIds[m]!
+        out.stream[at] = markerStream
+        out.device[at] = markerDevices[m]!
+        out.time[at] = markerTimes[m]!
+        at++
         continue
       }
       if (best < 0) break
-      // Copy the run of this device's events up to the next marker or the next other device's event.
+      // The run of this device's events up to the next marker or the next other device's event.
       let limit = next < order.length ? markerTimes[order[next]!]! : Infinity
-      for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.kind.length) limit = Math.min(limit, main[d]!.time[cursors[d]!]!)
+      for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.length) limit = Math.min(limit, main[d]!.time(cursors[d]!))
       const part = main[best]!
       let end = cursors[best]! + 1
-      while (end < part.kind.length && part.time[end]! <= limit) end++
-      at = copyRows(part, cursors[best]!, end, out, at)
+      const most = cursors[best]! + YIELD_CHUNKS * CHUNK_ROWS
+      while (end < part.length && end < most && part.time(end) <= limit) end++
+      at = part.moveTo(cursors[best]!, end, out, at)
       cursors[best] = end
+      if (at >= yieldAt) {
+        yield
+        yieldAt = at + YIELD_CHUNKS * CHUNK_ROWS
+      }
     }
     const time = out.time
-    for (let i = 0; i < time.length; i++) time[i] = Number.isNaN(time[i]!) ? 0 : (time[i]! - t0) * 1000
+    for (let i = 0; i < time.length; i++) {
+      time[i] = Number.isNaN(time[i]!) ? 0 : (time[i]! - t0) * 1000
+      if ((i & (YIELD_CHUNKS * CHUNK_ROWS - 1)) === 0 && i > 0) yield
+    }
     return out
   }
 
-  private recordedLayout(s: DeviceState, t0: number, settings: unknown, several: boolean): StrategyResult {
-    const a = s.synthLayout
-    const b = s.layout
-    const n = a.length + b.length
+  private *recordedLayout(s: DeviceState, t0: number, settings: unknown, several: boolean): Generator<void, StrategyResult> {
+    const n = s.synthLayout.length + s.layout.length
     const layout: LayoutTrace = {
       op: new Uint8Array(n),
       address: new BigUint64Array(n),
@@ -1008,17 +1109,8 @@ class SnapshotMapper {
       time: new Float64Array(n),
       aux: new Uint32Array(n),
     }
-    let at = 0
-    for (const part of [a, b]) {
-      layout.op.set(part.op.subarray(0, part.length), at)
-      toAddresses(part.address, 0, part.length, layout.address, at)
-      layout.size.set(part.size.subarray(0, part.length), at)
-      layout.requested.set(part.requested.subarray(0, part.length), at)
-      layout.stream.set(part.stream.subarray(0, part.length), at)
-      layout.aux.set(part.aux.subarray(0, part.length), at)
-      for (let i = 0; i < part.length; i++) layout.time[at + i] = Number.isNaN(part.time[i]!) ? 0 : (part.time[i]! - t0) * 1000
-      at += part.length
-    }
+    const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
+    yield* s.layout.moveTo(layout, synthRows, t0)
     const params: Record<string, unknown> = { device: s.device }
     if (isDict(settings)) for (const [k, v] of entries(settings)) params[String(k)] = plainJson(v)
     return {
@@ -1038,20 +1130,6 @@ function sameIds(a: Uint32Array, b: Uint32Array): boolean {
   if (a.length !== b.length) return false
   for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
   return true
-}
-
-/** Copies rows [from, to) of `source` to `target` at row `at`; returns the row after them. */
-function copyRows(source: TraceEvents, from: number, to: number, target: TraceEvents, at: number): number {
-  if (to <= from) return at
-  target.kind.set(source.kind.subarray(from, to), at)
-  target.id.set(source.id.subarray(from, to), at)
-  target.size.set(source.size.subarray(from, to), at)
-  target.stream.set(source.stream.subarray(from, to), at)
-  target.device.set(source.device.subarray(from, to), at)
-  target.time.set(source.time.subarray(from, to), at)
-  target.stack.set(source.stack.subarray(from, to), at)
-  target.tag.set(source.tag.subarray(from, to), at)
-  return at + to - from
 }
 
 /** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
