@@ -243,11 +243,11 @@ function fromJson(bytes: Uint8Array, file: string, options: PytorchImportOptions
 }
 
 /** Rows per chunk of the column stores below: growing never copies, and the final copy frees as it goes. */
-const CHUNK_SHIFT = 16
+const CHUNK_SHIFT = 12
 const CHUNK_ROWS = 1 << CHUNK_SHIFT
 const CHUNK_MASK = CHUNK_ROWS - 1
 /** The finishing copies let the event loop in after this many chunks (about 10 ms of copying). */
-const YIELD_CHUNKS = 8
+const YIELD_CHUNKS = 128
 
 /** Request events in chunks of typed-array columns (TraceEvents), appended one at a time. */
 class EventChunks {
