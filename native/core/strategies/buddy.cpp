@@ -31,7 +31,6 @@ class buddy_allocator final : public allocator {
     if (max_pools_ == 0) throw invalid_argument("buddy: parameter 'max_pools' must be at least 1");
     min_shift_ = log2_floor(min_block_);
     max_order_ = log2_floor(pool_size_) - min_shift_;
-    pools_with_free_.assign(max_order_ + 1, 0);
     // Each order's bitmaps: blocks of order k are indexed 0 .. 2^(max_order - k) - 1.
     std::size_t words = 0;
     for (unsigned k = 0; k <= max_order_; ++k) {
@@ -50,25 +49,29 @@ class buddy_allocator final : public allocator {
   }
 
  private:
-  struct order_state {
+  // One order of one pool.
+  struct level {
+    std::uint64_t* free_bits;  // bit i: node (this order, i) is a free block; into pool::words
+    std::uint64_t* live_bits;  // bit i: it is a live block
     // Indices that were free when pushed: a LIFO stack checked against the free bitmap on pop, so
     // that a merge clears one bit instead of searching the stack. Emptied whenever free_count drops
     // to 0, compacted when stale entries outnumber the free ones.
     std::vector<std::uint32_t> candidates;
     std::uint32_t free_count = 0;
   };
-  // Invariants, per pool: free bit (k, i) is set iff node (order k, index i) is a free block and
-  // live bit (k, i) iff it is a live block; orders[k].free_count counts the free bits of order k and
-  // each of them is among orders[k].candidates; a node that is neither free nor live (nor inside
-  // one) is split in two. No free block's buddy is free at the same order.
+  // Invariants, per pool: levels[k].free_count counts the free bits of order k, each of them is
+  // among levels[k].candidates, and bit k of non_empty is set iff that count is not 0; a node that
+  // is neither free nor live (nor inside one) is split in two. No free block's buddy is free at the
+  // same order. non_empty_orders_ is the OR of every pool's non_empty.
   struct pool {
     address_t base;
-    std::vector<std::uint64_t> words;  // free bitmaps at free_offset_[k], live ones at live_offset_[k]
-    std::vector<order_state> orders;
+    std::vector<std::uint64_t> words;  // the free and live bitmaps of every order; never resized
+    std::vector<level> levels;
+    std::uint64_t non_empty = 0;
   };
 
   // Fast path: the smallest order at or above the request's with a free block, the one freed last
-  // (LIFO, still warm), split down to the request's order.
+  // (LIFO, still warm), split down to the request's order. The cookie is the block's order.
   allocation do_allocate(std::size_t bytes, stream_t) override {
     if (VRAMSCOPE_LIKELY(bytes <= pool_size_)) {
       const unsigned order = order_for(bytes);
@@ -78,25 +81,36 @@ class buddy_allocator final : public allocator {
         pool& p = pool_with_free(j);
         std::size_t index = pop_free(p, j);
         if (VRAMSCOPE_UNLIKELY(j > order)) index = split_down(p, index, j, order);
-        flip(p, live_offset_[order], index);
-        return {address_of(p, order, index), block_size(order)};
+        flip(p.levels[order].live_bits, index);
+        return {address_of(p, order, index), block_size(order), order};
       }
     }
     return allocate_slow(bytes);
   }
 
-  // Merge with the buddy while it is free at the same order: a bit test per level.
-  void do_deallocate(address_t a, std::uint64_t rounded, std::uint32_t, stream_t) override {
+  // Merge with the buddy while it is free at the same order: a bit test per level. The orders left
+  // without a free block are collected and marked once.
+  void do_deallocate(address_t a, std::uint64_t, std::uint32_t order, stream_t) override {
     pool& p = pool_of(a);
-    unsigned order = log2_floor(rounded) - min_shift_;
     std::size_t index = static_cast<std::size_t>((a - p.base) >> (min_shift_ + order));
-    flip(p, live_offset_[order], index);
+    flip(p.levels[order].live_bits, index);
     const unsigned freed_order = order;
-    while (order < max_order_ && test(p, free_offset_[order], index ^ 1)) {
-      take(p, order, index ^ 1);
+    std::uint64_t emptied = 0;
+    while (order < max_order_) {
+      level& l = p.levels[order];
+      const std::size_t buddy = index ^ 1;
+      std::uint64_t& word = l.free_bits[buddy >> 6];
+      const std::uint64_t bit = std::uint64_t{1} << (buddy & 63);
+      if ((word & bit) == 0) break;
+      word ^= bit;  // the buddy is taken into the merge
+      if (--l.free_count == 0) {
+        l.candidates.clear();  // whatever is left is stale
+        emptied |= std::uint64_t{1} << order;
+      }
       index >>= 1;
       ++order;
     }
+    if (emptied != 0) mark_empty(p, emptied);
     give(p, order, index);
     // One event for the whole cascade: the block it ended in.
     if (order != freed_order) trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
@@ -111,37 +125,57 @@ class buddy_allocator final : public allocator {
     return p.base + (static_cast<address_t>(index) << (min_shift_ + order));
   }
 
-  static bool test(const pool& p, std::size_t offset, std::size_t index) {
-    return (p.words[offset + (index >> 6)] >> (index & 63)) & 1;
+  static bool test(const std::uint64_t* bits, std::size_t index) {
+    return (bits[index >> 6] >> (index & 63)) & 1;
   }
-  static void flip(pool& p, std::size_t offset, std::size_t index) {
-    p.words[offset + (index >> 6)] ^= std::uint64_t{1} << (index & 63);
+  static void flip(std::uint64_t* bits, std::size_t index) {
+    bits[index >> 6] ^= std::uint64_t{1} << (index & 63);
   }
 
   void give(pool& p, unsigned order, std::size_t index) {
-    VRAMSCOPE_ASSERT(!test(p, free_offset_[order], index));
-    flip(p, free_offset_[order], index);
-    order_state& o = p.orders[order];
-    if (VRAMSCOPE_UNLIKELY(o.candidates.size() >= 2 * std::size_t{o.free_count} + 32)) compact(p, order);
-    o.candidates.push_back(static_cast<std::uint32_t>(index));
-    if (o.free_count++ == 0 && pools_with_free_[order]++ == 0) non_empty_orders_ |= std::uint64_t{1} << order;
+    level& l = p.levels[order];
+    VRAMSCOPE_ASSERT(!test(l.free_bits, index));
+    flip(l.free_bits, index);
+    if (l.free_count == 0) {
+      VRAMSCOPE_ASSERT(l.candidates.empty());
+      mark_non_empty(p, std::uint64_t{1} << order);
+    } else if (VRAMSCOPE_UNLIKELY(l.candidates.size() >= 2 * std::size_t{l.free_count} + 32)) {
+      compact(l);
+    }
+    l.candidates.push_back(static_cast<std::uint32_t>(index));
+    ++l.free_count;
   }
   void take(pool& p, unsigned order, std::size_t index) {
-    VRAMSCOPE_ASSERT(test(p, free_offset_[order], index));
-    flip(p, free_offset_[order], index);
-    order_state& o = p.orders[order];
-    if (--o.free_count == 0) {
-      o.candidates.clear();  // whatever is left is stale
-      if (--pools_with_free_[order] == 0) non_empty_orders_ &= ~(std::uint64_t{1} << order);
+    level& l = p.levels[order];
+    VRAMSCOPE_ASSERT(test(l.free_bits, index));
+    flip(l.free_bits, index);
+    if (--l.free_count == 0) {
+      l.candidates.clear();  // whatever is left is stale
+      mark_empty(p, std::uint64_t{1} << order);
     }
   }
+  void mark_non_empty(pool& p, std::uint64_t orders) {
+    p.non_empty |= orders;
+    non_empty_orders_ |= orders;
+  }
+  void mark_empty(pool& p, std::uint64_t orders) {
+    p.non_empty &= ~orders;
+    if (VRAMSCOPE_LIKELY(pools_.size() == 1)) non_empty_orders_ &= ~orders;
+    else recount_orders(orders);
+  }
+  VRAMSCOPE_NOINLINE void recount_orders(std::uint64_t orders) {
+    std::uint64_t any = 0;
+    for (auto& q : pools_) any |= q->non_empty & orders;
+    non_empty_orders_ = (non_empty_orders_ & ~orders) | any;
+  }
   std::size_t pop_free(pool& p, unsigned order) {
-    auto& stack = p.orders[order].candidates;
+    auto& stack = p.levels[order].candidates;
+    const std::uint64_t* bits = p.levels[order].free_bits;
     while (true) {
       VRAMSCOPE_ASSERT(!stack.empty());
       const std::size_t index = stack.back();
       stack.pop_back();
-      if (test(p, free_offset_[order], index)) {
+      if (test(bits, index)) {
         take(p, order, index);
         return index;
       }
@@ -150,30 +184,37 @@ class buddy_allocator final : public allocator {
   // Drops the stale entries. There are no duplicates: a block merged away (leaving a stale entry)
   // is free at its order again only after a split re-creates it, and a split only reaches orders
   // that have no free block, whose stacks were emptied when their count dropped to 0.
-  VRAMSCOPE_NOINLINE void compact(pool& p, unsigned order) {
-    auto& stack = p.orders[order].candidates;
-    const std::size_t offset = free_offset_[order];
-    stack.erase(std::remove_if(stack.begin(), stack.end(), [&](std::uint32_t i) { return !test(p, offset, i); }),
-                stack.end());
-    VRAMSCOPE_ASSERT(stack.size() == p.orders[order].free_count);
+  VRAMSCOPE_NOINLINE static void compact(level& l) {
+    const std::uint64_t* bits = l.free_bits;
+    l.candidates.erase(std::remove_if(l.candidates.begin(), l.candidates.end(),
+                                      [&](std::uint32_t i) { return !test(bits, i); }),
+                       l.candidates.end());
+    VRAMSCOPE_ASSERT(l.candidates.size() == l.free_count);
   }
 
   // Splits the free block (from, index) down to order `to`, freeing the upper halves; returns the
   // index of the lowest part at order `to`. Traced as one split of the block (aux = its order) with
-  // the part kept; the upper halves it freed are the rest of it.
+  // the part kept; the upper halves it freed are the rest of it. Every order in [to, from) has no
+  // free block in any pool (from is the lowest that has one), so each upper half is its order's
+  // only free block: no compaction, one mask update for all of them.
   std::size_t split_down(pool& p, std::size_t index, unsigned from, unsigned to) {
     trace(trace_op::split, address_of(p, from, index), block_size(to), 0, 0, from);
     for (unsigned j = from; j > to; --j) {
       index <<= 1;
-      give(p, j - 1, index | 1);
+      level& l = p.levels[j - 1];
+      VRAMSCOPE_ASSERT(l.free_count == 0 && l.candidates.empty() && !test(l.free_bits, index | 1));
+      flip(l.free_bits, index | 1);
+      l.candidates.push_back(static_cast<std::uint32_t>(index | 1));
+      l.free_count = 1;
     }
+    mark_non_empty(p, ((std::uint64_t{1} << from) - 1) & ~((std::uint64_t{1} << to) - 1));
     return index;
   }
 
   pool& pool_with_free(unsigned order) {
     if (VRAMSCOPE_LIKELY(pools_.size() == 1)) return *pools_[0];
     for (auto& p : pools_)  // lowest address first
-      if (p->orders[order].free_count != 0) return *p;
+      if ((p->non_empty >> order) & 1) return *p;
     VRAMSCOPE_ASSERT(false);
     return *pools_[0];
   }
@@ -203,7 +244,11 @@ class buddy_allocator final : public allocator {
                .c_str());
     auto p = std::make_unique<pool>();
     p->words.assign(pool_words_, 0);
-    p->orders.resize(max_order_ + 1);
+    p->levels.resize(max_order_ + 1);
+    for (unsigned k = 0; k <= max_order_; ++k) {
+      p->levels[k].free_bits = p->words.data() + free_offset_[k];
+      p->levels[k].live_bits = p->words.data() + live_offset_[k];
+    }
     try {
       p->base = obtain_region(pool_size_, static_cast<std::uint32_t>(pools_.size()));
     } catch (const out_of_memory& e) {
@@ -225,7 +270,7 @@ class buddy_allocator final : public allocator {
     // A pool whose root is free holds nothing: it goes back to the device.
     for (std::size_t i = pools_.size(); i-- > 0;) {
       pool& p = *pools_[i];
-      if (!test(p, free_offset_[max_order_], 0)) continue;
+      if (!test(p.levels[max_order_].free_bits, 0)) continue;
       take(p, max_order_, 0);
       const address_t base = p.base;
       pools_.erase(pools_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -242,9 +287,9 @@ class buddy_allocator final : public allocator {
 
   // A node is free, live, or else split in two (recurse).
   void walk_node(layout_visitor& v, const pool& p, unsigned order, std::size_t index) const {
-    if (test(p, free_offset_[order], index)) {
+    if (test(p.levels[order].free_bits, index)) {
       v.block({address_of(p, order, index), block_size(order), block_state::free, order});
-    } else if (test(p, live_offset_[order], index)) {
+    } else if (test(p.levels[order].live_bits, index)) {
       v.block({address_of(p, order, index), block_size(order), block_state::live, order});
     } else {
       VRAMSCOPE_ASSERT(order > 0);
@@ -258,7 +303,7 @@ class buddy_allocator final : public allocator {
     const pool* p = find_pool(a);
     if (p == nullptr || (a - p->base) % min_block_ != 0) return false;
     for (unsigned order = 0; order <= max_order_; ++order)
-      if (test(*p, free_offset_[order], static_cast<std::size_t>((a - p->base) >> (min_shift_ + order))))
+      if (test(p->levels[order].free_bits, static_cast<std::size_t>((a - p->base) >> (min_shift_ + order))))
         return true;
     return false;
   }
@@ -270,7 +315,6 @@ class buddy_allocator final : public allocator {
   unsigned max_order_;
   std::vector<std::unique_ptr<pool>> pools_;    // sorted by base address
   std::uint64_t non_empty_orders_ = 0;          // bit k: some pool has a free block of order k
-  std::vector<std::uint32_t> pools_with_free_;  // per order: pools with a free block of that order
   std::vector<std::size_t> free_offset_;        // per order: where its free bitmap starts in a pool's words
   std::vector<std::size_t> live_offset_;        // per order: where its live bitmap starts
   std::size_t pool_words_ = 0;
