@@ -187,6 +187,9 @@ const SEALED = 1 << 19 // may not be mutated: fetched from the memo, duplicated,
 const PRESENT = 1 << 20
 const OPEN = 1 << 21
 const POSITION = (1 << 20) - 1
+const MEMO_SHIFT = 10
+const MEMO_CHUNK = 1 << MEMO_SHIFT
+const MEMO_MASK = MEMO_CHUNK - 1
 /** Stack positions must fit in POSITION. */
 const STACK_LIMIT = 1 << 20
 
@@ -425,8 +428,9 @@ export class Unpickler {
   private readonly marks: Int32Array
   private nm = 0
 
-  // Dense over memo indices, or over the kept indices' ranks with keepMemo.
-  private memo: PickleValue[] = []
+  // Dense over memo indices, or over the kept indices' ranks with keepMemo; in chunks, because
+  // storing into one large (old) array costs a write-barrier slow path per value.
+  private memo: PickleValue[][] = []
   private memoInfo = new Int32Array(1024)
   private memoNext = 0
 
@@ -588,11 +592,11 @@ export class Unpickler {
             let mi = slot >= 0 && slot < memoInfo.length ? memoInfo[slot]! : 0
             if (mi === PRESENT) {
               // A scalar (most reads: dict keys).
-              stack[sp++] = memo[slot]!
+              stack[sp++] = memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK]!
               continue
             }
             if (mi === 0) throw this.opError(this.base + start, op, `memo index ${index} was never stored`)
-            const value = memo[slot]!
+            const value = memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK]!
             if (mi & OPEN) { this.sp = sp; mi = this.sealShared(index, slot, mi, value, start, op) }
             info[sp] = mi & ~PRESENT
             stack[sp++] = value
@@ -632,7 +636,7 @@ export class Unpickler {
                 this.growMemo(slot)
                 memoInfo = this.memoInfo
               }
-              memo[slot] = stack[top]!
+              ;(memo[slot >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[slot & MEMO_MASK] = stack[top]!
               memoInfo[slot] = open ? PRESENT | OPEN | top : PRESENT | inf
               if (open) memoSlot[top] = slot
             }
@@ -1006,7 +1010,7 @@ export class Unpickler {
   /** The container at `position` leaves the stack: its memo entry now says what it is, sealed. */
   private finishMemo(position: number): void {
     const slot = this.memoSlot[position]!
-    if (this.memo[slot] === this.stack[position]) this.memoInfo[slot] = this.info[position]! | SEALED | PRESENT
+    if (this.memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK] === this.stack[position]) this.memoInfo[slot] = this.info[position]! | SEALED | PRESENT
     this.memoSlot[position] = -1
   }
 
