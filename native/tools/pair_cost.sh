@@ -12,7 +12,7 @@ build=$(cd "$1" && pwd)
 shift
 pairs=${PAIRS:-20000}
 bin="$build/pair_cost"
-g++ -std=c++17 -O2 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
+g++ -std=c++17 -O3 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
   -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive -pthread -o "$bin"
 
 # The parameters the benchmark uses for each cell (its JSON notes): size live params...

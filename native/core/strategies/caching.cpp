@@ -65,8 +65,8 @@ class caching final : public allocator {
     b.allocated = false;
     if (VRAMSCOPE_LIKELY(!is_free(b.prev) && !is_free(b.next))) {
       b.gc_count_base = free_block_searches_[b.pool];
-      if (VRAMSCOPE_LIKELY(index_for(b.pool, b.stream).insert_existing_size(b.size, b.address, n)))
-        return;
+      b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
+      return;
     }
     free_slow(n);
   }
@@ -142,7 +142,7 @@ class caching final : public allocator {
       b.next = r;
       b.size = size;
       rest.gc_count_base = free_block_searches_[rest.pool];
-      index.insert(rest.size, rest.address, r);
+      rest.bucket = index.insert(rest.size, rest.address, r, rest.bucket);
       trace(trace_op::split, b.address, size, 0, b.stream, b.pool);
     }
     block_node& b = nodes_[n];
@@ -158,19 +158,19 @@ class caching final : public allocator {
     if (is_free(nodes_[n].prev)) {
       const std::uint32_t p = nodes_[n].prev;
       block_node& prev = nodes_[p];
-      index.erase(prev.size, prev.address);
+      index.erase(prev.size, prev.address, prev.bucket);
       absorb_next(p);
       n = p;
       trace(trace_op::merge, prev.address, prev.size, 0, prev.stream, prev.pool);
     }
     block_node& b = nodes_[n];
     if (is_free(b.next)) {
-      index.erase(nodes_[b.next].size, nodes_[b.next].address);
+      index.erase(nodes_[b.next].size, nodes_[b.next].address, nodes_[b.next].bucket);
       absorb_next(n);
       trace(trace_op::merge, b.address, b.size, 0, b.stream, b.pool);
     }
     b.gc_count_base = free_block_searches_[b.pool];
-    index.insert(b.size, b.address, n);
+    b.bucket = index.insert(b.size, b.address, n, b.bucket);
   }
 
   void absorb_next(std::uint32_t n) {
@@ -297,6 +297,7 @@ class caching final : public allocator {
     b.pool = static_cast<std::uint8_t>(pool);
     b.allocated = false;
     b.prev = b.next = no_block;
+    b.bucket = free_index::no_bucket;
     b.gc_count_base = free_block_searches_[pool];
     segments_.emplace(address, segment{bytes, n, pool});
     reserved_ += bytes;
@@ -307,7 +308,7 @@ class caching final : public allocator {
   void release_block(const free_index::entry& e, free_index& index) {
     const unsigned pool = nodes_[e.node].pool;
     return_region(e.address, e.size, pool);
-    index.erase(e.size, e.address);
+    index.erase(e.size, e.address, nodes_[e.node].bucket);
     segments_.erase(e.address);
     reserved_ -= e.size;
     free_nodes_.push_back(e.node);
@@ -359,6 +360,7 @@ class caching final : public allocator {
     stream_t stream;
     std::uint64_t gc_count_base;  // free_block_searches_ of its pool when it was last cached
     std::uint32_t prev, next;     // neighbours in the segment, or no_block
+    std::uint32_t bucket;         // the free-index bucket it was last put in (a hint)
     std::uint8_t pool;
     bool allocated;
   };

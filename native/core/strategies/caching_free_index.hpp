@@ -23,33 +23,40 @@ class free_index {
     std::uint32_t node;
   };
 
+  // A bucket id names one size for as long as that size's bucket lives, so callers may keep the
+  // id a block was last indexed under as a hint (`hint` arguments): a hint that has gone stale
+  // only costs the hash lookup it would have saved. The index also remembers the bucket it used
+  // last, which serves a run of requests of one size.
+  static constexpr std::uint32_t no_bucket = ~std::uint32_t{0};
+
   // The lowest-address free block of exactly `size`, removed; no_block when there is none. This is
   // what the best fit picks whenever a block of exactly the requested size is cached.
   std::uint32_t take_exact(std::uint64_t size) noexcept {
-    std::uint32_t* id = exact_.find(size);
-    if (VRAMSCOPE_UNLIKELY(id == nullptr)) return no_block;
-    auto& blocks = buckets_[*id].blocks;
+    const std::uint32_t id = bucket_of(size, recent_);
+    if (VRAMSCOPE_UNLIKELY(id == no_bucket)) return no_block;
+    auto& blocks = buckets_[id].blocks;
     if (VRAMSCOPE_UNLIKELY(blocks.empty())) return no_block;
     std::uint32_t node = blocks.back().node;
     pop_lowest(blocks, size);
     return node;
   }
 
-  // Adds a free block. Returns false when its size has no bucket yet (the caller then takes the
-  // slow insert), so the warm path never touches the ordered map.
-  bool insert_existing_size(std::uint64_t size, address_t address, std::uint32_t node) {
-    std::uint32_t* id = exact_.find(size);
-    if (VRAMSCOPE_UNLIKELY(id == nullptr)) return false;
-    auto& blocks = buckets_[*id].blocks;
+  // Adds a free block; returns its bucket (a hint for later calls). The warm case, a size that
+  // has a bucket, never touches the ordered map.
+  std::uint32_t insert(std::uint64_t size, address_t address, std::uint32_t node,
+                       std::uint32_t hint = no_bucket) {
+    const std::uint32_t id = bucket_of(size, hint);
+    if (VRAMSCOPE_UNLIKELY(id == no_bucket)) return insert_new_size(size, address, node);
+    auto& blocks = buckets_[id].blocks;
     if (blocks.empty()) --empty_buckets_;
     push(blocks, address, node);
     ++count_;
     bytes_ += size;
-    return true;
+    return id;
   }
 
-  VRAMSCOPE_NOINLINE void insert(std::uint64_t size, address_t address, std::uint32_t node) {
-    if (insert_existing_size(size, address, node)) return;
+  VRAMSCOPE_NOINLINE std::uint32_t insert_new_size(std::uint64_t size, address_t address,
+                                                   std::uint32_t node) {
     if (empty_buckets_ > 32 && empty_buckets_ * 2 > by_size_.size()) drop_empty_buckets();
     std::uint32_t id;
     if (!spare_buckets_.empty()) {
@@ -65,13 +72,15 @@ class free_index {
     push(buckets_[id].blocks, address, node);
     ++count_;
     bytes_ += size;
+    recent_ = id;
+    return id;
   }
 
   // Removes the block at `address` of `size`, which must be in the index.
-  void erase(std::uint64_t size, address_t address) noexcept {
-    std::uint32_t* id = exact_.find(size);
-    VRAMSCOPE_ASSERT(id != nullptr);
-    auto& blocks = buckets_[*id].blocks;
+  void erase(std::uint64_t size, address_t address, std::uint32_t hint = no_bucket) noexcept {
+    const std::uint32_t id = bucket_of(size, hint);
+    VRAMSCOPE_ASSERT(id != no_bucket);
+    auto& blocks = buckets_[id].blocks;
     // Descending by address: find the first entry whose address is <= `address`.
     std::size_t lo = 0, hi = blocks.size();
     while (lo < hi) {
@@ -122,6 +131,9 @@ class free_index {
 
  private:
   struct located {
+    // Built in place by emplace: a braced temporary would be assembled on the stack and reloaded
+    // with one wide load that stalls on store forwarding (on the warm free path).
+    located(address_t a, std::uint32_t n) : address(a), node(n) {}
     address_t address;
     std::uint32_t node;
   };
@@ -135,7 +147,7 @@ class free_index {
   static void push(std::vector<located>& blocks, address_t address, std::uint32_t node) {
     // Usually the new block is the lowest (or the only) one: append.
     if (blocks.empty() || blocks.back().address > address) {
-      blocks.push_back({address, node});
+      blocks.emplace_back(address, node);
       return;
     }
     std::size_t lo = 0, hi = blocks.size();
@@ -144,7 +156,16 @@ class free_index {
       if (blocks[mid].address > address) lo = mid + 1;
       else hi = mid;
     }
-    blocks.insert(blocks.begin() + static_cast<std::ptrdiff_t>(lo), {address, node});
+    blocks.emplace(blocks.begin() + static_cast<std::ptrdiff_t>(lo), address, node);
+  }
+
+  std::uint32_t bucket_of(std::uint64_t size, std::uint32_t hint) noexcept {
+    if (VRAMSCOPE_LIKELY(hint < buckets_.size() && buckets_[hint].size == size)) return hint;
+    if (recent_ < buckets_.size() && buckets_[recent_].size == size) return recent_;
+    const std::uint32_t* id = exact_.find(size);
+    if (id == nullptr) return no_bucket;
+    recent_ = *id;
+    return *id;
   }
 
   void pop_lowest(std::vector<located>& blocks, std::uint64_t size) noexcept {
@@ -163,13 +184,15 @@ class free_index {
         continue;
       }
       exact_.erase(it->first);
+      buckets_[it->second].size = 0;  // no size: hints naming it go stale
       spare_buckets_.push_back(it->second);
       it = by_size_.erase(it);
     }
     empty_buckets_ = 0;
   }
 
-  // Invariant: by_size_ and exact_ hold the same sizes, each naming one bucket of buckets_;
+  // Invariant: by_size_ and exact_ hold the same sizes, each naming one bucket of buckets_ whose
+  // size is that size (unused buckets have size 0, which no block has);
   // count_ and bytes_ sum the blocks of every bucket; empty_buckets_ counts the empty ones.
   std::map<std::uint64_t, std::uint32_t> by_size_;
   address_map<std::uint32_t> exact_;
@@ -178,6 +201,7 @@ class free_index {
   std::uint64_t count_ = 0;
   std::uint64_t bytes_ = 0;
   std::size_t empty_buckets_ = 0;
+  std::uint32_t recent_ = no_bucket;  // the bucket used last (a hint)
 };
 
 }  // namespace vramscope::caching_detail
