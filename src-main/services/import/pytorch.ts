@@ -33,6 +33,7 @@
 import { open, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 
+import { copyEvents, writeEvent } from '../trace/events-builder.ts'
 import { LayoutOp, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 import type { StrategyResult } from '../trace/results.ts'
@@ -261,15 +262,7 @@ class EventChunks {
   push(kind: number, id: number, size: number, stream: number, device: number, time: number, stack = -1, tag = -1): void {
     const i = this.length & CHUNK_MASK
     if (i === 0) this.chunks.push(allocateEvents(CHUNK_ROWS))
-    const c = this.chunks[this.chunks.length - 1]!
-    c.kind[i] = kind
-    c.id[i] = id
-    c.size[i] = size
-    c.stream[i] = stream
-    c.device[i] = device
-    c.time[i] = time
-    c.stack[i] = stack
-    c.tag[i] = tag
+    writeEvent(this.chunks[this.chunks.length - 1]!, i, kind, id, size, stream, device, time, stack, tag)
     this.length++
   }
 
@@ -283,15 +276,7 @@ class EventChunks {
       const k = row >>> CHUNK_SHIFT
       const first = row & CHUNK_MASK
       const last = Math.min(CHUNK_ROWS, first + (to - row))
-      const c = this.chunks[k]!
-      target.kind.set(c.kind.subarray(first, last), at)
-      target.id.set(c.id.subarray(first, last), at)
-      target.size.set(c.size.subarray(first, last), at)
-      target.stream.set(c.stream.subarray(first, last), at)
-      target.device.set(c.device.subarray(first, last), at)
-      target.time.set(c.time.subarray(first, last), at)
-      target.stack.set(c.stack.subarray(first, last), at)
-      target.tag.set(c.tag.subarray(first, last), at)
+      copyEvents(this.chunks[k]!, first, last, target, at)
       if (last === CHUNK_ROWS) this.chunks[k] = EMPTY_EVENTS
       at += last - first
       row += last - first

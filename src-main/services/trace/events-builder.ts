@@ -1,6 +1,31 @@
 // Growable request-event columns: importers and the streaming trace writer append one event at a
-// time without knowing the count in advance, then take the filled part as TraceEvents.
+// time without knowing the count in advance, then take the filled part as TraceEvents. The row
+// write and the row copy are exported for stores that grow otherwise (the PyTorch importer's chunks).
 import { allocateEvents, sliceEvents, type EventKind, type TraceEvents } from './model.ts'
+
+/** Writes one event into row `i` of `c`. */
+export function writeEvent(c: TraceEvents, i: number, kind: number, id: number, size: number, stream: number, device: number, time: number, stack: number, tag: number): void {
+  c.kind[i] = kind
+  c.id[i] = id
+  c.size[i] = size
+  c.stream[i] = stream
+  c.device[i] = device
+  c.time[i] = time
+  c.stack[i] = stack
+  c.tag[i] = tag
+}
+
+/** Copies rows [from, to) of `source` into `target` from row `at`. */
+export function copyEvents(source: TraceEvents, from: number, to: number, target: TraceEvents, at: number): void {
+  target.kind.set(source.kind.subarray(from, to), at)
+  target.id.set(source.id.subarray(from, to), at)
+  target.size.set(source.size.subarray(from, to), at)
+  target.stream.set(source.stream.subarray(from, to), at)
+  target.device.set(source.device.subarray(from, to), at)
+  target.time.set(source.time.subarray(from, to), at)
+  target.stack.set(source.stack.subarray(from, to), at)
+  target.tag.set(source.tag.subarray(from, to), at)
+}
 
 export class EventsBuilder {
   private columns: TraceEvents
@@ -16,16 +41,7 @@ export class EventsBuilder {
 
   push(kind: EventKind, id: number, size: number, stream: number, device: number, time: number, stack = -1, tag = -1): void {
     if (this.length === this.columns.kind.length) this.grow(this.length * 2)
-    const c = this.columns
-    const i = this.length++
-    c.kind[i] = kind
-    c.id[i] = id
-    c.size[i] = size
-    c.stream[i] = stream
-    c.device[i] = device
-    c.time[i] = time
-    c.stack[i] = stack
-    c.tag[i] = tag
+    writeEvent(this.columns, this.length++, kind, id, size, stream, device, time, stack, tag)
   }
 
   /** Appends rows [from, to) of `events`. */
@@ -33,16 +49,7 @@ export class EventsBuilder {
     const n = to - from
     if (n <= 0) return
     if (this.length + n > this.columns.kind.length) this.grow(Math.max(this.length + n, this.length * 2))
-    const c = this.columns
-    const at = this.length
-    c.kind.set(events.kind.subarray(from, to), at)
-    c.id.set(events.id.subarray(from, to), at)
-    c.size.set(events.size.subarray(from, to), at)
-    c.stream.set(events.stream.subarray(from, to), at)
-    c.device.set(events.device.subarray(from, to), at)
-    c.time.set(events.time.subarray(from, to), at)
-    c.stack.set(events.stack.subarray(from, to), at)
-    c.tag.set(events.tag.subarray(from, to), at)
+    copyEvents(events, from, to, this.columns, this.length)
     this.length += n
   }
 
@@ -73,15 +80,7 @@ export class EventsBuilder {
 
   private grow(capacity: number): void {
     const next = allocateEvents(capacity)
-    const c = this.columns
-    next.kind.set(c.kind.subarray(0, this.length))
-    next.id.set(c.id.subarray(0, this.length))
-    next.size.set(c.size.subarray(0, this.length))
-    next.stream.set(c.stream.subarray(0, this.length))
-    next.device.set(c.device.subarray(0, this.length))
-    next.time.set(c.time.subarray(0, this.length))
-    next.stack.set(c.stack.subarray(0, this.length))
-    next.tag.set(c.tag.subarray(0, this.length))
+    copyEvents(this.columns, 0, this.length, next, 0)
     this.columns = next
   }
 }
