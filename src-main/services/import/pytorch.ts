@@ -34,7 +34,7 @@ import { open, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 
 import { copyEvents, writeEvent } from '../trace/events-builder.ts'
-import { LayoutOp, type LayoutTrace } from '../trace/layout.ts'
+import { LayoutOp, allocateLayout, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 import type { StrategyResult } from '../trace/results.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
@@ -1089,15 +1089,7 @@ class SnapshotMapper {
 
   private *recordedLayout(s: DeviceState, t0: number, settings: unknown, several: boolean): Generator<void, StrategyResult> {
     const n = s.synthLayout.length + s.layout.length
-    const layout: LayoutTrace = {
-      op: new Uint8Array(n),
-      address: new BigUint64Array(n),
-      size: new Float64Array(n),
-      requested: new Float64Array(n),
-      stream: new Float64Array(n),
-      time: new Float64Array(n),
-      aux: new Uint32Array(n),
-    }
+    const layout = allocateLayout(n)
     const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
     yield* s.layout.moveTo(layout, synthRows, t0)
     const params: Record<string, unknown> = { device: s.device }

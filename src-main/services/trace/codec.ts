@@ -25,7 +25,7 @@ import {
 import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type ArrowType, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
-import type { LayoutTrace } from './layout.ts'
+import { allocateLayout, type LayoutTrace } from './layout.ts'
 import { EventKind, type Frame, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
 import type { MetricsSeries, StrategyResult } from './results.ts'
 
@@ -929,15 +929,7 @@ class Decoder {
     const parts = s.layout
     const c = s.firstChunk
     const total = parts.reduce((n, p) => n + (p['op'] as Uint8Array).length, 0)
-    const out: LayoutTrace = {
-      op: new Uint8Array(total),
-      address: new BigUint64Array(total),
-      size: new Float64Array(total),
-      requested: new Float64Array(total),
-      stream: new Float64Array(total),
-      time: new Float64Array(total),
-      aux: new Uint32Array(total),
-    }
+    const out = allocateLayout(total)
     let at = 0
     for (const p of parts) {
       out.op.set(p['op'] as Uint8Array, at)

@@ -38,3 +38,16 @@ export interface LayoutTrace {
   /** Strategy-specific: size class, buddy order, segment pool... */
   aux: Uint32Array
 }
+
+/** Zeroed columns for `n` layout events (importers, the trace file reader and tests fill them). */
+export function allocateLayout(n: number): LayoutTrace {
+  return {
+    op: new Uint8Array(n),
+    address: new BigUint64Array(n),
+    size: new Float64Array(n),
+    requested: new Float64Array(n),
+    stream: new Float64Array(n),
+    time: new Float64Array(n),
+    aux: new Uint32Array(n),
+  }
+}

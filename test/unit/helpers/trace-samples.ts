@@ -1,7 +1,7 @@
 // Deterministic sample traces and strategy results for the trace file tests, fuzzers and the
 // benchmark: every table filled, every event kind, addresses beyond 2^53.
 import { EventKind, allocateEvents, type RequestTrace, type TraceEvents } from '../../../src-main/services/trace/model.ts'
-import type { LayoutTrace } from '../../../src-main/services/trace/layout.ts'
+import { allocateLayout, type LayoutTrace } from '../../../src-main/services/trace/layout.ts'
 import type { StrategyResult } from '../../../src-main/services/trace/results.ts'
 
 /** mulberry32: a small seeded generator, so a failing case can be replayed from its seed. */
@@ -77,15 +77,7 @@ export function sampleTrace(n: number, seed = 1): RequestTrace {
 
 export function sampleLayout(n: number, seed = 2): LayoutTrace {
   const rand = random(seed)
-  const layout: LayoutTrace = {
-    op: new Uint8Array(n),
-    address: new BigUint64Array(n),
-    size: new Float64Array(n),
-    requested: new Float64Array(n),
-    stream: new Float64Array(n),
-    time: new Float64Array(n),
-    aux: new Uint32Array(n),
-  }
+  const layout = allocateLayout(n)
   for (let i = 0; i < n; i++) {
     layout.op[i] = i % 15
     // Device addresses use the high bits; a number could not hold them exactly.
