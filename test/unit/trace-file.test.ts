@@ -23,6 +23,7 @@ import {
 } from '../../src-main/services/trace/file.ts'
 import { EventKind, type RequestTrace } from '../../src-main/services/trace/model.ts'
 import type { StrategyResult } from '../../src-main/services/trace/results.ts'
+import { concat } from './helpers/bytes.ts'
 import { eventsEqual, sampleStrategies, sampleTrace } from './helpers/trace-samples.ts'
 
 let dir = ''
@@ -32,16 +33,6 @@ before(async () => {
 after(async () => {
   await rm(dir, { recursive: true, force: true })
 })
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
 
 /** Chunk start offsets of a file made of `chunks`. */
 function offsets(chunks: Uint8Array[]): number[] {

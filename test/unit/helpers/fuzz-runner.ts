@@ -1,8 +1,7 @@
 // Seeded fuzzing of the input readers, run in a child process by fuzz.test.ts so that a hang can
-// be stopped from outside. Every case mutates a real input; its outcome must be a well-formed
-// result or the reader's typed error. Prints "case N: what" before each case (the last line names
-// a hanging case), "failure {json}" for a wrong outcome, and "summary {json}" at the end.
-//   node --import tsx fuzz-runner.ts trace-file|rmm-log SEED MAX_CASES BUDGET_MS
+// be stopped from outside (the loop: fuzz-harness.ts). Every case mutates a real input; its outcome
+// must be a well-formed result or the reader's typed error naming the file.
+//   node --import tsx fuzz-runner.ts trace-file|rmm-log|pytorch-snapshot SEED MAX_CASES BUDGET_MS
 import { readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -14,60 +13,26 @@ import { readMessage } from '../../../src-main/services/trace/arrow-messages.ts'
 import { crc32Hex } from '../../../src-main/services/trace/crc32.ts'
 import { TraceFileError, TraceWriter, decodeTrace, encodeTrace, type TraceFileContents } from '../../../src-main/services/trace/file.ts'
 import { EventKind, type RequestTrace } from '../../../src-main/services/trace/model.ts'
-import { random, sampleStrategies, sampleTrace } from './trace-samples.ts'
+import { concat } from './bytes.ts'
+import {
+  appendRandomBytes,
+  copyRange,
+  deleteRange,
+  flipBits,
+  int,
+  mutate,
+  runFuzzCases,
+  setRandomBytes,
+  truncate,
+  zeroRange,
+  type FuzzTarget,
+  type Mutation,
+  type Rand,
+} from './fuzz-harness.ts'
+import { pytorchSnapshotTarget } from './pytorch-fuzz-target.ts'
+import { sampleStrategies, sampleTrace } from './trace-samples.ts'
 
-type Rand = () => number
-type Mutation = (input: Uint8Array, rand: Rand) => [Uint8Array, string]
-
-const int = (rand: Rand, below: number) => Math.floor(rand() * below)
-
-// --- byte mutations shared by both targets --------------------------------------------------------
-
-const byteMutations: Mutation[] = [
-  (b, r) => {
-    const out = b.slice()
-    const n = 1 + int(r, 4)
-    const at: number[] = []
-    for (let i = 0; i < n && out.length > 0; i++) {
-      const p = int(r, out.length)
-      out[p]! ^= 1 << int(r, 8)
-      at.push(p)
-    }
-    return [out, `flip bits at ${at.join(',')}`]
-  },
-  (b, r) => {
-    const out = b.slice()
-    const n = 1 + int(r, 8)
-    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = int(r, 256)
-    return [out, `set ${n} random bytes`]
-  },
-  (b, r) => {
-    const at = int(r, b.length + 1)
-    return [b.slice(0, at), `truncate at ${at}`]
-  },
-  (b, r) => {
-    const extra = Uint8Array.from({ length: 1 + int(r, 64) }, () => int(r, 256))
-    return [concat([b, extra]), `append ${extra.length} random bytes`]
-  },
-  (b, r) => {
-    const from = int(r, b.length + 1)
-    const to = Math.min(b.length, from + 1 + int(r, 256))
-    return [concat([b.subarray(0, from), b.subarray(to)]), `delete ${from}..${to}`]
-  },
-  (b, r) => {
-    const from = int(r, b.length + 1)
-    const to = Math.min(b.length, from + 1 + int(r, 512))
-    const at = int(r, b.length + 1)
-    return [concat([b.subarray(0, at), b.subarray(from, to), b.subarray(at)]), `copy ${from}..${to} to ${at}`]
-  },
-  (b, r) => {
-    const out = b.slice()
-    const from = int(r, b.length + 1)
-    const to = Math.min(b.length, from + 1 + int(r, 128))
-    out.fill(0, from, to)
-    return [out, `zero ${from}..${to}`]
-  },
-]
+const byteMutations: Mutation[] = [flipBits, setRandomBytes, truncate, appendRandomBytes, deleteRange, copyRange, zeroRange]
 
 // --- trace files ----------------------------------------------------------------------------------
 
@@ -269,72 +234,51 @@ function checkRmm(result: RmmImport): void {
     if (result.trace.events.time[i]! < result.trace.events.time[i - 1]!) throw new Error(`time goes backwards at event ${i}`)
 }
 
-// --- the loop -------------------------------------------------------------------------------------
+// --- the targets ---------------------------------------------------------------------------------
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
+/** Picks a real input and applies one to three mutations. */
+function mutatedInput(inputs: Uint8Array[], mutations: Mutation[], rand: Rand): { bytes: Uint8Array; steps: string[] } {
+  const base = int(rand, inputs.length)
+  const [bytes, steps] = mutate(inputs[base]!, rand, 1 + int(rand, 3), mutations)
+  return { bytes, steps: [`input ${base}`, ...steps] }
 }
 
-async function main(): Promise<void> {
-  const [target, seedText, maxText, budgetText] = process.argv.slice(2)
-  if ((target !== 'trace-file' && target !== 'rmm-log') || !seedText || !maxText || !budgetText)
-    throw new Error('usage: fuzz-runner.ts trace-file|rmm-log SEED MAX_CASES BUDGET_MS')
-  const seed = Number(seedText)
-  const inputs = target === 'trace-file' ? await traceInputs() : rmmInputs()
-  const mutations = target === 'trace-file' ? traceMutations : rmmMutations
-  const rand = random(seed)
-  const outcomes: Record<string, number> = {}
-  const started = performance.now()
-  let slowest = { ms: 0, what: '' }
-  let cases = 0
-  for (; cases < Number(maxText) && performance.now() - started < Number(budgetText); cases++) {
-    const base = int(rand, inputs.length)
-    let bytes = inputs[base]!
-    const steps: string[] = [`input ${base}`]
-    for (let k = 1 + int(rand, 3); k > 0; k--) {
-      const [next, what] = mutations[int(rand, mutations.length)]!(bytes, rand)
-      bytes = next
-      steps.push(what)
-    }
-    if (target === 'trace-file' && rand() < 0.5) {
-      bytes = fixChecksums(bytes)
-      steps.push('checksums fixed')
-    }
-    const what = steps.join('; ')
-    process.stdout.write(`case ${cases}: ${what}\n`)
-    const t0 = performance.now()
-    let outcome: string
-    try {
-      if (target === 'trace-file') {
-        checkTraceContents(decodeTrace(bytes, 'fuzz.vramscope'))
-      } else {
-        checkRmm(parseRmmLog(bytes, 'fuzz.csv', { maxBadLines: int(rand, 6) }))
+async function traceFileTarget(): Promise<FuzzTarget> {
+  const inputs = await traceInputs()
+  return {
+    nextCase(rand) {
+      let { bytes, steps } = mutatedInput(inputs, traceMutations, rand)
+      if (rand() < 0.5) {
+        bytes = fixChecksums(bytes)
+        steps.push('checksums fixed')
       }
-      outcome = 'ok'
-    } catch (e) {
-      if (e instanceof TraceFileError || e instanceof RmmLogError) {
-        outcome = e.code
-        if (!e.message.startsWith(target === 'trace-file' ? 'fuzz.vramscope: ' : 'fuzz.csv: ')) outcome = 'error without the file name'
-      } else {
-        outcome = 'unexpected'
-      }
-      if (outcome === 'unexpected' || outcome.startsWith('error without')) {
-        const error = e instanceof Error ? (e.stack ?? e.message) : String(e)
-        process.stdout.write(`failure ${JSON.stringify({ seed, case: cases, what, error })}\n`)
-        process.exitCode = 1
-      }
-    }
-    const ms = performance.now() - t0
-    if (ms > slowest.ms) slowest = { ms, what: `case ${cases}: ${what}` }
-    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
+      return { bytes, what: steps.join('; ') }
+    },
+    read: (bytes) => checkTraceContents(decodeTrace(bytes, 'fuzz.vramscope')),
+    expectedError: (e) => (e instanceof TraceFileError && e.message.startsWith('fuzz.vramscope: ') ? e.code : undefined),
   }
-  process.stdout.write(`summary ${JSON.stringify({ target, seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest })}\n`)
 }
 
-await main()
+function rmmLogTarget(): FuzzTarget {
+  const inputs = rmmInputs()
+  return {
+    nextCase(rand) {
+      const { bytes, steps } = mutatedInput(inputs, rmmMutations, rand)
+      return { bytes, what: steps.join('; ') }
+    },
+    read: (bytes, rand) => checkRmm(parseRmmLog(bytes, 'fuzz.csv', { maxBadLines: int(rand, 6) })),
+    expectedError: (e) => (e instanceof RmmLogError && e.message.startsWith('fuzz.csv: ') ? e.code : undefined),
+  }
+}
+
+const targets: Record<string, () => FuzzTarget | Promise<FuzzTarget>> = {
+  'trace-file': traceFileTarget,
+  'rmm-log': rmmLogTarget,
+  'pytorch-snapshot': pytorchSnapshotTarget,
+}
+
+const [name, seedText, maxText, budgetText] = process.argv.slice(2)
+const makeTarget = name === undefined ? undefined : targets[name]
+if (makeTarget === undefined || !seedText || !maxText || !budgetText)
+  throw new Error(`usage: fuzz-runner.ts ${Object.keys(targets).join('|')} SEED MAX_CASES BUDGET_MS`)
+runFuzzCases(name!, await makeTarget(), Number(seedText), Number(maxText), Number(budgetText))

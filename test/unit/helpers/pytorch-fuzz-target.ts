@@ -1,9 +1,7 @@
-// Seeded fuzzing of the PyTorch snapshot importer (pickle and JSON), run in a child process by
-// pytorch-fuzz.test.ts so that a hang can be stopped from outside. Every case mutates a real
-// snapshot; its outcome must be a well-formed import or a SnapshotImportError naming the file.
-// Prints "case N: what" before each case (the last line names a hanging case), "failure {json}"
-// for a wrong outcome, and "summary {json}" at the end.
-//   node --import tsx pytorch-fuzz-runner.ts SEED MAX_CASES BUDGET_MS
+// The PyTorch snapshot importer (pickle and JSON) as a fuzz target of fuzz-runner.ts: real
+// snapshots get bit flips, planted opcodes, truncations, deletions, copies and splices, JSON ones
+// broken tokens and values; every outcome must be a well-formed import or a SnapshotImportError
+// naming the file.
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -11,30 +9,8 @@ import { fileURLToPath } from 'node:url'
 import { parsePytorchSnapshot, type PytorchImport } from '../../../src-main/services/import/pytorch.ts'
 import { SnapshotImportError } from '../../../src-main/services/import/snapshot-error.ts'
 import { EventKind } from '../../../src-main/services/trace/model.ts'
-
-type Rand = () => number
-type Mutation = (input: Uint8Array, rand: Rand, others: Uint8Array[]) => [Uint8Array, string]
-
-const int = (rand: Rand, below: number) => Math.floor(rand() * below)
-
-function seeded(seed: number): Rand {
-  let s = seed >>> 0
-  return () => {
-    s = (Math.imul(s ^ (s >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0
-    s ^= s >>> 12
-    return (s >>> 0) / 4294967296
-  }
-}
-
-function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
+import { concat } from './bytes.ts'
+import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, type FuzzTarget, type Mutation, type Rand } from './fuzz-harness.ts'
 
 /** Opcodes worth planting: every kind the unpickler knows, the forbidden ones included. */
 const OPCODES = [
@@ -43,70 +19,37 @@ const OPCODES = [
   0x81, 0x82, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8b, 0x8c, 0x8d, 0x8e, 0x8f, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97,
 ]
 
-const mutations: Mutation[] = [
-  (b, r) => {
-    const out = b.slice()
-    const n = 1 + int(r, 4)
-    const at: number[] = []
-    for (let i = 0; i < n && out.length > 0; i++) {
-      const p = int(r, out.length)
-      out[p]! ^= 1 << int(r, 8)
-      at.push(p)
+const plantOpcodes: Mutation = (b, r) => {
+  const out = b.slice()
+  const n = 1 + int(r, 4)
+  for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = OPCODES[int(r, OPCODES.length)]!
+  return [out, `plant ${n} opcodes`]
+}
+
+/** A length or index argument made large: the byte after a length-prefixed or memo opcode. */
+const enlargeArgument: Mutation = (b, r) => {
+  const out = b.slice()
+  for (let tries = 0; tries < 64; tries++) {
+    const p = int(r, out.length - 1)
+    if ([0x8c, 0x58, 0x8a, 0x68, 0x6a, 0x71, 0x72, 0x95].includes(out[p]!)) {
+      out[p + 1] = 0xff - int(r, 4)
+      return [out, `enlarge the argument of 0x${out[p]!.toString(16)} at ${p}`]
     }
-    return [out, `flip bits at ${at.join(',')}`]
-  },
-  (b, r) => {
-    const out = b.slice()
-    const n = 1 + int(r, 8)
-    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = int(r, 256)
-    return [out, `set ${n} random bytes`]
-  },
-  (b, r) => {
-    const out = b.slice()
-    const n = 1 + int(r, 4)
-    for (let i = 0; i < n && out.length > 0; i++) out[int(r, out.length)] = OPCODES[int(r, OPCODES.length)]!
-    return [out, `plant ${n} opcodes`]
-  },
-  (b, r) => {
-    const at = int(r, b.length + 1)
-    return [b.slice(0, at), `truncate at ${at}`]
-  },
-  (b, r) => {
-    const from = int(r, b.length)
-    const to = Math.min(b.length, from + 1 + int(r, 256))
-    return [concat([b.subarray(0, from), b.subarray(to)]), `delete [${from}, ${to})`]
-  },
-  (b, r) => {
-    const from = int(r, b.length)
-    const to = Math.min(b.length, from + 1 + int(r, 512))
-    const at = int(r, b.length + 1)
-    return [concat([b.subarray(0, at), b.subarray(from, to), b.subarray(at)]), `copy [${from}, ${to}) to ${at}`]
-  },
-  (b, r, others) => {
+  }
+  return [out, 'unchanged']
+}
+
+/** Part of another input written over part of this one. */
+function spliceFrom(others: Uint8Array[]): Mutation {
+  return (b, r) => {
     const other = others[int(r, others.length)]!
     const from = int(r, other.length)
     const to = Math.min(other.length, from + 1 + int(r, 2048))
     const at = int(r, b.length + 1)
     const cut = Math.min(b.length, at + int(r, 2048))
     return [concat([b.subarray(0, at), other.subarray(from, to), b.subarray(cut)]), `splice another input's [${from}, ${to}) over [${at}, ${cut})`]
-  },
-  (b, r) => {
-    // A length or index argument made large: the byte after a length-prefixed or memo opcode.
-    const out = b.slice()
-    for (let tries = 0; tries < 64; tries++) {
-      const p = int(r, out.length - 1)
-      if ([0x8c, 0x58, 0x8a, 0x68, 0x6a, 0x71, 0x72, 0x95].includes(out[p]!)) {
-        out[p + 1] = 0xff - int(r, 4)
-        return [out, `enlarge the argument of 0x${out[p]!.toString(16)} at ${p}`]
-      }
-    }
-    return [out, 'unchanged']
-  },
-  (b, r) => {
-    const extra = Uint8Array.from({ length: 1 + int(r, 64) }, () => int(r, 256))
-    return [concat([b, extra]), `append ${extra.length} random bytes`]
-  },
-]
+  }
+}
 
 const JSON_TOKENS = ['{', '}', '[', ']', ',', ':', '"', '0', '-1', '1e309', '"alloc"', '"free_requested"', '"segment_free"', 'null', 'true', '"addr"', '18446744073709551617', '"\\u0000"', '__proto__']
 
@@ -162,12 +105,7 @@ function check(result: PytorchImport): void {
   }
 }
 
-function main(): void {
-  const [seedText, maxText, budgetText] = process.argv.slice(2)
-  if (budgetText === undefined) throw new Error('usage: pytorch-fuzz-runner.ts SEED MAX_CASES BUDGET_MS')
-  const seed = Number(seedText)
-  const maxCases = Number(maxText)
-  const budget = Number(budgetText)
+export function pytorchSnapshotTarget(): FuzzTarget {
   const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'fixtures', 'pytorch')
   const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
   // Mostly the small inputs, so that a CI run gets through many cases; the large ones now and then.
@@ -176,45 +114,23 @@ function main(): void {
     ['inference_mixed.pickle', 1], ['convnet_varimg.pickle', 1], ['mlp_varbatch.pickle', 1],
   ] as const
   const inputs = pickles.flatMap(([name, weight]) => Array.from({ length: weight }, () => ({ name, bytes: read(name) })))
-  const others = inputs.map((i) => i.bytes)
   const json = { name: 'synthetic.json', bytes: read('synthetic.json') }
-  const rand = seeded(seed)
-  const outcomes: Record<string, number> = {}
-  let slowest = { ms: 0, what: '' }
-  const started = performance.now()
-  let cases = 0
-  while (cases < maxCases && performance.now() - started < budget) {
-    cases++
-    const useJson = rand() < 0.15
-    const input = useJson ? json : inputs[int(rand, inputs.length)]!
-    let bytes: Uint8Array = input.bytes
-    const steps: string[] = []
-    for (let k = 1 + (rand() < 0.3 ? 1 : 0); k > 0; k--) {
-      const list = useJson && rand() < 0.7 ? jsonMutations : mutations
-      const [mutated, what] = list[int(rand, list.length)]!(bytes, rand, others)
-      bytes = mutated
-      steps.push(what)
-    }
-    const what = `${input.name}: ${steps.join('; ')}`
-    process.stdout.write(`case ${cases}: ${what}\n`)
-    const t = performance.now()
-    let outcome: string
-    try {
-      check(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined }))
-      outcome = 'ok'
-    } catch (error) {
-      if (error instanceof SnapshotImportError && error.file === 'fuzzed.snapshot' && error.message.startsWith('fuzzed.snapshot: ')) outcome = error.code
-      else {
-        outcome = 'failure'
-        const e = error as Error
-        process.stdout.write(`failure ${JSON.stringify({ seed, case: cases, what, error: `${e?.name}: ${e?.message}`, stack: e?.stack?.split('\n').slice(0, 6) })}\n`)
+  const mutations = [flipBits, setRandomBytes, plantOpcodes, truncate, deleteRange, copyRange, spliceFrom(inputs.map((i) => i.bytes)), enlargeArgument, appendRandomBytes]
+  return {
+    nextCase(rand: Rand) {
+      const useJson = rand() < 0.15
+      const input = useJson ? json : inputs[int(rand, inputs.length)]!
+      let bytes: Uint8Array = input.bytes
+      const steps: string[] = []
+      for (let k = 1 + (rand() < 0.3 ? 1 : 0); k > 0; k--) {
+        const list = useJson && rand() < 0.7 ? jsonMutations : mutations
+        const [mutated, what] = list[int(rand, list.length)]!(bytes, rand)
+        bytes = mutated
+        steps.push(what)
       }
-    }
-    outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
-    const ms = performance.now() - t
-    if (ms > slowest.ms) slowest = { ms, what: `case ${cases}: ${what}` }
+      return { bytes, what: `${input.name}: ${steps.join('; ')}` }
+    },
+    read: (bytes, rand) => check(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined })),
+    expectedError: (e) => (e instanceof SnapshotImportError && e.file === 'fuzzed.snapshot' && e.message.startsWith('fuzzed.snapshot: ') ? e.code : undefined),
   }
-  process.stdout.write(`summary ${JSON.stringify({ seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest })}\n`)
 }
-
-main()
