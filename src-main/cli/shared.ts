@@ -1,9 +1,10 @@
 // What the CLI's commands share: the output streams, progress on a terminal, option parsing that
-// fails as bad input (exit code 2), and opening or replaying a file with progress shown.
+// fails as bad input (exit code 2), and opening and replaying a file with progress shown.
 import { InputError } from '../services/input-error.ts'
 import { openInput, type OpenedInput } from '../services/open-input.ts'
 import { replayInput, type ReplayedInput } from '../services/replay-input.ts'
 import { parseStrategySpecs, type StrategySpec } from '../services/strategy-spec.ts'
+import type { StrategyResult } from '../services/trace/results.ts'
 import { parseByteSize } from '../services/units.ts'
 import { ProgressBar } from './progress.ts'
 
@@ -51,7 +52,7 @@ export function printJson(io: Io, value: unknown): void {
   )
 }
 
-export function parseCap(text: string | undefined): number | undefined {
+function parseCap(text: string | undefined): number | undefined {
   if (text === undefined) return undefined
   let bytes: number
   try {
@@ -63,9 +64,20 @@ export function parseCap(text: string | undefined): number | undefined {
   return bytes
 }
 
-export function parseStrategiesOption(values: string[] | undefined): StrategySpec[] | undefined {
+function parseStrategiesOption(values: string[] | undefined): StrategySpec[] | undefined {
   if (values === undefined || values.length === 0) return undefined
   return parseStrategySpecs(values, '--strategies')
+}
+
+export interface ReplayRequest {
+  /** Strategies to replay (none given: use the results the file holds). */
+  specs: StrategySpec[] | undefined
+  cap: number | undefined
+}
+
+/** --strategies and --cap, checked before any file is read so that a bad option fails first. */
+export function parseReplayOptions(options: ReplayingOptions): ReplayRequest {
+  return { specs: parseStrategiesOption(options.strategies), cap: parseCap(options.cap) }
 }
 
 /** Commander collects a repeated option into a list. */
@@ -82,7 +94,7 @@ export async function openWithProgress(io: Io, options: CommonOptions, path: str
   }
 }
 
-export async function replayWithProgress(
+async function replayWithProgress(
   io: Io,
   options: ReplayingOptions,
   input: OpenedInput,
@@ -106,4 +118,23 @@ export async function replayWithProgress(
   } finally {
     progress.clear()
   }
+}
+
+export interface InputResults {
+  input: OpenedInput
+  /** The replay's results; undefined when no strategies were given. */
+  replayed: ReplayedInput | undefined
+  /** Results the file holds that no strategy replayed now replaces (by name): a recorded layout, earlier replays. */
+  kept: StrategyResult[]
+  /** kept, then the replayed results. */
+  strategies: StrategyResult[]
+}
+
+/** Opens a file and replays it through `request.specs` if any, with progress shown. */
+export async function openAndReplay(io: Io, options: ReplayingOptions, file: string, request: ReplayRequest, keepLayout = false): Promise<InputResults> {
+  const input = await openWithProgress(io, options, file)
+  if (!request.specs) return { input, replayed: undefined, kept: input.strategies, strategies: input.strategies }
+  const replayed = await replayWithProgress(io, options, input, request.specs, request.cap, keepLayout)
+  const kept = input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name))
+  return { input, replayed, kept, strategies: [...kept, ...replayed.results] }
 }

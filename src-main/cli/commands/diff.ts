@@ -2,28 +2,13 @@
 // their differences; with --strategies both are replayed first.
 import { diffTraces, type DiffRow, type DiffSide } from '../../services/export/diff.ts'
 import { describeTrace } from '../../services/inspect.ts'
-import type { OpenedInput } from '../../services/open-input.ts'
-import type { StrategySpec } from '../../services/strategy-spec.ts'
 import { formatDelta, formatRelative, formatValue, renderTable } from '../format.ts'
-import {
-  openWithProgress,
-  parseCap,
-  parseStrategiesOption,
-  printJson,
-  replayWithProgress,
-  type ReplayingOptions,
-  type Io,
-} from '../shared.ts'
+import { openAndReplay, parseReplayOptions, printJson, type Io, type ReplayRequest, type ReplayingOptions } from '../shared.ts'
 
 export type DiffCommandOptions = ReplayingOptions
 
-async function side(io: Io, options: DiffCommandOptions, file: string, specs: StrategySpec[] | undefined, cap: number | undefined): Promise<DiffSide> {
-  const input: OpenedInput = await openWithProgress(io, options, file)
-  let strategies = input.strategies
-  if (specs) {
-    const replayed = await replayWithProgress(io, options, input, specs, cap)
-    strategies = [...input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name)), ...replayed.results]
-  }
+async function side(io: Io, options: DiffCommandOptions, file: string, request: ReplayRequest): Promise<DiffSide> {
+  const { input, strategies } = await openAndReplay(io, options, file, request)
   return { file, description: describeTrace(input.trace, strategies), strategies }
 }
 
@@ -35,9 +20,8 @@ function tableOf(rows: readonly DiffRow[], a: string, b: string): string {
 }
 
 export async function diffCommand(io: Io, a: string, b: string, options: DiffCommandOptions): Promise<void> {
-  const specs = parseStrategiesOption(options.strategies)
-  const cap = parseCap(options.cap)
-  const diff = diffTraces(await side(io, options, a, specs, cap), await side(io, options, b, specs, cap))
+  const request = parseReplayOptions(options)
+  const diff = diffTraces(await side(io, options, a, request), await side(io, options, b, request))
   if (options.json) {
     printJson(io, diff)
     return

@@ -7,17 +7,7 @@ import { createWriteStream } from 'node:fs'
 import { chromeTraceChunks } from '../../services/export/chrome.ts'
 import { summaryCsv } from '../../services/export/csv.ts'
 import { InputError } from '../../services/input-error.ts'
-import type { StrategyResult } from '../../services/trace/results.ts'
-import {
-  OptionError,
-  openWithProgress,
-  parseCap,
-  parseStrategiesOption,
-  printJson,
-  replayWithProgress,
-  type ReplayingOptions,
-  type Io,
-} from '../shared.ts'
+import { OptionError, openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'
 
 export const EXPORT_FORMATS = ['chrome', 'csv'] as const
 
@@ -30,16 +20,10 @@ export async function exportCommand(io: Io, file: string, options: ExportCommand
   const format = options.format
   if (!(EXPORT_FORMATS as readonly string[]).includes(format))
     throw new OptionError('--format', `unknown format '${format}' (${EXPORT_FORMATS.join(' or ')})`)
-  const specs = parseStrategiesOption(options.strategies)
-  const cap = parseCap(options.cap)
+  const request = parseReplayOptions(options)
   if (options.json && options.output === undefined)
     throw new OptionError('--json', 'with --json, stdout holds the JSON report; give -o FILE for the export itself')
-  const input = await openWithProgress(io, options, file)
-  let strategies: StrategyResult[] = input.strategies
-  if (specs) {
-    const replayed = await replayWithProgress(io, options, input, specs, cap)
-    strategies = [...input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name)), ...replayed.results]
-  }
+  const { input, strategies } = await openAndReplay(io, options, file, request)
   if (strategies.length === 0)
     throw new InputError(file, '', 'holds no replay results to export; give --strategies to replay it first (e.g. --strategies caching:preset=pytorch,buddy)')
 

@@ -8,28 +8,22 @@ import { writeTrace } from '../../services/trace/file.ts'
 import type { StrategyResult } from '../../services/trace/results.ts'
 import { formatBytes } from '../../services/units.ts'
 import { formatValue, renderTable } from '../format.ts'
-import {
-  openWithProgress,
-  parseCap,
-  parseStrategiesOption,
-  printJson,
-  replayWithProgress,
-  type ReplayingOptions,
-  type Io,
-} from '../shared.ts'
+import { openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'
 
 export interface ReplayCommandOptions extends ReplayingOptions {
   output?: string
 }
 
 export async function replayCommand(io: Io, file: string, options: ReplayCommandOptions): Promise<void> {
-  const specs = parseStrategiesOption(options.strategies)!
-  const cap = parseCap(options.cap)
-  const input = await openWithProgress(io, options, file)
-  const replayed = await replayWithProgress(io, options, input, specs, cap, options.output !== undefined)
+  const request = parseReplayOptions(options)
+  const opened = await openAndReplay(io, options, file, request, options.output !== undefined)
+  // --strategies is a required option of this command, so there are specs and a replay.
+  const specs = request.specs!
+  const cap = request.cap
+  const replayed = opened.replayed!
+  const { input, kept } = opened
   // Stored results of the file other than the ones replayed now (a recorded layout) stay.
-  const kept = input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name))
-  if (options.output !== undefined) await writeTrace(options.output, input.trace, [...kept, ...replayed.results])
+  if (options.output !== undefined) await writeTrace(options.output, input.trace, opened.strategies)
   const shown = [...replayed.results, ...kept.filter(isRecorded)]
   const rows = compareResults(shown)
   const fidelity = fidelityOf(specs, replayed, kept)
