@@ -73,7 +73,7 @@ void allocator::fail(std::size_t requested, std::size_t available, const char* w
 // --- slow paths of allocate / deallocate ----------------------------------------------------------
 
 allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
-                                             const out_of_memory& first) {
+                                             const out_of_memory& first, std::uint32_t& cookie) {
   // Blocks waiting on other streams' events may be what stands between this request and success:
   // wait for them (as PyTorch does before reporting out-of-memory), then try once more.
   if (!pending_.empty()) {
@@ -82,7 +82,7 @@ allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
     ++own_calls_.synchronize;
     process_deferred_unlocked();
     try {
-      return do_allocate(bytes, stream);
+      return do_allocate(bytes, stream, cookie);
     } catch (const out_of_memory& again) {
       ++failures_;
       trace(trace_op::failure, 0, bytes, bytes, stream);
@@ -99,7 +99,8 @@ void allocator::reject_free(address_t address) const {
   throw invalid_free(address);
 }
 
-void allocator::defer_free(address_t address, live_block block, stream_t stream) {
+void allocator::defer_free(address_t address, const live_block& live, stream_t stream) {
+  const live_block block = live;  // `live` is in the table, which the erase below changes
   pending_free p{address, block, {}};
   // Work queued so far on the freeing stream, and on every stream the block was recorded on, must
   // finish before the block may be reused on its own stream.

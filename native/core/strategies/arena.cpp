@@ -48,7 +48,7 @@ class arena_allocator final : public allocator {
   // only to type a double free of a popped block.
 
   // Fast path: a bump and a compare (n - 1 < room also rejects an n that wrapped to 0).
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     const std::uint64_t n = (bytes + alignment_mask_) & ~alignment_mask_;
     const address_t a = top_;
     if (VRAMSCOPE_LIKELY(n - 1 < mapped_end_ - a)) {
@@ -56,7 +56,7 @@ class arena_allocator final : public allocator {
       record_block(a);
       return {a, n};
     }
-    return allocate_slow(bytes);
+    return allocate_slow(bytes, cookie);
   }
 
   void do_deallocate(address_t a, std::uint64_t rounded, std::uint32_t, stream_t) override {
@@ -87,7 +87,7 @@ class arena_allocator final : public allocator {
     *it |= freed_bit;
   }
 
-  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes) {
+  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
     const address_t reserve_end = base_ + reserve_;
     if (bytes > reserve_end - top_)
       fail(bytes, reserve_end - top_,
@@ -103,7 +103,7 @@ class arena_allocator final : public allocator {
       fail(bytes, mapped_end_ - top_, ("no device memory to map more of the arena: " + std::string(e.what())).c_str());
     }
     mapped_end_ = new_end;
-    return do_allocate(bytes, 0);
+    return do_allocate(bytes, 0, cookie);
   }
 
   bool do_supports_reset() const noexcept override { return true; }

@@ -47,7 +47,7 @@ class async_pool_strategy final : public allocator {
   // Invariant: live_ holds exactly the blocks handed out and not yet returned to the pool (live
   // and pending). Tracking the pool: reserved_live == the pool's reserved_current as of the last
   // call. Not tracking: reserved_live == rounded size of the blocks in live_.
-  allocation do_allocate(std::size_t bytes, stream_t stream) override {
+  allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t&) override {
     const std::uint64_t used_before = track_pool_ ? get_backing().async_stats().used_current : 0;
     address_t a;
     try {

@@ -37,14 +37,15 @@ class block_pool final : public allocator {
   // so a block's index (its cookie) never changes, and neither a free nor an allocation searches
   // or divides. The stack is two arrays of scalars, as large as the blocks: no capacity checks,
   // and no struct copied through the stack (its wide reload would stall on store forwarding).
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     if (VRAMSCOPE_LIKELY(bytes <= block_size_ && free_top_ != 0)) {
       const std::size_t top = --free_top_;
       const std::uint32_t index = free_index_[top];
       is_free_[index] = 0;
-      return {free_address_[top], block_size_, index};
+      cookie = index;
+      return {free_address_[top], block_size_};
     }
-    return allocate_slow(bytes);
+    return allocate_slow(bytes, cookie);
   }
 
   void do_deallocate(address_t address, std::uint64_t, std::uint32_t index, stream_t) override {
@@ -54,7 +55,7 @@ class block_pool final : public allocator {
     is_free_[index] = 1;
   }
 
-  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes) {
+  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
     if (bytes > block_size_)
       fail(bytes, 0, ("request larger than block_size " + format_bytes(block_size_)).c_str());
     if (region_order_.size() >= max_regions_)
@@ -92,7 +93,7 @@ class block_pool final : public allocator {
       free_address_[free_top_] = base + i * block_size_;
       free_index_[free_top_] = first + static_cast<std::uint32_t>(i);
     }
-    return do_allocate(bytes, 0);
+    return do_allocate(bytes, 0, cookie);
   }
 
   void do_walk(layout_visitor& v) const override {

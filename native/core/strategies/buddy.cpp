@@ -72,7 +72,7 @@ class buddy_allocator final : public allocator {
 
   // Fast path: the smallest order at or above the request's with a free block, the one freed last
   // (LIFO, still warm), split down to the request's order. The cookie is the block's order.
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     if (VRAMSCOPE_LIKELY(bytes <= pool_size_)) {
       const unsigned order = order_for(bytes);
       const std::uint64_t available = non_empty_orders_ >> order;
@@ -82,10 +82,11 @@ class buddy_allocator final : public allocator {
         std::size_t index = pop_free(p, j);
         if (VRAMSCOPE_UNLIKELY(j > order)) index = split_down(p, index, j, order);
         flip(p.levels[order].live_bits, index);
-        return {address_of(p, order, index), block_size(order), order};
+        cookie = order;
+        return {address_of(p, order, index), block_size(order)};
       }
     }
-    return allocate_slow(bytes);
+    return allocate_slow(bytes, cookie);
   }
 
   // Merge with the buddy while it is free at the same order: a bit test per level. The orders left
@@ -233,7 +234,7 @@ class buddy_allocator final : public allocator {
     return a < p.base + pool_size_ ? &p : nullptr;
   }
 
-  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes) {
+  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
     if (bytes > pool_size_)
       fail(bytes, largest_free(), ("request larger than pool_size " + format_bytes(pool_size_)).c_str());
     if (pools_.size() >= max_pools_)
@@ -259,7 +260,7 @@ class buddy_allocator final : public allocator {
                                [](address_t x, const std::unique_ptr<pool>& q) { return x < q->base; });
     pools_.insert(at, std::move(p));
     give(added, max_order_, 0);
-    return do_allocate(bytes, 0);
+    return do_allocate(bytes, 0, cookie);
   }
 
   std::uint64_t largest_free() const {

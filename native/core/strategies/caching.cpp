@@ -42,7 +42,7 @@ class caching final : public allocator {
  private:
   // --- fast path: a cached block of exactly the rounded size on this stream; freeing a block
   // whose neighbours are in use. ------------------------------------------------------------------
-  allocation do_allocate(std::size_t bytes, stream_t stream) override {
+  allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) override {
     const std::uint64_t size = policy_.round_size(bytes);
     const unsigned pool = policy_.pool_of(size);
     free_index& index = index_for(pool, stream);
@@ -52,9 +52,10 @@ class caching final : public allocator {
     if (VRAMSCOPE_LIKELY(n != no_block)) {
       block_node& b = nodes_[n];
       b.allocated = true;
-      return {b.address, size, n};
+      cookie = n;
+      return {b.address, size};
     }
-    return allocate_slow(bytes, size, pool, stream, index);
+    return allocate_slow(bytes, size, pool, stream, index, cookie);
   }
 
   // The cookie is the block's node.
@@ -74,7 +75,8 @@ class caching final : public allocator {
   // --- slow paths -------------------------------------------------------------------------------
 
   VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint64_t size, unsigned pool,
-                                              stream_t stream, free_index& index) {
+                                              stream_t stream, free_index& index,
+                                              std::uint32_t& cookie) {
     if (size == 0) {
       if (policy_.kind == preset::seed)
         fail(bytes, 0, "the seed preset's largest size class is 2 GiB");
@@ -82,6 +84,7 @@ class caching final : public allocator {
     }
     std::uint32_t n = get_free_block(index, size);
     if (n == no_block) n = alloc_block(bytes, size, pool, stream, index);
+    cookie = n;
     return alloc_found_block(n, size, index);
   }
 
@@ -147,7 +150,7 @@ class caching final : public allocator {
     }
     block_node& b = nodes_[n];
     b.allocated = true;
-    return {b.address, b.size, n};
+    return {b.address, b.size};
   }
 
   // PyTorch free_block: merge with the previous, then the next block when they are free (a block

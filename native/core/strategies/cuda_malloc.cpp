@@ -28,7 +28,7 @@ class cuda_malloc_strategy final : public allocator {
 
  private:
   // Invariant: regions_ holds exactly the live (and pending) blocks; reserved == their sum.
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t&) override {
     const std::size_t rounded = align_up(bytes, rounding_);
     address_t a;
     try {

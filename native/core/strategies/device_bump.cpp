@@ -29,7 +29,7 @@ device_bump::~device_bump() {
 
 // Fast path: round, fetch_add, check. A bump that overshoots is taken back, so a failed request
 // leaves the offset as it was.
-allocation device_bump::do_allocate(std::size_t bytes, stream_t) {
+allocation device_bump::do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) {
   const std::uint64_t n = device_bump_round(bytes, alignment_);
   if (VRAMSCOPE_LIKELY(base_ != 0 && n - 1 < capacity_)) {
     const std::uint64_t old = offset_.fetch_add(n, std::memory_order_acq_rel);
@@ -39,12 +39,12 @@ allocation device_bump::do_allocate(std::size_t bytes, stream_t) {
     }
     offset_.fetch_sub(n, std::memory_order_acq_rel);
   }
-  return allocate_slow(bytes);
+  return allocate_slow(bytes, cookie);
 }
 
 void device_bump::do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) { mark_freed(address); }
 
-VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes) {
+VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
   if (bytes > capacity_ - (base_ != 0 ? offset() : 0) || device_bump_round(bytes, alignment_) == 0)
     fail(bytes, base_ != 0 ? capacity_ - offset() : capacity_,
          base_ == 0 ? ("request larger than capacity " + format_bytes(capacity_)).c_str()
@@ -56,7 +56,7 @@ VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes) {
     } catch (const out_of_memory& e) {
       fail(bytes, 0, ("no device memory for the bump region: " + std::string(e.what())).c_str());
     }
-    return do_allocate(bytes, 0);
+    return do_allocate(bytes, 0, cookie);
   }
   // bytes fits, its rounding does not: the tail is smaller than one aligned block.
   fail(bytes, capacity_ - offset(), "bump region exhausted; reset() frees it");

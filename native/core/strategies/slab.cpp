@@ -135,17 +135,18 @@ class slab_allocator final : public allocator {
  private:
   // Fast path: the smallest class that fits, and a slot popped from its warmest partial slab. The
   // cookie is the slab's id (large_cookie for a dedicated region).
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     if (VRAMSCOPE_LIKELY(bytes <= largest_class_)) {
       size_class& c = classes_[class_for(bytes)];
       if (VRAMSCOPE_LIKELY(!c.partial.empty())) {
         slab& s = *c.partial.back();
         std::uint32_t slot = s.pop_free();
         if (VRAMSCOPE_UNLIKELY(s.free_count == 0)) leave_partial(c);
-        return {s.base + slot * c.size, c.size, s.id};
+        cookie = s.id;
+        return {s.base + slot * c.size, c.size};
       }
     }
-    return allocate_slow(bytes);
+    return allocate_slow(bytes, cookie);
   }
 
   void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t id, stream_t) override {
@@ -172,8 +173,8 @@ class slab_allocator final : public allocator {
     c.partial.pop_back();
   }
 
-  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes) {
-    if (bytes > largest_class_) return allocate_large(bytes);
+  VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
+    if (bytes > largest_class_) return allocate_large(bytes, cookie);
     std::size_t index = class_for(bytes);
     size_class& c = classes_[index];
     if (max_slabs_ != 0 && c.slabs.size() >= max_slabs_)
@@ -201,10 +202,10 @@ class slab_allocator final : public allocator {
     c.slabs.insert(at, std::move(owned));
     s->in_partial = true;
     c.partial.push_back(s);
-    return do_allocate(bytes, 0);
+    return do_allocate(bytes, 0, cookie);
   }
 
-  VRAMSCOPE_NOINLINE allocation allocate_large(std::size_t bytes) {
+  VRAMSCOPE_NOINLINE allocation allocate_large(std::size_t bytes, std::uint32_t& cookie) {
     if (large_fails_)
       fail(bytes, 0, ("request larger than the largest class " + format_bytes(largest_class_) +
                       " (large=fail)")
@@ -212,7 +213,8 @@ class slab_allocator final : public allocator {
     std::size_t rounded = align_up(bytes, large_alignment);
     address_t a = obtain_or_fail(rounded, large_kind(), bytes, "no memory for a dedicated region");
     large_.emplace(a, rounded);
-    return {a, rounded, large_cookie};
+    cookie = large_cookie;
+    return {a, rounded};
   }
 
   VRAMSCOPE_NOINLINE void return_large(address_t address, std::uint64_t rounded) {

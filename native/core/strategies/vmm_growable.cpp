@@ -50,7 +50,7 @@ class vmm_growable final : public allocator {
   // O(log n) with an ordered set where address-ordered first fit needs a scan or an augmented tree,
   // and it fills holes left between live blocks before it cuts into the large free tail of the
   // reservation, which keeps live blocks packed on few granules just as first fit would.
-  allocation do_allocate(std::size_t bytes, stream_t) override {
+  allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t&) override {
     const std::uint64_t n = align_up(bytes, min_alignment);
     auto fit = free_by_size_.lower_bound({n, 0});
     if (VRAMSCOPE_UNLIKELY(fit == free_by_size_.end() || n < bytes)) fail_no_room(bytes);

@@ -1,7 +1,10 @@
 // An open-addressing hash map from block address to a small value, for the allocator's table of
-// live blocks. Linear probing with backward-shift deletion (no tombstones), so a warm
-// insert + erase of the same address touches one cache line. Keys are multiples of 256 (block
-// addresses, or sizes rounded to 512 B): the hash ignores the low 8 bits.
+// live blocks. Linear probing with backward-shift deletion (no tombstones). Keys and values are
+// two arrays: probing reads packed keys, and a value of 32 bytes (the live-block entry) stays
+// inside one cache line, so that the wide stores the compiler makes of its fields never straddle
+// two lines (a straddling store cannot be forwarded to the loads of the free that follows).
+// Keys are multiples of 256 (block addresses, or sizes rounded to 512 B): the hash ignores the low
+// 8 bits.
 #pragma once
 
 #include <cstddef>
@@ -27,22 +30,22 @@ class address_map {
   std::size_t locate(address_t key) const noexcept {
     std::size_t i = slot_of(key);
     while (true) {
-      const address_t k = slots_[i].key;
+      const address_t k = keys_[i];
       if (k == key) return i;
       if (k == empty_key) return npos;
       i = (i + 1) & mask_;
     }
   }
-  Value& value_at(std::size_t i) noexcept { return slots_[i].value; }
-  const Value& value_at(std::size_t i) const noexcept { return slots_[i].value; }
+  Value& value_at(std::size_t i) noexcept { return values_[i]; }
+  const Value& value_at(std::size_t i) const noexcept { return values_[i]; }
 
   Value* find(address_t key) noexcept {
     const std::size_t i = locate(key);
-    return i == npos ? nullptr : &slots_[i].value;
+    return i == npos ? nullptr : &values_[i];
   }
   const Value* find(address_t key) const noexcept {
     const std::size_t i = locate(key);
-    return i == npos ? nullptr : &slots_[i].value;
+    return i == npos ? nullptr : &values_[i];
   }
 
   // Inserts or overwrites.
@@ -50,7 +53,7 @@ class address_map {
     VRAMSCOPE_ASSERT(key != empty_key);
     const std::size_t i = locate(key);
     if (i != npos) {
-      slots_[i].value = value;
+      values_[i] = value;
       return;
     }
     insert_new(key, value);
@@ -62,9 +65,9 @@ class address_map {
     VRAMSCOPE_ASSERT(key != empty_key && locate(key) == npos);
     if (VRAMSCOPE_UNLIKELY(size_ >= grow_at_)) grow();
     std::size_t i = slot_of(key);
-    while (slots_[i].key != empty_key) i = (i + 1) & mask_;
-    slots_[i].key = key;
-    slots_[i].value = value;
+    while (keys_[i] != empty_key) i = (i + 1) & mask_;
+    keys_[i] = key;
+    values_[i] = value;
     ++size_;
   }
 
@@ -80,37 +83,34 @@ class address_map {
     std::size_t j = hole;
     while (true) {
       j = (j + 1) & mask_;
-      const address_t k = slots_[j].key;
+      const address_t k = keys_[j];
       if (k == empty_key) break;
       const std::size_t home = slot_of(k);
       // Move j into hole when its home is not cyclically within (hole, j].
       const bool between = hole <= j ? (hole < home && home <= j) : (hole < home || home <= j);
       if (!between) {
-        slots_[hole] = slots_[j];
+        keys_[hole] = k;
+        values_[hole] = values_[j];
         hole = j;
       }
     }
-    slots_[hole].key = empty_key;
+    keys_[hole] = empty_key;
     --size_;
   }
 
   void clear() noexcept {
-    for (auto& s : slots_) s.key = empty_key;
+    for (auto& k : keys_) k = empty_key;
     size_ = 0;
   }
 
   template <class F>
   void for_each(F&& f) const {
-    for (const auto& s : slots_)
-      if (s.key != empty_key) f(s.key, s.value);
+    for (std::size_t i = 0; i < keys_.size(); ++i)
+      if (keys_[i] != empty_key) f(keys_[i], values_[i]);
   }
 
  private:
   static constexpr address_t empty_key = ~address_t{0};
-  struct slot {
-    address_t key = empty_key;
-    Value value{};
-  };
 
   std::size_t slot_of(address_t key) const noexcept {
     // Drop the 8 low bits (always 0), then mix (Fibonacci hashing).
@@ -118,21 +118,23 @@ class address_map {
     return static_cast<std::size_t>(h >> shift_);
   }
 
-  VRAMSCOPE_NOINLINE void grow() { rehash(slots_.size() * 2); }
+  VRAMSCOPE_NOINLINE void grow() { rehash(keys_.size() * 2); }
 
   void rehash(std::size_t capacity) {
-    std::vector<slot> old;
-    old.swap(slots_);
-    slots_.assign(capacity, slot{});
+    std::vector<address_t> old_keys(capacity, empty_key);
+    std::vector<Value> old_values(capacity);
+    old_keys.swap(keys_);
+    old_values.swap(values_);
     mask_ = capacity - 1;
     shift_ = 64 - log2_floor(capacity);
     grow_at_ = capacity / 4 * 3;  // load factor at most 3/4
     size_ = 0;
-    for (const auto& s : old)
-      if (s.key != empty_key) insert_new(s.key, s.value);
+    for (std::size_t i = 0; i < old_keys.size(); ++i)
+      if (old_keys[i] != empty_key) insert_new(old_keys[i], old_values[i]);
   }
 
-  std::vector<slot> slots_;
+  std::vector<address_t> keys_;
+  std::vector<Value> values_;
   std::size_t mask_ = 0;
   unsigned shift_ = 0;
   std::size_t size_ = 0;

@@ -79,9 +79,6 @@ class layout_visitor {
 struct allocation {
   address_t address;
   std::uint64_t rounded;  // the bytes this block really occupies
-  // The strategy's own note on the block (its node, size class, order...): the base keeps it in
-  // its live-block table and hands it back to do_deallocate, so that a free needs no second lookup.
-  std::uint32_t cookie = 0;
 };
 
 class allocator {
@@ -184,9 +181,13 @@ class allocator {
 
  private:
   // --- what each strategy implements. do_allocate gets bytes > 0 and returns a block aligned to
-  // at least 256 B, or throws out_of_memory with its state unchanged.
-  virtual allocation do_allocate(std::size_t bytes, stream_t stream) = 0;
-  // `rounded` and `cookie` are what do_allocate returned for this block, `stream` the stream it was
+  // at least 256 B, or throws out_of_memory with its state unchanged. It may set `cookie` (0 when
+  // it does not), its own note on the block (a node, a slab, an order): the base keeps it in the
+  // live-block entry and hands it back to do_deallocate, so that a free needs no lookup of its own.
+  // (An out-parameter rather than a third field of allocation: 24 bytes would be returned through
+  // memory, putting a store and a reload on the path from the strategy's address to the table.)
+  virtual allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) = 0;
+  // `rounded` and `cookie` are what do_allocate gave for this block, `stream` the stream it was
   // allocated on.
   virtual void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie,
                              stream_t stream) = 0;
@@ -199,12 +200,13 @@ class allocator {
   virtual bool do_supports_reset() const noexcept { return false; }
   virtual void do_reset();
 
-  struct live_block {
+  // 32 bytes at a 32-byte boundary in the live table: never across two cache lines.
+  struct alignas(32) live_block {
     std::uint64_t requested;
     std::uint64_t rounded;
     stream_t stream;
     std::uint32_t other_streams;  // index+1 into extra_streams_ when used on other streams
-    std::uint32_t cookie;         // allocation::cookie
+    std::uint32_t cookie;         // what do_allocate set
   };
   struct pending_free {
     address_t address;
@@ -216,12 +218,13 @@ class allocator {
     if (VRAMSCOPE_UNLIKELY(bytes == 0)) return nullptr;
     if (VRAMSCOPE_UNLIKELY(!pending_.empty())) process_deferred_unlocked();
     allocation a;
+    std::uint32_t cookie = 0;
     try {
-      a = do_allocate(bytes, stream);
+      a = do_allocate(bytes, stream, cookie);
     } catch (const out_of_memory& e) {
-      a = allocate_after_failure(bytes, stream, e);
+      a = allocate_after_failure(bytes, stream, e, cookie);
     }
-    live_.insert_new(a.address, live_block{bytes, a.rounded, stream, 0, a.cookie});
+    live_.insert_new(a.address, live_block{bytes, a.rounded, stream, 0, cookie});
     requested_live_ += bytes;
     rounded_live_ += a.rounded;
     if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
@@ -255,9 +258,10 @@ class allocator {
   }
 
   VRAMSCOPE_NOINLINE allocation allocate_after_failure(std::size_t bytes, stream_t stream,
-                                                       const out_of_memory& first);
+                                                       const out_of_memory& first,
+                                                       std::uint32_t& cookie);
   [[noreturn]] VRAMSCOPE_NOINLINE void reject_free(address_t address) const;
-  VRAMSCOPE_NOINLINE void defer_free(address_t address, live_block block,
+  VRAMSCOPE_NOINLINE void defer_free(address_t address, const live_block& live,
                                      stream_t stream);
   std::size_t process_deferred_unlocked();
   void complete_pending(std::size_t index);

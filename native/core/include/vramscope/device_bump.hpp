@@ -69,14 +69,14 @@ class device_bump final : public allocator {
   void set_offset_from_device(std::uint64_t device_offset);
 
  private:
-  allocation do_allocate(std::size_t bytes, stream_t stream) override;
+  allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) override;
   void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie, stream_t stream) override;
   void do_walk(layout_visitor& visitor) const override;
   bool do_was_freed(address_t address) const override;
   void do_trim() override;
   bool do_supports_reset() const noexcept override { return true; }
   void do_reset() override;
-  allocation allocate_slow(std::size_t bytes);
+  allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie);
   void mark_freed(address_t address);
 
   std::uint64_t capacity_;
