@@ -47,13 +47,15 @@ class arena_allocator final : public allocator {
   // freed_bit set on the unusable ones. Entries past count_ are ghosts: earlier block starts, used
   // only to type a double free of a popped block.
 
-  // Fast path: a bump and a compare (n - 1 < room also rejects an n that wrapped to 0).
+  // Fast path: a bump and a compare (n - 1 < room also rejects an n that wrapped to 0), and the
+  // block's start recorded where blocks_ has room (growing it is the slow path's, so that this one
+  // needs no stack frame).
   allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     const std::uint64_t n = (bytes + alignment_mask_) & ~alignment_mask_;
     const address_t a = top_;
-    if (VRAMSCOPE_LIKELY(n - 1 < mapped_end_ - a)) {
+    if (VRAMSCOPE_LIKELY(n - 1 < mapped_end_ - a && count_ < blocks_.size())) {
       top_ = a + n;
-      record_block(a);
+      blocks_[count_++] = a;
       return {a, n};
     }
     return allocate_slow(bytes, cookie);
@@ -69,12 +71,6 @@ class arena_allocator final : public allocator {
     mark_freed(a);
   }
 
-  void record_block(address_t a) {
-    if (VRAMSCOPE_LIKELY(count_ < blocks_.size())) blocks_[count_] = a;
-    else blocks_.push_back(a);
-    ++count_;
-  }
-
   VRAMSCOPE_NOINLINE void pop_freed_tail() {
     while (count_ != 0 && (blocks_[count_ - 1] & freed_bit)) top_ = blocks_[--count_] & ~freed_bit;
   }
@@ -88,6 +84,14 @@ class arena_allocator final : public allocator {
   }
 
   VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
+    if (((bytes + alignment_mask_) & ~alignment_mask_) - 1 >= mapped_end_ - top_) map_for(bytes);
+    // New entries are 0, which no block starts at: harmless ghosts.
+    if (count_ == blocks_.size()) blocks_.resize(std::max<std::size_t>(64, blocks_.size() * 2));
+    return do_allocate(bytes, 0, cookie);
+  }
+
+  // Maps enough of the reservation for `bytes` more above the pointer, or fails.
+  void map_for(std::size_t bytes) {
     const address_t reserve_end = base_ + reserve_;
     if (bytes > reserve_end - top_)
       fail(bytes, reserve_end - top_,
@@ -103,7 +107,6 @@ class arena_allocator final : public allocator {
       fail(bytes, mapped_end_ - top_, ("no device memory to map more of the arena: " + std::string(e.what())).c_str());
     }
     mapped_end_ = new_end;
-    return do_allocate(bytes, 0, cookie);
   }
 
   bool do_supports_reset() const noexcept override { return true; }

@@ -2,7 +2,9 @@
 // tracer installed this costs one predictable branch per operation.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "vramscope/types.hpp"
@@ -59,8 +61,15 @@ class tracer {
               std::uint64_t size, std::uint64_t requested) {
     trace_event* e = cursor_;
     if (VRAMSCOPE_LIKELY(e != end_)) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+      // op, its padding (zeroed) and aux in one 8-byte store.
+      static_assert(offsetof(trace_event, aux) == 4 && offsetof(trace_event, stream) == 8, "layout");
+      const std::uint64_t head = static_cast<std::uint64_t>(op) | (std::uint64_t{aux} << 32);
+      std::memcpy(e, &head, sizeof head);
+#else
       e->op = op;
       e->aux = aux;
+#endif
       e->stream = stream;
       e->address = address;
       e->size = size;
