@@ -128,20 +128,7 @@ Napi::Value allocator_wrap::stats(const Napi::CallbackInfo& info) {
   o.Set("allocations", to_number(env, s.allocations));
   o.Set("deallocations", to_number(env, s.deallocations));
   o.Set("failures", to_number(env, s.failures));
-  const device_call_counts& c = s.device_calls;
-  Napi::Object calls = Napi::Object::New(env);
-  calls.Set("regionAlloc", to_number(env, c.region_alloc));
-  calls.Set("regionFree", to_number(env, c.region_free));
-  calls.Set("vaReserve", to_number(env, c.va_reserve));
-  calls.Set("vaRelease", to_number(env, c.va_release));
-  calls.Set("map", to_number(env, c.map));
-  calls.Set("unmap", to_number(env, c.unmap));
-  calls.Set("asyncAlloc", to_number(env, c.async_alloc));
-  calls.Set("asyncFree", to_number(env, c.async_free));
-  calls.Set("eventRecord", to_number(env, c.event_record));
-  calls.Set("synchronize", to_number(env, c.synchronize));
-  calls.Set("total", to_number(env, c.total()));
-  o.Set("deviceCalls", calls);
+  o.Set("deviceCalls", device_calls_object(env, s.device_calls));
   return o;
 }
 

@@ -1,4 +1,4 @@
-// Argument conversion for the binding.
+// Argument conversion for the binding, and the result objects more than one call returns.
 #include "convert.hpp"
 
 #include <cmath>
@@ -86,6 +86,22 @@ backing_choice to_backing_choice(const Napi::Value& kind, const Napi::Value& opt
   c.cuda.capacity = o.Get("capacity").IsUndefined() ? 0 : c.simulated.capacity;
   c.cuda.async_release_threshold = c.simulated.async_release_threshold;
   return c;
+}
+
+Napi::Object device_calls_object(Napi::Env env, const device_call_counts& c) {
+  Napi::Object calls = Napi::Object::New(env);
+  calls.Set("regionAlloc", to_number(env, c.region_alloc));
+  calls.Set("regionFree", to_number(env, c.region_free));
+  calls.Set("vaReserve", to_number(env, c.va_reserve));
+  calls.Set("vaRelease", to_number(env, c.va_release));
+  calls.Set("map", to_number(env, c.map));
+  calls.Set("unmap", to_number(env, c.unmap));
+  calls.Set("asyncAlloc", to_number(env, c.async_alloc));
+  calls.Set("asyncFree", to_number(env, c.async_free));
+  calls.Set("eventRecord", to_number(env, c.event_record));
+  calls.Set("synchronize", to_number(env, c.synchronize));
+  calls.Set("total", to_number(env, c.total()));
+  return calls;
 }
 
 }  // namespace vramscope::binding

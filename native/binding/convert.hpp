@@ -1,5 +1,6 @@
-// Copies JavaScript arguments into plain C++ values. The TypeScript layer has validated them with
-// messages for people; these checks only keep a raw call from doing harm, and say which argument.
+// Copies JavaScript arguments into plain C++ values (the TypeScript layer has validated them with
+// messages for people; these checks only keep a raw call from doing harm, and say which argument),
+// and the few C++ values more than one call returns into JavaScript ones.
 #pragma once
 
 #include <napi.h>
@@ -35,5 +36,9 @@ backing_choice to_backing_choice(const Napi::Value& kind, const Napi::Value& opt
 inline Napi::Number to_number(Napi::Env env, std::uint64_t value) {
   return Napi::Number::New(env, static_cast<double>(value));
 }
+
+// { regionAlloc, regionFree, vaReserve, vaRelease, map, unmap, asyncAlloc, asyncFree, eventRecord,
+//   synchronize, total }: an allocator's stats and a replay's summary report them alike.
+Napi::Object device_calls_object(Napi::Env env, const device_call_counts& c);
 
 }  // namespace vramscope::binding

@@ -121,22 +121,6 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   return o;
 }
 
-Napi::Object device_calls_object(Napi::Env env, const device_call_counts& c) {
-  Napi::Object calls = Napi::Object::New(env);
-  calls.Set("regionAlloc", to_number(env, c.region_alloc));
-  calls.Set("regionFree", to_number(env, c.region_free));
-  calls.Set("vaReserve", to_number(env, c.va_reserve));
-  calls.Set("vaRelease", to_number(env, c.va_release));
-  calls.Set("map", to_number(env, c.map));
-  calls.Set("unmap", to_number(env, c.unmap));
-  calls.Set("asyncAlloc", to_number(env, c.async_alloc));
-  calls.Set("asyncFree", to_number(env, c.async_free));
-  calls.Set("eventRecord", to_number(env, c.event_record));
-  calls.Set("synchronize", to_number(env, c.synchronize));
-  calls.Set("total", to_number(env, c.total()));
-  return calls;
-}
-
 Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
   Napi::Object o = Napi::Object::New(env);
   auto n = [&](const char* name, std::uint64_t value) { o.Set(name, to_number(env, value)); };
