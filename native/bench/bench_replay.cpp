@@ -45,17 +45,8 @@ struct replay_bench_options {
   bool cold_memory = true;
 };
 
-struct synthetic_trace {
-  std::vector<std::uint8_t> kind;
-  std::vector<std::uint32_t> id;
-  std::vector<double> size;
-  std::vector<std::uint32_t> stream;
-  std::vector<double> time;
+struct synthetic_trace : request_column_vectors {
   std::size_t allocs = 0, frees = 0, markers = 0;
-
-  request_columns columns() const {
-    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
-  }
 };
 
 // splitmix64: a fixed seed gives the same trace on every machine.

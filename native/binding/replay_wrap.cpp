@@ -29,23 +29,11 @@ std::vector<T> copy_column(Napi::Object events, const char* name, napi_typedarra
   return std::vector<T>(array.Data(), array.Data() + array.ElementLength());
 }
 
-struct event_columns {
-  std::vector<std::uint8_t> kind;
-  std::vector<std::uint32_t> id;
-  std::vector<double> size;
-  std::vector<std::uint32_t> stream;
-  std::vector<double> time;
-
-  request_columns view() const {
-    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
-  }
-};
-
-event_columns read_events(const Napi::Value& value) {
+request_column_vectors read_events(const Napi::Value& value) {
   Napi::Env env = value.Env();
   if (!value.IsObject()) throw coded_type_error(env, "events must be an object of typed arrays");
   Napi::Object o = value.As<Napi::Object>();
-  event_columns e;
+  request_column_vectors e;
   e.kind = copy_column<std::uint8_t>(o, "kind", napi_uint8_array, "Uint8Array");
   e.id = copy_column<std::uint32_t>(o, "id", napi_uint32_array, "Uint32Array");
   e.size = copy_column<double>(o, "size", napi_float64_array, "Float64Array");
@@ -221,7 +209,7 @@ Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
 
 class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
  public:
-  replay_worker(Napi::Env env, event_columns events, std::vector<replay_target> targets,
+  replay_worker(Napi::Env env, request_column_vectors events, std::vector<replay_target> targets,
                 replay_options options, const callbacks& cb)
       : Napi::AsyncProgressWorker<replay_progress>(env, "vramscope.replay"),
         deferred_(Napi::Promise::Deferred::New(env)),
@@ -240,12 +228,12 @@ class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
     if (!on_progress_.IsEmpty() || !should_cancel_.IsEmpty())
       report = [&progress](const replay_progress& p) { progress.Send(&p, 1); };
     try {
-      results_ = replay(events_.view(), targets_, options_, report, &cancel_);
+      results_ = replay(events_.columns(), targets_, options_, report, &cancel_);
     } catch (const std::exception& e) {
       failed_ = true;
       failure_ = error_record::capture(e);
     }
-    events_ = event_columns();  // the inputs are no longer needed
+    events_ = request_column_vectors();  // the inputs are no longer needed
   }
 
   void OnProgress(const replay_progress* p, std::size_t count) override {
@@ -296,7 +284,7 @@ class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
   Napi::FunctionReference on_progress_;
   Napi::FunctionReference should_cancel_;
   Napi::ObjectReference callback_error_;
-  event_columns events_;
+  request_column_vectors events_;
   std::vector<replay_target> targets_;
   replay_options options_;
   std::atomic<bool> cancel_{false};
@@ -310,7 +298,7 @@ class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
 Napi::Value replay_js(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   return guarded(env, [&]() -> Napi::Value {
-    event_columns events = read_events(info[0]);
+    request_column_vectors events = read_events(info[0]);
     std::vector<replay_target> targets = read_targets(info[1]);
     callbacks cb;
     replay_options options = read_options(info[2], cb);

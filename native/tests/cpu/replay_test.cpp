@@ -25,12 +25,7 @@ constexpr std::uint8_t k_free = static_cast<std::uint8_t>(request_kind::free);
 constexpr std::uint8_t k_marker = static_cast<std::uint8_t>(request_kind::marker);
 constexpr std::uint8_t k_oom = static_cast<std::uint8_t>(request_kind::oom);
 
-struct trace {
-  std::vector<std::uint8_t> kind;
-  std::vector<std::uint32_t> id;
-  std::vector<double> size;
-  std::vector<std::uint32_t> stream;
-  std::vector<double> time;
+struct trace : request_column_vectors {
   std::uint32_t next_id = 0;
 
   std::uint32_t alloc(double bytes, std::uint32_t s = 0) {
@@ -45,9 +40,6 @@ struct trace {
     size.push_back(bytes);
     stream.push_back(s);
     time.push_back(time.empty() ? 0.0 : time.back() + 1000.0);
-  }
-  request_columns columns() const {
-    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
   }
   std::size_t count() const { return kind.size(); }
 };

@@ -37,6 +37,20 @@ struct request_columns {
   std::size_t count = 0;
 };
 
+// Request columns that own their rows, for whoever builds or copies a trace before replaying it
+// (the binding, the benchmark, tests). The view is valid until a vector changes.
+struct request_column_vectors {
+  std::vector<std::uint8_t> kind;
+  std::vector<std::uint32_t> id;
+  std::vector<double> size;
+  std::vector<std::uint32_t> stream;
+  std::vector<double> time;
+
+  request_columns columns() const {
+    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
+  }
+};
+
 // Stream index i of a trace is simulated stream i + 1: no replayed stream is 0, which names the
 // legacy default stream, and every layout event with stream 0 (regions, maps) is known to have none.
 // Layout columns carry the index back (replay_no_stream where the event has no stream).
