@@ -55,12 +55,16 @@ class buddy_allocator final : public allocator {
     std::uint64_t* live_bits;  // bit i: it is a live block
     // Indices that were free when pushed: a LIFO stack checked against the free bitmap on pop, so
     // that a merge clears one bit instead of searching the stack. Emptied whenever free_count drops
-    // to 0, compacted when stale entries outnumber the free ones.
+    // to 0, compacted when stale entries outnumber the free ones. An order's first free block
+    // goes to `solo` instead (the common case in split and merge cascades: one free block an
+    // order), and joins the stack when a second one comes: while the stack is empty and the count
+    // is 1, the free block is solo.
     std::vector<std::uint32_t> candidates;
     std::uint32_t free_count = 0;
+    std::uint32_t solo = 0;
   };
   // Invariants, per pool: levels[k].free_count counts the free bits of order k, each of them is
-  // among levels[k].candidates, and bit k of non_empty is set iff that count is not 0; a node that
+  // among levels[k].candidates (or is its solo), and bit k of non_empty is set iff that count is not 0; a node that
   // is neither free nor live (nor inside one) is split in two. No free block's buddy is free at the
   // same order. non_empty_orders_ is the OR of every pool's non_empty.
   struct pool {
@@ -96,9 +100,13 @@ class buddy_allocator final : public allocator {
     std::size_t index = static_cast<std::size_t>((a - p.base) >> (min_shift_ + order));
     flip(p.levels[order].live_bits, index);
     const unsigned freed_order = order;
+    // Locals, so that the stores into the levels do not make the compiler reload them.
+    const unsigned max_order = max_order_;
+    level* const levels = p.levels.data();
+    std::uint64_t order_bit = std::uint64_t{1} << order;
     std::uint64_t emptied = 0;
-    while (order < max_order_) {
-      level& l = p.levels[order];
+    while (order < max_order) {
+      level& l = levels[order];
       const std::size_t buddy = index ^ 1;
       std::uint64_t& word = l.free_bits[buddy >> 6];
       const std::uint64_t bit = std::uint64_t{1} << (buddy & 63);
@@ -106,10 +114,11 @@ class buddy_allocator final : public allocator {
       word ^= bit;  // the buddy is taken into the merge
       if (--l.free_count == 0) {
         l.candidates.clear();  // whatever is left is stale
-        emptied |= std::uint64_t{1} << order;
+        emptied |= order_bit;
       }
       index >>= 1;
       ++order;
+      order_bit <<= 1;
     }
     if (emptied != 0) mark_empty(p, emptied);
     give(p, order, index);
@@ -139,7 +148,13 @@ class buddy_allocator final : public allocator {
     flip(l.free_bits, index);
     if (l.free_count == 0) {
       VRAMSCOPE_ASSERT(l.candidates.empty());
+      l.solo = static_cast<std::uint32_t>(index);
+      l.free_count = 1;
       mark_non_empty(p, std::uint64_t{1} << order);
+      return;
+    }
+    if (l.candidates.empty()) {
+      l.candidates.push_back(l.solo);  // a second free block: the first joins the stack
     } else if (VRAMSCOPE_UNLIKELY(l.candidates.size() >= 2 * std::size_t{l.free_count} + 32)) {
       compact(l);
     }
@@ -171,6 +186,12 @@ class buddy_allocator final : public allocator {
   }
   std::size_t pop_free(pool& p, unsigned order) {
     auto& stack = p.levels[order].candidates;
+    if (stack.empty()) {
+      VRAMSCOPE_ASSERT(p.levels[order].free_count == 1);
+      const std::size_t index = p.levels[order].solo;
+      take(p, order, index);
+      return index;
+    }
     const std::uint64_t* bits = p.levels[order].free_bits;
     while (true) {
       VRAMSCOPE_ASSERT(!stack.empty());
@@ -197,15 +218,16 @@ class buddy_allocator final : public allocator {
   // index of the lowest part at order `to`. Traced as one split of the block (aux = its order) with
   // the part kept; the upper halves it freed are the rest of it. Every order in [to, from) has no
   // free block in any pool (from is the lowest that has one), so each upper half is its order's
-  // only free block: no compaction, one mask update for all of them.
+  // only free block, its solo: one mask update for all of them.
   std::size_t split_down(pool& p, std::size_t index, unsigned from, unsigned to) {
     trace(trace_op::split, address_of(p, from, index), block_size(to), 0, 0, from);
+    level* const levels = p.levels.data();
     for (unsigned j = from; j > to; --j) {
       index <<= 1;
-      level& l = p.levels[j - 1];
+      level& l = levels[j - 1];
       VRAMSCOPE_ASSERT(l.free_count == 0 && l.candidates.empty() && !test(l.free_bits, index | 1));
       flip(l.free_bits, index | 1);
-      l.candidates.push_back(static_cast<std::uint32_t>(index | 1));
+      l.solo = static_cast<std::uint32_t>(index | 1);
       l.free_count = 1;
     }
     mark_non_empty(p, ((std::uint64_t{1} << from) - 1) & ~((std::uint64_t{1} << to) - 1));
