@@ -180,14 +180,14 @@ if [ "$BUILT" -eq 1 ]; then
         continue
       fi
       step "memcheck $t" "$(limit_for 150)" \
-        "$SANITIZER_BIN" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 "$BUILD/$t"
+        env VRAMSCOPE_SERIALIZED_LAUNCHES=1 "$SANITIZER_BIN" --tool memcheck --report-api-errors no --error-exitcode 99 --print-limit 20 "$BUILD/$t"
       # API errors are not reported: the suites provoke out-of-memory on purpose (exhaustion
       # tests), which memcheck would count as errors; what it must find none of is bad accesses.
       # The multi-stream workloads (kernels on streams that run at once) also go through racecheck.
       case "$t" in
         gpu_workloads|*stream*)
           step "racecheck $t" "$(limit_for 150)" \
-            "$SANITIZER_BIN" --tool racecheck --error-exitcode 99 --print-limit 20 "$BUILD/$t" ;;
+            env VRAMSCOPE_SERIALIZED_LAUNCHES=1 "$SANITIZER_BIN" --tool racecheck --error-exitcode 99 --print-limit 20 "$BUILD/$t" ;;
       esac
     done
   else

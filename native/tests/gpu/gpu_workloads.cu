@@ -4,6 +4,7 @@
 // writes it; and a cudaMallocAsync pool whose release threshold keeps memory across a
 // synchronization until trim() releases it. Also the cuda_vmm backing's own contract: one granule
 // of a larger mapping can be unmapped alone, and a map beyond the cap changes nothing.
+#include <cstdlib>
 #include <memory>
 
 #include "gpu_common.cuh"
@@ -21,6 +22,13 @@ std::unique_ptr<backing> cuda_backing_of(backing_kind kind, std::size_t capacity
 }
 
 gpu::block_desc desc(address_t a, std::size_t n, unsigned serial) { return {a, n, serial}; }
+
+// Under compute-sanitizer kernel launches are serialized, so races between streams cannot be
+// staged; gpu-check.sh says so through this variable, and the timing checks become notes.
+static bool serialized_launches() {
+  const char* v = std::getenv("VRAMSCOPE_SERIALIZED_LAUNCHES");
+  return v != nullptr && v[0] == '1';
+}
 
 TEST("growable buffer: 1 MiB grows to 100 MiB in place, the first MiB intact after every growth") {
   auto vmm = cuda_backing_of(backing_kind::cuda_vmm);
@@ -125,8 +133,16 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
   CHECK(qa + n <= pa || pa + n <= qa);
   const gpu::block_desc written_on_a = desc(qa, n, 8);
   on_a.fill({written_on_a}, a);
-  CHECK(cudaStreamQuery(b) == cudaErrorNotReady);  // the check above really raced B's kernel
+  // The check above really raced B's kernel, unless launches are serialized (compute-sanitizer
+  // runs this binary with VRAMSCOPE_SERIALIZED_LAUNCHES=1, set by gpu-check.sh): then B may have
+  // finished, and the run checks memory safety, not ordering.
+  const bool raced = cudaStreamQuery(b) == cudaErrorNotReady;
   (void)cudaGetLastError();
+  if (serialized_launches())
+    std::printf("  launches serialized: B's kernel %s when A's fill was queued; ordering not checked here\n",
+                raced ? "still ran" : "had finished");
+  else
+    CHECK(raced);
   GPU_CHECK(cudaStreamSynchronize(b));
   CHECK_EQ(on_a.verify({written_by_b}, nullptr, a), 0ull);
   CHECK_EQ(on_a.verify({written_on_a}, nullptr, a), 0ull);
@@ -152,7 +168,11 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
     const gpu::block_desc a_data = desc(reinterpret_cast<address_t>(q2), n, 10);
     on_a.fill({a_data}, a);
     GPU_CHECK(cudaStreamSynchronize(b));
-    CHECK(on_a.verify({a_data}, nullptr, a) != 0ull);
+    const unsigned long long corrupted = on_a.verify({a_data}, nullptr, a);
+    if (serialized_launches())
+      std::printf("  control under serialized launches: %llu words overwritten (B ran first)\n", corrupted);
+    else
+      CHECK(corrupted != 0ull);
   } else {
     std::printf("  control skipped: the pool did not reuse the freed memory at once\n");
     GPU_CHECK(cudaStreamSynchronize(b));
