@@ -282,23 +282,6 @@ std::string describe_params(const params& p) {
   return text;
 }
 
-// Tracing on, as a recorder would run it: every event appended inline (no virtual call) to a buffer
-// allocated beforehand, a ring, so a long run never allocates or grows; record() sees only the
-// event that finds the ring full, and starts the ring over.
-class ring_tracer final : public tracer {
- public:
-  explicit ring_tracer(std::size_t capacity) : events_(capacity) {
-    set_buffer(events_.data(), events_.data() + events_.size());
-  }
-  void record(const trace_event& event) override {
-    set_buffer(events_.data(), events_.data() + events_.size());
-    append(event);
-  }
-
- private:
-  std::vector<trace_event> events_;
-};
-
 struct environment {
   std::uint64_t real_budget = 0;  // device bytes a strategy may commit up front on a real backing
 };

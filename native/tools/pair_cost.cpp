@@ -29,22 +29,6 @@ using namespace vramscope;
 
 namespace {
 
-// The benchmark's tracer: a ring of events filled through the inline buffer; record() only sees
-// the event that finds the ring full and starts it over.
-class ring_tracer final : public tracer {
- public:
-  explicit ring_tracer(std::size_t capacity) : events_(capacity) {
-    set_buffer(events_.data(), events_.data() + events_.size());
-  }
-  void record(const trace_event& event) override {
-    set_buffer(events_.data(), events_.data() + events_.size());
-    append(event);
-  }
-
- private:
-  std::vector<trace_event> events_;
-};
-
 double thread_cpu_ns() {
   timespec t{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
