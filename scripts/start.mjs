@@ -36,7 +36,10 @@ if (electron.path) {
 }
 console.log('  Headless mode, `vramscope serve` (the same UI in a browser, for GPU servers reached over SSH),')
 console.log('  comes with the web host: not implemented yet.')
-console.log('\nWhat works today: the native allocator library and its Node binding. `npm test` runs every')
+console.log('\nWhat works today: the native allocator library, its Node binding and the `vramscope` command.')
+console.log('Replay a PyTorch run recorded on an H100 through several strategies, side by side:')
+console.log('  npx vramscope replay test/fixtures/pytorch/transformer_varseq.pickle -s caching:preset=pytorch,slab,buddy')
+console.log('(`npx vramscope --help` lists info, import, replay, export and diff.) `npm test` runs every')
 console.log('suite; `npm run bench` times each strategy. A small comparison on a simulated 1 GiB device:\n')
 
 let service
