@@ -337,12 +337,14 @@ export function toStrategyResult(result: ReplayResult, trace: RequestTrace): Str
     const b = result.buckets
     for (let k = 0; k < b.end.length; k++) metrics.externalFragmentation[b.end[k]! - 1] = b.externalFragmentation[k]!
   } else {
+    // Each bucket's maximum, so that no peak disappears into a bucket (the chart of a long trace
+    // is an envelope of its highs; the last value of a bucket can miss a peak inside it).
     const b = result.buckets
     metrics = {
       time: b.time,
-      requested: b.requestedLast,
-      rounded: b.roundedLast,
-      reserved: b.reservedLast,
+      requested: b.requestedMax,
+      rounded: b.roundedMax,
+      reserved: b.reservedMax,
       externalFragmentation: b.externalFragmentation,
       deviceCalls: b.deviceCalls,
     }
