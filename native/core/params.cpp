@@ -48,14 +48,12 @@ std::uint64_t parse_size(const std::string& text, const std::string& what) {
 std::uint64_t params::get_size(const std::string& key, std::uint64_t fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   return parse_size(it->second, "parameter '" + key + "'");
 }
 
 std::uint64_t params::get_uint(const std::string& key, std::uint64_t fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   std::string t = trim(it->second);
   char* end = nullptr;
   unsigned long long v = std::strtoull(t.c_str(), &end, 10);
@@ -67,7 +65,6 @@ std::uint64_t params::get_uint(const std::string& key, std::uint64_t fallback) c
 double params::get_double(const std::string& key, double fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   std::string t = trim(it->second);
   char* end = nullptr;
   double v = std::strtod(t.c_str(), &end);
@@ -79,7 +76,6 @@ double params::get_double(const std::string& key, double fallback) const {
 bool params::get_bool(const std::string& key, bool fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   std::string t = lower(trim(it->second));
   if (t == "1" || t == "true" || t == "yes" || t == "on") return true;
   if (t == "0" || t == "false" || t == "no" || t == "off") return false;
@@ -89,7 +85,6 @@ bool params::get_bool(const std::string& key, bool fallback) const {
 std::string params::get_string(const std::string& key, const std::string& fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   return trim(it->second);
 }
 
@@ -97,7 +92,6 @@ std::vector<std::uint64_t> params::get_size_list(const std::string& key,
                                                  const std::vector<std::uint64_t>& fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return fallback;
-  used_.insert(key);
   std::vector<std::uint64_t> out;
   std::string item;
   for (char c : it->second + ",") {
@@ -110,12 +104,6 @@ std::vector<std::uint64_t> params::get_size_list(const std::string& key,
   }
   if (out.empty()) throw invalid_argument("parameter '" + key + "': empty list");
   return out;
-}
-
-void params::check_all_used(const std::string& strategy) const {
-  for (auto& [k, v] : values_)
-    if (!used_.count(k))
-      throw invalid_argument("strategy '" + strategy + "' has no parameter '" + k + "'");
 }
 
 }  // namespace vramscope

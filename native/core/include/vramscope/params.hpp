@@ -5,7 +5,6 @@
 
 #include <cstdint>
 #include <map>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -21,7 +20,8 @@ class params {
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   const std::map<std::string, std::string>& values() const { return values_; }
 
-  // Each getter marks the key as used; check_all_used() then rejects the rest.
+  // Which keys a strategy accepts is checked once, against its param_info list, by
+  // make_allocator; the getters parse values and name the key in their errors.
   std::uint64_t get_size(const std::string& key, std::uint64_t fallback) const;
   std::uint64_t get_uint(const std::string& key, std::uint64_t fallback) const;
   double get_double(const std::string& key, double fallback) const;
@@ -30,11 +30,9 @@ class params {
   // A comma-separated list of sizes: "256,1KiB,4KiB".
   std::vector<std::uint64_t> get_size_list(const std::string& key,
                                            const std::vector<std::uint64_t>& fallback) const;
-  void check_all_used(const std::string& strategy) const;
 
  private:
   std::map<std::string, std::string> values_;
-  mutable std::set<std::string> used_;
 };
 
 // "2MiB", "2 MiB", "1.5GiB", "512", "4k" -> bytes. Throws invalid_argument naming `what`.
