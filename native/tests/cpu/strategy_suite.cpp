@@ -11,6 +11,7 @@
 #include "check.hpp"
 #include "invariants.hpp"
 #include "suite_configs.hpp"
+#include "suite_support.hpp"
 #include "vramscope/simulated_backing.hpp"
 
 using namespace vramscope;
@@ -41,35 +42,14 @@ struct fixture {
   std::string invariants() const { return check_invariants(*alloc, &live); }
 };
 
-#define CHECK_INVARIANTS(f)                                        \
-  do {                                                             \
-    std::string check_broken_ = (f).invariants();                  \
-    if (!check_broken_.empty()) ::check::report(__FILE__, __LINE__, check_broken_); \
-  } while (0)
 
-bool same_stats_except_failures(allocator_stats a, allocator_stats b) {
-  return a.requested_live == b.requested_live && a.rounded_live == b.rounded_live &&
-         a.reserved_live == b.reserved_live && a.free_bytes == b.free_bytes &&
-         a.live_blocks == b.live_blocks && a.pending_bytes == b.pending_bytes &&
-         a.largest_free_block == b.largest_free_block && a.allocations == b.allocations &&
-         a.deallocations == b.deallocations;
-}
 
 void each_config(void (*body)(const suite_config&)) {
-  // Each configuration on its own: one that throws does not hide the others. A configuration
-  // whose strategy is missing is reported by the registration test above.
-  for (const auto& c : suite_configs()) {
-    bool registered = std::any_of(strategies().begin(), strategies().end(),
-                                  [&](const strategy_info& i) { return i.name == c.strategy; });
-    if (!registered) continue;
-    std::fprintf(stderr, "  [%s]\n", c.label.c_str());
-    try {
-      body(c);
-    } catch (const ::check::fatal&) {
-    } catch (const std::exception& e) {
-      ::check::report(__FILE__, __LINE__, c.label + ": unexpected exception: " + e.what());
-    }
-  }
+  // A configuration whose strategy is missing is reported by the registration test below.
+  for_each_config(body, [](const suite_config& c, bool registered) {
+    if (registered) std::fprintf(stderr, "  [%s]\n", c.label.c_str());
+    return registered;
+  });
 }
 
 TEST("every registered strategy has a suite configuration, and every configuration a strategy") {

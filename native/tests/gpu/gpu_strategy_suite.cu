@@ -13,6 +13,7 @@
 #include "gpu_common.cuh"
 #include "invariants.hpp"
 #include "suite_configs.hpp"
+#include "suite_support.hpp"
 
 using namespace vramscope;
 using namespace vramscope::testing;
@@ -90,38 +91,18 @@ struct gpu_fixture {
   }
 };
 
-#define CHECK_INVARIANTS(f)                                                         \
-  do {                                                                              \
-    std::string check_broken_ = (f).invariants();                                   \
-    if (!check_broken_.empty()) ::check::report(__FILE__, __LINE__, check_broken_); \
-  } while (0)
 
-bool same_stats_except_failures(const allocator_stats& a, const allocator_stats& b) {
-  return a.requested_live == b.requested_live && a.rounded_live == b.rounded_live &&
-         a.reserved_live == b.reserved_live && a.free_bytes == b.free_bytes &&
-         a.live_blocks == b.live_blocks && a.pending_bytes == b.pending_bytes &&
-         a.largest_free_block == b.largest_free_block && a.allocations == b.allocations &&
-         a.deallocations == b.deallocations;
-}
 
 void each_config(void (*body)(const suite_config&)) {
-  for (const auto& c : suite_configs()) {
-    bool registered = std::any_of(strategies().begin(), strategies().end(),
-                                  [&](const strategy_info& i) { return i.name == c.strategy; });
+  for_each_config(body, [](const suite_config& c, bool registered) {
     if (!registered) {
       std::printf("  [%s] skipped: strategy not registered in this build\n", c.label.c_str());
-      continue;
+      return false;
     }
-    const strategy_info& info = find_strategy(c.strategy);
-    std::printf("  [%s] on %s\n", c.label.c_str(), backing_kind_name(info.cuda_backing));
+    std::printf("  [%s] on %s\n", c.label.c_str(), backing_kind_name(find_strategy(c.strategy).cuda_backing));
     std::fflush(stdout);
-    try {
-      body(c);
-    } catch (const ::check::fatal&) {
-    } catch (const std::exception& e) {
-      ::check::report(__FILE__, __LINE__, c.label + ": unexpected exception: " + e.what());
-    }
-  }
+    return true;
+  });
 }
 
 TEST("every strategy's blocks hold their own pattern through rounds of allocate, write, verify, free") {
