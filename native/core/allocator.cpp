@@ -99,6 +99,14 @@ void allocator::reject_free(address_t address) const {
   throw invalid_free(address);
 }
 
+void allocator::undo_free(address_t address, std::uint64_t requested, std::uint64_t rounded,
+                          std::uint32_t cookie, stream_t stream) {
+  // Only a block freed on its own stream with no other streams gets here (deallocate_unlocked).
+  live_.insert_new(address, live_block{requested, rounded, stream, 0, cookie});
+  requested_live_ += requested;
+  rounded_live_ += rounded;
+}
+
 void allocator::defer_free(address_t address, const live_block& live, stream_t stream) {
   const live_block block = live;  // `live` is in the table, which the erase below changes
   pending_free p{address, block, {}};
@@ -118,7 +126,6 @@ void allocator::defer_free(address_t address, const live_block& live, stream_t s
   // The program is done with the block: it leaves the live counters now, and waits as pending.
   requested_live_ -= block.requested;
   rounded_live_ -= block.rounded;
-  ++deallocations_;
   pending_bytes_ += block.rounded;
   pending_.push_back(std::move(p));
   pending_index_.insert(address, static_cast<std::uint32_t>(pending_.size()));
@@ -254,7 +261,7 @@ allocator_stats allocator::stats() const {
   s.live_blocks = live_.size();
   s.pending_blocks = pending_.size();
   s.allocations = allocations_;
-  s.deallocations = deallocations_;
+  s.deallocations = allocations_ - live_.size() - dropped_by_reset_;
   s.failures = failures_;
   s.device_calls = own_calls_;
   return s;
@@ -297,6 +304,7 @@ void allocator::reset() {
   pending_.clear();
   pending_index_.clear();
   do_reset();
+  dropped_by_reset_ += live_.size();
   live_.clear();
   extra_streams_.clear();
   free_extra_slots_.clear();

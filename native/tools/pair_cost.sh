@@ -12,8 +12,13 @@ build=$(cd "$1" && pwd)
 shift
 pairs=${PAIRS:-20000}
 bin="$build/pair_cost"
+# A build with the CUDA backings needs the static CUDA runtime as well (it stays idle here).
+cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
+extra_libs=()
+[ -n "$cudart" ] && extra_libs=("$cudart" -ldl -lrt)
 g++ -std=c++17 -O3 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
-  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive -pthread -o "$bin"
+  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive "${extra_libs[@]}" \
+  -pthread -o "$bin"
 
 # The parameters the benchmark uses for each cell (its JSON notes): size live params...
 cells() {

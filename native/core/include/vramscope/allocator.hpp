@@ -90,7 +90,10 @@ class allocator {
   // Returns nullptr for 0 bytes (as cudaMalloc does). Throws out_of_memory, leaving every live
   // block and counter as they were.
   void* allocate(std::size_t bytes, stream_t stream = 0) {
-    maybe_lock guard(mutex_, thread_safe_);
+    // One test of thread_safe_, not a guard that tests it again on the way out: the guard's
+    // pointer would be kept across the strategy's call and tested after it.
+    if (!thread_safe_) return allocate_unlocked(bytes, stream);
+    std::lock_guard<spin_lock> guard(mutex_);
     return allocate_unlocked(bytes, stream);
   }
 
@@ -98,7 +101,8 @@ class allocator {
   // stream records an event there: the block stays pending until that event completes. nullptr is
   // a no-op. Throws invalid_free / double_free with the state unchanged.
   void deallocate(void* ptr, stream_t stream = 0) {
-    maybe_lock guard(mutex_, thread_safe_);
+    if (!thread_safe_) return deallocate_unlocked(reinterpret_cast<address_t>(ptr), stream);
+    std::lock_guard<spin_lock> guard(mutex_);
     deallocate_unlocked(reinterpret_cast<address_t>(ptr), stream);
   }
 
@@ -216,7 +220,8 @@ class allocator {
 
   void* allocate_unlocked(std::size_t bytes, stream_t stream) {
     if (VRAMSCOPE_UNLIKELY(bytes == 0)) return nullptr;
-    if (VRAMSCOPE_UNLIKELY(!pending_.empty())) process_deferred_unlocked();
+    // Every pending block has a size: one load to test, where pending_.empty() takes two.
+    if (VRAMSCOPE_UNLIKELY(pending_bytes_ != 0)) process_deferred_unlocked();
     allocation a;
     std::uint32_t cookie = 0;
     try {
@@ -229,15 +234,14 @@ class allocator {
     rounded_live_ += a.rounded;
     if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
     if (rounded_live_ > rounded_peak_) rounded_peak_ = rounded_live_;
-    ++allocations_;
+    ++allocations_;  // deallocations are derived from it (stats())
     trace(trace_op::alloc, a.address, a.rounded, bytes, stream);
     return reinterpret_cast<void*>(a.address);
   }
 
   void deallocate_unlocked(address_t address, stream_t stream) {
     if (VRAMSCOPE_UNLIKELY(address == 0)) return;
-    const std::size_t slot = live_.locate(address);
-    if (VRAMSCOPE_UNLIKELY(slot == live_.npos)) reject_free(address);
+    const std::size_t slot = live_.locate_or(address, [&] { reject_free(address); });
     const live_block& block = live_.value_at(slot);
     if (VRAMSCOPE_UNLIKELY(block.stream != stream || block.other_streams != 0)) {
       defer_free(address, block, stream);
@@ -247,13 +251,19 @@ class allocator {
     // just stored, which stalls on store forwarding.
     const std::uint64_t requested = block.requested;
     const std::uint64_t rounded = block.rounded;
-    do_deallocate(address, rounded, block.cookie, stream);
-    // The slot has not moved: a strategy's do_deallocate never reaches the live table. Erasing
-    // after it keeps the block live if it throws (a device error).
+    const std::uint32_t cookie = block.cookie;
+    // The table and counters are updated before the strategy's call, while the table's pointers
+    // and the slot are still in registers (after the call they would be loaded again). A strategy
+    // that throws (a device error) gets its block back as it was, live and counted.
     live_.erase_at(slot);
     requested_live_ -= requested;
     rounded_live_ -= rounded;
-    ++deallocations_;
+    try {
+      do_deallocate(address, rounded, cookie, stream);
+    } catch (...) {
+      undo_free(address, requested, rounded, cookie, stream);
+      throw;
+    }
     trace(trace_op::free, address, rounded, requested, stream);
   }
 
@@ -261,6 +271,8 @@ class allocator {
                                                        const out_of_memory& first,
                                                        std::uint32_t& cookie);
   [[noreturn]] VRAMSCOPE_NOINLINE void reject_free(address_t address) const;
+  VRAMSCOPE_NOINLINE void undo_free(address_t address, std::uint64_t requested,
+                                    std::uint64_t rounded, std::uint32_t cookie, stream_t stream);
   VRAMSCOPE_NOINLINE void defer_free(address_t address, const live_block& live,
                                      stream_t stream);
   std::size_t process_deferred_unlocked();
@@ -293,7 +305,9 @@ class allocator {
   std::uint64_t reserved_live_ = 0, reserved_peak_ = 0;
   std::uint64_t address_space_ = 0;
   std::uint64_t pending_bytes_ = 0;
-  std::uint64_t allocations_ = 0, deallocations_ = 0;
+  std::uint64_t allocations_ = 0;
+  // Blocks that reset() dropped without a deallocate: deallocations = allocations - live - these.
+  std::uint64_t dropped_by_reset_ = 0;
   mutable std::uint64_t failures_ = 0;
   device_call_counts own_calls_;  // calls this allocator made (the backing may be shared)
 };
