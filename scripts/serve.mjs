@@ -1,7 +1,9 @@
-// `npm run serve`: the headless mode (the UI over HTTP on 127.0.0.1, for a GPU server reached
-// through an SSH tunnel) comes with the web host and is not implemented yet. It exits 1: nothing
-// is served, and a script that starts it must not believe otherwise.
-console.error('vramscope serve: not implemented yet. The headless mode (the same UI in a browser, served on')
-console.error('127.0.0.1 for a GPU server reached through an SSH tunnel) comes with the web host.')
-console.error('Today: `npm start` shows what works, `npm test` runs the suites, `npm run bench` times the strategies.')
-process.exit(1)
+// `npm run serve -- [FILE] [--host H] [--port P]`: the same as `npx vramscope serve`.
+import { spawn } from 'node:child_process'
+import { dirname, join } from 'node:path'
+import { fileURLToPath } from 'node:url'
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const child = spawn(process.execPath, [join(root, 'bin', 'vramscope.mjs'), 'serve', ...process.argv.slice(2)], { cwd: root, stdio: 'inherit' })
+for (const signal of ['SIGINT', 'SIGTERM']) process.on(signal, () => child.kill(signal))
+child.on('exit', (code, signal) => process.exit(code ?? (signal ? 0 : 1)))

@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url'
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length)
-if (only !== undefined && only !== 'native' && only !== 'unit') {
-  console.error(`npm test: --only must be native or unit, got '${only}'`)
+if (only !== undefined && only !== 'native' && only !== 'unit' && only !== 'e2e') {
+  console.error(`npm test: --only must be native, unit or e2e, got '${only}'`)
   process.exit(2)
 }
 const jobs = process.env.VRAMSCOPE_JOBS ?? String(Math.min(availableParallelism(), 8))
@@ -50,7 +50,7 @@ function newestNativeSource() {
   return newest
 }
 
-if (only !== 'unit') {
+if (only === undefined || only === 'native') {
   const configured = step('native configure', 'cmake', ['-S', join(root, 'native'), '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DVRAMSCOPE_CUDA=${cuda}`])
   const built = configured && step('native build', 'cmake', ['--build', buildDir, '--parallel', jobs])
   if (built) step('native tests (ctest -L CPU)', 'ctest', ['--test-dir', buildDir, '-L', 'CPU', '--output-on-failure', '--parallel', jobs])
@@ -59,18 +59,22 @@ if (only !== 'unit') {
   else console.log('\n=== sanitizers: skipped, native/scripts/sanitizers.sh does not exist yet')
 }
 
-if (only !== 'native') {
+if (only === undefined || only === 'unit' || only === 'e2e') {
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
+  const svelteCheck = join(root, 'node_modules', 'svelte-check', 'bin', 'svelte-check')
+  step('typecheck the UI (svelte-check)', process.execPath, [svelteCheck, '--tsconfig', join(root, 'src-renderer', 'tsconfig.json'), '--threshold', 'error', '--fail-on-warnings'])
+  step('build the UI (vite)', process.execPath, [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '-c', join(root, 'vite.renderer.config.ts'), '--logLevel', 'warn'])
   // The Node tests go through the addon: build it when it is missing or older than any native
   // source, so a developer never tests a stale binary.
   const addon = join(root, 'build', 'Release', 'vramscope.node')
   const stale = !existsSync(addon) || newestNativeSource() > statSync(addon).mtimeMs
   if (stale) step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
-  const unitDir = join(root, 'test', 'unit')
-  const files = readdirSync(unitDir).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(unitDir, f))
+  const testsIn = (dir) => readdirSync(join(root, 'test', dir)).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(root, 'test', dir, f))
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
-  step('node tests', process.execPath, ['--import', 'tsx', '--test', ...files], { last: failed.length === 0 })
+  if (only !== 'e2e') step('node tests', process.execPath, ['--import', 'tsx', '--test', ...testsIn('unit')])
+  // The UI in Chromium against the real `vramscope serve` (each file skips, saying why, without a Chromium).
+  step('browser tests (Chromium, Playwright)', process.execPath, ['--import', 'tsx', '--test', '--test-concurrency=1', ...testsIn('e2e')], { last: failed.length === 0 })
 }
 
 if (failed.length > 0) {

@@ -12,6 +12,7 @@ import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
 import { infoCommand } from './commands/info.ts'
 import { replayCommand } from './commands/replay.ts'
+import { serveCommand } from './commands/serve.ts'
 import { collect, type Io } from './shared.ts'
 
 export const EXIT_BAD_INPUT = 2
@@ -105,10 +106,12 @@ function buildProgram(io: Io): Command {
 
   program
     .command('serve')
-    .description('the app in a browser for headless GPU servers (not in this version)')
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .action(() => laterWork('serve', 'the headless web host is not part of this version yet; it comes with the desktop app work (issue 5)'))
+    .description('the app in a browser: serves the UI and its API on 127.0.0.1 (for a GPU server reached through an SSH tunnel)')
+    .argument('[file]', 'a trace, PyTorch snapshot or RMM log to open at start (the page opens it and nothing else from disk)')
+    .option('--host <host>', 'interface to listen on (0.0.0.0: every interface, guarded by the token only)', '127.0.0.1')
+    .option('--port <port>', 'port to listen on (0: a free one)', '0')
+    .option('--json', 'print {url, port, token} as JSON')
+    .action((file: string | undefined, options) => serveCommand(io, file, options))
 
   return program
 }

@@ -147,13 +147,23 @@ describe('bad options', () => {
     }
   })
 
-  it('record and serve say they come later, and exit 2', async () => {
-    for (const [command, issue] of [['record', /issue 6/], ['serve', /issue 5/]] as const) {
-      const run = await vramscope([command, '--', 'python', 'train.py'])
-      assert.equal(run.code, 2, shown(run))
-      assert.match(run.stderr, new RegExp(`vramscope ${command}: .*not part of this version yet`))
-      assert.match(run.stderr, issue)
-    }
+  it('record says it comes later, and exits 2', async () => {
+    const run = await vramscope(['record', '--', 'python', 'train.py'])
+    assert.equal(run.code, 2, shown(run))
+    assert.match(run.stderr, /vramscope record: .*not part of this version yet/)
+    assert.match(run.stderr, /issue 6/)
+  })
+
+  it('serve names a missing file, a bad port and a host it cannot listen on, and exits 2', async () => {
+    const missing = await vramscope(['serve', 'no-such-trace.pickle'])
+    assert.equal(missing.code, 2, shown(missing))
+    assert.match(missing.stderr, /no-such-trace\.pickle.*no such file/)
+    const port = await vramscope(['serve', '--port', 'eighty'])
+    assert.equal(port.code, 2, shown(port))
+    assert.match(port.stderr, /--port.*port number/)
+    const host = await vramscope(['serve', '--host', '203.0.113.7'])
+    assert.equal(host.code, 2, shown(host))
+    assert.match(host.stderr, /--host.*cannot listen on 203\.0\.113\.7/)
   })
 
   it('--help and --version exit 0', async () => {

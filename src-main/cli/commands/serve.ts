@@ -1,0 +1,55 @@
+// `vramscope serve [FILE]`: the app in a browser, for a GPU server reached through an SSH tunnel.
+// Prints the URL with its token and serves until interrupted.
+import { existsSync, readFileSync } from 'node:fs'
+import { resolve } from 'node:path'
+
+import { AppSession } from '../../services/app-session.ts'
+import { ensureRendererBuilt, RENDERER_DIR, REPO_ROOT } from '../../web/renderer-build.ts'
+import { startWebHost } from '../../web/server.ts'
+import { OptionError, type Io } from '../shared.ts'
+
+export interface ServeOptions {
+  host: string
+  port: string
+  json?: boolean
+}
+
+export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
+  const port = Number(options.port)
+  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new OptionError('--port', `must be a port number from 0 to 65535, got ${JSON.stringify(options.port)}`)
+  let initial: string | undefined
+  if (file !== undefined) {
+    initial = resolve(file)
+    if (!existsSync(initial)) throw new OptionError(file, 'no such file')
+  }
+  await ensureRendererBuilt((line) => io.stderr.write(`${line}\n`))
+  const version = (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version
+  const session = new AppSession({
+    version,
+    host: 'web',
+    samplesDir: resolve(REPO_ROOT, 'resources', 'samples'),
+    ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
+    ...(initial === undefined && { allowedPaths: new Set<string>() }),
+  })
+  let host
+  try {
+    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port })
+  } catch (e) {
+    const error = e as NodeJS.ErrnoException
+    if (error.code === 'EADDRINUSE') throw new OptionError('--port', `port ${port} is in use on ${options.host}`)
+    if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') throw new OptionError('--host', `cannot listen on ${options.host}: ${error.message}`)
+    throw e
+  }
+  if (options.json) io.stdout.write(`${JSON.stringify({ url: host.url, port: host.port, token: host.token })}\n`)
+  else {
+    io.stdout.write(`vramscope is serving on ${host.url}\n`)
+    io.stdout.write('Open that URL in a browser (from another machine: ssh -L PORT:127.0.0.1:PORT this-host). Ctrl+C stops.\n')
+  }
+  await new Promise<void>((resolveStop) => {
+    const stop = () => {
+      void host.close().then(resolveStop)
+    }
+    process.once('SIGINT', stop)
+    process.once('SIGTERM', stop)
+  })
+}

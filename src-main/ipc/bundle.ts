@@ -1,0 +1,115 @@
+// Column bundles: how large results (event columns, layout events, metrics) cross from the host to
+// the renderer without JSON. One ArrayBuffer: a header, JSON metadata naming each array (type,
+// offset, length), then the arrays' bytes, each 8-byte aligned so the decoder can view them in
+// place (no copy). Pure TypeScript: the host encodes, the renderer's worker decodes.
+//
+//   bytes 0-3   "VSCB"
+//   bytes 4-7   format version (u32, little-endian), 1
+//   bytes 8-11  JSON length in bytes (u32)
+//   then the JSON (UTF-8), padded with spaces to a multiple of 8 from the start of the buffer
+//   then the arrays at the offsets the JSON gives (from the start of the buffer)
+import type { Bundle, BundleArray } from './contract.ts'
+
+const MAGIC = 0x42435356 // "VSCB" little-endian
+const VERSION = 1
+const HEADER_BYTES = 12
+
+type ArrayType = 'u8' | 'u16' | 'u32' | 'i32' | 'f32' | 'f64' | 'u64'
+
+interface ArrayEntry {
+  name: string
+  type: ArrayType
+  offset: number
+  length: number
+}
+
+const CONSTRUCTORS = {
+  u8: Uint8Array,
+  u16: Uint16Array,
+  u32: Uint32Array,
+  i32: Int32Array,
+  f32: Float32Array,
+  f64: Float64Array,
+  u64: BigUint64Array,
+} as const
+
+function typeOf(array: BundleArray): ArrayType {
+  if (array instanceof Uint8Array) return 'u8'
+  if (array instanceof Uint16Array) return 'u16'
+  if (array instanceof Uint32Array) return 'u32'
+  if (array instanceof Int32Array) return 'i32'
+  if (array instanceof Float32Array) return 'f32'
+  if (array instanceof Float64Array) return 'f64'
+  if (array instanceof BigUint64Array) return 'u64'
+  throw new TypeError('bundle arrays must be typed arrays')
+}
+
+const align8 = (n: number) => (n + 7) & ~7
+
+/** Encodes metadata and named arrays into one buffer. */
+export function encodeBundle(bundle: Bundle): Uint8Array {
+  const names = Object.keys(bundle.arrays)
+  const entries: ArrayEntry[] = names.map((name) => ({ name, type: typeOf(bundle.arrays[name]!), offset: 0, length: bundle.arrays[name]!.length }))
+  // The offsets depend on the JSON's length, which depends on the offsets' digits: settle it by
+  // reserving room for the largest offsets first.
+  let json = ''
+  let dataStart = 0
+  for (let pass = 0; pass < 4; pass++) {
+    json = JSON.stringify({ meta: bundle.meta ?? null, arrays: entries })
+    const start = align8(HEADER_BYTES + new TextEncoder().encode(json).length + 16)
+    if (start === dataStart) break
+    dataStart = start
+    let offset = dataStart
+    for (const e of entries) {
+      e.offset = offset
+      offset = align8(offset + bundle.arrays[e.name]!.byteLength)
+    }
+  }
+  json = JSON.stringify({ meta: bundle.meta ?? null, arrays: entries })
+  const jsonBytes = new TextEncoder().encode(json)
+  if (HEADER_BYTES + jsonBytes.length > dataStart) throw new Error('bundle header did not settle')
+  const last = entries.at(-1)
+  const total = last ? align8(last.offset + bundle.arrays[last.name]!.byteLength) : dataStart
+  const out = new Uint8Array(total)
+  const view = new DataView(out.buffer)
+  view.setUint32(0, MAGIC, true)
+  view.setUint32(4, VERSION, true)
+  view.setUint32(8, dataStart - HEADER_BYTES, true)
+  out.set(jsonBytes, HEADER_BYTES)
+  out.fill(0x20, HEADER_BYTES + jsonBytes.length, dataStart)
+  for (const e of entries) {
+    const a = bundle.arrays[e.name]!
+    out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), e.offset)
+  }
+  return out
+}
+
+/** A bundle that does not decode: names what is wrong. */
+export class BundleError extends Error {}
+
+/** Decodes a bundle; the arrays are views into `buffer` (no copy). */
+export function decodeBundle(buffer: ArrayBuffer): Bundle {
+  if (buffer.byteLength < HEADER_BYTES) throw new BundleError(`bundle: ${buffer.byteLength} bytes is shorter than its header`)
+  const view = new DataView(buffer)
+  if (view.getUint32(0, true) !== MAGIC) throw new BundleError('bundle: not a column bundle (bad magic)')
+  const version = view.getUint32(4, true)
+  if (version !== VERSION) throw new BundleError(`bundle: format version ${version}, this build reads ${VERSION}`)
+  const jsonLength = view.getUint32(8, true)
+  if (HEADER_BYTES + jsonLength > buffer.byteLength) throw new BundleError('bundle: header runs past the end')
+  let parsed: { meta: unknown; arrays: ArrayEntry[] }
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(new Uint8Array(buffer, HEADER_BYTES, jsonLength)))
+  } catch (e) {
+    throw new BundleError(`bundle: header is not JSON (${(e as Error).message})`)
+  }
+  const arrays: Record<string, BundleArray> = {}
+  for (const e of parsed.arrays ?? []) {
+    const Ctor = CONSTRUCTORS[e.type]
+    if (!Ctor) throw new BundleError(`bundle: array ${e.name} has unknown type ${e.type}`)
+    const bytes = e.length * Ctor.BYTES_PER_ELEMENT
+    if (!Number.isSafeInteger(e.offset) || e.offset % 8 !== 0 || e.offset + bytes > buffer.byteLength)
+      throw new BundleError(`bundle: array ${e.name} lies outside the bundle`)
+    arrays[e.name] = new Ctor(buffer, e.offset, e.length)
+  }
+  return { meta: parsed.meta, arrays }
+}

@@ -1,0 +1,456 @@
+// The app's API (src-main/ipc/contract.ts) over the services, for any host: the web host maps HTTP
+// requests onto it, the Electron shell maps IPC channels. It keeps the opened traces and the jobs
+// (opening, replaying) of one session; long work runs as a job with progress and cancel, so no
+// host ever waits on it. Nothing here knows about HTTP or Electron.
+import { randomUUID } from 'node:crypto'
+import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { basename, dirname, join } from 'node:path'
+
+import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, ReplayRequest, SampleInfo, TraceSummary } from '../ipc/contract.ts'
+import { listStrategies } from './allocators.ts'
+import { describeTrace } from './inspect.ts'
+import { InputError } from './input-error.ts'
+import { openInput, recordedRegionPlacement, type OpenedInput } from './open-input.ts'
+import { usesPytorchPolicy } from './replay-input.ts'
+import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay.ts'
+import { parseStrategySpecs } from './strategy-spec.ts'
+import type { RequestTrace } from './trace/model.ts'
+import type { StrategyResult } from './trace/results.ts'
+import { parseByteSize } from './units.ts'
+
+export const PRIVACY_STATEMENT =
+  'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
+
+/** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
+export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=seed,slab,buddy,vmm_growable'
+
+/** An API call that failed for a reason the user can act on. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: 'BAD_INPUT' | 'NOT_FOUND' | 'CANCELLED',
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+interface Job<T> {
+  status: JobStatus
+  controller: AbortController
+  result?: T
+  /** Settles when the job does (never rejects). */
+  done: Promise<void>
+}
+
+interface OpenedTrace {
+  summary: TraceSummary
+  input: OpenedInput
+}
+
+export interface SessionOptions {
+  version: string
+  host: AppInfo['host']
+  samplesDir: string
+  initialFile?: string
+  /** Paths `trace:openPath` may open; undefined: any (Electron, where the user picked the file). */
+  allowedPaths?: Set<string>
+}
+
+const MAX_JOBS_KEPT = 64
+
+/** A file name safe to show and to write in a private directory. */
+export function uploadName(name: unknown): string {
+  const shown = basename(String(name ?? '')).replace(/[^\w.\- ]/g, '_').slice(0, 200)
+  return shown === '' || shown.startsWith('.') ? `upload${shown}` : shown
+}
+
+export class AppSession {
+  private readonly traces = new Map<string, OpenedTrace>()
+  private readonly jobs = new Map<string, Job<unknown>>()
+  private readonly recent: (RecentFile & { path: string })[] = []
+
+  /** Recent-file key of the file named on the command line. */
+  private readonly initialKey: string | undefined
+
+  constructor(private readonly options: SessionOptions) {
+    if (options.initialFile !== undefined) {
+      this.remember(options.initialFile, basename(options.initialFile))
+      this.initialKey = this.recent[0]!.key
+    }
+  }
+
+  async info(): Promise<AppInfo> {
+    const strategies = listStrategies().map((s) => ({
+      name: s.name,
+      params: s.params.map((p) => ({ name: p.name, defaultValue: p.default, description: p.description })),
+    }))
+    return {
+      version: this.options.version,
+      samples: await this.samples(),
+      strategies,
+      defaultStrategies: DEFAULT_STRATEGIES,
+      host: this.options.host,
+      ...(this.initialKey !== undefined && { initialFile: this.initialKey }),
+      privacy: PRIVACY_STATEMENT,
+    }
+  }
+
+  private async samples(): Promise<SampleInfo[]> {
+    let listed: { name: string; title: string; description: string }[] = []
+    try {
+      listed = JSON.parse(await readFile(join(this.options.samplesDir, 'samples.json'), 'utf8'))
+    } catch {
+      return []
+    }
+    const out: SampleInfo[] = []
+    for (const s of listed) {
+      try {
+        out.push({ ...s, bytes: (await stat(join(this.options.samplesDir, s.name))).size })
+      } catch {
+        // A sample missing from the installation is not offered.
+      }
+    }
+    return out
+  }
+
+  openSample(name: string): { jobId: string } {
+    if (typeof name !== 'string' || name.includes('/') || name.includes('\\') || name.startsWith('.'))
+      throw new ApiError('BAD_INPUT', `sample: ${JSON.stringify(name)} is not a sample name`)
+    return this.openPathJob(join(this.options.samplesDir, name), name)
+  }
+
+  openPath(path: string): { jobId: string } {
+    if (typeof path !== 'string' || path === '') throw new ApiError('BAD_INPUT', 'path: a file path is needed')
+    const allowed = this.options.allowedPaths
+    if (allowed && !allowed.has(path) && !this.recent.some((r) => r.path === path))
+      throw new ApiError('BAD_INPUT', `path: this host opens only the file it was started with, samples and uploads, not ${JSON.stringify(path)}`)
+    return this.openPathJob(path, basename(path))
+  }
+
+  openRecent(key: string): { jobId: string } {
+    const entry = this.recent.find((r) => r.key === key)
+    if (!entry) throw new ApiError('NOT_FOUND', `recent: no recent file ${JSON.stringify(key)}`)
+    return this.openPathJob(entry.path, entry.name)
+  }
+
+  recentFiles(): RecentFile[] {
+    return this.recent.map(({ name, key, openedAt }) => ({ name, key, openedAt }))
+  }
+
+  /** Opens uploaded bytes: written to a private temporary directory, opened, then deleted. */
+  openBytes(name: string, bytes: Uint8Array): { jobId: string } {
+    const shown = uploadName(name)
+    return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
+      const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
+      try {
+        const path = join(dir, shown)
+        await writeFile(path, bytes)
+        return await this.open(path, shown, job, false)
+      } finally {
+        await rm(dir, { recursive: true, force: true })
+      }
+    })
+  }
+
+  /**
+   * Opens a file a host has already written (a streamed upload) and deletes it, with its
+   * directory, once opened or failed: the session owns it from here.
+   */
+  openUploadedFile(path: string, name: string): { jobId: string } {
+    const shown = uploadName(name)
+    return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
+      try {
+        return await this.open(path, shown, job, false)
+      } finally {
+        await rm(dirname(path), { recursive: true, force: true })
+      }
+    })
+  }
+
+  private openPathJob(path: string, shown: string): { jobId: string } {
+    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true))
+  }
+
+  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
+    const input = await openInput(path, {
+      signal: job.controller.signal,
+      onProgress: (p) => {
+        job.status.phase = `${p.phase} ${shown}`
+        job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
+      },
+    })
+    const d = describeTrace(input.trace, input.strategies)
+    const traceId = randomUUID()
+    const summary: TraceSummary = {
+      traceId,
+      name: shown,
+      kind: input.kind,
+      source: d.source,
+      events: d.events,
+      allocs: d.allocs,
+      frees: d.frees,
+      markers: d.markers,
+      durationNs: d.durationNs,
+      streams: input.trace.tables.streams,
+      warnings: d.warnings,
+      stored: input.strategies.map((s) => s.name),
+      ...(d.gpu !== undefined && { gpu: d.gpu }),
+    }
+    this.traces.set(traceId, { summary, input })
+    if (remember) this.remember(path, shown)
+    return summary
+  }
+
+  private remember(path: string, name: string): void {
+    const existing = this.recent.findIndex((r) => r.path === path)
+    const key = existing >= 0 ? this.recent[existing]!.key : randomUUID()
+    if (existing >= 0) this.recent.splice(existing, 1)
+    this.recent.unshift({ path, name, key, openedAt: Date.now() })
+    this.recent.length = Math.min(this.recent.length, 10)
+  }
+
+  private trace(traceId: string): OpenedTrace {
+    const t = this.traces.get(traceId)
+    if (!t) throw new ApiError('NOT_FOUND', `trace: no open trace ${JSON.stringify(traceId)}`)
+    return t
+  }
+
+  /** The request trace's columns, with its tables in the metadata. */
+  traceData(traceId: string): Bundle {
+    const { input, summary } = this.trace(traceId)
+    const e = input.trace.events
+    const t = input.trace.tables
+    const stackOffsets = new Uint32Array(t.stacks.length + 1)
+    for (let i = 0; i < t.stacks.length; i++) stackOffsets[i + 1] = stackOffsets[i]! + t.stacks[i]!.length
+    const stackFrames = new Uint32Array(stackOffsets[t.stacks.length]!)
+    t.stacks.forEach((s, i) => stackFrames.set(s, stackOffsets[i]!))
+    return {
+      meta: { summary, streams: t.streams, frames: t.frames, tags: t.tags, markers: t.markers, meta: input.trace.meta },
+      arrays: {
+        kind: e.kind,
+        id: e.id,
+        size: e.size,
+        stream: e.stream,
+        device: e.device,
+        time: e.time,
+        stack: e.stack,
+        tag: e.tag,
+        stackOffsets,
+        stackFrames,
+      },
+    }
+  }
+
+  /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
+  startReplay(request: ReplayRequest): { jobId: string } {
+    const { input } = this.trace(request?.traceId)
+    let specs
+    try {
+      specs = parseStrategySpecs([String(request.strategies ?? '')], 'strategies')
+    } catch (e) {
+      throw new ApiError('BAD_INPUT', (e as Error).message)
+    }
+    let cap: number | undefined
+    if (request.cap !== undefined && request.cap !== '') {
+      try {
+        cap = parseByteSize(String(request.cap))
+      } catch (e) {
+        throw new ApiError('BAD_INPUT', `cap: ${(e as Error).message}`)
+      }
+    }
+    const placement = recordedRegionPlacement(input.strategies)
+    const targets = specs.map((spec): ReplayTarget => ({
+      label: spec.label,
+      strategy: spec.strategy,
+      params: spec.params,
+      ...(placement.length > 0 && usesPytorchPolicy(spec) && { regionPlacement: placement }),
+    }))
+    const includeStored = request.includeStored !== false
+    return this.startJob<Bundle>('replaying', async (job) => {
+      const results = await replayTrace(input.trace, targets, {
+        ...(cap !== undefined && { cap }),
+        layout: true,
+        signal: job.controller.signal,
+        onProgress: (p) => {
+          job.status.phase = `replaying ${p.label}`
+          job.status.fraction = p.fraction
+        },
+      })
+      const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
+      return replayBundle(input.trace, stored, results)
+    })
+  }
+
+  replayResult(jobId: string): Bundle {
+    return this.finishedResult<Bundle>(jobId)
+  }
+
+  jobResult(jobId: string): TraceSummary {
+    return this.finishedResult<TraceSummary>(jobId)
+  }
+
+  private finishedResult<T>(jobId: string): T {
+    const job = this.jobs.get(jobId)
+    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
+    if (job.status.state !== 'done') throw new ApiError('BAD_INPUT', `job: ${jobId} is ${job.status.state}, not done`)
+    return job.result as T
+  }
+
+  jobStatus(jobId: string): JobStatus {
+    const job = this.jobs.get(jobId)
+    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
+    return { ...job.status }
+  }
+
+  /** Waits for a job to settle (tests and the CLI's serve log). */
+  async settled(jobId: string): Promise<JobStatus> {
+    const job = this.jobs.get(jobId)
+    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
+    await job.done
+    return { ...job.status }
+  }
+
+  cancel(jobId: string): { cancelled: boolean } {
+    const job = this.jobs.get(jobId)
+    if (!job || job.status.state !== 'running') return { cancelled: false }
+    job.controller.abort(new Error('cancelled by the user'))
+    return { cancelled: true }
+  }
+
+  private startJob<T>(phase: string, work: (job: Job<T>) => Promise<T>): { jobId: string } {
+    const jobId = randomUUID()
+    const job: Job<T> = {
+      status: { jobId, state: 'running', fraction: 0, phase },
+      controller: new AbortController(),
+      done: Promise.resolve(),
+    }
+    job.done = (async () => {
+      try {
+        job.result = await work(job)
+        job.status.state = 'done'
+        job.status.fraction = 1
+      } catch (e) {
+        const error = e as Error & { code?: string }
+        if (job.controller.signal.aborted) {
+          job.status.state = 'cancelled'
+          job.status.error = { message: 'cancelled', code: 'CANCELLED' }
+        } else {
+          job.status.state = 'failed'
+          const code = error instanceof InputError ? 'BAD_INPUT' : (error.code ?? 'INTERNAL')
+          job.status.error = { message: error.message, code }
+        }
+      }
+    })()
+    this.jobs.set(jobId, job as Job<unknown>)
+    // Old finished jobs (and their results) go first, so a long session does not keep every replay.
+    if (this.jobs.size > MAX_JOBS_KEPT)
+      for (const [id, j] of this.jobs) {
+        if (this.jobs.size <= MAX_JOBS_KEPT) break
+        if (j.status.state !== 'running') this.jobs.delete(id)
+      }
+    return { jobId }
+  }
+}
+
+/** Index of the last request event at or before `time` (events ascending in time); 0 if none. */
+function eventAt(times: Float64Array, time: number): number {
+  let lo = 0
+  let hi = times.length - 1
+  if (hi < 0 || time < times[0]!) return 0
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1
+    if (times[mid]! <= time) lo = mid
+    else hi = mid - 1
+  }
+  return lo
+}
+
+export interface ReplayBundleStrategy {
+  name: string
+  strategy: string
+  params: Record<string, unknown>
+  recorded: boolean
+  summary: Record<string, number>
+}
+
+/**
+ * Stored results (recorded layouts) and replay results as one bundle the renderer reads the same
+ * way: per strategy i, layout columns `s{i}.op/address/size/requested/stream/aux/event` (event:
+ * the request event it belongs to) and metric buckets `s{i}.m.*` (end: exclusive event index).
+ */
+export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[]): Bundle {
+  const arrays: Record<string, BundleArray> = {}
+  const strategies: ReplayBundleStrategy[] = []
+  const times = trace.events.time
+  const streamIndex = new Map<number, number>()
+  trace.tables.streams.forEach((name, i) => {
+    const v = Number(name)
+    streamIndex.set(Number.isFinite(v) ? v : i, i)
+  })
+  for (const s of stored) {
+    const i = strategies.length
+    const l = s.layout!
+    const n = l.op.length
+    const event = new Uint32Array(n)
+    const stream = new Uint32Array(n)
+    for (let k = 0; k < n; k++) {
+      event[k] = eventAt(times, l.time[k]!)
+      stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
+    }
+    Object.assign(arrays, {
+      [`s${i}.op`]: l.op,
+      [`s${i}.address`]: l.address,
+      [`s${i}.size`]: l.size,
+      [`s${i}.requested`]: l.requested,
+      [`s${i}.stream`]: stream,
+      [`s${i}.aux`]: l.aux,
+      [`s${i}.event`]: event,
+    })
+    const m = s.metrics
+    if (m) {
+      const end = new Uint32Array(m.time.length)
+      for (let k = 0; k < end.length; k++) end[k] = eventAt(times, m.time[k]!) + 1
+      Object.assign(arrays, {
+        [`s${i}.m.end`]: end,
+        [`s${i}.m.requestedMax`]: m.requested,
+        [`s${i}.m.roundedMax`]: m.rounded,
+        [`s${i}.m.reservedMax`]: m.reserved,
+        [`s${i}.m.requestedMin`]: m.requested,
+        [`s${i}.m.roundedMin`]: m.rounded,
+        [`s${i}.m.reservedMin`]: m.reserved,
+        [`s${i}.m.fragmentation`]: m.externalFragmentation,
+        [`s${i}.m.deviceCalls`]: m.deviceCalls,
+      })
+    }
+    strategies.push({ name: s.name, strategy: s.strategy, params: s.params, recorded: true, summary: s.summary ?? {} })
+  }
+  for (const r of results) {
+    const i = strategies.length
+    const l = r.layout
+    const b = r.buckets
+    Object.assign(arrays, {
+      [`s${i}.op`]: l.op,
+      [`s${i}.address`]: l.address,
+      [`s${i}.size`]: l.size,
+      [`s${i}.requested`]: l.requested,
+      [`s${i}.stream`]: l.stream,
+      [`s${i}.aux`]: l.aux,
+      [`s${i}.event`]: l.event,
+      [`s${i}.m.end`]: b.end,
+      [`s${i}.m.requestedMax`]: b.requestedMax,
+      [`s${i}.m.roundedMax`]: b.roundedMax,
+      [`s${i}.m.reservedMax`]: b.reservedMax,
+      [`s${i}.m.requestedMin`]: b.requestedMin,
+      [`s${i}.m.roundedMin`]: b.roundedMin,
+      [`s${i}.m.reservedMin`]: b.reservedMin,
+      [`s${i}.m.fragmentation`]: b.externalFragmentation,
+      [`s${i}.m.deviceCalls`]: b.deviceCalls,
+    })
+    const summary: Record<string, number> = {}
+    for (const [k, v] of Object.entries(r.summary)) if (typeof v === 'number') summary[k] = v
+    summary['firstFailureEvent'] = r.summary.firstFailures.length > 0 ? r.summary.firstFailures[0]! : -1
+    strategies.push({ name: r.label, strategy: r.strategy, params: r.params, recorded: false, summary })
+  }
+  return { meta: { strategies }, arrays }
+}

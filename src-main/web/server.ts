@@ -1,0 +1,261 @@
+// The web host (`vramscope serve`): the renderer's built files and the app's API over HTTP, for a
+// GPU server reached through an SSH tunnel. It listens on 127.0.0.1 by default, on a random port,
+// and every API call must carry the random token printed in the URL; requests whose Host header
+// is not the one it serves are refused (DNS rebinding), and the page runs under a strict CSP.
+// Long work runs as jobs in the AppSession, so a request never waits for a replay.
+import { createReadStream, createWriteStream } from 'node:fs'
+import { mkdtemp, readFile, stat } from 'node:fs/promises'
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
+import { randomBytes, timingSafeEqual } from 'node:crypto'
+import { tmpdir } from 'node:os'
+import { extname, join, normalize, sep } from 'node:path'
+import { pipeline } from 'node:stream/promises'
+
+import { encodeBundle } from '../ipc/bundle.ts'
+import { CHANNELS, type Bundle, type Channel } from '../ipc/contract.ts'
+import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
+
+export interface WebHostOptions {
+  session: AppSession
+  /** Built renderer (index.html and assets/). */
+  staticDir: string
+  host?: string
+  /** 0: a free port. */
+  port?: number
+  /** Default: 24 random bytes, hex. */
+  token?: string
+  /** Largest upload accepted, bytes (default 8 GiB). */
+  maxUploadBytes?: number
+}
+
+export interface WebHost {
+  url: string
+  token: string
+  port: number
+  server: Server
+  close(): Promise<void>
+}
+
+const CONTENT_TYPES: Record<string, string> = {
+  '.html': 'text/html; charset=utf-8',
+  '.js': 'text/javascript; charset=utf-8',
+  '.mjs': 'text/javascript; charset=utf-8',
+  '.css': 'text/css; charset=utf-8',
+  '.svg': 'image/svg+xml',
+  '.png': 'image/png',
+  '.json': 'application/json',
+  '.woff2': 'font/woff2',
+  '.map': 'application/json',
+}
+
+const SECURITY_HEADERS = {
+  'content-security-policy':
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cross-origin-opener-policy': 'same-origin',
+}
+
+const MAX_JSON_BYTES = 1 << 20
+
+class HttpError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+function sameToken(given: string, token: string): boolean {
+  const a = Buffer.from(given)
+  const b = Buffer.from(token)
+  return a.length === b.length && timingSafeEqual(a, b)
+}
+
+async function readJson(req: IncomingMessage): Promise<unknown> {
+  const chunks: Buffer[] = []
+  let total = 0
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    total += chunk.length
+    if (total > MAX_JSON_BYTES) throw new HttpError(413, 'BAD_INPUT', `request body larger than ${MAX_JSON_BYTES} bytes`)
+    chunks.push(chunk)
+  }
+  if (total === 0) return undefined
+  try {
+    return JSON.parse(Buffer.concat(chunks).toString('utf8'))
+  } catch (e) {
+    throw new HttpError(400, 'BAD_INPUT', `request body is not JSON: ${(e as Error).message}`)
+  }
+}
+
+function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body)
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS })
+  res.end(text)
+}
+
+function sendBundle(res: ServerResponse, bundle: Bundle): void {
+  const bytes = encodeBundle(bundle)
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes.byteLength, 'cache-control': 'no-store', ...SECURITY_HEADERS })
+  res.end(bytes)
+}
+
+function object(arg: unknown): Record<string, unknown> {
+  if (arg === null || typeof arg !== 'object' || Array.isArray(arg)) throw new HttpError(400, 'BAD_INPUT', 'the request body must be a JSON object')
+  return arg as Record<string, unknown>
+}
+
+function text(arg: Record<string, unknown>, name: string): string {
+  const v = arg[name]
+  if (typeof v !== 'string') throw new HttpError(400, 'BAD_INPUT', `${name} must be a string`)
+  return v
+}
+
+export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
+  const { session, staticDir } = options
+  const host = options.host ?? '127.0.0.1'
+  const token = options.token ?? randomBytes(24).toString('hex')
+  const maxUpload = options.maxUploadBytes ?? 8 * 1024 ** 3
+  const indexHtml = await readFile(join(staticDir, 'index.html'))
+  let allowedHosts = new Set<string>()
+  // Listening on every interface (--host 0.0.0.0): any Host is accepted and the token is the only guard.
+  const anyHost = host === '0.0.0.0' || host === '::'
+
+  async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (channel === 'trace:openBytes') {
+      const name = uploadName(decodeURIComponent(String(req.headers['x-file-name'] ?? 'upload')))
+      const declared = Number(req.headers['content-length'] ?? NaN)
+      if (declared > maxUpload) throw new HttpError(413, 'BAD_INPUT', `upload of ${declared} bytes is larger than the ${maxUpload}-byte limit`)
+      const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
+      const path = join(dir, name)
+      let received = 0
+      req.on('data', (chunk: Buffer) => {
+        received += chunk.length
+        if (received > maxUpload) req.destroy(new HttpError(413, 'BAD_INPUT', `upload larger than the ${maxUpload}-byte limit`))
+      })
+      await pipeline(req, createWriteStream(path))
+      return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name) })
+    }
+    const arg = await readJson(req)
+    switch (channel) {
+      case 'app:info':
+        return sendJson(res, 200, { ok: true, result: await session.info() })
+      case 'trace:openSample':
+        return sendJson(res, 200, { ok: true, result: session.openSample(text(object(arg), 'name')) })
+      case 'trace:openPath':
+        return sendJson(res, 200, { ok: true, result: session.openPath(text(object(arg), 'path')) })
+      case 'trace:openRecent':
+        return sendJson(res, 200, { ok: true, result: session.openRecent(text(object(arg), 'key')) })
+      case 'trace:recent':
+        return sendJson(res, 200, { ok: true, result: session.recentFiles() })
+      case 'trace:data':
+        return sendBundle(res, session.traceData(text(object(arg), 'traceId')))
+      case 'replay:start': {
+        const a = object(arg)
+        return sendJson(res, 200, {
+          ok: true,
+          result: session.startReplay({
+            traceId: text(a, 'traceId'),
+            strategies: text(a, 'strategies'),
+            ...(typeof a['cap'] === 'string' && { cap: a['cap'] }),
+            ...(a['includeStored'] === false && { includeStored: false }),
+          }),
+        })
+      }
+      case 'replay:result':
+        return sendBundle(res, session.replayResult(text(object(arg), 'jobId')))
+      case 'job:status':
+        return sendJson(res, 200, { ok: true, result: session.jobStatus(text(object(arg), 'jobId')) })
+      case 'job:result':
+        return sendJson(res, 200, { ok: true, result: session.jobResult(text(object(arg), 'jobId')) })
+      case 'job:cancel':
+        return sendJson(res, 200, { ok: true, result: session.cancel(text(object(arg), 'jobId')) })
+      default:
+        throw new HttpError(404, 'NOT_FOUND', `no channel ${channel}`)
+    }
+  }
+
+  async function serveStatic(pathname: string, res: ServerResponse): Promise<void> {
+    if (pathname === '/' || pathname === '/index.html') {
+      res.writeHead(200, { 'content-type': CONTENT_TYPES['.html']!, 'cache-control': 'no-store', ...SECURITY_HEADERS })
+      res.end(indexHtml)
+      return
+    }
+    const relative = normalize(decodeURIComponent(pathname)).replace(/^[/\\]+/, '')
+    const full = join(staticDir, relative)
+    if (relative.startsWith('..') || !full.startsWith(staticDir + sep)) throw new HttpError(404, 'NOT_FOUND', 'not found')
+    let size: number
+    try {
+      const s = await stat(full)
+      if (!s.isFile()) throw new Error('not a file')
+      size = s.size
+    } catch {
+      throw new HttpError(404, 'NOT_FOUND', `not found: ${pathname}`)
+    }
+    res.writeHead(200, {
+      'content-type': CONTENT_TYPES[extname(full)] ?? 'application/octet-stream',
+      'content-length': size,
+      'cache-control': pathname.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store',
+      ...SECURITY_HEADERS,
+    })
+    await pipeline(createReadStream(full), res)
+  }
+
+  const server = createServer((req, res) => {
+    void (async () => {
+      try {
+        if (!anyHost && !allowedHosts.has(String(req.headers.host ?? '').toLowerCase()))
+          throw new HttpError(403, 'UNAUTHORIZED', `requests must be addressed to ${[...allowedHosts][0]}`)
+        const url = new URL(req.url ?? '/', 'http://host')
+        if (url.pathname.startsWith('/api/')) {
+          if (req.method !== 'POST') throw new HttpError(405, 'BAD_INPUT', 'API calls are POST requests')
+          const auth = String(req.headers.authorization ?? '')
+          if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), token)) throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong token: open the URL vramscope serve printed')
+          const channel = decodeURIComponent(url.pathname.slice(5)) as Channel
+          if (!CHANNELS.includes(channel)) throw new HttpError(404, 'NOT_FOUND', `no channel ${channel}`)
+          await api(channel, req, res)
+          return
+        }
+        if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'BAD_INPUT', 'only GET here')
+        await serveStatic(url.pathname, res)
+      } catch (e) {
+        if (res.headersSent) {
+          res.destroy()
+          return
+        }
+        if (e instanceof HttpError) return sendJson(res, e.status, { ok: false, error: { code: e.code, message: e.message } })
+        if (e instanceof ApiError) return sendJson(res, e.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: e.code, message: e.message } })
+        const error = e as Error & { code?: string }
+        // Argument errors of the services (TypeError/RangeError with code INVALID_ARGUMENT) are the caller's.
+        if (error.code === 'INVALID_ARGUMENT') return sendJson(res, 400, { ok: false, error: { code: 'BAD_INPUT', message: error.message } })
+        sendJson(res, 500, { ok: false, error: { code: 'INTERNAL', message: error.message } })
+      }
+    })()
+  })
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject)
+    server.listen(options.port ?? 0, host, () => resolve())
+  })
+  const address = server.address()
+  const port = typeof address === 'object' && address ? address.port : 0
+  const shownHost = host.includes(':') ? `[${host}]` : host
+  allowedHosts = new Set([`${shownHost}:${port}`.toLowerCase()])
+  if (host === '127.0.0.1' || host === '::1' || host === 'localhost')
+    for (const h of ['127.0.0.1', 'localhost', '[::1]']) allowedHosts.add(`${h}:${port}`)
+  const urlHost = anyHost ? '127.0.0.1' : shownHost
+  return {
+    url: `http://${urlHost}:${port}/?token=${token}`,
+    token,
+    port,
+    server,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections?.()
+        server.close(() => resolve())
+      }),
+  }
+}

@@ -1,0 +1,131 @@
+// The renderer's side of the API contract (src-main/ipc/contract.ts): over HTTP to the web host,
+// or through the Electron preload's bridge when the page runs in the desktop app. Bundles come
+// back as ArrayBuffers, decoded in the worker.
+import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, ReplayRequest, TraceSummary } from '../../src-main/ipc/contract.ts'
+
+export class ApiCallError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message)
+  }
+}
+
+/** The calls the UI makes; bundle channels return raw buffers. */
+export interface Client {
+  info(): Promise<AppInfo>
+  openSample(name: string): Promise<{ jobId: string }>
+  openPath(path: string): Promise<{ jobId: string }>
+  openFile(file: File): Promise<{ jobId: string }>
+  openRecent(key: string): Promise<{ jobId: string }>
+  recent(): Promise<RecentFile[]>
+  traceData(traceId: string): Promise<ArrayBuffer>
+  startReplay(request: ReplayRequest): Promise<{ jobId: string }>
+  replayResult(jobId: string): Promise<ArrayBuffer>
+  jobStatus(jobId: string): Promise<JobStatus>
+  jobResult(jobId: string): Promise<TraceSummary>
+  cancel(jobId: string): Promise<{ cancelled: boolean }>
+}
+
+/** What the Electron preload exposes (issue 5): the Api, with bundles as ArrayBuffers. */
+type BridgeApi = Omit<Api, 'trace:data' | 'replay:result'> & {
+  'trace:data': (arg: ChannelArg<'trace:data'>) => Promise<ArrayBuffer>
+  'replay:result': (arg: ChannelArg<'replay:result'>) => Promise<ArrayBuffer>
+}
+
+function tokenFromPage(): string {
+  const url = new URL(location.href)
+  const fromUrl = url.searchParams.get('token')
+  if (fromUrl) {
+    sessionStorage.setItem('vramscope-token', fromUrl)
+    // Keep the token out of the address bar and of anything that copies the URL.
+    url.searchParams.delete('token')
+    history.replaceState(null, '', url.pathname + url.search + url.hash)
+    return fromUrl
+  }
+  return sessionStorage.getItem('vramscope-token') ?? ''
+}
+
+function httpClient(): Client {
+  const token = tokenFromPage()
+  async function post(channel: Channel, body: BodyInit | undefined, headers: Record<string, string> = {}): Promise<Response> {
+    const response = await fetch(`/api/${encodeURIComponent(channel)}`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, ...headers },
+      ...(body !== undefined && { body }),
+    })
+    if (!response.ok) {
+      let message = `${channel}: HTTP ${response.status}`
+      let code = 'INTERNAL'
+      try {
+        const j = (await response.json()) as { error?: { message?: string; code?: string } }
+        message = j.error?.message ?? message
+        code = j.error?.code ?? code
+      } catch {
+        // Not JSON: keep the status line.
+      }
+      throw new ApiCallError(message, code)
+    }
+    return response
+  }
+  async function call<C extends Channel>(channel: C, arg?: ChannelArg<C>): Promise<ChannelResult<C>> {
+    const response = await post(channel, arg === undefined ? undefined : JSON.stringify(arg), { 'content-type': 'application/json' })
+    const j = (await response.json()) as { result: ChannelResult<C> }
+    return j.result
+  }
+  async function bundle(channel: 'trace:data' | 'replay:result', arg: object): Promise<ArrayBuffer> {
+    const response = await post(channel, JSON.stringify(arg), { 'content-type': 'application/json' })
+    return response.arrayBuffer()
+  }
+  return {
+    info: () => call('app:info'),
+    openSample: (name) => call('trace:openSample', { name }),
+    openPath: (path) => call('trace:openPath', { path }),
+    openFile: async (file) => {
+      const response = await post('trace:openBytes', file, { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(file.name) })
+      return ((await response.json()) as { result: { jobId: string } }).result
+    },
+    openRecent: (key) => call('trace:openRecent', { key }),
+    recent: () => call('trace:recent'),
+    traceData: (traceId) => bundle('trace:data', { traceId }),
+    startReplay: (request) => call('replay:start', request),
+    replayResult: (jobId) => bundle('replay:result', { jobId }),
+    jobStatus: (jobId) => call('job:status', { jobId }),
+    jobResult: (jobId) => call('job:result', { jobId }),
+    cancel: (jobId) => call('job:cancel', { jobId }),
+  }
+}
+
+function bridgeClient(bridge: BridgeApi): Client {
+  return {
+    info: () => bridge['app:info'](),
+    openSample: (name) => bridge['trace:openSample']({ name }),
+    openPath: (path) => bridge['trace:openPath']({ path }),
+    openFile: async (file) => bridge['trace:openBytes']({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) }),
+    openRecent: (key) => bridge['trace:openRecent']({ key }),
+    recent: () => bridge['trace:recent'](),
+    traceData: (traceId) => bridge['trace:data']({ traceId }),
+    startReplay: (request) => bridge['replay:start'](request),
+    replayResult: (jobId) => bridge['replay:result']({ jobId }),
+    jobStatus: (jobId) => bridge['job:status']({ jobId }),
+    jobResult: (jobId) => bridge['job:result']({ jobId }),
+    cancel: (jobId) => bridge['job:cancel']({ jobId }),
+  }
+}
+
+export function createClient(): Client {
+  const bridge = (globalThis as { vramscope?: BridgeApi }).vramscope
+  return bridge ? bridgeClient(bridge) : httpClient()
+}
+
+/** Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. */
+export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80): Promise<JobStatus> {
+  for (;;) {
+    const status = await client.jobStatus(jobId)
+    onStatus(status)
+    if (status.state === 'done') return status
+    if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
+    await new Promise((r) => setTimeout(r, intervalMs))
+  }
+}

@@ -1,0 +1,6 @@
+// Entry of the renderer: mounts the app.
+import { mount } from 'svelte'
+import App from './App.svelte'
+import './app.css'
+
+mount(App, { target: document.getElementById('app')! })

@@ -1,0 +1,242 @@
+// The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
+// Views read it and call its methods; nothing else holds state that two views need.
+import type { AppInfo, JobStatus, RecentFile } from '../../src-main/ipc/contract.ts'
+import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
+import type { StrategyView, TraceData } from '../viz/data.ts'
+import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
+
+export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
+export type Theme = 'light' | 'dark'
+
+export interface Selection {
+  strategy: number
+  block: number
+}
+
+class Decoder {
+  private worker = new Worker(new URL('../workers/decode.worker.ts', import.meta.url), { type: 'module' })
+  private next = 1
+  private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
+  /** Milliseconds the worker spent on the last decode. */
+  lastMs = 0
+  constructor() {
+    this.worker.onmessage = (m: MessageEvent<DecodeResponse>) => {
+      const w = this.waiting.get(m.data.id)
+      if (!w) return
+      this.waiting.delete(m.data.id)
+      if (m.data.ok) {
+        this.lastMs = m.data.ms
+        w.resolve(m.data.value)
+      } else w.reject(new Error(m.data.message))
+    }
+  }
+  decode<T>(what: DecodeRequest['what'], buffer: ArrayBuffer): Promise<T> {
+    const id = this.next++
+    return new Promise<T>((resolve, reject) => {
+      this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject })
+      this.worker.postMessage({ id, what, buffer } satisfies DecodeRequest, [buffer])
+    })
+  }
+}
+
+export class AppState {
+  readonly client: Client = createClient()
+  private readonly decoder = new Decoder()
+
+  info = $state<AppInfo | null>(null)
+  recent = $state<RecentFile[]>([])
+  trace = $state.raw<TraceData | null>(null)
+  strategies = $state.raw<StrategyView[]>([])
+  /** Strategies to replay, in the CLI's syntax. */
+  strategySpec = $state('')
+  cap = $state('')
+  /** The request event whose state every view shows. */
+  event = $state(0)
+  playing = $state(false)
+  /** Events per second while playing. */
+  speed = $state(200)
+  /** A brushed range of events the scrubber and playback keep to, or null for all. */
+  range = $state<[number, number] | null>(null)
+  selection = $state<Selection | null>(null)
+  colorBy = $state<ColorBy>('stream')
+  theme = $state<Theme>('light')
+  /** A running job (open, replay), for the progress bar and its cancel button. */
+  job = $state<JobStatus | null>(null)
+  error = $state<string | null>(null)
+  showHelp = $state(false)
+  /** Figures of the last load, for the status line and benchmarks. */
+  timings = $state<{ openMs: number; replayMs: number; decodeMs: number }>({ openMs: 0, replayMs: 0, decodeMs: 0 })
+
+  events = $derived(this.trace?.kind.length ?? 0)
+  lastEvent = $derived(Math.max(0, this.events - 1))
+
+  private playStartedAt = 0
+  private playStartEvent = 0
+  private frame = 0
+
+  async start(): Promise<void> {
+    try {
+      this.info = await this.client.info()
+      this.strategySpec = this.info.defaultStrategies
+      this.recent = await this.client.recent()
+    } catch (e) {
+      this.error = `Could not reach the vramscope host: ${(e as Error).message}`
+      return
+    }
+    if (this.info.initialFile !== undefined) await this.openRecent(this.info.initialFile)
+  }
+
+  /** Opens something (a sample, a dropped file, a recent file) and replays it with the current strategies. */
+  async open(start: () => Promise<{ jobId: string }>): Promise<void> {
+    this.stop()
+    this.error = null
+    const t0 = performance.now()
+    try {
+      const { jobId } = await start()
+      await waitForJob(this.client, jobId, (s) => (this.job = s))
+      const summary = await this.client.jobResult(jobId)
+      const data = await this.decoder.decode<TraceData>('trace', await this.client.traceData(summary.traceId))
+      this.trace = data
+      this.strategies = []
+      this.selection = null
+      this.range = null
+      this.event = Math.max(0, data.kind.length - 1)
+      this.timings = { ...this.timings, openMs: performance.now() - t0 }
+      this.recent = await this.client.recent()
+      await this.replay()
+    } catch (e) {
+      this.job = null
+      this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
+    }
+  }
+
+  openSample(name: string) {
+    return this.open(() => this.client.openSample(name))
+  }
+  openFile(file: File) {
+    return this.open(() => this.client.openFile(file))
+  }
+  openRecent(key: string) {
+    return this.open(() => this.client.openRecent(key))
+  }
+
+  /** Replays the open trace through the strategies of `strategySpec` (plus any recorded layout). */
+  async replay(): Promise<void> {
+    const trace = this.trace
+    if (!trace) return
+    this.error = null
+    const t0 = performance.now()
+    try {
+      const { jobId } = await this.client.startReplay({
+        traceId: trace.summary.traceId,
+        strategies: this.strategySpec,
+        ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
+      })
+      await waitForJob(this.client, jobId, (s) => (this.job = s))
+      this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
+      const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(jobId))
+      this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs: this.decoder.lastMs }
+      this.strategies = strategies
+      this.selection = null
+      this.job = null
+    } catch (e) {
+      this.job = null
+      this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
+    }
+  }
+
+  async cancelJob(): Promise<void> {
+    if (this.job) await this.client.cancel(this.job.jobId)
+  }
+
+  seek(event: number): void {
+    const [lo, hi] = this.range ?? [0, this.lastEvent]
+    this.event = Math.round(Math.min(Math.max(event, lo), hi))
+    if (this.playing) {
+      this.playStartedAt = performance.now()
+      this.playStartEvent = this.event
+    }
+  }
+
+  step(delta: number): void {
+    this.pause()
+    this.seek(this.event + delta)
+  }
+
+  play(): void {
+    if (this.playing || !this.trace) return
+    const [lo, hi] = this.range ?? [0, this.lastEvent]
+    if (this.event >= hi) this.event = lo
+    this.playing = true
+    this.playStartedAt = performance.now()
+    this.playStartEvent = this.event
+    const tick = (now: number) => {
+      if (!this.playing) return
+      const target = this.playStartEvent + ((now - this.playStartedAt) / 1000) * this.speed
+      const [, end] = this.range ?? [0, this.lastEvent]
+      if (target >= end) {
+        this.event = end
+        this.playing = false
+        return
+      }
+      this.event = Math.floor(target)
+      this.frame = requestAnimationFrame(tick)
+    }
+    this.frame = requestAnimationFrame(tick)
+  }
+
+  pause(): void {
+    this.playing = false
+    cancelAnimationFrame(this.frame)
+  }
+
+  stop(): void {
+    this.pause()
+  }
+
+  toggle(): void {
+    if (this.playing) this.pause()
+    else this.play()
+  }
+
+  setSpeed(speed: number): void {
+    this.speed = speed
+    if (this.playing) {
+      this.playStartedAt = performance.now()
+      this.playStartEvent = this.event
+    }
+  }
+
+  /** Events a change stays highlighted for: about a second of playback, at least a few events. */
+  recentWindow = $derived(Math.max(4, Math.round(this.playing ? this.speed * 0.6 : 8)))
+
+  /** Jumps to the event after which strategy `i` (default: the first) held its peak reserved. */
+  jumpToPeak(i = 0): void {
+    const s = this.strategies[i]
+    if (s) this.seek(s.summary['peakReservedEvent'] ?? 0)
+  }
+
+  /** The next failure of any strategy after the playhead (wrapping to the first). */
+  jumpToFailure(): void {
+    const all: number[] = []
+    for (const s of this.strategies) for (const f of s.model.failures) all.push(f)
+    if (all.length === 0) return
+    all.sort((a, b) => a - b)
+    this.seek(all.find((f) => f > this.event) ?? all[0]!)
+  }
+
+  /** The next marker (step boundary) after the playhead, wrapping. */
+  jumpToMarker(direction: 1 | -1 = 1): void {
+    const t = this.trace
+    if (!t) return
+    const markers: number[] = []
+    for (let i = 0; i < t.kind.length; i++) if (t.kind[i] === 2) markers.push(i)
+    if (markers.length === 0) return
+    const next = direction > 0 ? (markers.find((m) => m > this.event) ?? markers[0]!) : (markers.findLast((m) => m < this.event) ?? markers.at(-1)!)
+    this.seek(next)
+  }
+
+  select(selection: Selection | null): void {
+    this.selection = selection
+  }
+}

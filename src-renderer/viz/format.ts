@@ -1,0 +1,33 @@
+// Numbers as people read them in the UI: bytes in binary units, ratios as percentages.
+export function formatBytes(bytes: number): string {
+  if (!Number.isFinite(bytes)) return '—'
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB']
+  let v = Math.abs(bytes)
+  let u = 0
+  while (v >= 1024 && u < units.length - 1) {
+    v /= 1024
+    u++
+  }
+  const text = u === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
+  return `${bytes < 0 ? '-' : ''}${text} ${units[u]}`
+}
+
+export function formatRatio(r: number): string {
+  return Number.isFinite(r) ? `${(r * 100).toFixed(1)} %` : '—'
+}
+
+export function formatCount(n: number): string {
+  return Number.isFinite(n) ? n.toLocaleString('en-US') : '—'
+}
+
+export function formatAddress(a: number): string {
+  return `0x${a.toString(16)}`
+}
+
+export function formatTime(ns: number): string {
+  if (!Number.isFinite(ns)) return '—'
+  if (ns < 1e3) return `${ns.toFixed(0)} ns`
+  if (ns < 1e6) return `${(ns / 1e3).toFixed(1)} µs`
+  if (ns < 1e9) return `${(ns / 1e6).toFixed(1)} ms`
+  return `${(ns / 1e9).toFixed(2)} s`
+}

@@ -1,0 +1,390 @@
+// The data model of one strategy's memory over a trace: every block, region and mapping it ever
+// had, as an interval of request events [from, to) during which it existed. Built once from the
+// layout events (in the decode worker), it answers "what was in memory after event e" for any e by
+// one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
+// Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
+
+/** Layout op codes (native tracer.hpp, src-main/services/trace/layout.ts). */
+export const Op = {
+  alloc: 0,
+  free: 1,
+  freePending: 2,
+  freeCompleted: 3,
+  regionReserve: 4,
+  regionRelease: 5,
+  vaReserve: 6,
+  vaRelease: 7,
+  map: 8,
+  unmap: 9,
+  split: 10,
+  merge: 11,
+  failure: 12,
+  reset: 13,
+  trim: 14,
+} as const
+
+/** The layout columns of one strategy, as the host sends them. */
+export interface LayoutColumns {
+  op: Uint8Array
+  address: BigUint64Array
+  size: Float64Array
+  requested: Float64Array
+  /** Stream index in the trace's stream table; NO_STREAM for region events. */
+  stream: Uint32Array
+  aux: Uint32Array
+  /** The request event each layout event belongs to. */
+  event: Uint32Array
+}
+
+export const NO_STREAM = 0xffffffff
+/** An interval that never ends within the trace. */
+export const NEVER = 0xffffffff
+
+/** Blocks handed out, one row per alloc. Addresses as numbers (exact below 2^53). */
+export interface BlockRecords {
+  count: number
+  address: Float64Array
+  /** Rounded size: what the strategy set aside. */
+  size: Float64Array
+  requested: Float64Array
+  stream: Uint32Array
+  /** Event after which the block exists. */
+  from: Uint32Array
+  /** Event after which it was freed on another stream and waits (NEVER if it never waited). */
+  pendingFrom: Uint32Array
+  /**
+   * Event after which a bump allocator's freed block is dead space: freed, but not reusable until
+   * the pointer falls back below it or a reset (NEVER for other strategies).
+   */
+  deadFrom: Uint32Array
+  /** Event after which the memory is reusable again (NEVER: live at the end). */
+  to: Uint32Array
+  /** Index of the layout event that placed it. */
+  layoutIndex: Uint32Array
+}
+
+export const RegionKind = { memory: 0, addressSpace: 1, mapping: 2 } as const
+
+/** Memory obtained from the device (memory), VA reserved (addressSpace) and granules mapped in it (mapping). */
+export interface RegionRecords {
+  count: number
+  kind: Uint8Array
+  address: Float64Array
+  size: Float64Array
+  from: Uint32Array
+  to: Uint32Array
+}
+
+export interface StrategyModel {
+  blocks: BlockRecords
+  regions: RegionRecords
+  /** Request events at which a request failed (out of memory under the cap). */
+  failures: Uint32Array
+  /** Request events at which the strategy reset (arena step boundaries). */
+  resets: Uint32Array
+  /** Request events at which free blocks split or merged (caching segments, buddy). */
+  structureEvents: number
+}
+
+function growF64(a: Float64Array, n: number): Float64Array {
+  const b = new Float64Array(n)
+  b.set(a)
+  return b
+}
+function growU32(a: Uint32Array, n: number, fill = 0): Uint32Array {
+  const b = new Uint32Array(n)
+  b.set(a)
+  if (fill !== 0) b.fill(fill, a.length)
+  return b
+}
+
+class RecordBuilder {
+  blocks: BlockRecords
+  regions: RegionRecords
+  constructor(blockCapacity: number, regionCapacity: number) {
+    this.blocks = {
+      count: 0,
+      address: new Float64Array(blockCapacity),
+      size: new Float64Array(blockCapacity),
+      requested: new Float64Array(blockCapacity),
+      stream: new Uint32Array(blockCapacity),
+      from: new Uint32Array(blockCapacity),
+      pendingFrom: new Uint32Array(blockCapacity).fill(NEVER),
+      deadFrom: new Uint32Array(blockCapacity).fill(NEVER),
+      to: new Uint32Array(blockCapacity).fill(NEVER),
+      layoutIndex: new Uint32Array(blockCapacity),
+    }
+    this.regions = {
+      count: 0,
+      kind: new Uint8Array(regionCapacity),
+      address: new Float64Array(regionCapacity),
+      size: new Float64Array(regionCapacity),
+      from: new Uint32Array(regionCapacity),
+      to: new Uint32Array(regionCapacity).fill(NEVER),
+    }
+  }
+
+  addRegion(kind: number, address: number, size: number, from: number): number {
+    const r = this.regions
+    if (r.count === r.kind.length) {
+      const n = Math.max(16, r.count * 2)
+      const k = new Uint8Array(n)
+      k.set(r.kind)
+      r.kind = k
+      r.address = growF64(r.address, n)
+      r.size = growF64(r.size, n)
+      r.from = growU32(r.from, n)
+      r.to = growU32(r.to, n, NEVER)
+    }
+    const i = r.count++
+    r.kind[i] = kind
+    r.address[i] = address
+    r.size[i] = size
+    r.from[i] = from
+    return i
+  }
+}
+
+/**
+ * How a strategy reuses freed memory. 'any': a freed block is reusable at once. Bump allocators
+ * (arena, device_bump) reuse nothing below their pointer until a reset; 'bump-lifo' (arena's
+ * lifo_reclaim) pops the pointer back over the topmost freed blocks.
+ */
+export type ReuseKind = 'any' | 'bump' | 'bump-lifo'
+
+export function reuseKindOf(strategy: string, params: Record<string, unknown>): ReuseKind {
+  if (strategy === 'device_bump') return 'bump'
+  if (strategy === 'arena') return String(params['lifo_reclaim'] ?? 'true') === 'false' ? 'bump' : 'bump-lifo'
+  return 'any'
+}
+
+/** Builds the interval records of one strategy from its layout events (one pass). */
+export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'any'): StrategyModel {
+  const n = layout.op.length
+  let allocs = 0
+  let regionEvents = 0
+  for (let i = 0; i < n; i++) {
+    const op = layout.op[i]!
+    if (op === Op.alloc) allocs++
+    else if (op === Op.regionReserve || op === Op.vaReserve || op === Op.map) regionEvents++
+  }
+  const builder = new RecordBuilder(allocs, regionEvents)
+  const b = builder.blocks
+  // Open intervals by address. A block address is unique among live blocks; a region's too.
+  const openBlocks = new Map<number, number>()
+  const openRegions = new Map<number, number>() // memory and address space
+  const openMappings = new Map<number, number>()
+  const failures: number[] = []
+  const resets: number[] = []
+  let structureEvents = 0
+  // Bump allocators: the blocks since the last reset, in allocation (= address) order.
+  const bumpStack: number[] = []
+  const closeFreed = (k: number, event: number) => {
+    if (reuse === 'any') {
+      b.to[k] = event
+      return
+    }
+    b.deadFrom[k] = event
+    if (reuse === 'bump-lifo' && bumpStack.at(-1) === k)
+      while (bumpStack.length > 0 && b.deadFrom[bumpStack.at(-1)!] !== NEVER) b.to[bumpStack.pop()!] = event
+  }
+  for (let i = 0; i < n; i++) {
+    const op = layout.op[i]!
+    const event = layout.event[i]!
+    switch (op) {
+      case Op.alloc: {
+        const address = Number(layout.address[i]!)
+        const k = b.count++
+        b.address[k] = address
+        b.size[k] = layout.size[i]!
+        b.requested[k] = layout.requested[i]!
+        b.stream[k] = layout.stream[i]!
+        b.from[k] = event
+        b.layoutIndex[k] = i
+        openBlocks.set(address, k)
+        if (reuse !== 'any') bumpStack.push(k)
+        break
+      }
+      case Op.free:
+      case Op.freeCompleted: {
+        const address = Number(layout.address[i]!)
+        const k = openBlocks.get(address)
+        if (k !== undefined) {
+          closeFreed(k, event)
+          openBlocks.delete(address)
+        }
+        break
+      }
+      case Op.freePending: {
+        const k = openBlocks.get(Number(layout.address[i]!))
+        if (k !== undefined && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
+        break
+      }
+      case Op.regionReserve:
+      case Op.vaReserve: {
+        const address = Number(layout.address[i]!)
+        openRegions.set(address, builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, layout.size[i]!, event))
+        break
+      }
+      case Op.regionRelease:
+      case Op.vaRelease: {
+        const address = Number(layout.address[i]!)
+        const k = openRegions.get(address)
+        if (k !== undefined) {
+          builder.regions.to[k] = event
+          openRegions.delete(address)
+        }
+        break
+      }
+      case Op.map: {
+        const address = Number(layout.address[i]!)
+        openMappings.set(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
+        break
+      }
+      case Op.unmap: {
+        // An unmap may cover several mappings made granule by granule, or part of one: what stays
+        // mapped of a mapping it cuts continues as a new record from this event.
+        const start = Number(layout.address[i]!)
+        const end = start + layout.size[i]!
+        const regions = builder.regions
+        for (const [address, k] of [...openMappings]) {
+          const mappingEnd = address + regions.size[k]!
+          if (mappingEnd <= start || address >= end) continue
+          regions.to[k] = event
+          openMappings.delete(address)
+          if (address < start) openMappings.set(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
+          if (mappingEnd > end) openMappings.set(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
+        }
+        break
+      }
+      case Op.reset: {
+        for (const k of openBlocks.values()) b.to[k] = event
+        for (const k of bumpStack) if (b.to[k] === NEVER) b.to[k] = event
+        bumpStack.length = 0
+        openBlocks.clear()
+        resets.push(event)
+        break
+      }
+      case Op.failure:
+        failures.push(event)
+        break
+      case Op.split:
+      case Op.merge:
+        structureEvents++
+        break
+    }
+  }
+  return { blocks: b, regions: builder.regions, failures: Uint32Array.from(failures), resets: Uint32Array.from(resets), structureEvents }
+}
+
+/** Whether an interval [from, to) contains the state after event `e`. */
+export function isLive(from: number, to: number, e: number): boolean {
+  return from <= e && e < to
+}
+
+/** Bytes in memory after event `e`: what the metrics table shows as the playhead moves. */
+export interface StateFigures {
+  liveBlocks: number
+  requested: number
+  rounded: number
+  pendingBytes: number
+  /** Dead space of bump allocators: freed blocks not reusable yet. */
+  deadBytes: number
+  /** Memory obtained from the device (regions of kind memory plus mapped granules). */
+  reserved: number
+  /** Address space reserved (VMM), mapped or not. */
+  addressSpace: number
+}
+
+export function figuresAt(model: StrategyModel, e: number): StateFigures {
+  const b = model.blocks
+  let liveBlocks = 0
+  let requested = 0
+  let rounded = 0
+  let pendingBytes = 0
+  let deadBytes = 0
+  for (let k = 0; k < b.count; k++) {
+    if (b.from[k]! <= e && e < b.to[k]!) {
+      if (e >= b.deadFrom[k]!) {
+        deadBytes += b.size[k]!
+        continue
+      }
+      liveBlocks++
+      // A pending block was freed by the program: it counts as neither requested nor handed out,
+      // only as memory the strategy cannot reuse yet (as the native counters do).
+      if (e >= b.pendingFrom[k]!) pendingBytes += b.size[k]!
+      else {
+        requested += b.requested[k]!
+        rounded += b.size[k]!
+      }
+    }
+  }
+  const r = model.regions
+  let reserved = 0
+  let addressSpace = 0
+  for (let k = 0; k < r.count; k++) {
+    if (r.from[k]! <= e && e < r.to[k]!) {
+      if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
+      else reserved += r.size[k]!
+    }
+  }
+  return { liveBlocks, requested, rounded, pendingBytes, deadBytes, reserved, addressSpace }
+}
+
+/** Indices of the blocks live after event `e` (not dead space), largest rounded size first. */
+export function liveBlocksAt(model: StrategyModel, e: number): Uint32Array {
+  const b = model.blocks
+  const out: number[] = []
+  for (let k = 0; k < b.count; k++) if (b.from[k]! <= e && e < b.to[k]! && e < b.deadFrom[k]!) out.push(k)
+  out.sort((x, y) => b.size[y]! - b.size[x]! || b.address[x]! - b.address[y]!)
+  return Uint32Array.from(out)
+}
+
+/**
+ * External fragmentation after event `e`, exactly (DESIGN.md: 1 - largest free block / free bytes
+ * inside reserved memory; 0 when nothing is free), with the free bytes and largest free block.
+ * Dead space of bump allocators is not free (it is not reusable). Sorts the blocks: meant for a
+ * paused playhead, not every frame of playback.
+ */
+export function fragmentationAt(model: StrategyModel, e: number): { fragmentation: number; freeBytes: number; largestFree: number } {
+  const r = model.regions
+  const spans: [number, number][] = []
+  for (let k = 0; k < r.count; k++)
+    if (r.kind[k] !== RegionKind.addressSpace && r.from[k]! <= e && e < r.to[k]!) spans.push([r.address[k]!, r.address[k]! + r.size[k]!])
+  spans.sort((x, y) => x[0] - y[0])
+  // Adjacent mappings (granules) form one contiguous range of memory.
+  const memory: [number, number][] = []
+  for (const s of spans) {
+    const last = memory.at(-1)
+    if (last && s[0] <= last[1]) last[1] = Math.max(last[1], s[1])
+    else memory.push([s[0], s[1]])
+  }
+  const b = model.blocks
+  const live: number[] = []
+  for (let k = 0; k < b.count; k++) if (b.from[k]! <= e && e < b.to[k]!) live.push(k)
+  live.sort((x, y) => b.address[x]! - b.address[y]!)
+  let freeBytes = 0
+  let largestFree = 0
+  let j = 0
+  for (const [start, end] of memory) {
+    let cursor = start
+    while (j < live.length && b.address[live[j]!]! < end) {
+      const a = b.address[live[j]!]!
+      if (a >= start) {
+        const gap = a - cursor
+        if (gap > 0) {
+          freeBytes += gap
+          largestFree = Math.max(largestFree, gap)
+        }
+        cursor = Math.max(cursor, a + b.size[live[j]!]!)
+      }
+      j++
+    }
+    const tail = end - cursor
+    if (tail > 0) {
+      freeBytes += tail
+      largestFree = Math.max(largestFree, tail)
+    }
+  }
+  return { fragmentation: freeBytes > 0 ? 1 - largestFree / freeBytes : 0, freeBytes, largestFree }
+}

@@ -1,0 +1,56 @@
+// What the end-to-end tests share: the real `vramscope serve` started as a user starts it (the
+// bin script, a free port, the printed URL) and Debian's Chromium driven by Playwright. Where no
+// Chromium is installed the tests skip and say why.
+import { spawn, type ChildProcess } from 'node:child_process'
+import { existsSync } from 'node:fs'
+import { join } from 'node:path'
+import { createInterface } from 'node:readline'
+
+import { chromium, type Browser } from 'playwright-core'
+
+export const ROOT = join(import.meta.dirname, '..', '..')
+export const CHROMIUM = process.env['VRAMSCOPE_CHROMIUM'] ?? '/usr/bin/chromium'
+export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync']
+
+/** Why the browser tests cannot run here, or undefined when they can. */
+export function browserSkipReason(): string | undefined {
+  return existsSync(CHROMIUM) ? undefined : `no Chromium at ${CHROMIUM} (apt-get install chromium, or set VRAMSCOPE_CHROMIUM)`
+}
+
+export interface Served {
+  url: string
+  process: ChildProcess
+  stop(): Promise<void>
+}
+
+/** Starts `vramscope serve [file]` and resolves with its URL once it prints it. */
+export async function serve(args: string[] = []): Promise<Served> {
+  const child = spawn(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), 'serve', '--json', ...args], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+  let stderr = ''
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+  const url = await new Promise<string>((resolve, reject) => {
+    const lines = createInterface({ input: child.stdout! })
+    lines.once('line', (line) => {
+      try {
+        resolve((JSON.parse(line) as { url: string }).url)
+      } catch {
+        reject(new Error(`vramscope serve printed ${line}\n${stderr}`))
+      }
+    })
+    child.once('exit', (code) => reject(new Error(`vramscope serve exited ${code} before printing its URL:\n${stderr}`)))
+  })
+  return {
+    url,
+    process: child,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve()
+        child.once('exit', () => resolve())
+        child.kill('SIGTERM')
+      }),
+  }
+}
+
+export function launchBrowser(): Promise<Browser> {
+  return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
+}

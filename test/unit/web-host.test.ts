@@ -1,0 +1,158 @@
+// The web host (`vramscope serve`) over real HTTP on 127.0.0.1: the token guards every API call,
+// a foreign Host header is refused, static files cannot escape their directory and carry a strict
+// CSP, and the API opens a real sample as a job, sends its columns as a bundle, replays it, and
+// names what is wrong with a bad strategy, a bad file or a path it may not open.
+import assert from 'node:assert/strict'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { request } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+
+import { decodeBundle } from '../../src-main/ipc/bundle.ts'
+import type { JobStatus } from '../../src-main/ipc/contract.ts'
+import { AppSession } from '../../src-main/services/app-session.ts'
+import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
+
+const ROOT = join(import.meta.dirname, '..', '..')
+
+interface Reply {
+  status: number
+  headers: Record<string, string | string[] | undefined>
+  body: Buffer
+}
+
+function call(host: WebHost, method: string, path: string, options: { body?: string | Buffer; headers?: Record<string, string>; token?: string | null } = {}): Promise<Reply> {
+  return new Promise((resolve, reject) => {
+    const token = options.token === undefined ? host.token : options.token
+    const req = request(
+      { host: '127.0.0.1', port: host.port, method, path, headers: { ...(token !== null && { authorization: `Bearer ${token}` }), ...options.headers } },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }))
+      },
+    )
+    req.on('error', reject)
+    req.end(options.body)
+  })
+}
+
+const api = (host: WebHost, channel: string, arg?: unknown, token?: string | null) =>
+  call(host, 'POST', `/api/${channel}`, { body: arg === undefined ? '' : JSON.stringify(arg), headers: { 'content-type': 'application/json' }, ...(token !== undefined && { token }) })
+
+const json = (r: Reply) => JSON.parse(r.body.toString('utf8')) as { ok: boolean; result?: any; error?: { code: string; message: string } }
+
+async function settle(host: WebHost, jobId: string): Promise<JobStatus> {
+  for (;;) {
+    const status = json(await api(host, 'job:status', { jobId })).result as JobStatus
+    if (status.state !== 'running') return status
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+describe('web host', () => {
+  let host: WebHost
+  let staticDir: string
+  before(async () => {
+    staticDir = await mkdtemp(join(tmpdir(), 'vramscope-static-'))
+    await writeFile(join(staticDir, 'index.html'), '<!doctype html><title>vramscope</title>')
+    await writeFile(join(staticDir, 'app.js'), 'console.log(1)')
+    const session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set() })
+    host = await startWebHost({ session, staticDir })
+  })
+  after(() => host.close())
+
+  it('prints a URL on 127.0.0.1 with a random port and token', () => {
+    assert.match(host.url, /^http:\/\/127\.0\.0\.1:\d+\/\?token=[0-9a-f]{48}$/)
+    assert.ok(host.port > 0)
+  })
+
+  it('refuses API calls without the token or with a wrong one', async () => {
+    for (const token of [null, 'nope', host.token.slice(0, -1) + (host.token.endsWith('0') ? '1' : '0')]) {
+      const r = await api(host, 'app:info', undefined, token)
+      assert.equal(r.status, 401)
+      assert.equal(json(r).error?.code, 'UNAUTHORIZED')
+    }
+  })
+
+  it('refuses a Host header it does not serve (DNS rebinding)', async () => {
+    const r = await call(host, 'POST', '/api/app:info', { headers: { host: `evil.example:${host.port}` } })
+    assert.equal(r.status, 403)
+  })
+
+  it('serves the UI with a strict CSP and nothing outside its directory', async () => {
+    const index = await call(host, 'GET', '/', { token: null })
+    assert.equal(index.status, 200)
+    assert.match(String(index.headers['content-security-policy']), /default-src 'self'/)
+    assert.equal(index.headers['x-content-type-options'], 'nosniff')
+    assert.equal((await call(host, 'GET', '/app.js', { token: null })).status, 200)
+    for (const path of ['/../package.json', '/%2e%2e/package.json', '/..%2fpackage.json', '/nothing.js'])
+      assert.equal((await call(host, 'GET', path, { token: null })).status, 404, path)
+  })
+
+  it('answers app:info with samples, strategies and the privacy statement', async () => {
+    const info = json(await api(host, 'app:info')).result
+    assert.ok(info.samples.some((s: { name: string }) => s.name === 'transformer_varseq.pickle'))
+    assert.ok(info.strategies.some((s: { name: string }) => s.name === 'caching'))
+    assert.match(info.privacy, /Nothing leaves this machine/)
+  })
+
+  it('opens a sample as a job, sends its columns, and replays it', async () => {
+    const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
+    assert.equal((await settle(host, jobId)).state, 'done')
+    const summary = json(await api(host, 'job:result', { jobId })).result
+    assert.equal(summary.kind, 'pytorch-snapshot')
+    assert.deepEqual(summary.stored, ['pytorch (recorded)'])
+    const data = await api(host, 'trace:data', { traceId: summary.traceId })
+    assert.equal(data.headers['content-type'], 'application/octet-stream')
+    const bundle = decodeBundle(data.body.buffer.slice(data.body.byteOffset, data.body.byteOffset + data.body.byteLength) as ArrayBuffer)
+    assert.equal(bundle.arrays['kind']!.length, summary.events)
+    const replay = json(await api(host, 'replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,buddy', cap: '40GiB' })).result
+    assert.equal((await settle(host, replay.jobId)).state, 'done')
+    const result = await api(host, 'replay:result', { jobId: replay.jobId })
+    const replayed = decodeBundle(result.body.buffer.slice(result.body.byteOffset, result.body.byteOffset + result.body.byteLength) as ArrayBuffer)
+    const names = (replayed.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
+    assert.deepEqual(names, ['pytorch (recorded)', 'caching (pytorch)', 'buddy'])
+  })
+
+  it('names a bad strategy, a bad cap and an unknown trace', async () => {
+    const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
+    await settle(host, jobId)
+    const { traceId } = json(await api(host, 'job:result', { jobId })).result
+    const bad = await api(host, 'replay:start', { traceId, strategies: 'caching:preset=pytorch,nosuch' })
+    assert.equal(bad.status, 400)
+    assert.match(json(bad).error!.message, /nosuch/)
+    const cap = await api(host, 'replay:start', { traceId, strategies: 'slab', cap: 'lots' })
+    assert.equal(cap.status, 400)
+    assert.match(json(cap).error!.message, /^cap: /)
+    const unknown = await api(host, 'trace:data', { traceId: 'no-such-trace' })
+    assert.equal(unknown.status, 404)
+  })
+
+  it('fails an upload that is not a trace with a message naming the problem, and stays usable', async () => {
+    const r = await call(host, 'POST', '/api/trace:openBytes', { body: Buffer.from('\x00\x01 definitely not a trace'), headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'junk.bin' } })
+    const { jobId } = json(r).result
+    const status = await settle(host, jobId)
+    assert.equal(status.state, 'failed')
+    assert.match(status.error!.message, /junk\.bin/)
+    assert.match(status.error!.message, /not a vramscope trace/)
+    assert.equal(json(await api(host, 'app:info')).ok, true)
+  })
+
+  it('opens no path it was not started with, and no sample name that is a path', async () => {
+    const r = await api(host, 'trace:openPath', { path: '/etc/passwd' })
+    assert.equal(r.status, 400)
+    assert.match(json(r).error!.message, /only the file it was started with/)
+    assert.equal((await api(host, 'trace:openSample', { name: '../package.json' })).status, 400)
+  })
+
+  it('rejects malformed requests with a named problem', async () => {
+    assert.equal((await call(host, 'GET', '/api/app:info')).status, 405)
+    assert.equal((await api(host, 'no:such')).status, 404)
+    const notJson = await call(host, 'POST', '/api/job:status', { body: '{', headers: { 'content-type': 'application/json' } })
+    assert.equal(notJson.status, 400)
+    assert.match(json(notJson).error!.message, /not JSON/)
+    assert.equal((await api(host, 'job:status', { jobId: 42 })).status, 400)
+  })
+})
