@@ -64,12 +64,16 @@ class caching final : public allocator {
     VRAMSCOPE_ASSERT(b.allocated && b.address == address);
     (void)address;
     b.allocated = false;
-    if (VRAMSCOPE_LIKELY(!is_free(b.prev) && !is_free(b.next))) {
-      b.gc_count_base = free_block_searches_[b.pool];
-      b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
-      return;
-    }
-    free_slow(n);
+    // Both paths are tail calls, so that this function needs no stack frame: the registers the
+    // index insert needs would otherwise be saved and restored here around free_slow as well.
+    if (VRAMSCOPE_UNLIKELY(is_free(b.prev) || is_free(b.next))) return free_slow(n);
+    free_unmerged(n);
+  }
+
+  VRAMSCOPE_NOINLINE void free_unmerged(std::uint32_t n) {
+    block_node& b = nodes_[n];
+    b.gc_count_base = free_block_searches_[b.pool];
+    b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
   }
 
   // --- slow paths -------------------------------------------------------------------------------

@@ -69,6 +69,7 @@ class free_index {
     buckets_[id].size = size;
     by_size_.emplace(size, id);
     exact_.insert(size, id);
+    absent_size_ = 0;
     push(buckets_[id].blocks, address, node);
     ++count_;
     bytes_ += size;
@@ -162,8 +163,12 @@ class free_index {
   std::uint32_t bucket_of(std::uint64_t size, std::uint32_t hint) noexcept {
     if (VRAMSCOPE_LIKELY(hint < buckets_.size() && buckets_[hint].size == size)) return hint;
     if (recent_ < buckets_.size() && buckets_[recent_].size == size) return recent_;
+    if (size == absent_size_) return no_bucket;
     const std::uint32_t* id = exact_.find(size);
-    if (id == nullptr) return no_bucket;
+    if (id == nullptr) {
+      absent_size_ = size;
+      return no_bucket;
+    }
     recent_ = *id;
     return *id;
   }
@@ -202,6 +207,10 @@ class free_index {
   std::uint64_t bytes_ = 0;
   std::size_t empty_buckets_ = 0;
   std::uint32_t recent_ = no_bucket;  // the bucket used last (a hint)
+  // A size known to have no bucket (0: none): a request that always splits a larger block looks
+  // for its exact size first on every allocation, and would miss in exact_ each time. Only
+  // insert_new_size adds sizes, and it clears this.
+  std::uint64_t absent_size_ = 0;
 };
 
 }  // namespace vramscope::caching_detail
