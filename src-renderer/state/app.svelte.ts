@@ -8,6 +8,15 @@ import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
 export type Theme = 'light' | 'dark'
 
+/** The other side of a diff: its name, request figures and replayed strategies. */
+export interface DiffSide {
+  name: string
+  events: number
+  allocs: number
+  durationNs: number
+  strategies: StrategyView[]
+}
+
 export interface Selection {
   strategy: number
   block: number
@@ -64,6 +73,8 @@ export class AppState {
   job = $state<JobStatus | null>(null)
   error = $state<string | null>(null)
   showHelp = $state(false)
+  /** A second trace (or a second run of a file) replayed with the same strategies, for the diff view. */
+  diff = $state.raw<DiffSide | null>(null)
   /** Figures of the last load, for the status line and benchmarks. */
   timings = $state<{ openMs: number; replayMs: number; decodeMs: number }>({ openMs: 0, replayMs: 0, decodeMs: 0 })
 
@@ -138,6 +149,32 @@ export class AppState {
       this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs: this.decoder.lastMs }
       this.strategies = strategies
       this.selection = null
+      this.job = null
+    } catch (e) {
+      this.job = null
+      this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
+    }
+  }
+
+  /**
+   * Opens a second trace and replays it through the same strategies (and cap) as the open one, so
+   * the diff view can set their figures side by side. The open trace stays as it is.
+   */
+  async openDiff(start: () => Promise<{ jobId: string }>): Promise<void> {
+    if (!this.trace) return
+    this.error = null
+    try {
+      const { jobId } = await start()
+      await waitForJob(this.client, jobId, (s) => (this.job = s))
+      const summary = await this.client.jobResult(jobId)
+      const replay = await this.client.startReplay({
+        traceId: summary.traceId,
+        strategies: this.strategySpec,
+        ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
+      })
+      await waitForJob(this.client, replay.jobId, (s) => (this.job = s))
+      const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(replay.jobId))
+      this.diff = { name: summary.name, events: summary.events, allocs: summary.allocs, durationNs: summary.durationNs, strategies }
       this.job = null
     } catch (e) {
       this.job = null

@@ -9,7 +9,7 @@ import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, ROOT, serve, type Served } from './helpers.ts'
+import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount, type Served } from './helpers.ts'
 
 const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 const skip = browserSkipReason()
@@ -49,7 +49,7 @@ describe('vramscope in the browser', { skip }, () => {
   it('opens a sample and draws a map per strategy with the recorded layout first', async () => {
     await page.locator('[data-sample="transformer_varseq.pickle"]').click()
     await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
-    await page.waitForFunction('document.querySelectorAll(".map").length >= 6', undefined, { timeout: 60_000 })
+    await waitForCount(page.locator('.map'), (n) => n >= 6)
     const names = await page.locator('.map h3').allTextContents()
     assert.match(names[0]!, /pytorch \(recorded\)/)
     assert.ok(names.some((n) => n.startsWith('caching (pytorch)')))
@@ -59,7 +59,7 @@ describe('vramscope in the browser', { skip }, () => {
   it('compares three strategies chosen in the UI, with a winner marked per metric', async () => {
     await page.locator('input[name="strategies"]').fill('caching:preset=pytorch,slab,buddy')
     await page.getByRole('button', { name: 'Replay' }).click()
-    await page.waitForFunction('document.querySelectorAll(".map").length === 4', undefined, { timeout: 60_000 })
+    await waitForCount(page.locator('.map'), (n) => n === 4)
     const header = await page.locator('table.metrics thead th').allTextContents()
     assert.deepEqual(header.slice(1), ['pytorch (recorded)', 'caching (pytorch)', 'slab', 'buddy'])
     assert.ok((await page.locator('table.metrics td.best').count()) > 0, 'some metric has a winner')

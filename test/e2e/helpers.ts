@@ -54,3 +54,17 @@ export async function serve(args: string[] = []): Promise<Served> {
 export function launchBrowser(): Promise<Browser> {
   return chromium.launch({ executablePath: CHROMIUM, args: CHROMIUM_ARGS })
 }
+
+/**
+ * Waits until `count()` satisfies `ok`. (Playwright's waitForFunction evaluates code in the page,
+ * which the app's CSP forbids, as it should: polling a locator needs no eval.)
+ */
+export async function waitForCount(locator: { count(): Promise<number> }, ok: (n: number) => boolean, timeoutMs = 60_000): Promise<number> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const n = await locator.count()
+    if (ok(n)) return n
+    if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms; the count is still ${n}`)
+    await new Promise((r) => setTimeout(r, 50))
+  }
+}
