@@ -87,7 +87,11 @@ export function rasterize(model: StrategyModel, placed: PlacedModel, request: Dr
       if (p1 <= p0) p1 = p0 + 1
       p0 = Math.max(0, p0)
       p1 = Math.min(count, p1)
-      pixels.fill(isSpace ? palette.addressSpace : palette.free, p0, p1)
+      const color = isSpace ? palette.addressSpace : palette.free
+      pixels.fill(color, p0, p1)
+      // A region's first pixel marks where it starts (segments, slabs, buddy pools, granules),
+      // so the strategy's structure shows even where no block is live.
+      if (p1 - p0 >= 4 && toPixel(lin) >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
       owner.fill(OWNER_REGION_BASE - k, p0, p1)
     }
   }
