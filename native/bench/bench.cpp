@@ -2,6 +2,7 @@
 // its peers measured in the same run (cudaMalloc, cudaMallocAsync on a GPU), with tracing off and
 // on, and the DESIGN.md targets checked at the end in a markdown table for docs/benchmarks.md.
 // Without a GPU every strategy runs on the simulated backing and the output says why.
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,10 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>  // sched_getcpu, sched_setaffinity (g++ defines _GNU_SOURCE)
+#endif
 
 #include "bench.hpp"
 #include "bench_replay.hpp"
@@ -41,6 +46,7 @@ struct options {
   bool tracing = true;
   bool simulated_beside_real = false;  // on a GPU, also run every strategy on the simulated backing
   bool device_kernels = true;
+  bool pin = true;  // keep the measuring thread on one CPU
   std::string json_path;
   std::string markdown_path;
   std::string command_line;
@@ -63,7 +69,8 @@ struct options {
                "                       thread's CPU time (for a busy machine; the driver peers and\n"
                "                       kernels always use wall time)\n"
                "  --simulated          on a GPU, also run the strategies on the simulated backing\n"
-               "  --no-kernels         skip the in-kernel (device_bump) benchmark\n");
+               "  --no-kernels         skip the in-kernel (device_bump) benchmark\n"
+               "  --no-pin             leave the measuring thread free to move between CPUs\n");
   std::exit(why ? 2 : 0);
 }
 
@@ -109,6 +116,7 @@ options parse_options(int argc, char** argv) {
     }
     else if (arg == "--simulated") o.simulated_beside_real = true;
     else if (arg == "--no-kernels") o.device_kernels = false;
+    else if (arg == "--no-pin") o.pin = false;
     else if (arg == "--help" || arg == "-h") usage(nullptr);
     else usage(("unknown option " + arg).c_str());
   }
@@ -154,6 +162,31 @@ std::string utc_now() {
   return buf;
 }
 
+// Keeps the calling thread on the CPU it runs on now: a move to another core mid-repetition starts
+// it over with cold caches, and the scheduler's choices differ between runs. Threads started
+// earlier (the CUDA runtime's, by cuda_device_available) keep every CPU. Returns the CPU, or -1 with
+// `why` set.
+int pin_to_current_cpu(std::string& why) {
+#if defined(__linux__)
+  const int cpu = sched_getcpu();
+  if (cpu < 0) {
+    why = std::string("sched_getcpu failed: ") + std::strerror(errno);
+    return -1;
+  }
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) {
+    why = std::string("sched_setaffinity failed: ") + std::strerror(errno);
+    return -1;
+  }
+  return cpu;
+#else
+  why = "not supported on this system";
+  return -1;
+#endif
+}
+
 struct machine {
   std::string cpu = cpu_model();
   unsigned cores = std::thread::hardware_concurrency();
@@ -173,6 +206,7 @@ struct machine {
 #endif
   std::string load_at_start = load_average();
   std::string load_at_end;
+  int pinned_cpu = -1;  // the CPU the measuring thread was kept on; -1: not pinned
   bool gpu = false;
   std::string gpu_reason;  // why there is none
 #ifdef VRAMSCOPE_WITH_CUDA
@@ -739,7 +773,9 @@ void write_json(const std::string& path, const std::vector<figure>& figures, con
       << ",\n  \"machine\": {\n    \"cpu\": " << q(m.cpu) << ",\n    \"cores\": " << m.cores
       << ",\n    \"load_average_start\": " << q(m.load_at_start) << ",\n    \"load_average_end\": "
       << q(m.load_at_end) << ",\n    \"compiler\": " << q(m.compiler) << ",\n    \"optimized\": "
-      << (m.optimized ? "true" : "false") << ",\n    \"gpu\": ";
+      << (m.optimized ? "true" : "false") << ",\n    \"pinned_cpu\": "
+      << (m.pinned_cpu >= 0 ? std::to_string(m.pinned_cpu) : std::string("null"))
+      << ",\n    \"gpu\": ";
 #ifdef VRAMSCOPE_WITH_CUDA
   if (m.gpu) {
     out << "{\"name\": " << q(m.gpu_info.name) << ", \"compute_capability\": "
@@ -796,6 +832,18 @@ int run_benchmark(const options& o) {
                 "the real backings are not measured: %s. Every strategy runs on the simulated "
                 "backing.\n",
                 m.gpu_reason.c_str());
+  if (o.pin) {
+    std::string why;
+    m.pinned_cpu = pin_to_current_cpu(why);
+    if (m.pinned_cpu >= 0)
+      std::printf("Pinned: the measuring thread stays on CPU %d (sched_setaffinity; --no-pin to "
+                  "leave it free)\n",
+                  m.pinned_cpu);
+    else
+      std::printf("Not pinned: %s\n", why.c_str());
+  } else {
+    std::printf("Not pinned (--no-pin)\n");
+  }
   std::printf("Timing: median of %d reps, each >= %g ms, strategies in %s%s\n\n", o.timing.reps,
               o.timing.min_rep_ms, o.timing.cpu_clock ? "thread CPU time" : "wall time",
               o.timing.quick ? " (--quick: a smoke run, figures are rough)" : "");

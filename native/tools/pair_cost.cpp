@@ -8,6 +8,9 @@
 //
 // PAIR_COST_IDLE_THREAD=1 starts an idle thread first: on a GPU the CUDA runtime's threads make
 // the benchmark a multi-threaded process, where locks cost atomics that a one-thread process skips.
+// PAIR_COST_HEAP_PAD=N holds an N-byte heap block allocated before the allocator, which moves the
+// allocator and its tables on the heap: a sweep over N shows whether where they land (which hot
+// lines share their address bits 0-11, "4K aliasing" on Intel cores) changes the time of a pair.
 #include <valgrind/callgrind.h>
 
 #include <atomic>
@@ -71,6 +74,8 @@ int main(int argc, char** argv) {
   sim.capacity = 80 * GiB;
   auto b = make_backing(backing_kind::simulated, sim);
   ring_tracer recorder(1 << 16);
+  const char* pad_env = std::getenv("PAIR_COST_HEAP_PAD");
+  std::vector<char> heap_pad(pad_env != nullptr ? std::strtoull(pad_env, nullptr, 10) : 0);
   auto a = make_allocator(strategy, *b, p);
   if (tracing) a->set_tracer(&recorder);
   std::vector<void*> held;

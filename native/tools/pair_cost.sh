@@ -5,7 +5,8 @@
 #
 #   native/tools/pair_cost.sh BUILD_DIR [strategy ...]      # default: the benchmark's rows
 #
-# Environment: PAIRS (default 20000).
+# Environment: PAIRS (default 20000); PAIR_COST_BUILD_ONLY=1 only builds BUILD_DIR/pair_cost (for
+# timing runs without valgrind, e.g. on the GPU machine).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)  # native/
 build=$(cd "$1" && pwd)
@@ -19,6 +20,7 @@ extra_libs=()
 g++ -std=c++17 -O3 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
   -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive "${extra_libs[@]}" \
   -pthread -o "$bin"
+[ "${PAIR_COST_BUILD_ONLY:-0}" = 1 ] && { echo "built $bin"; exit 0; }
 
 # The parameters the benchmark uses for each cell (its JSON notes): size live params...
 cells() {
