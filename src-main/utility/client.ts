@@ -1,0 +1,189 @@
+// The app's side of the worker process: calls with ids over a HostTransport, a cache of every job's
+// latest status (pushed by the worker), and recovery. If the worker dies (a crash, a CUDA fault, a
+// kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
+// doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
+import type { ChannelResult, JobStatus, TraceSummary } from '../ipc/contract.ts'
+import type { HostTransport, WorkerChannel, WorkerExit, WorkerInit, WorkerMessage } from './protocol.ts'
+
+/** A call (or a job) lost because the worker process ended. */
+export class WorkerExitedError extends Error {
+  readonly code = 'WORKER_EXITED'
+  constructor(
+    message: string,
+    readonly exit: WorkerExit,
+  ) {
+    super(message)
+  }
+}
+
+/** The worker's result for a channel: bundles arrive as the bytes of one ArrayBuffer. */
+export type WorkerResult<C extends WorkerChannel> = C extends 'trace:data' | 'replay:result' ? ArrayBuffer : ChannelResult<C>
+
+interface Pending {
+  resolve(value: unknown): void
+  reject(error: Error): void
+}
+
+interface Worker {
+  transport: HostTransport
+  generation: number
+  pending: Map<number, Pending>
+  /** close() asked for this exit: no crash to report. */
+  closing: boolean
+}
+
+interface KnownJob {
+  generation: number
+  status: JobStatus
+}
+
+export interface WorkerClientOptions {
+  /** Starts one worker process (utilityProcess.fork in the app, child_process.fork in tests). */
+  spawn: () => HostTransport
+  init: WorkerInit
+  /** Told when a worker ends without being asked to (the app shows it in its windows). */
+  onCrash?: (error: WorkerExitedError) => void
+}
+
+const JOBS_KEPT = 256
+
+/** "killed by signal SIGKILL", "exited with code 3", "crashed (Electron: oom, code 9)". */
+export function describeExit(exit: WorkerExit): string {
+  const how = exit.signal !== null ? `was killed by signal ${exit.signal}` : exit.code !== null ? `exited with code ${exit.code}` : 'ended'
+  return exit.reason !== undefined && exit.reason !== 'clean-exit' ? `${how} (${exit.reason})` : how
+}
+
+export class WorkerClient {
+  private worker: Worker | undefined
+  private generation = 0
+  private nextId = 1
+  private readonly jobs = new Map<string, KnownJob>()
+  /** Which worker holds each opened trace: a trace dies with its worker. */
+  private readonly traces = new Map<string, number>()
+  /** Generations that ended, with what to tell the user about them. */
+  private readonly ended = new Map<number, WorkerExitedError>()
+
+  constructor(private readonly options: WorkerClientOptions) {}
+
+  /** The running worker's process id, if one is running. */
+  get pid(): number | undefined {
+    return this.worker?.transport.pid
+  }
+
+  /** Generation of the running worker (1 for the first, +1 after each restart); 0 before any. */
+  get workerGeneration(): number {
+    return this.worker?.generation ?? 0
+  }
+
+  async call<C extends WorkerChannel>(channel: C, arg: unknown): Promise<WorkerResult<C>> {
+    const a = (arg ?? {}) as Record<string, unknown>
+    this.checkAlive(channel, a)
+    if (channel === 'job:status') {
+      const known = this.jobs.get(a['jobId'] as string)
+      if (known) return { ...known.status } as WorkerResult<C>
+    }
+    const worker = this.ensureWorker()
+    const id = this.nextId++
+    const value = await new Promise<unknown>((resolve, reject) => {
+      worker.pending.set(id, { resolve, reject })
+      try {
+        worker.transport.post({ type: 'call', id, channel, arg })
+      } catch (e) {
+        worker.pending.delete(id)
+        reject(e as Error)
+      }
+    })
+    this.note(channel, worker.generation, value)
+    return value as WorkerResult<C>
+  }
+
+  /** A job's latest status as the worker last reported it, if the job is known here. */
+  knownJob(jobId: string): JobStatus | undefined {
+    const known = this.jobs.get(jobId)
+    return known && { ...known.status }
+  }
+
+  /** Ends the worker (no crash is reported); the next call starts a fresh one. */
+  async close(): Promise<void> {
+    const worker = this.worker
+    if (!worker) return
+    worker.closing = true
+    await new Promise<void>((resolve) => {
+      worker.transport.onExit(() => resolve())
+      worker.transport.kill()
+    })
+  }
+
+  /** Calls about a trace or job of a worker that has died fail with how it died. */
+  private checkAlive(channel: WorkerChannel, arg: Record<string, unknown>): void {
+    let generation: number | undefined
+    if (typeof arg['traceId'] === 'string') generation = this.traces.get(arg['traceId'])
+    if (typeof arg['jobId'] === 'string') generation = this.jobs.get(arg['jobId'])?.generation
+    const died = generation !== undefined ? this.ended.get(generation) : undefined
+    if (!died || channel === 'job:status' || channel === 'job:cancel') return
+    const what = typeof arg['traceId'] === 'string' ? 'this trace was opened' : 'this job ran'
+    throw new WorkerExitedError(`${what} in a worker process that has since ended: ${died.message}`, died.exit)
+  }
+
+  private note(channel: WorkerChannel, generation: number, value: unknown): void {
+    if (channel === 'job:result') this.traces.set((value as TraceSummary).traceId, generation)
+    const started = channel === 'trace:openSample' || channel === 'trace:openPath' || channel === 'trace:openBytes' || channel === 'replay:start'
+    if (!started) return
+    const { jobId } = value as { jobId: string }
+    // The worker's first status push may have arrived before this reply.
+    if (!this.jobs.has(jobId)) this.jobs.set(jobId, { generation, status: { jobId, state: 'running', fraction: 0, phase: 'starting' } })
+    if (this.jobs.size > JOBS_KEPT)
+      for (const [id, job] of this.jobs) {
+        if (this.jobs.size <= JOBS_KEPT) break
+        if (job.status.state !== 'running') this.jobs.delete(id)
+      }
+  }
+
+  private ensureWorker(): Worker {
+    if (this.worker) return this.worker
+    const transport = this.options.spawn()
+    const worker: Worker = { transport, generation: ++this.generation, pending: new Map(), closing: false }
+    this.worker = worker
+    transport.onMessage((message) => this.receive(worker, message))
+    transport.onExit((exit) => this.exited(worker, exit))
+    transport.post({ type: 'init', options: this.options.init })
+    return worker
+  }
+
+  private receive(worker: Worker, message: WorkerMessage): void {
+    switch (message.type) {
+      case 'ready':
+        return
+      case 'job': {
+        const known = this.jobs.get(message.status.jobId)
+        if (known) known.status = message.status
+        else this.jobs.set(message.status.jobId, { generation: worker.generation, status: message.status })
+        return
+      }
+      case 'reply': {
+        const pending = worker.pending.get(message.id)
+        if (!pending) return
+        worker.pending.delete(message.id)
+        if (!message.ok) pending.reject(Object.assign(new Error(message.error.message), { code: message.error.code }))
+        else pending.resolve('bundle' in message ? message.bundle : message.value)
+      }
+    }
+  }
+
+  private exited(worker: Worker, exit: WorkerExit): void {
+    if (this.worker === worker) this.worker = undefined
+    const running = [...this.jobs.values()].filter((j) => j.generation === worker.generation && j.status.state === 'running')
+    const doing = running.map((j) => `${j.status.phase} (${Math.round(j.status.fraction * 100)} %)`).join(', ')
+    const pid = worker.transport.pid !== undefined ? ` (pid ${worker.transport.pid})` : ''
+    const message =
+      `the worker process that reads and replays traces${pid} ${describeExit(exit)}` +
+      (doing !== '' ? ` while ${doing}` : '') +
+      '. Open the trace again: the next request starts a fresh worker.'
+    const error = new WorkerExitedError(worker.closing ? `the worker process${pid} was closed` : message, exit)
+    this.ended.set(worker.generation, error)
+    for (const job of running) job.status = { ...job.status, state: 'failed', error: { code: error.code, message: error.message } }
+    for (const pending of worker.pending.values()) pending.reject(error)
+    worker.pending.clear()
+    if (!worker.closing) this.options.onCrash?.(error)
+  }
+}

@@ -1,0 +1,55 @@
+// A worker process started with Node's child_process.fork: how tests (and any plain-Node host)
+// run the same worker the app runs under Electron's utilityProcess.
+import { fork } from 'node:child_process'
+import { fileURLToPath } from 'node:url'
+
+import type { HostTransport, WorkerExit, WorkerMessage } from './protocol.ts'
+
+/** The worker's TypeScript entry: run through tsx when forked from the sources. */
+export const WORKER_SOURCE = fileURLToPath(new URL('./worker.ts', import.meta.url))
+
+export interface NodeWorkerOptions {
+  /** Entry module (default: the TypeScript source, loaded with tsx). */
+  entry?: string
+  env?: NodeJS.ProcessEnv
+}
+
+export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
+  const entry = options.entry ?? WORKER_SOURCE
+  const child = fork(entry, [], {
+    execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
+    // v8 serialization: ArrayBuffers and typed arrays cross as bytes (JSON would turn them into objects).
+    serialization: 'advanced',
+    stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+    env: options.env ?? process.env,
+  })
+  const exitListeners: ((exit: WorkerExit) => void)[] = []
+  let exit: WorkerExit | undefined
+  const ended = (e: WorkerExit) => {
+    if (exit) return
+    exit = e
+    for (const listener of exitListeners) listener(e)
+  }
+  child.on('exit', (code, signal) => ended({ code, signal }))
+  child.on('error', (error) => {
+    // A process that never started has no exit event; one that did reports its exit too.
+    if (child.pid === undefined) ended({ code: null, signal: null, reason: `could not start: ${error.message}` })
+  })
+  return {
+    get pid() {
+      return child.pid
+    },
+    post: (message) => {
+      if (!child.connected) throw new Error('the worker process is not connected')
+      child.send(message)
+    },
+    onMessage: (listener) => child.on('message', (m) => listener(m as WorkerMessage)),
+    onExit: (listener) => {
+      if (exit) listener(exit)
+      else exitListeners.push(listener)
+    },
+    kill: () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM')
+    },
+  }
+}

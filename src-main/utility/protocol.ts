@@ -1,0 +1,67 @@
+// The messages between the app (Electron's main process, or a Node parent in tests and the CLI)
+// and the worker process that hosts the native module and the AppSession. The same messages run
+// over Electron's utilityProcess (parentPort) and Node's child_process.fork (IPC channel): each
+// side sees only a `HostTransport` / `HostPort`, never the process API underneath.
+import type { Channel, JobStatus } from '../ipc/contract.ts'
+import type { SessionOptions } from '../services/app-session.ts'
+
+/**
+ * The channels the worker serves. Recent files are the app's (persisted by main, not by a worker
+ * that may be restarted at any time), so `trace:recent` and `trace:openRecent` stay in main.
+ */
+export type WorkerChannel = Exclude<Channel, 'trace:recent' | 'trace:openRecent'>
+
+export const WORKER_CHANNELS: readonly WorkerChannel[] = [
+  'app:info',
+  'trace:openSample',
+  'trace:openPath',
+  'trace:openBytes',
+  'trace:data',
+  'replay:start',
+  'replay:result',
+  'job:status',
+  'job:result',
+  'job:cancel',
+]
+
+/** What the worker's AppSession is created with (sent once, before any call). */
+export type WorkerInit = Omit<SessionOptions, 'allowedPaths'>
+
+/** Parent → worker. */
+export type WorkerRequest =
+  | { type: 'init'; options: WorkerInit }
+  | { type: 'call'; id: number; channel: WorkerChannel; arg: unknown }
+
+/** Worker → parent. A bundle result is its encoded bytes in an ArrayBuffer of its own. */
+export type WorkerMessage =
+  | { type: 'ready'; pid: number }
+  | { type: 'reply'; id: number; ok: true; value: unknown }
+  | { type: 'reply'; id: number; ok: true; bundle: ArrayBuffer }
+  | { type: 'reply'; id: number; ok: false; error: { code: string; message: string } }
+  /** A job's status whenever it changes, and once more when it settles. */
+  | { type: 'job'; status: JobStatus }
+
+/** How a worker process ended. `signal` is null where the platform gives only a code (Electron). */
+export interface WorkerExit {
+  code: number | null
+  signal: string | null
+  /** Electron's reason from `child-process-gone` ('crashed', 'oom', 'killed', …) when known. */
+  reason?: string
+}
+
+/** The parent's handle on one worker process. */
+export interface HostTransport {
+  readonly pid: number | undefined
+  post(message: WorkerRequest): void
+  onMessage(listener: (message: WorkerMessage) => void): void
+  /** Called once, however the process ended (including failing to start). */
+  onExit(listener: (exit: WorkerExit) => void): void
+  kill(): void
+}
+
+/** The worker's handle on its parent. */
+export interface HostPort {
+  /** `transfer`: buffers the port may move rather than copy, where its process API can. */
+  post(message: WorkerMessage, transfer?: ArrayBuffer[]): void
+  onMessage(listener: (message: WorkerRequest) => void): void
+}
