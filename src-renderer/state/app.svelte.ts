@@ -3,6 +3,7 @@
 import type { AppInfo, JobStatus, RecentFile } from '../../src-main/ipc/contract.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
+import { peakReservedEvent } from '../viz/peak.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
@@ -250,7 +251,8 @@ export class AppState {
   /** Jumps to the event after which strategy `i` (default: the first) held its peak reserved. */
   jumpToPeak(i = 0): void {
     const s = this.strategies[i]
-    if (s) this.seek(s.summary['peakReservedEvent'] ?? 0)
+    // A recorded layout's summary counts layout events, not request events: peak.ts finds its peak.
+    if (s) this.seek(peakReservedEvent(s, this.events))
   }
 
   /** The next failure of any strategy after the playhead (wrapping to the first). */

@@ -79,6 +79,8 @@ export async function exportPng(source: ExportSource): Promise<void> {
     } else {
       const source = canvases[item.panel]
       if (source) ctx.drawImage(source, item.x, item.y)
+      ctx.strokeStyle = item.border
+      ctx.strokeRect(item.x - 0.5, item.y - 0.5, item.width + 1, item.height + 1)
     }
   }
   const blob = await new Promise<Blob>((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the browser could not encode the PNG'))), 'image/png'))

@@ -29,7 +29,8 @@ export interface MetricsTable {
 
 export type SceneItem =
   | { kind: 'text'; x: number; y: number; text: string; size: number; bold: boolean; color: string; anchor: 'start' | 'end' }
-  | { kind: 'map'; x: number; y: number; width: number; height: number; panel: number }
+  /** A map's pixels, outlined in `border` as on screen (an unreserved map is near the page's colour). */
+  | { kind: 'map'; x: number; y: number; width: number; height: number; panel: number; border: string }
   | { kind: 'line'; x1: number; y1: number; x2: number; y2: number; color: string }
 
 export interface Scene {
@@ -96,7 +97,7 @@ export function composeScene(heading: string, panels: ExportPanel[], metrics: Me
       const x = PAD + j * (cellWidth + GAP)
       text(x, y + TITLE, p.title, TITLE, true)
       text(x, y + TITLE + 4 + SMALL, fitText(p.subtitle, cellWidth, SMALL), SMALL, false, colors.muted)
-      items.push({ kind: 'map', x, y: y + TITLE + SMALL + 10, width: p.width, height: p.height, panel: start + j })
+      items.push({ kind: 'map', x, y: y + TITLE + SMALL + 10, width: p.width, height: p.height, panel: start + j, border: colors.border })
       maxX = Math.max(maxX, x + p.width)
     })
     y += TITLE + SMALL + 10 + rowHeight + GAP
@@ -111,8 +112,9 @@ export function composeScene(heading: string, panels: ExportPanel[], metrics: Me
     text(x, y + SMALL, c, SMALL, true, colors.text, 'end')
   })
   const tableRight = x
-  y += ROW
-  items.push({ kind: 'line', x1: PAD, y1: y - 12, x2: tableRight, y2: y - 12, color: colors.border })
+  // Under the column names, clear of their descenders.
+  items.push({ kind: 'line', x1: PAD, y1: y + SMALL + 4, x2: tableRight, y2: y + SMALL + 4, color: colors.border })
+  y += ROW + 2
   for (const r of metrics.rows) {
     text(PAD, y + SMALL, r.label, SMALL, false, colors.muted)
     let cx = PAD + labelWidth
@@ -224,6 +226,7 @@ export function sceneToSvg(scene: Scene, maps: Uint32Array[]): string {
         list.push(`<rect x="${r.x}" y="${r.y}" width="${r.width}" height="${r.height}"/>`)
       }
       for (const [color, rects] of byColor) out.push(`<g fill="${cssColor(color)}">${rects.join('')}</g>`)
+      out.push(`<rect x="-0.5" y="-0.5" width="${item.width + 1}" height="${item.height + 1}" fill="none" stroke="${item.border}"/>`)
       out.push('</g>')
     }
   }

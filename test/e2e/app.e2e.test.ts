@@ -1,10 +1,13 @@
 // The app in Chromium against the real `vramscope serve`: the empty state, opening a bundled
 // sample (a real H100 PyTorch snapshot), playing and scrubbing, comparing three strategies,
-// inspecting a block and reading its stack frames, and opening a bad file without losing what
-// was open. Screenshots go to test/e2e/output (look at them).
+// inspecting a block and reading its stack frames, searching by frame text, the peak view,
+// exporting PNG and SVG, and opening a bad file without losing what was open. Screenshots go to
+// test/e2e/output (look at them).
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
+import { mkdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
+import { pathToFileURL } from 'node:url'
+import { inflateSync } from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page } from 'playwright-core'
@@ -88,14 +91,117 @@ describe('vramscope in the browser', { skip }, () => {
     for (let y = 2; y < box.height && !found; y += 6) {
       for (let x = 3; x < box.width && !found; x += 40) {
         await canvas.click({ position: { x, y } })
-        found = (await page.getByTestId('inspected-id').count()) > 0
+        // Blocks allocated before the snapshot's recording began have no stack: look on.
+        found = (await page.getByTestId('inspected-id').count()) > 0 && (await page.getByTestId('frames').count()) > 0
       }
     }
-    assert.ok(found, 'a click on the map selected a block')
+    assert.ok(found, 'a click on the map selected a block with frames')
     const frames = await page.getByTestId('frames').locator('li').allTextContents()
     assert.ok(frames.length > 0, 'the PyTorch snapshot recorded frames for this block')
     assert.ok(frames.some((f) => /\.py:\d+/.test(f)), `frames name Python files: ${frames.slice(0, 3).join(' | ')}`)
     await page.screenshot({ path: join(OUTPUT, 'inspected-block.png'), fullPage: true })
+  })
+
+  it('searches blocks by frame text and steps through the matches with Enter and Shift+Enter', async () => {
+    const frameText = 'multi_head_attention_forward'
+    await page.locator('h1').click()
+    // From the first event, Enter goes to the first match (later, to the first after the playhead).
+    await page.keyboard.press('Home')
+    await page.keyboard.press('/')
+    await page.keyboard.type(frameText)
+    assert.equal(await page.getByTestId('search-input').inputValue(), frameText, '/ focused the search box')
+    const count = page.getByTestId('search-count')
+    assert.match((await count.textContent()) ?? '', /^\s*[\d,]+ blocks · frames containing/)
+    await page.keyboard.press('Enter')
+    const first = /^\s*1 \/ ([\d,]+) blocks/.exec((await count.textContent()) ?? '')
+    assert.ok(first, `the count shows the first match: ${await count.textContent()}`)
+    const total = Number(first[1]!.replaceAll(',', ''))
+    assert.ok(total >= 2, `${total} matches`)
+    const firstEvent = await eventPosition(page)
+    assert.match((await page.getByTestId('event-position').textContent()) ?? '', /alloc #/, 'the playhead is on the alloc')
+    const frames = await page.getByTestId('frames').locator('li').allTextContents()
+    assert.ok(frames.some((f) => f.includes(frameText)), `the inspector shows a matching frame: ${frames.slice(0, 4).join(' | ')}`)
+    await page.keyboard.press('Enter')
+    assert.match((await count.textContent()) ?? '', /^\s*2 \/ /)
+    const secondEvent = await eventPosition(page)
+    assert.ok(secondEvent > firstEvent, `the next match is allocated later (${secondEvent} > ${firstEvent})`)
+    await page.screenshot({ path: join(OUTPUT, 'search.png'), fullPage: true })
+    await page.keyboard.press('Shift+Enter')
+    assert.match((await count.textContent()) ?? '', /^\s*1 \/ /)
+    assert.equal(await eventPosition(page), firstEvent)
+    await page.getByRole('button', { name: 'previous match' }).click()
+    assert.match((await count.textContent()) ?? '', new RegExp(`^\\s*${total.toLocaleString('en-US')} / `), 'previous from the first wraps to the last')
+  })
+
+  it('lists what was held at each strategy\'s peak, grouped by frame or stream, and inspects a group', async () => {
+    const peak = page.getByRole('region', { name: 'peak view' })
+    await peak.scrollIntoViewIfNeeded()
+    await peak.getByLabel('peak view strategy').selectOption({ label: 'caching (pytorch)' })
+    const rows = peak.getByTestId('peak-groups').locator('tbody tr')
+    assert.ok((await rows.count()) >= 2, 'several frames held memory at the peak')
+    const sizes = await rows.locator('td:nth-child(4)').allTextContents()
+    assert.ok(sizes.every((s) => /\d/.test(s)), `rounded bytes shown: ${sizes.slice(0, 3).join(', ')}`)
+    const peakEvent = Number(/event ([\d,]+)/.exec((await peak.locator('header').textContent()) ?? '')![1]!.replaceAll(',', ''))
+    // The largest group with a stack (allocations made before the recording began have none).
+    const labels = (await rows.locator('td.name').allTextContents()).map((l) => l.trim())
+    const withStack = labels.findIndex((l) => !l.startsWith('no frames') && !l.startsWith('pending'))
+    assert.ok(withStack >= 0, `a group with frames: ${labels.slice(0, 4).join(' | ')}`)
+    const label = labels[withStack]!
+    await rows.nth(withStack).locator('td.name button').click()
+    assert.equal(await eventPosition(page), peakEvent, 'a click on a group jumps to the peak')
+    const frames = await page.getByTestId('frames').locator('li').allTextContents()
+    const innermost = label.split(' ')[0]!
+    assert.ok(frames[0]?.includes(innermost), `the inspected block's innermost frame is the group's (${innermost}): ${frames[0]}`)
+    await page.screenshot({ path: join(OUTPUT, 'peak-view.png'), fullPage: true })
+    await peak.getByLabel('stream').check()
+    const streams = await peak.getByTestId('peak-groups').locator('tbody td.name').allTextContents()
+    assert.ok(streams.length >= 1 && streams.every((s) => /^\s*(stream |pending frees)/.test(s)), `grouped by stream: ${streams.join(' | ')}`)
+    await peak.getByLabel('innermost frame').check()
+  })
+
+  it('exports the view as a PNG that decodes and an SVG of rects that parses', async () => {
+    await page.locator('h1').click()
+    const canvases = await page.locator('.map canvas').evaluateAll((nodes) => nodes.map((n) => [(n as { width: number }).width, (n as { height: number }).height]))
+    const [png] = await Promise.all([page.waitForEvent('download'), page.keyboard.press('e')])
+    assert.match(png.suggestedFilename(), /^vramscope-transformer_varseq-event\d+\.png$/)
+    const pngPath = join(OUTPUT, 'export.png')
+    await png.saveAs(pngPath)
+    const bytes = readFileSync(pngPath)
+    assert.deepEqual([...bytes.subarray(0, 8)], [0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a], 'PNG signature')
+    assert.equal(bytes.toString('latin1', 12, 16), 'IHDR')
+    const width = bytes.readUInt32BE(16)
+    const height = bytes.readUInt32BE(20)
+    const widest = Math.max(...canvases.map((c) => c[0]!))
+    assert.ok(width > widest, `${width} px wide holds a ${widest} px map`)
+    assert.ok(height > canvases.reduce((h, c) => h + c[1]!, 0) / 2, `${height} px high holds the maps`)
+    // Decodes: the image data inflates to one filter byte and width RGBA pixels per row.
+    assert.equal(bytes[24], 8, 'bit depth')
+    assert.equal(bytes[25], 6, 'RGBA')
+    const idat: Buffer[] = []
+    for (let at = 8; at < bytes.length; ) {
+      const length = bytes.readUInt32BE(at)
+      if (bytes.toString('latin1', at + 4, at + 8) === 'IDAT') idat.push(bytes.subarray(at + 8, at + 8 + length))
+      at += 12 + length
+    }
+    assert.equal(inflateSync(Buffer.concat(idat)).length, height * (1 + width * 4))
+
+    const [svg] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'SVG' }).click()])
+    assert.match(svg.suggestedFilename(), /\.svg$/)
+    const svgPath = join(OUTPUT, 'export.svg')
+    await svg.saveAs(svgPath)
+    // Chromium parses it as an XML document; a malformed file would show a parsererror.
+    const viewer = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+    await viewer.goto(pathToFileURL(svgPath).href)
+    assert.equal(await viewer.locator('parsererror').count(), 0)
+    const rects = await viewer.locator('rect').count()
+    assert.ok(rects > canvases.length * 2, `${rects} rects`)
+    const titles = await viewer.locator('text').allTextContents()
+    assert.ok(titles.includes('caching (pytorch)') && titles.includes('pytorch (recorded)'), 'the map titles are text')
+    // A page in the background is not painted: bring it forward to take its picture.
+    await viewer.bringToFront()
+    await viewer.screenshot({ path: join(OUTPUT, 'export-svg-rendered.png') })
+    await viewer.close()
+    await page.bringToFront()
   })
 
   it('reports a file that is not a trace and keeps what was open', async () => {

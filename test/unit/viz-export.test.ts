@@ -82,8 +82,8 @@ describe('export', async () => {
     assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="\d+" height="\d+"/)
     assert.ok(svg.includes('>a &lt;b&gt; &amp; &quot;c&quot;</text>'))
     const rects = svg.match(/<rect /g)!.length
-    const expected = maps.reduce((n, p) => n + pixelRects(p, width, height, commonestColor(p)).length + 1, 1)
-    assert.equal(rects, expected, 'a background per map, the page, and the runs')
+    const expected = maps.reduce((n, p) => n + pixelRects(p, width, height, commonestColor(p)).length + 2, 1)
+    assert.equal(rects, expected, 'the page, and per map a background, an outline and the runs')
     // Tags balance: every opened element is closed in order.
     const stack: string[] = []
     for (const m of svg.matchAll(/<(\/?)([a-z]+)[^>]*?(\/?)>/g)) {
