@@ -104,7 +104,8 @@ export function composeScene(heading: string, panels: ExportPanel[], metrics: Me
   }
   // The metrics table: labels, then one right-aligned column per strategy.
   const labelWidth = Math.max(...metrics.rows.map((r) => textWidth(r.label, SMALL))) + GAP
-  const columnWidths = metrics.columns.map((c, i) => Math.max(textWidth(c, SMALL), ...metrics.rows.map((r) => textWidth(r.values[i]!, SMALL))) + GAP)
+  // Column names are bold, wider than the estimate for regular text.
+  const columnWidths = metrics.columns.map((c, i) => Math.max(textWidth(c, SMALL * 1.15), ...metrics.rows.map((r) => textWidth(r.values[i]!, SMALL))) + GAP)
   text(PAD, y + SMALL, 'at the playhead', SMALL, true, colors.muted)
   let x = PAD + labelWidth
   metrics.columns.forEach((c, i) => {
