@@ -96,8 +96,8 @@ for (const file of files) {
   const check = parsePytorchSnapshot(bytes, file)
   const measured: Record<string, () => unknown> = {
     'import (ours: pickle -> trace + layout)': () => parsePytorchSnapshot(bytes, file),
-    '  the same, whole memo kept': () => parsePytorchSnapshot(bytes, file, { boundedAbove: Infinity }),
-    '  the same, memo pre-pass (bounded)': () => parsePytorchSnapshot(bytes, file, { boundedAbove: 0 }),
+    '  general path (no fast path)': () => parsePytorchSnapshot(bytes, file, { generalPathOnly: true }),
+    '  general path, memo pre-pass (bounded)': () => parsePytorchSnapshot(bytes, file, { generalPathOnly: true, boundedAbove: 0 }),
     'unpickle only (ours, whole object graph)': () => unpickle(bytes),
     'memo pre-pass only (ours)': () => new MemoReferenceScanner().feed(bytes),
   }

@@ -19,6 +19,14 @@
 // the end) that it never saw created. Each gets a synthesized alloc or reservation at t = 0, and
 // meta.warnings says how many.
 //
+// Two paths. The fast one (pytorch-fast.ts) decodes a pickle held whole in memory straight into
+// the columns, building no object per event; it takes only what Python's pickler writes for a
+// snapshot and hands anything else back, whereupon the general path below runs from the start
+// (the restricted unpickler, then the mapper), which gives the import or the error. Both fill the
+// same SnapshotMapper in the same order, so their imports are equal. A file below `wholeBelow`
+// (256 MiB) is read whole for it; a larger one, or one given `boundedAbove`, takes the general
+// path in bounded memory.
+//
 // Bounded memory. A pickle is read in chunks (4 MiB), and the events of device_traces are mapped
 // to typed-array columns as the unpickler appends them (ListStream), never kept as objects. Files
 // of `boundedAbove` bytes or more (4 MiB) are read twice: a first pass finds which memo entries
@@ -38,6 +46,7 @@ import { LayoutOp, allocateLayout, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 import type { StrategyResult } from '../trace/results.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+import { decodeFast, decodeFastSteps } from './pytorch-fast.ts'
 import { MemoReferenceScanner, PickleDict, Unpickler, dictPairs, type PickleValue } from './unpickle.ts'
 
 export const RECORDED_LAYOUT_NAME = 'pytorch (recorded)'
@@ -49,8 +58,15 @@ export interface PytorchImportOptions {
   origin?: string
   /** Bytes read at a time (default 4 MiB). */
   chunkBytes?: number
-  /** Pickles at least this large get the memo pre-pass that bounds memory (default 4 MiB). */
+  /**
+   * Pickles at least this large get the memo pre-pass that bounds memory (default 4 MiB) when the
+   * general path reads them; a file this large is read in chunks, never whole.
+   */
   boundedAbove?: number
+  /** Files smaller than this are read whole and decoded by the fast path (default 256 MiB). */
+  wholeBelow?: number
+  /** parsePytorchSnapshot without the fast path (tests and benchmarks compare the two). */
+  generalPathOnly?: boolean
   /** Most nested containers in the pickle (default 200). */
   maxDepth?: number
   /** Called after each chunk; bytesTotal counts every pass over the file, so bytesDone only grows. */
@@ -83,6 +99,10 @@ export interface OverflowCounts {
 const DEFAULT_CHUNK = 4 << 20
 /** Measured here: from a few MB up, the pre-pass pays for itself in garbage not collected. */
 const DEFAULT_BOUNDED_ABOVE = 4 << 20
+/** Reading a file whole costs its size in memory, besides the fast path's memo (about 1.2 bytes per input byte for torch's pickles). */
+const DEFAULT_WHOLE_BELOW = 256 << 20
+/** The unpickler's default limit on nesting, which the fast path must respect too. */
+const DEFAULT_MAX_DEPTH = 200
 /** JSON.parse needs the text as one string; V8 strings stop short of 2^29 characters. */
 const MAX_JSON_BYTES = 512 << 20
 /** The request trace's device column is 16 bits. */
@@ -123,6 +143,20 @@ export async function importPytorchSnapshot(path: string, options: PytorchImport
   })
   try {
     const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK
+    if (size > 0 && size < (options.wholeBelow ?? DEFAULT_WHOLE_BELOW) && (options.boundedAbove === undefined || size < options.boundedAbove)) {
+      // Read whole (progress: the first of two halves, the decoding the second).
+      const whole = new Uint8Array(size)
+      for (let at = 0; at < size; ) {
+        options.signal?.throwIfAborted()
+        const { bytesRead } = await handle.read(whole, at, Math.min(chunkBytes, size - at), at).catch((e: Error) => {
+          throw new SnapshotImportError(file, 'unreadable', at, e.message)
+        })
+        if (bytesRead === 0) throw new SnapshotImportError(file, 'unreadable', at, 'the file became shorter while it was read')
+        at += bytesRead
+        options.onProgress?.({ bytesDone: at, bytesTotal: 2 * size, phase: 'parse' })
+      }
+      return await importWhole(whole, file, options, size)
+    }
     const buffer = new Uint8Array(Math.max(1, Math.min(chunkBytes, Math.max(size, 1))))
     const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
       for (let at = 0; at < size; ) {
@@ -144,16 +178,57 @@ export async function importPytorchSnapshot(path: string, options: PytorchImport
 
 /** Imports a snapshot held in memory, yielding to the event loop between chunks. */
 export async function importPytorchSnapshotBytes(bytes: Uint8Array, file: string, options: PytorchImportOptions = {}): Promise<PytorchImport> {
+  return importWhole(bytes, file, options, 0)
+}
+
+/**
+ * A snapshot held whole: the fast path, yielding every chunkBytes of input, else the general path
+ * over the same bytes. Progress counts `before` bytes already reported (the file's reading).
+ */
+async function importWhole(bytes: Uint8Array, file: string, options: PytorchImportOptions, before: number): Promise<PytorchImport> {
+  if (bytes.length === 0) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
   const chunkBytes = options.chunkBytes ?? DEFAULT_CHUNK
-  const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
-    for (let at = 0; at < bytes.length; at += chunkBytes) {
+  const size = bytes.length
+  const pause = () => new Promise<void>((resolve) => setImmediate(resolve))
+  if (!options.generalPathOnly && detectFormat(bytes.subarray(0, 64), size, file) === 'pickle') {
+    const mapper = new SnapshotMapper(file, options)
+    const steps = decodeFastSteps(bytes, mapper, maxDepthOf(options), chunkBytes)
+    for (;;) {
       options.signal?.throwIfAborted()
-      consume(bytes.subarray(at, Math.min(bytes.length, at + chunkBytes)))
-      options.onProgress?.({ bytesDone: done + Math.min(bytes.length, at + chunkBytes), bytesTotal: total, phase })
-      await new Promise<void>((resolve) => setImmediate(resolve))
+      const step = steps.next()
+      if (step.done) {
+        if (step.value !== null) {
+          options.onProgress?.({ bytesDone: before + size, bytesTotal: before + size, phase: 'parse' })
+          return mapper.finishYielding(step.value.root, 'pickle', step.value.protocol)
+        }
+        break
+      }
+      options.onProgress?.({ bytesDone: before + step.value, bytesTotal: before + size, phase: 'parse' })
+      await pause()
     }
   }
-  return importFrom(file, bytes.length, readPass, options)
+  // The general path, its passes counted after what was reported so far.
+  const base = before + size
+  const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
+    for (let at = 0; at < size; at += chunkBytes) {
+      options.signal?.throwIfAborted()
+      consume(bytes.subarray(at, Math.min(size, at + chunkBytes)))
+      options.onProgress?.({ bytesDone: base + done + Math.min(size, at + chunkBytes), bytesTotal: base + total, phase })
+      await pause()
+    }
+  }
+  return importFrom(file, size, readPass, options)
+}
+
+function maxDepthOf(options: PytorchImportOptions): number {
+  return options.maxDepth ?? DEFAULT_MAX_DEPTH
+}
+
+/** The fast path on a whole pickle, or null where it hands the input back (see pytorch-fast.ts). */
+function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
+  const mapper = new SnapshotMapper(file, options)
+  const decoded = decodeFast(bytes, mapper, maxDepthOf(options))
+  return decoded === null ? null : mapper.finish(decoded.root, 'pickle', decoded.protocol)
 }
 
 /** Imports a snapshot held in memory in one synchronous call (tests, fuzzing, small files). */
@@ -161,6 +236,10 @@ export function parsePytorchSnapshot(bytes: Uint8Array, file: string, options: P
   if (bytes.length === 0) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
   const format = detectFormat(bytes.subarray(0, 64), bytes.length, file)
   if (format === 'json') return fromJson(bytes, file, options)
+  if (!options.generalPathOnly) {
+    const fast = importFast(bytes, file, options)
+    if (fast !== null) return fast
+  }
   let keep: MemoReferenceScanner['references'] | null = null
   if (bytes.length >= (options.boundedAbove ?? DEFAULT_BOUNDED_ABOVE)) {
     const scanner = new MemoReferenceScanner()
@@ -616,6 +695,38 @@ class SnapshotMapper {
     const t = time as number
     if (t < this.earliest) this.earliest = t
     if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+    this.apply(s, device, action as string, addr, size, streamValue, t, frames, UNRESOLVED_STACK, metadata, offset, index)
+  }
+
+  /** Whether events of this device are imported (state() would give it a DeviceState). */
+  wants(device: number): boolean {
+    return this.wanted === 'all' || this.wanted === 'default' || device === this.wanted
+  }
+
+  /**
+   * One event the fast decoder (pytorch-fast.ts) read and checked: the same effects as event() for
+   * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
+   * (internStack) for alloc and oom, whatever else for other actions.
+   */
+  decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void {
+    this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
+    const s = this.state(device)
+    if (s === null) return
+    let t = time
+    if (t !== t) {
+      this.missingTimes++
+      t = s.nextIndex
+    }
+    s.nextIndex++
+    if (t < this.earliest) this.earliest = t
+    this.apply(s, device, action, addr, size, stream, t, undefined, stack, metadata, undefined, -1)
+  }
+
+  /**
+   * What an event does to its device's columns, its fields checked. `stack` is the stack's index,
+   * or UNRESOLVED_STACK to take it from `frames` (only alloc and oom look at either).
+   */
+  private apply(s: DeviceState, device: number, action: string, addr: number, size: number, streamValue: unknown, t: number, frames: unknown, stack: number, metadata: unknown, offset: number | undefined, index: number): void {
     const streamNumber = Number(streamValue)
 
     if (s.held >= 0) {
@@ -638,7 +749,7 @@ class SnapshotMapper {
         }
         const id = this.newId(s, size)
         s.live.set(addr, id)
-        s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, this.stack(frames, offset, device, index), this.tag(metadata))
+        s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
         s.layout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, streamNumber, t)
         return
       }
@@ -697,7 +808,7 @@ class SnapshotMapper {
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
       case 'oom':
-        s.events.push(EventKind.oom, 0, size, this.stream(streamValue), device, t, this.stack(frames, offset, device, index), this.tag(metadata))
+        s.events.push(EventKind.oom, 0, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
         s.layout.push(LayoutOp.failure, 0, size, size, streamNumber, t)
         return
       case 'snapshot':
@@ -782,24 +893,40 @@ class SnapshotMapper {
     let stack = this.stackByObject.get(frames)
     if (stack === undefined) {
       const ids = new Uint32Array(frames.length)
-      let hash = frames.length
-      for (let i = 0; i < frames.length; i++) {
-        ids[i] = this.frame(frames[i], offset, device, index)
-        hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
-      }
-      const candidates = this.stacksByHash.get(hash)
-      stack = candidates?.find((c) => sameIds(this.stacks[c]!, ids))
-      if (stack === undefined) {
-        stack = this.stacks.length
-        this.stacks.push(ids)
-        if (candidates === undefined) this.stacksByHash.set(hash, [stack])
-        else candidates.push(stack)
-      }
+      for (let i = 0; i < frames.length; i++) ids[i] = this.frame(frames[i], offset, device, index)
+      stack = this.internStack(ids, ids.length)
       this.stackByObject.set(frames, stack)
     }
     this.lastFrames = frames
     this.lastStack = stack
     return stack
+  }
+
+  /** Index of the stack of frame ids ids[0, n) in the stacks table, added if new (the array is not kept). */
+  internStack(ids: ArrayLike<number>, n: number): number {
+    let hash = n
+    for (let i = 0; i < n; i++) hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
+    const candidates = this.stacksByHash.get(hash)
+    if (candidates !== undefined) for (const c of candidates) if (sameIds(this.stacks[c]!, ids, n)) return c
+    const stack = this.stacks.length
+    const kept = new Uint32Array(n)
+    for (let i = 0; i < n; i++) kept[i] = ids[i]!
+    this.stacks.push(kept)
+    if (candidates === undefined) this.stacksByHash.set(hash, [stack])
+    else candidates.push(stack)
+    return stack
+  }
+
+  /** Index of the frame with this name, file and line in the frames table, added if new. */
+  frameId(name: string, filename: string, line: number): number {
+    const text = `${name}\u0000${filename}\u0000${line}`
+    let i = this.frameByText.get(text)
+    if (i === undefined) {
+      i = this.frames.length
+      this.frames.push({ name, filename, line })
+      this.frameByText.set(text, i)
+    }
+    return i
   }
 
   private frame(frame: unknown, offset: number | undefined, device: number, index: number): number {
@@ -811,13 +938,7 @@ class SnapshotMapper {
     const line = field(frame, 'line')
     if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number')
       return this.fail(`a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`, offset, where(device, index))
-    const text = `${name}\u0000${filename}\u0000${line}`
-    let i = this.frameByText.get(text)
-    if (i === undefined) {
-      i = this.frames.length
-      this.frames.push({ name, filename, line })
-      this.frameByText.set(text, i)
-    }
+    const i = this.frameId(name, filename, line)
     this.frameByObject.set(frame, i)
     return i
   }
@@ -1107,11 +1228,14 @@ function where(device: number, index: number): string {
   return index < 0 ? `segments (device ${device})` : `device_traces[${device}][${index}]`
 }
 
-function sameIds(a: Uint32Array, b: Uint32Array): boolean {
-  if (a.length !== b.length) return false
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false
+function sameIds(a: Uint32Array, b: ArrayLike<number>, n: number): boolean {
+  if (a.length !== n) return false
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
   return true
 }
+
+/** apply()'s stack argument when the stack is still to be found from the frames. */
+const UNRESOLVED_STACK = -2
 
 /** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
 export function roundedSize(requested: number): number {

@@ -1092,6 +1092,15 @@ export class Unpickler {
   }
 }
 
+// For the fast snapshot decoder (pytorch-fast.ts), whose values must equal the unpickler's: the
+// same string and integer decoding, and dicts filled the same way.
+export { decodeLong, decodeUtf8 }
+
+/** Adds source[from, to) (key, value, key, value...) to a dict, as SETITEMS does. */
+export function addDictPairs(dict: PickleDict, source: readonly PickleValue[], from: number, to: number): void {
+  appendPairs(dict, source, from, to)
+}
+
 /** Unpickles a whole pickle held in memory. */
 export function unpickle(bytes: Uint8Array, options: UnpickleOptions = {}): PickleValue {
   const unpickler = new Unpickler({ totalBytes: bytes.length, ...options })

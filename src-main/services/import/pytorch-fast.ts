@@ -1,0 +1,1260 @@
+// The PyTorch importer's fast path: decodes a snapshot pickle held whole in memory and hands each
+// event of device_traces to the mapper as typed fields, building no object per event, frames list
+// or frame (the general path builds them all with the restricted unpickler, then reads them back).
+//
+// It takes only what Python's pickler writes for a snapshot (protocols 2 to 5: dicts, lists,
+// tuples, str, int, float, bool, None, the memo, frames) in the shape torch writes it, and gives
+// up (returns null) on anything else: another opcode, another shape, a memo index rebound or read
+// back where the general path would build an object, a value the mapper would refuse, a limit in
+// sight. The caller then runs the general path from the start on a new mapper, which gives the
+// import or the error; so every check of the restricted unpickler stands as it was, and an import
+// is the same whichever path made it (test/unit/pytorch-fast-path.test.ts compares the two on every
+// fixture and on mutated ones). Nothing here throws on any input.
+//
+// What makes it fast: torch's pickle writes each dict key once and reads it back from the memo
+// thereafter, and a frame dict once per distinct frame object. So a memo entry here is typed: a
+// string (an id whose code says which key or action it is), a number, a frame (an id of its name,
+// file and line) or a frames list (an id of its sequence of frames); an event is a few table
+// lookups and stores, no allocation. The mapper's frame and stack tables are filled in the same
+// order as the general path fills them (on an alloc's or oom's first use), so the ids are equal.
+import { addDictPairs, decodeLong, decodeUtf8, PickleDict, type PickleValue } from './unpickle.ts'
+
+/** What the decoder hands its results to (the importer's SnapshotMapper). */
+export interface DecodedEventSink {
+  wants(device: number): boolean
+  decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void
+  frameId(name: string, filename: string, line: number): number
+  internStack(ids: ArrayLike<number>, n: number): number
+}
+
+export interface FastDecoded {
+  /** The root dict, device_traces' lists left empty (their events went to the sink), as the streaming unpickler leaves it. */
+  root: PickleValue
+  protocol: number
+}
+
+const enum Op {
+  MARK = 0x28, EMPTY_TUPLE = 0x29, STOP = 0x2e, BINFLOAT = 0x47, BININT = 0x4a, BININT1 = 0x4b, BININT2 = 0x4d,
+  NONE = 0x4e, BINUNICODE = 0x58, EMPTY_LIST = 0x5d, APPEND = 0x61, APPENDS = 0x65, BINGET = 0x68,
+  LONG_BINGET = 0x6a, BINPUT = 0x71, LONG_BINPUT = 0x72, SETITEM = 0x73, TUPLE = 0x74, SETITEMS = 0x75,
+  EMPTY_DICT = 0x7d, PROTO = 0x80, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89,
+  LONG1 = 0x8a, SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, MEMOIZE = 0x94, FRAME = 0x95,
+}
+
+// Memo entry kinds.
+const enum Memo {
+  unset = 0,
+  /** num: string id */
+  string = 1,
+  /** num: the number */
+  number = 2,
+  /** num: index in `generic` (anything the generic part built: containers, bool, None, bigint) */
+  generic = 3,
+  /** num: frame id (a frame dict the event decoder read) */
+  frame = 4,
+  /** num: local stack id, -1 for an empty list (a frames list the event decoder read) */
+  frames = 5,
+  /** an event dict: the general path would have built it; reading it back gives up */
+  event = 6,
+}
+
+// Codes of the strings the decoder looks for (strings are interned; each id has a code, 0 for others).
+const enum Code {
+  other = 0,
+  action, addr, size, stream, timeUs, frames, userMetadata, name, filename, line, deviceTraces,
+  alloc, freeRequested, free, freeCompleted, segmentAlloc, segmentFree, segmentMap, segmentUnmap, oom, snapshot,
+}
+// The canonical (internalised) string of each code: the mapper switches on the action's string.
+const NAMES = ['', 'action', 'addr', 'size', 'stream', 'time_us', 'frames', 'user_metadata', 'name', 'filename', 'line', 'device_traces',
+  'alloc', 'free_requested', 'free', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot']
+const CODES = new Map<string, number>(NAMES.map((n, i) => [n, i] as [string, number]).slice(1))
+
+// Kinds of the scalar scalar() read (in `kind`).
+const enum Scalar { string = 1, int, float, nil, bool }
+
+/** Frames on the generic part's stack and MARKs, and containers nested, kept well below the general path's limits. */
+const GENERIC_STACK = 1 << 16
+/** Most events in one APPENDS batch (the general path holds them on its stack, limited to 2^20). */
+const BATCH_ITEMS = 1 << 18
+/** A memo index further than this past the highest one stored is not what a pickler writes. */
+const MEMO_JUMP = 1 << 16
+/** The general path's limit on nesting must leave this much room for the fast path to run. */
+const DEPTH_NEEDED = 16
+const MAX_DEVICE = 65535
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+const float64 = new Float64Array(1)
+const float64Bytes = new Uint8Array(float64.buffer)
+
+/**
+ * Decodes `bytes` into `sink` and returns the root, or null where it gives up (the sink may then
+ * hold part of the events: use a new one). A generator that yields about every `yieldBytes` bytes
+ * of input, so an async caller can let the event loop in; `decodeFast` drains it.
+ */
+export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | null> {
+  if (!(maxDepth >= DEPTH_NEEDED)) return null
+  return yield* new FastDecoder(bytes, sink, maxDepth, yieldBytes).run()
+}
+
+export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | null {
+  const steps = decodeFastSteps(bytes, sink, maxDepth)
+  for (;;) {
+    const step = steps.next()
+    if (step.done) return step.value
+  }
+}
+
+class FastDecoder {
+  private readonly end: number
+  /** Deepest nesting and most MARKs the generic part allows (the general path refuses maxDepth). */
+  private readonly depthLimit: number
+
+  private memoKind = new Uint8Array(1024)
+  /** Per memo index: the id (string, frame, stack, generic index) or, for Memo.number, the number. */
+  private memoId = new Int32Array(1024)
+  private memoNumber = new Float64Array(1024)
+  /** For a Memo.generic entry read back as a frame or frames list: its frame or local stack id + 2 (0: not yet). */
+  private memoAux = new Int32Array(1024)
+  private memoNext = 0
+  private readonly generic: PickleValue[] = []
+  /** Nesting depth of each generic value, -1 while the container is still being filled. */
+  private readonly genericDepth: number[] = []
+  /** Stack slot of a generic container while it is open (genericDepth -1). */
+  private readonly genericSlot: number[] = []
+
+  // Strings by id; their codes; ids by content, and by bytes (open addressing over the input's offsets).
+  private readonly strings: string[] = []
+  private codes = new Int32Array(256)
+  private readonly stringIds = new Map<string, number>()
+  private byteSlots = new Int32Array(512).fill(-1)
+  private byteAt = new Int32Array(256)
+  private byteLength = new Int32Array(256)
+  private byteIds = new Int32Array(256)
+  private byteCount = 0
+
+  // Frames: name and file string ids, line; deduplicated by content; the mapper's frame id once used.
+  private frameName = new Int32Array(256)
+  private frameFile = new Int32Array(256)
+  private frameLine = new Float64Array(256)
+  private frameGlobal = new Int32Array(256)
+  private frameCount = 0
+  private frameSlots = new Int32Array(512).fill(-1)
+  /** Frame ids of frame dicts the generic part built (the segments' blocks), found on first read-back. */
+  private readonly genericFrames = new Map<PickleDict, number>()
+  private readonly genericStacks = new Map<PickleValue[], number>()
+
+  // Local stacks: sequences of frame ids, deduplicated; the mapper's stack id once used.
+  private stackFrames = new Int32Array(1024)
+  private stackFramesUsed = 0
+  private stackStart = new Int32Array(256)
+  private stackLength = new Int32Array(256)
+  private stackGlobal = new Int32Array(256)
+  private stackCount = 0
+  private stackSlots = new Int32Array(512).fill(-1)
+  /** The frames of the list being read. */
+  private scratch = new Int32Array(256)
+  private globalScratch = new Uint32Array(256)
+
+  // Outputs of scalar() and of the readers below.
+  private kind = 0
+  private num = 0
+  private depth = 0
+
+  private protocol = -1
+  private nextYield: number
+
+  constructor(
+    private readonly b: Uint8Array,
+    private readonly sink: DecodedEventSink,
+    maxDepth: number,
+    private readonly yieldBytes: number,
+  ) {
+    this.end = b.length
+    this.depthLimit = Math.min(maxDepth, 1 << 12) - 4
+    this.nextYield = yieldBytes
+  }
+
+  // ---- the generic part: the root, segments, settings, annotations ----
+
+  *run(): Generator<number, FastDecoded | null> {
+    const b = this.b
+    if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return null
+    this.protocol = b[1]!
+    let p = 2
+    const stack: PickleValue[] = []
+    // Per slot: 0 scalar, OPEN_LIST/OPEN_DICT (may still be added to), SEALED (a finished container).
+    const state: number[] = []
+    const depths: number[] = []
+    /** Generic index of the memo entry of a container stored while it was still open, else -1. */
+    const openMemo: number[] = []
+    const marks: number[] = []
+    let root: PickleDict | null = null
+    let sawDeviceTraces = false
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0 || p >= this.end) return null
+      const op = b[p++]!
+      let pushed: PickleValue | undefined
+      let pushedState = 0
+      let pushedDepth = 0
+      let keyCandidate = false
+      switch (op) {
+        case Op.STOP: {
+          if (marks.length !== 0 || stack.length !== 1 || root === null || p !== this.end) return null
+          return { root, protocol: this.protocol }
+        }
+        case Op.EMPTY_DICT:
+          pushed = new PickleDict()
+          pushedState = OPEN_DICT
+          pushedDepth = 1
+          if (stack.length === 0) {
+            if (root !== null) return null
+            root = pushed as PickleDict
+          }
+          break
+        case Op.EMPTY_LIST:
+          pushed = []
+          pushedState = OPEN_LIST
+          pushedDepth = 1
+          break
+        case Op.EMPTY_TUPLE:
+          pushed = []
+          pushedState = SEALED
+          pushedDepth = 1
+          break
+        case Op.MARK:
+          if (marks.length >= this.depthLimit) return null
+          marks.push(stack.length)
+          continue
+        case Op.SETITEMS:
+        case Op.APPENDS:
+        case Op.SETITEM:
+        case Op.APPEND: {
+          let from: number
+          if (op === Op.SETITEMS || op === Op.APPENDS) {
+            if (marks.length === 0) return null
+            from = marks.pop()!
+          } else {
+            from = stack.length - (op === Op.SETITEM ? 2 : 1)
+            if (marks.length > 0 && marks[marks.length - 1]! > from) return null
+          }
+          const target = from - 1
+          if (target < 0 || state[target] !== (op === Op.SETITEMS || op === Op.SETITEM ? OPEN_DICT : OPEN_LIST)) return null
+          if (op === Op.SETITEMS || op === Op.SETITEM) {
+            if ((stack.length - from) & 1) return null
+          }
+          let deepest = 0
+          for (let i = from; i < stack.length; i++) {
+            if (state[i] !== 0) {
+              // Keys are scalars here (a tuple key is legal but not in a snapshot).
+              if ((op === Op.SETITEMS || op === Op.SETITEM) && ((i - from) & 1) === 0) return null
+              if (depths[i]! > deepest) deepest = depths[i]!
+              this.finished(openMemo[i]!, depths[i]!)
+            }
+          }
+          if (deepest + 1 >= this.depthLimit) return null
+          if (op === Op.SETITEMS || op === Op.SETITEM) addDictPairs(stack[target] as PickleDict, stack, from, stack.length)
+          else {
+            const list = stack[target] as PickleValue[]
+            for (let i = from; i < stack.length; i++) list.push(stack[i]!)
+          }
+          if (deepest + 1 > depths[target]!) depths[target] = deepest + 1
+          stack.length = state.length = depths.length = openMemo.length = from
+          continue
+        }
+        case Op.TUPLE1:
+        case Op.TUPLE2:
+        case Op.TUPLE3:
+        case Op.TUPLE: {
+          let from: number
+          if (op === Op.TUPLE) {
+            if (marks.length === 0) return null
+            from = marks.pop()!
+          } else {
+            from = stack.length - (op - Op.TUPLE1 + 1)
+            if (from < 0 || (marks.length > 0 && marks[marks.length - 1]! > from)) return null
+          }
+          let deepest = 0
+          for (let i = from; i < stack.length; i++) {
+            if (state[i] !== 0) {
+              if (depths[i]! > deepest) deepest = depths[i]!
+              this.finished(openMemo[i]!, depths[i]!)
+            }
+          }
+          if (deepest + 1 >= this.depthLimit) return null
+          pushed = stack.slice(from)
+          pushedState = SEALED
+          pushedDepth = deepest + 1
+          stack.length = state.length = depths.length = openMemo.length = from
+          break
+        }
+        case Op.MEMOIZE:
+        case Op.BINPUT:
+        case Op.LONG_BINPUT: {
+          const index = this.putIndex(op, p - 1)
+          if (index < 0 || stack.length === 0 || (marks.length > 0 && marks[marks.length - 1] === stack.length)) return null
+          p += op === Op.MEMOIZE ? 0 : op === Op.BINPUT ? 1 : 4
+          const top = stack.length - 1
+          const value = stack[top]!
+          if (typeof value === 'string') this.setMemo(index, Memo.string, this.internString(value))
+          else if (typeof value === 'number') this.setMemo(index, Memo.number, value)
+          else {
+            const open = state[top] === OPEN_LIST || state[top] === OPEN_DICT
+            const g = this.addGeneric(value, open ? -1 : depths[top]!)
+            this.setMemo(index, Memo.generic, g)
+            if (open) {
+              if (openMemo[top]! >= 0) return null // stored twice while open
+              openMemo[top] = g
+              this.genericSlot[g] = top
+            }
+          }
+          continue
+        }
+        case Op.BINGET:
+        case Op.LONG_BINGET: {
+          const index = op === Op.BINGET ? b[p]! : readUint32(b, p)
+          p += op === Op.BINGET ? 1 : 4
+          if (p > this.end || index >= this.memoNext) return null
+          const k = this.memoKind[index]!
+          const n = this.memoId[index]!
+          if (k === Memo.string) {
+            pushed = this.strings[n]!
+            keyCandidate = true
+          } else if (k === Memo.number) pushed = this.memoNumber[index]!
+          else if (k === Memo.generic) {
+            pushed = this.generic[n]!
+            if (pushed !== null && typeof pushed === 'object') {
+              pushedDepth = this.genericDepth[n]!
+              if (pushedDepth < 0) {
+                // Still on the stack (an item of a batch not yet added): as the general path does,
+                // it is sealed here, so adding to it later (a cycle) gives up and its depth is final.
+                const slot = this.genericSlot[n]!
+                if (stack[slot] !== pushed || openMemo[slot] !== n) return null
+                state[slot] = SEALED
+                openMemo[slot] = -1
+                pushedDepth = this.genericDepth[n] = depths[slot]!
+              }
+              pushedState = SEALED
+            }
+          } else return null
+          break
+        }
+        case Op.LONG1:
+          // Here (not in scalar()) a bigint is a value like any other.
+          if (p + 1 > this.end || p + 1 + b[p]! > this.end) return null
+          pushed = decodeLong(b, p + 1, b[p]!)
+          p += 1 + b[p]!
+          break
+        default: {
+          const q = this.scalar(p - 1)
+          if (q < 0) return null
+          p = q
+          const kind = this.kind
+          if (kind === Scalar.string) {
+            pushed = this.strings[this.num]!
+            keyCandidate = true
+          } else if (kind === Scalar.int || kind === Scalar.float) pushed = this.num
+          else if (kind === Scalar.nil) pushed = null
+          else pushed = this.num === 1
+        }
+      }
+      if (stack.length >= GENERIC_STACK) return null
+      stack.push(pushed!)
+      state.push(pushedState)
+      depths.push(pushedDepth)
+      openMemo.push(-1)
+      // A key of the root dict: device_traces gets the event decoder.
+      if (keyCandidate && root !== null && stack[0] === root && state[0] === OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
+        if (sawDeviceTraces) return null
+        sawDeviceTraces = true
+        // After the key's own memo store, if any.
+        const put = this.reserveAt(p)
+        if (put === -2) return null
+        if (put >= 0) {
+          this.setMemo(put, Memo.string, this.internString('device_traces'))
+          p += putLength(b[p]!)
+        }
+        const q = yield* this.deviceTraces(p)
+        if (q < 0) return null
+        p = q
+        stack.push(this.generic[this.num]!)
+        state.push(SEALED)
+        depths.push(this.depth)
+        openMemo.push(-1)
+      }
+    }
+  }
+
+  /** A generic container is finished: its memo entry (if it was stored while open) gets its depth. */
+  private finished(g: number, depth: number): void {
+    if (g >= 0) this.genericDepth[g] = depth
+  }
+
+  private addGeneric(value: PickleValue, depth: number): number {
+    this.generic.push(value)
+    this.genericDepth.push(depth)
+    this.genericSlot.push(-1)
+    return this.generic.length - 1
+  }
+
+  // ---- device_traces: lists of event lists ----
+
+  /**
+   * The value of the root's device_traces key, at p: a list of per-device lists, each filled in
+   * batches (MARK ... APPENDS) or by one APPEND. Returns the position after it (-1: give up); the
+   * list, kept in `generic`, is this.num and its depth this.depth.
+   */
+  private *deviceTraces(p: number): Generator<number, number> {
+    const b = this.b
+    p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.EMPTY_LIST) return -1
+    const outer: PickleValue[] = []
+    const g = this.addGeneric(outer, -1)
+    p = this.putContainer(p + 1, Memo.generic, g)
+    if (p < 0) return -1
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]
+      if (op === Op.MARK) {
+        p++
+        for (;;) {
+          p = this.skipFrames(p)
+          if (p < 0) return -1
+          if (b[p] === Op.APPENDS) {
+            p++
+            break
+          }
+          if (b[p] !== Op.EMPTY_LIST || outer.length >= BATCH_ITEMS) return -1
+          p = yield* this.deviceList(p, outer)
+          if (p < 0) return -1
+          if (this.depth > deepest) deepest = this.depth
+        }
+      } else if (op === Op.EMPTY_LIST) {
+        p = yield* this.deviceList(p, outer)
+        if (p < 0) return -1
+        if (this.depth > deepest) deepest = this.depth
+        p = this.skipFrames(p)
+        if (p < 0 || b[p] !== Op.APPEND) return -1
+        p++
+      } else break
+    }
+    this.genericDepth[g] = this.depth = deepest + 1
+    this.num = g
+    return p
+  }
+
+  /** One device's list at p (EMPTY_LIST), appended to `outer`; its events go to the sink. */
+  private *deviceList(p: number, outer: PickleValue[]): Generator<number, number> {
+    const b = this.b
+    const device = outer.length
+    const list: PickleValue[] = []
+    outer.push(list)
+    const g = this.addGeneric(list, -1)
+    p = this.putContainer(p + 1, Memo.generic, g)
+    if (p < 0) return -1
+    const wanted = this.sink.wants(device)
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]
+      if (op === Op.MARK) {
+        p++
+        let items = 0
+        for (;;) {
+          p = this.skipFrames(p)
+          if (p < 0) return -1
+          if (b[p] === Op.APPENDS) {
+            p++
+            break
+          }
+          if (b[p] !== Op.EMPTY_DICT || ++items > BATCH_ITEMS || device > MAX_DEVICE) return -1
+          p = this.event(p, device, wanted)
+          if (p < 0) return -1
+          if (this.depth > deepest) deepest = this.depth
+          if (p >= this.nextYield) {
+            this.nextYield = p + this.yieldBytes
+            yield p
+          }
+        }
+      } else if (op === Op.EMPTY_DICT) {
+        if (device > MAX_DEVICE) return -1
+        p = this.event(p, device, wanted)
+        if (p < 0) return -1
+        if (this.depth > deepest) deepest = this.depth
+        p = this.skipFrames(p)
+        if (p < 0 || b[p] !== Op.APPEND) return -1
+        p++
+      } else break
+    }
+    this.genericDepth[g] = this.depth = deepest + 1
+    return p
+  }
+
+  /**
+   * One event dict at p (EMPTY_DICT ... SETITEMS), handed to the sink. Returns the position after
+   * it, or -1; its nesting depth in this.depth.
+   */
+  private event(p: number, device: number, wanted: boolean): number {
+    const b = this.b
+    p = this.putContainer(p + 1, Memo.event, 0)
+    if (p < 0) return -1
+    if (b[p] === Op.FRAME) p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.MARK) return -1
+    p++
+    let action = -1
+    let addr = -1
+    let size = 0
+    let stream = 0
+    let time = NaN
+    let stack = -2 // -2: no frames key (or None); -1: empty list; else a local stack id
+    let metadata: string | null = null
+    let depth = 1
+    for (;;) {
+      let op = b[p]!
+      if (op === Op.FRAME) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+        op = b[p]!
+      }
+      if (op === Op.SETITEMS) {
+        p++
+        break
+      }
+      // The key: a string, new (and stored) or read back.
+      let code: number
+      if (op === Op.BINGET || op === Op.LONG_BINGET) {
+        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+        p += op === Op.BINGET ? 2 : 5
+        if (index >= this.memoNext || this.memoKind[index] !== Memo.string) return -1
+        code = this.codes[this.memoId[index]!]!
+      } else {
+        p = this.scalar(p)
+        if (p < 0 || this.kind !== Scalar.string) return -1
+        code = this.codes[this.num]!
+        p = this.putScalar(p)
+        if (p < 0) return -1
+      }
+      // The value.
+      if (code === Code.frames) {
+        if (b[p] === Op.FRAME) p = this.skipFrames(p)
+        if (p < 0) return -1
+        op = b[p]!
+        if (op === Op.EMPTY_LIST) {
+          p = this.framesList(p + 1)
+          if (p < 0) return -1
+          stack = this.num
+          if (this.depth + 1 > depth) depth = this.depth + 1
+          continue
+        }
+        if (op === Op.BINGET || op === Op.LONG_BINGET) {
+          const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += op === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          let d: number
+          if (k === Memo.frames) {
+            stack = this.memoId[index]!
+            d = stack < 0 ? 1 : 2
+          } else if (k === Memo.generic) {
+            // A list the generic part built (torch shares one empty frames list from the segments on).
+            const g = this.memoId[index]!
+            const known = this.memoAux[index]!
+            if (known > 0) stack = known - 2
+            else {
+              stack = this.genericStack(this.generic[g]!)
+              if (stack === -2) return -1
+              this.memoAux[index] = stack + 2
+            }
+            d = this.genericDepth[g]!
+            if (d < 0) return -1
+          } else return -1
+          if (d + 1 > depth) depth = d + 1
+          continue
+        }
+        if (op === Op.NONE) {
+          p = this.putScalar(p + 1)
+          if (p < 0) return -1
+          stack = -2
+          continue
+        }
+        return -1
+      }
+      // The hot opcodes inline, the rest (and FRAME) through scalar().
+      let kind: number
+      let value: number
+      op = b[p]!
+      switch (op) {
+        case Op.BINGET:
+        case Op.LONG_BINGET: {
+          const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += op === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          if (k === Memo.string) {
+            kind = Scalar.string
+            value = this.memoId[index]!
+          } else if (k === Memo.number) {
+            value = this.memoNumber[index]!
+            kind = Number.isSafeInteger(value) ? Scalar.int : Scalar.float
+          } else return -1
+          break
+        }
+        case Op.BININT1:
+          kind = Scalar.int
+          value = b[p + 1]!
+          p += 2
+          break
+        case Op.BININT2:
+          kind = Scalar.int
+          value = b[p + 1]! | (b[p + 2]! << 8)
+          p += 3
+          break
+        case Op.BININT:
+          kind = Scalar.int
+          value = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)
+          p += 5
+          break
+        case Op.LONG1: {
+          const n = b[p + 1]!
+          if (n > 8 || p + 2 + n > this.end) return -1
+          value = smallLong(b, p + 2, n)
+          if (value !== value) return -1
+          kind = Scalar.int
+          p += 2 + n
+          break
+        }
+        case Op.SHORT_BINUNICODE: {
+          const n = b[p + 1]!
+          if (p + 2 + n > this.end) return -1
+          kind = Scalar.string
+          value = this.internBytes(p + 2, n)
+          p += 2 + n
+          break
+        }
+        default:
+          p = this.scalar(p)
+          if (p < 0) return -1
+          kind = this.kind
+          value = this.num
+      }
+      op = b[p]!
+      if (op === Op.MEMOIZE || op === Op.BINPUT || op === Op.LONG_BINPUT) {
+        this.kind = kind
+        this.num = value
+        p = this.putScalar(p)
+        if (p < 0) return -1
+      }
+      switch (code) {
+        case Code.action:
+          if (kind !== Scalar.string) return -1
+          action = value
+          break
+        case Code.addr:
+          if (kind !== Scalar.int || value < 0) return -1
+          addr = value
+          break
+        case Code.size:
+          if (kind !== Scalar.int || value < 0) return -1
+          size = value
+          break
+        case Code.stream:
+          if (kind === Scalar.int) stream = value
+          else if (kind === Scalar.nil) stream = 0
+          else return -1
+          break
+        case Code.timeUs:
+          // A float time must be finite; an int always is.
+          if (kind === Scalar.int || (kind === Scalar.float && value - value === 0)) time = value
+          else return -1
+          break
+        case Code.userMetadata:
+          metadata = kind === Scalar.string ? this.strings[value]! : null
+          break
+        default:
+        // compile_context, and whatever a newer torch adds: any scalar is skipped.
+      }
+    }
+    if (action < 0 || addr < 0) return -1
+    this.depth = depth
+    const actionName = this.strings[action]!
+    const actionCode = this.codes[action]!
+    let globalStack = -1
+    if (wanted && (actionCode === Code.alloc || actionCode === Code.oom) && stack >= 0) globalStack = this.globalStack(stack)
+    this.sink.decodedEvent(device, actionName, addr, size, stream, time, globalStack, metadata)
+    return p
+  }
+
+  /**
+   * A frames list after its EMPTY_LIST: frame dicts, new or read back, in batches or one APPEND.
+   * Returns the position after it; this.num is its local stack id (-1 when empty), this.depth its depth.
+   */
+  private framesList(p: number): number {
+    const b = this.b
+    // Reserved now, its stack known at the end.
+    const memoIndex = this.reserveAt(p)
+    if (memoIndex === -2) return -1
+    if (memoIndex >= 0) p += putLength(b[p]!)
+    let n = 0
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]!
+      let single = false
+      if (op === Op.MARK) p++
+      else if (op === Op.EMPTY_DICT) single = true
+      else if ((op === Op.BINGET || op === Op.LONG_BINGET) && b[p + (op === Op.BINGET ? 2 : 5)] === Op.APPEND) single = true
+      else break
+      for (;;) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+        const item = b[p]!
+        if (!single && item === Op.APPENDS) {
+          p++
+          break
+        }
+        let frame: number
+        if (item === Op.EMPTY_DICT) {
+          p = this.frameDict(p + 1)
+          if (p < 0) return -1
+          frame = this.num
+          if (this.depth > deepest) deepest = this.depth
+        } else if (item === Op.BINGET || item === Op.LONG_BINGET) {
+          const index = item === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += item === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          if (k === Memo.frame) frame = this.memoId[index]!
+          else if (k === Memo.generic) {
+            const g = this.memoId[index]!
+            const known = this.memoAux[index]!
+            if (known > 0) frame = known - 2
+            else {
+              frame = this.genericFrame(this.generic[g]!)
+              if (frame < 0) return -1
+              this.memoAux[index] = frame + 2
+            }
+            if (this.genericDepth[g]! > deepest) deepest = this.genericDepth[g]!
+          } else return -1
+          if (deepest < 1) deepest = 1
+        } else return -1
+        if (n === this.scratch.length) {
+          if (n >= BATCH_ITEMS) return -1
+          this.scratch = grownInt32(this.scratch, n * 2)
+        }
+        this.scratch[n++] = frame
+        if (single) {
+          p = this.skipFrames(p)
+          if (p < 0 || b[p] !== Op.APPEND) return -1
+          p++
+          break
+        }
+      }
+    }
+    const local = n === 0 ? -1 : this.internLocalStack(n)
+    if (memoIndex >= 0) this.setMemo(memoIndex, Memo.frames, local)
+    this.num = local
+    this.depth = deepest + 1
+    return p
+  }
+
+  /** A frame dict after its EMPTY_DICT: name, filename and line. this.num is its frame id. */
+  private frameDict(p: number): number {
+    const b = this.b
+    const memoIndex = this.reserveAt(p)
+    if (memoIndex === -2) return -1
+    if (memoIndex >= 0) p += putLength(b[p]!)
+    p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.MARK) return -1
+    p++
+    let name = -1
+    let file = -1
+    let line = NaN
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]!
+      if (op === Op.SETITEMS) {
+        p++
+        break
+      }
+      let code: number
+      if (op === Op.BINGET || op === Op.LONG_BINGET) {
+        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+        p += op === Op.BINGET ? 2 : 5
+        if (index >= this.memoNext || this.memoKind[index] !== Memo.string) return -1
+        code = this.codes[this.memoId[index]!]!
+      } else {
+        p = this.scalar(p)
+        if (p < 0 || this.kind !== Scalar.string) return -1
+        code = this.codes[this.num]!
+        p = this.putScalar(p)
+        if (p < 0) return -1
+      }
+      p = this.scalar(p)
+      if (p < 0) return -1
+      const kind = this.kind
+      const value = this.num
+      p = this.putScalar(p)
+      if (p < 0) return -1
+      if (code === Code.name) name = kind === Scalar.string ? value : -1
+      else if (code === Code.filename) file = kind === Scalar.string ? value : -1
+      else if (code === Code.line) line = kind === Scalar.int || kind === Scalar.float ? value : NaN
+    }
+    // The general path refuses a frame without a string name and filename and a number line (NaN is a number, but never a line).
+    if (name < 0 || file < 0 || line !== line) return -1
+    const frame = this.internFrame(name, file, line)
+    if (memoIndex >= 0) this.setMemo(memoIndex, Memo.frame, frame)
+    this.num = frame
+    this.depth = 1
+    return p
+  }
+
+  /** Frame id of a frame dict the generic part built (a segment's block), or -1 if it is not a plain frame. */
+  private genericFrame(value: PickleValue): number {
+    if (!(value instanceof PickleDict)) return -1
+    const known = this.genericFrames.get(value)
+    if (known !== undefined) return known
+    const name = value.get('name')
+    const filename = value.get('filename')
+    const line = value.get('line')
+    if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number' || line !== line) return -1
+    const frame = this.internFrame(this.internString(name), this.internString(filename), line)
+    this.genericFrames.set(value, frame)
+    return frame
+  }
+
+  /** Local stack id of a frames list the generic part built (-1 when empty), or -2 if it is not one. */
+  private genericStack(value: PickleValue): number {
+    if (!Array.isArray(value)) return -2
+    if (value.length === 0) return -1
+    const known = this.genericStacks.get(value)
+    if (known !== undefined) return known
+    if (this.scratch.length < value.length) this.scratch = new Int32Array(value.length)
+    for (let i = 0; i < value.length; i++) {
+      const frame = this.genericFrame(value[i]!)
+      if (frame < 0) return -2
+      this.scratch[i] = frame
+    }
+    const local = this.internLocalStack(value.length)
+    this.genericStacks.set(value, local)
+    return local
+  }
+
+  /** The mapper's stack id of a local stack, its frames given the mapper's ids first (as the general path does on first use). */
+  private globalStack(local: number): number {
+    const known = this.stackGlobal[local]!
+    if (known >= 0) return known
+    const start = this.stackStart[local]!
+    const n = this.stackLength[local]!
+    if (this.globalScratch.length < n) this.globalScratch = new Uint32Array(n)
+    for (let i = 0; i < n; i++) {
+      const f = this.stackFrames[start + i]!
+      let id = this.frameGlobal[f]!
+      if (id < 0) {
+        id = this.sink.frameId(this.strings[this.frameName[f]!]!, this.strings[this.frameFile[f]!]!, this.frameLine[f]!)
+        this.frameGlobal[f] = id
+      }
+      this.globalScratch[i] = id
+    }
+    const id = this.sink.internStack(this.globalScratch, n)
+    this.stackGlobal[local] = id
+    return id
+  }
+
+  // ---- scalars and the memo ----
+
+  /**
+   * The scalar whose opcode is at p: sets this.kind and this.num (string id, number, 1/0 for a
+   * bool). Returns the position after it, or -1 for anything else (an int beyond 2^53 included).
+   * A number read back is an int when it is a safe integer, as the general path's checks see it.
+   */
+  private scalar(p: number): number {
+    const b = this.b
+    if (p >= this.end) return -1
+    const op = b[p]!
+    switch (op) {
+      case Op.BINGET:
+      case Op.LONG_BINGET: {
+        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+        if (index >= this.memoNext) return -1
+        const k = this.memoKind[index]
+        if (k === Memo.string) {
+          this.kind = Scalar.string
+          this.num = this.memoId[index]!
+        } else if (k === Memo.number) {
+          const v = this.memoNumber[index]!
+          this.kind = Number.isSafeInteger(v) ? Scalar.int : Scalar.float
+          this.num = v
+        } else return -1
+        return p + (op === Op.BINGET ? 2 : 5)
+      }
+      case Op.SHORT_BINUNICODE: {
+        const n = b[p + 1]!
+        if (p + 2 + n > this.end) return -1
+        this.kind = Scalar.string
+        this.num = this.internBytes(p + 2, n)
+        return p + 2 + n
+      }
+      case Op.BINUNICODE:
+      case Op.BINUNICODE8: {
+        const width = op === Op.BINUNICODE ? 4 : 8
+        if (p + 1 + width > this.end) return -1
+        const n = width === 4 ? readUint32(b, p + 1) : readUint32(b, p + 5) * 4294967296 + readUint32(b, p + 1)
+        if (n > this.end - p - 1 - width) return -1
+        this.kind = Scalar.string
+        this.num = this.internBytes(p + 1 + width, n)
+        return p + 1 + width + n
+      }
+      case Op.BININT1:
+        this.kind = Scalar.int
+        this.num = b[p + 1]!
+        return p + 2
+      case Op.BININT2:
+        this.kind = Scalar.int
+        this.num = b[p + 1]! | (b[p + 2]! << 8)
+        return p + 3
+      case Op.BININT:
+        this.kind = Scalar.int
+        this.num = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)
+        return p + 5
+      case Op.LONG1: {
+        const n = b[p + 1]!
+        if (n > 8 || p + 2 + n > this.end) return -1
+        const v = smallLong(b, p + 2, n)
+        if (v !== v) return -1
+        this.kind = Scalar.int
+        this.num = v
+        return p + 2 + n
+      }
+      case Op.BINFLOAT:
+        for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[p + 1 + i]!
+        this.kind = Scalar.float
+        this.num = float64[0]!
+        return p + 9
+      case Op.NONE:
+        this.kind = Scalar.nil
+        return p + 1
+      case Op.NEWTRUE:
+      case Op.NEWFALSE:
+        this.kind = Scalar.bool
+        this.num = op === Op.NEWTRUE ? 1 : 0
+        return p + 1
+      case Op.FRAME: {
+        const q = this.skipFrames(p)
+        return q < 0 || this.b[q] === Op.FRAME ? -1 : this.scalar(q)
+      }
+      default:
+        return -1
+    }
+  }
+
+  /** A memo store of the scalar just read (by scalar()), if one follows at p. */
+  private putScalar(p: number): number {
+    const op = this.b[p]
+    if (op === Op.MEMOIZE) {
+      // The common case, inline: the next index, never stored before.
+      const index = this.memoNext
+      if (index < this.memoKind.length) {
+        const kind = this.kind
+        if (kind === Scalar.string) {
+          this.memoKind[index] = Memo.string
+          this.memoId[index] = this.num
+          this.memoNext = index + 1
+          return p + 1
+        }
+        if (kind === Scalar.int || kind === Scalar.float) {
+          this.memoKind[index] = Memo.number
+          this.memoNumber[index] = this.num
+          this.memoNext = index + 1
+          return p + 1
+        }
+      }
+    } else if (op !== Op.BINPUT && op !== Op.LONG_BINPUT) return p
+    const index = this.reserveAt(p)
+    if (index === -1) return p
+    if (index === -2) return -1
+    const kind = this.kind
+    if (kind === Scalar.string) this.setMemo(index, Memo.string, this.num)
+    else if (kind === Scalar.int || kind === Scalar.float) this.setMemo(index, Memo.number, this.num)
+    else this.setMemo(index, Memo.generic, this.addGeneric(kind === Scalar.nil ? null : this.num === 1, 0))
+    return p + putLength(this.b[p]!)
+  }
+
+  /** A memo store of a container just opened, if one follows at p: its entry says what it is. */
+  private putContainer(p: number, kind: Memo, num: number): number {
+    if (this.b[p] === Op.MEMOIZE && this.memoNext < this.memoKind.length) {
+      const index = this.memoNext++
+      this.memoKind[index] = kind
+      this.memoId[index] = num
+      return p + 1
+    }
+    const index = this.reserveAt(p)
+    if (index === -1) return p
+    if (index === -2) return -1
+    this.setMemo(index, kind, num)
+    return p + putLength(this.b[p]!)
+  }
+
+  /**
+   * The memo index stored by the opcode at p, reserved (an entry that gives up when read back, so a
+   * container read back from within itself does), -1 if it is not a memo store, -2 if it is one this
+   * decoder will not follow.
+   */
+  private reserveAt(p: number): number {
+    const op = this.b[p]
+    if (op !== Op.MEMOIZE && op !== Op.BINPUT && op !== Op.LONG_BINPUT) return -1
+    const index = this.putIndex(op, p)
+    if (index < 0) return -2
+    this.setMemo(index, Memo.event, 0)
+    return index
+  }
+
+  /**
+   * The memo index the store at `start` writes; -1 where the general path would refuse it (an index
+   * larger than the bytes before it) or where a pickler would not write it (an index stored before:
+   * a rebinding; a jump far past the highest index).
+   */
+  private putIndex(op: number, start: number): number {
+    let index: number
+    if (op === Op.MEMOIZE) index = this.memoNext
+    else {
+      const width = op === Op.BINPUT ? 1 : 4
+      if (start + 1 + width > this.end) return -1
+      index = width === 1 ? this.b[start + 1]! : readUint32(this.b, start + 1)
+      if (index > start || index > this.memoNext + MEMO_JUMP) return -1
+    }
+    if (index >= this.memoKind.length) {
+      let size = this.memoKind.length * 2
+      while (size <= index) size *= 2
+      const kinds = new Uint8Array(size)
+      kinds.set(this.memoKind)
+      this.memoKind = kinds
+      const ids = new Int32Array(size)
+      ids.set(this.memoId)
+      this.memoId = ids
+      const numbers = new Float64Array(size)
+      numbers.set(this.memoNumber)
+      this.memoNumber = numbers
+      this.memoAux = grownInt32(this.memoAux, size)
+    }
+    if (this.memoKind[index] !== Memo.unset && index < this.memoNext) return -1
+    return index
+  }
+
+  private setMemo(index: number, kind: Memo, num: number): void {
+    this.memoKind[index] = kind
+    if (kind === Memo.number) this.memoNumber[index] = num
+    else this.memoId[index] = num
+    this.memoAux[index] = 0
+    if (index >= this.memoNext) this.memoNext = index + 1
+  }
+
+  /** Skips FRAME opcodes at p (each checked as the general path checks it). */
+  private skipFrames(p: number): number {
+    const b = this.b
+    while (b[p] === Op.FRAME) {
+      if (p + 9 > this.end) return -1
+      const n = readUint32(b, p + 5) * 4294967296 + readUint32(b, p + 1)
+      if (n > this.end - p - 9) return -1
+      p += 9
+    }
+    return p
+  }
+
+  // ---- interning ----
+
+  private internString(s: string): number {
+    let id = this.stringIds.get(s)
+    if (id === undefined) {
+      id = this.strings.length
+      const code = CODES.get(s) ?? Code.other
+      this.strings.push(code === Code.other ? s : NAMES[code]!)
+      this.stringIds.set(s, id)
+      if (id === this.codes.length) this.codes = grownInt32(this.codes, id * 2)
+      this.codes[id] = code
+    }
+    return id
+  }
+
+  /** The id of the string whose UTF-8 bytes are b[at, at + n): looked up by its bytes, decoded only the first time. */
+  private internBytes(at: number, n: number): number {
+    const b = this.b
+    let hash = n
+    for (let i = at; i < at + n; i++) hash = Math.imul(hash ^ b[i]!, 0x9e3779b1)
+    hash ^= hash >>> 15
+    const mask = this.byteSlots.length - 1
+    for (let slot = hash & mask; ; slot = (slot + 1) & mask) {
+      const e = this.byteSlots[slot]!
+      if (e < 0) {
+        const id = this.internString(decodeUtf8(b, at, n))
+        this.addByteEntry(slot, at, n, id)
+        return id
+      }
+      if (this.byteLength[e] === n) {
+        const other = this.byteAt[e]!
+        let i = 0
+        while (i < n && b[other + i] === b[at + i]) i++
+        if (i === n) return this.byteIds[e]!
+      }
+    }
+  }
+
+  private addByteEntry(slot: number, at: number, n: number, id: number): void {
+    const e = this.byteCount++
+    if (e === this.byteAt.length) {
+      this.byteAt = grownInt32(this.byteAt, e * 2)
+      this.byteLength = grownInt32(this.byteLength, e * 2)
+      this.byteIds = grownInt32(this.byteIds, e * 2)
+    }
+    this.byteAt[e] = at
+    this.byteLength[e] = n
+    this.byteIds[e] = id
+    this.byteSlots[slot] = e
+    if (2 * this.byteCount > this.byteSlots.length) {
+      // Rehash into twice the slots.
+      const slots = new Int32Array(this.byteSlots.length * 2).fill(-1)
+      const mask = slots.length - 1
+      for (let k = 0; k < this.byteCount; k++) {
+        let hash = this.byteLength[k]!
+        const from = this.byteAt[k]!
+        for (let i = from; i < from + this.byteLength[k]!; i++) hash = Math.imul(hash ^ this.b[i]!, 0x9e3779b1)
+        hash ^= hash >>> 15
+        let s = hash & mask
+        while (slots[s]! >= 0) s = (s + 1) & mask
+        slots[s] = k
+      }
+      this.byteSlots = slots
+    }
+  }
+
+  private internFrame(name: number, file: number, line: number): number {
+    let hash = Math.imul(name, 0x9e3779b1) ^ Math.imul(file, 0x85ebca6b) ^ (line | 0) ^ Math.imul((line / 4294967296) | 0, 0xc2b2ae35)
+    hash ^= hash >>> 15
+    let mask = this.frameSlots.length - 1
+    let slot = hash & mask
+    for (; ; slot = (slot + 1) & mask) {
+      const f = this.frameSlots[slot]!
+      if (f < 0) break
+      if (this.frameName[f] === name && this.frameFile[f] === file && Object.is(this.frameLine[f], line)) return f
+    }
+    const f = this.frameCount++
+    if (f === this.frameName.length) {
+      this.frameName = grownInt32(this.frameName, f * 2)
+      this.frameFile = grownInt32(this.frameFile, f * 2)
+      const lines = new Float64Array(f * 2)
+      lines.set(this.frameLine)
+      this.frameLine = lines
+      this.frameGlobal = grownInt32(this.frameGlobal, f * 2)
+    }
+    this.frameName[f] = name
+    this.frameFile[f] = file
+    this.frameLine[f] = line
+    this.frameGlobal[f] = -1
+    this.frameSlots[slot] = f
+    if (2 * this.frameCount > this.frameSlots.length) {
+      const slots = new Int32Array(this.frameSlots.length * 2).fill(-1)
+      mask = slots.length - 1
+      for (let k = 0; k < this.frameCount; k++) {
+        const l = this.frameLine[k]!
+        let h = Math.imul(this.frameName[k]!, 0x9e3779b1) ^ Math.imul(this.frameFile[k]!, 0x85ebca6b) ^ (l | 0) ^ Math.imul((l / 4294967296) | 0, 0xc2b2ae35)
+        h ^= h >>> 15
+        let s = h & mask
+        while (slots[s]! >= 0) s = (s + 1) & mask
+        slots[s] = k
+      }
+      this.frameSlots = slots
+    }
+    return f
+  }
+
+  /** The local stack id of the frames scratch[0, n). */
+  private internLocalStack(n: number): number {
+    const scratch = this.scratch
+    let hash = n
+    for (let i = 0; i < n; i++) hash = Math.imul(hash ^ scratch[i]!, 0x9e3779b1)
+    hash ^= hash >>> 15
+    let mask = this.stackSlots.length - 1
+    let slot = hash & mask
+    for (; ; slot = (slot + 1) & mask) {
+      const s = this.stackSlots[slot]!
+      if (s < 0) break
+      if (this.stackLength[s] === n) {
+        const start = this.stackStart[s]!
+        let i = 0
+        while (i < n && this.stackFrames[start + i] === scratch[i]) i++
+        if (i === n) return s
+      }
+    }
+    const s = this.stackCount++
+    if (s === this.stackStart.length) {
+      this.stackStart = grownInt32(this.stackStart, s * 2)
+      this.stackLength = grownInt32(this.stackLength, s * 2)
+      this.stackGlobal = grownInt32(this.stackGlobal, s * 2)
+    }
+    if (this.stackFramesUsed + n > this.stackFrames.length) this.stackFrames = grownInt32(this.stackFrames, Math.max(this.stackFrames.length * 2, this.stackFramesUsed + n))
+    this.stackFrames.set(scratch.subarray(0, n), this.stackFramesUsed)
+    this.stackStart[s] = this.stackFramesUsed
+    this.stackLength[s] = n
+    this.stackGlobal[s] = -1
+    this.stackFramesUsed += n
+    this.stackSlots[slot] = s
+    if (2 * this.stackCount > this.stackSlots.length) {
+      const slots = new Int32Array(this.stackSlots.length * 2).fill(-1)
+      mask = slots.length - 1
+      for (let k = 0; k < this.stackCount; k++) {
+        const start = this.stackStart[k]!
+        const len = this.stackLength[k]!
+        let h = len
+        for (let i = 0; i < len; i++) h = Math.imul(h ^ this.stackFrames[start + i]!, 0x9e3779b1)
+        h ^= h >>> 15
+        let q = h & mask
+        while (slots[q]! >= 0) q = (q + 1) & mask
+        slots[q] = k
+      }
+      this.stackSlots = slots
+    }
+    return s
+  }
+}
+
+// Slot states of the generic part's stack.
+const OPEN_LIST = 1
+const OPEN_DICT = 2
+const SEALED = 3
+
+/** Bytes of a memo store opcode with its argument. */
+function putLength(op: number): number {
+  return op === Op.MEMOIZE ? 1 : op === Op.BINPUT ? 2 : 5
+}
+
+/**
+ * LONG1's n (at most 8) little-endian two's complement bytes as decodeLong reads them, NaN where
+ * that gives a bigint (beyond 2^53).
+ */
+function smallLong(b: Uint8Array, at: number, n: number): number {
+  if (n <= 4) {
+    if (n === 0) return 0
+    let v = 0
+    for (let i = n - 1; i >= 0; i--) v = (v << 8) | b[at + i]!
+    const unused = 32 - 8 * n
+    return unused === 0 ? v : (v << unused) >> unused
+  }
+  let hi = b[at + n - 1]! >= 0x80 ? -1 : 0
+  for (let i = n - 1; i >= 4; i--) hi = hi * 256 + b[at + i]!
+  const v = hi * 4294967296 + readUint32(b, at)
+  return v >= -MAX_SAFE && v <= MAX_SAFE ? v : NaN
+}
+
+function readUint32(b: Uint8Array, p: number): number {
+  return (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
+}
+
+function grownInt32(a: Int32Array, size: number): Int32Array<ArrayBuffer> {
+  const grown = new Int32Array(size)
+  grown.set(a)
+  return grown
+}

@@ -1,0 +1,155 @@
+// The PyTorch importer's fast path (pytorch-fast.ts) against its general path (the restricted
+// unpickler, then the mapper): on every snapshot fixture, every hostile pickle and thousands of
+// mutated snapshots, both give the same import (every column, table, warning and property) or the
+// same error; and the fast path does take torch's own pickles (it is not silently always handing
+// them back).
+import assert from 'node:assert/strict'
+import { readdirSync, readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+
+import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch-fast.ts'
+import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch.ts'
+import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation, type Rand } from './helpers/fuzz-harness.ts'
+
+const fixtures = join(import.meta.dirname, '..', 'fixtures')
+const read = (dir: string, name: string) => new Uint8Array(readFileSync(join(fixtures, dir, name)))
+const snapshots = readdirSync(join(fixtures, 'pytorch')).filter((n) => n.endsWith('.pickle'))
+const hostile = readdirSync(join(fixtures, 'hostile'))
+const plainPickles = readdirSync(join(fixtures, 'pickle')).filter((n) => n.endsWith('.pickle'))
+
+type Outcome = { ok: true; value: unknown } | { ok: false; error: string }
+
+/** Everything an import holds, as plain data (typed arrays as arrays). */
+function plain(result: PytorchImport): unknown {
+  const columns = (o: object) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number | bigint>) : v]))
+  return {
+    events: columns(result.trace.events),
+    tables: { ...result.trace.tables, stacks: result.trace.tables.stacks.map((s) => Array.from(s)) },
+    meta: result.trace.meta,
+    recorded: result.recorded.map((r) => ({ ...r, layout: columns(r.layout!) })),
+    devices: result.devices,
+    format: result.format,
+    overflow: result.overflow,
+  }
+}
+
+function outcome(run: () => PytorchImport): Outcome {
+  try {
+    return { ok: true, value: plain(run()) }
+  } catch (e) {
+    return { ok: false, error: `${(e as Error).name}: ${(e as Error).message} ${JSON.stringify(e)}` }
+  }
+}
+
+function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outcome, Outcome] {
+  return [outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)), outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
+}
+
+/** Whether the fast path takes the input (rather than handing it to the general path). */
+function fastTakes(bytes: Uint8Array): boolean {
+  const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
+  return decodeFast(bytes, sink, 200) !== null
+}
+
+describe('the fast path gives the general path\'s import', () => {
+  for (const name of snapshots) {
+    it(`${name}: taken by the fast path, same import for the default device, all devices and device 1`, () => {
+      const bytes = read('pytorch', name)
+      assert.ok(fastTakes(bytes), 'the fast path takes a snapshot torch (or Python\'s pickler) wrote')
+      for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
+        const [fast, general] = bothPaths(bytes, options)
+        assert.deepEqual(fast, general, JSON.stringify(options))
+      }
+    })
+  }
+
+  it('hands back what it does not take, with the general path\'s error or import', () => {
+    for (const name of [...hostile.map((n) => ['hostile', n]), ...plainPickles.map((n) => ['pickle', n])] as const) {
+      const bytes = read(name[0], name[1])
+      const [fast, general] = bothPaths(bytes)
+      assert.deepEqual(fast, general, name[1])
+      // Every hostile pickle but one breaks the pickle format; that one is plain data of another shape.
+      if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast path takes`)
+    }
+  })
+
+  it('leaves a small maxDepth to the general path and its limit', () => {
+    const bytes = read('pytorch', 'synthetic.pickle')
+    for (const maxDepth of [3, 5, 15]) {
+      const [fast, general] = bothPaths(bytes, { maxDepth })
+      assert.deepEqual(fast, general, `maxDepth ${maxDepth}`)
+    }
+  })
+
+  it('gives the same import through the async in-memory import, which yields while decoding', async () => {
+    const bytes = read('pytorch', 'transformer_varseq.pickle')
+    const progress: number[] = []
+    const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { chunkBytes: 64 << 10, onProgress: (p) => progress.push(p.bytesDone) })
+    assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { generalPathOnly: true })))
+    assert.ok(progress.length > 10, 'progress while decoding')
+    assert.ok(progress.every((d, i) => i === 0 || d >= progress[i - 1]!), 'progress only grows')
+  })
+})
+
+/** Mutations aimed at what the fast path reads: memo indices, lengths, opcodes, shapes. */
+const OPCODES = [0x28, 0x29, 0x2e, 0x30, 0x32, 0x47, 0x4a, 0x4b, 0x4d, 0x4e, 0x52, 0x58, 0x5d, 0x61, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x8d, 0x93, 0x94, 0x95]
+const plantOpcode: Mutation = (b, r) => {
+  const out = b.slice()
+  const at = int(r, out.length)
+  out[at] = OPCODES[int(r, OPCODES.length)]!
+  return [out, `opcode 0x${out[at]!.toString(16)} at ${at}`]
+}
+const nudgeArgument: Mutation = (b, r) => {
+  const out = b.slice()
+  for (let tries = 0; tries < 64; tries++) {
+    const p = int(r, out.length - 1)
+    if ([0x68, 0x6a, 0x71, 0x72, 0x8a, 0x8c, 0x4b, 0x4d, 0x95].includes(out[p]!)) {
+      out[p + 1] = (out[p + 1]! + 1 + int(r, 3)) & 0xff
+      return [out, `argument of 0x${out[p]!.toString(16)} at ${p} changed`]
+    }
+  }
+  return [out, 'unchanged']
+}
+const swapOpcodes: Mutation = (b, r) => {
+  const out = b.slice()
+  const i = int(r, out.length)
+  const j = Math.min(out.length - 1, i + 1 + int(r, 8))
+  ;[out[i], out[j]] = [out[j]!, out[i]!]
+  return [out, `bytes ${i} and ${j} swapped`]
+}
+const MUTATIONS = [flipBits, setRandomBytes, truncate, deleteRange, copyRange, appendRandomBytes, zeroRange, plantOpcode, nudgeArgument, nudgeArgument, swapOpcodes]
+
+function seeded(seed: number): Rand {
+  let a = seed >>> 0
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0
+    let t = a
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+describe('mutated snapshots: the same import or the same error on both paths', () => {
+  const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({ name: n, bytes: read('pytorch', n) }))
+  it('1500 seeded cases', () => {
+    const rand = seeded(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
+    let taken = 0
+    for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
+      const input = inputs[int(rand, inputs.length)]!
+      let bytes = input.bytes
+      const steps: string[] = []
+      for (let k = 1 + (rand() < 0.3 ? 1 : 0); k > 0; k--) {
+        const [mutated, what] = MUTATIONS[int(rand, MUTATIONS.length)]!(bytes, rand)
+        bytes = mutated
+        steps.push(what)
+      }
+      const options = rand() < 0.2 ? { device: 'all' as const } : {}
+      const [fast, general] = bothPaths(bytes, options)
+      assert.deepEqual(fast, general, `case ${c}, ${input.name}: ${steps.join('; ')}`)
+      if (fast.ok && fastTakes(bytes)) taken++
+    }
+    assert.ok(taken > 100, `the fast path took ${taken} of the mutated inputs (enough to compare)`)
+  })
+})
