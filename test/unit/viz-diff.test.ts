@@ -4,14 +4,14 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { diffStrategies } from '../../src-renderer/viz/diff.ts'
+import { diffStrategies, type SideStrategy } from '../../src-renderer/viz/diff.ts'
 
 describe('diff of two replays', () => {
-  const a = [
+  const a: SideStrategy[] = [
     { name: 'slab', summary: { peakReserved: 100, failures: 2, externalFragmentationAtPeak: 0.5, peakRequested: 80 } },
     { name: 'buddy', summary: { peakReserved: 50 } },
   ]
-  const b = [
+  const b: SideStrategy[] = [
     { name: 'slab', summary: { peakReserved: 150, failures: 0, externalFragmentationAtPeak: 0.5, peakRequested: 90 } },
     { name: 'arena', summary: { peakReserved: 10 } },
   ]
