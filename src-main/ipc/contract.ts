@@ -73,6 +73,11 @@ export interface ReplayRequest {
   cap?: string
   /** Also return the results stored with the input (recorded layouts); default true. */
   includeStored?: boolean
+  /**
+   * Replays only the strategies [first, first + count) of the list (count left out: to its end),
+   * labelled as in the whole list: a UI draws the first strategy's map while the others replay.
+   */
+  targets?: { first: number; count?: number }
 }
 
 export interface RecentFile {
@@ -142,6 +147,26 @@ export const CHANNELS: readonly Channel[] = [
   'job:result',
   'job:cancel',
 ]
+
+/**
+ * What the desktop app's main process tells a window (its menu, a crashed worker); the web host
+ * sends none. The preload exposes each event as a subscribe method that returns an unsubscribe.
+ */
+export type AppCommand =
+  | { command: 'open'; key: string }
+  | { command: 'theme'; theme: 'light' | 'dark' }
+  | { command: 'shortcuts' }
+  | { command: 'export'; format: 'png' | 'svg' }
+  | { command: 'show'; view: 'maps' | 'timeline' | 'metrics' | 'peak' | 'diff' }
+  | { command: 'error'; message: string }
+
+export interface Events {
+  'app:command': AppCommand
+}
+
+export type EventName = keyof Events
+
+export const EVENTS: readonly EventName[] = ['app:command']
 
 /** The renderer's view of the API: one async method per channel. */
 export type Api = { [C in Channel]: (arg: ChannelArg<C>) => Promise<ChannelResult<C>> }

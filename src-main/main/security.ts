@@ -1,0 +1,128 @@
+// The desktop shell's security settings in one place (Electron's security checklist): the window's
+// web preferences, the Content-Security-Policy, the app:// origin the pages come from, and the
+// guards on navigation, new windows, webviews and permissions. The pure parts are tested directly;
+// test/unit/electron-security.test.ts also reads them back out of the BUILT bundles.
+import { isAbsolute, join, normalize, relative, sep } from 'node:path'
+
+import type { Session, WebContents, WebPreferences } from 'electron'
+
+/** Pages come from app://vramscope/…, never file:// (a file:// page may read any local file). */
+export const APP_SCHEME = 'app'
+export const APP_HOST = 'vramscope'
+export const APP_ORIGIN = `${APP_SCHEME}://${APP_HOST}`
+export const APP_ENTRY = `${APP_ORIGIN}/index.html`
+
+/**
+ * The renderer's policy: nothing but the app's own scripts, styles (inline ones for Svelte's style
+ * attributes), images (data:/blob: for exports), and workers; no network, no plugins, no frames,
+ * no <base>, no form posts. Served as a header by the app:// handler and as a <meta> in the built
+ * index.html.
+ */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self' 'unsafe-inline'",
+  "img-src 'self' data: blob:",
+  "font-src 'self'",
+  "worker-src 'self' blob:",
+  "connect-src 'self'",
+  "object-src 'none'",
+  "base-uri 'none'",
+  "form-action 'none'",
+  "frame-ancestors 'none'",
+].join('; ')
+
+/** Every window's web preferences. */
+export function secureWebPreferences(preload: string): WebPreferences {
+  return {
+    preload,
+    contextIsolation: true,
+    sandbox: true,
+    nodeIntegration: false,
+    nodeIntegrationInWorker: false,
+    nodeIntegrationInSubFrames: false,
+    webSecurity: true,
+    allowRunningInsecureContent: false,
+    experimentalFeatures: false,
+    enableBlinkFeatures: '',
+    webviewTag: false,
+    navigateOnDragDrop: false,
+    spellcheck: false,
+  }
+}
+
+/** Whether a URL is one of the app's own pages (the dev server's in `electron-vite dev`). */
+export function isAppUrl(url: string, devServerUrl?: string): boolean {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return false
+  }
+  if (parsed.protocol === `${APP_SCHEME}:` && parsed.host === APP_HOST) return true
+  if (devServerUrl !== undefined && devServerUrl !== '') {
+    const dev = new URL(devServerUrl)
+    return parsed.origin === dev.origin
+  }
+  return false
+}
+
+/**
+ * The file an app:// URL names inside the built renderer, or undefined for anything else
+ * (another host, a path that climbs out with `..` or encoded separators).
+ */
+export function appUrlToFile(url: string, rendererDir: string): string | undefined {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return undefined
+  }
+  if (parsed.protocol !== `${APP_SCHEME}:` || parsed.host !== APP_HOST) return undefined
+  let path: string
+  try {
+    path = decodeURIComponent(parsed.pathname)
+  } catch {
+    return undefined
+  }
+  if (path.includes('\0') || path.includes('\\')) return undefined
+  const relativePath = normalize(path === '/' ? '/index.html' : path).replace(/^[/\\]+/, '')
+  const full = join(rendererDir, relativePath)
+  const inside = relative(rendererDir, full)
+  if (inside === '' || inside.startsWith('..') || isAbsolute(inside) || inside.split(sep).includes('..')) return undefined
+  return full
+}
+
+/** Response headers of every app:// response. */
+export const APP_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': CONTENT_SECURITY_POLICY,
+  'x-content-type-options': 'nosniff',
+  'cross-origin-opener-policy': 'same-origin',
+  'referrer-policy': 'no-referrer',
+}
+
+/** Denies every permission (camera, notifications, clipboard reads, …): the app needs none. */
+export function denyAllPermissions(session: Session): void {
+  session.setPermissionRequestHandler((_contents, _permission, callback) => callback(false))
+  session.setPermissionCheckHandler(() => false)
+  session.setDevicePermissionHandler(() => false)
+  session.setDisplayMediaRequestHandler((_request, callback) => callback({}))
+}
+
+/**
+ * Keeps a window on the app's pages: navigation elsewhere, new windows, webviews and redirects are
+ * refused. Nothing is handed to shell.openExternal: the app opens no outside links at all.
+ */
+export function guardWebContents(contents: WebContents, devServerUrl?: string): void {
+  contents.on('will-navigate', (event, url) => {
+    if (!isAppUrl(url, devServerUrl)) event.preventDefault()
+  })
+  contents.on('will-frame-navigate', (event) => {
+    if (!isAppUrl(event.url, devServerUrl)) event.preventDefault()
+  })
+  contents.on('will-redirect', (event, url) => {
+    if (!isAppUrl(url, devServerUrl)) event.preventDefault()
+  })
+  contents.on('will-attach-webview', (event) => event.preventDefault())
+  contents.setWindowOpenHandler(() => ({ action: 'deny' }))
+}
