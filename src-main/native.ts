@@ -8,7 +8,8 @@ import type * as Addon from '../native/index.js'
 
 export type NativeAddon = typeof Addon
 
-const require = createRequire(import.meta.url)
+// Not named `require`: bundled for Electron (electron-vite), the ES module gets its own `require` shim.
+const requireAddon = createRequire(import.meta.url)
 
 /** Where the addon may be: $VRAMSCOPE_ADDON, else build/Release of this checkout. */
 export function addonCandidates(): string[] {
@@ -31,7 +32,7 @@ export function loadNative(): NativeAddon {
     )
   }
   try {
-    cached = require(found) as NativeAddon
+    cached = requireAddon(found) as NativeAddon
   } catch (cause) {
     throw new Error(
       `vramscope's native addon at ${found} did not load: ${(cause as Error).message}. ` +

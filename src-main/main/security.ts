@@ -85,7 +85,8 @@ export function appUrlToFile(url: string, rendererDir: string): string | undefin
   } catch {
     return undefined
   }
-  if (path.includes('\0') || path.includes('\\')) return undefined
+  // Plain dots were folded by the URL parser; any `..` left came encoded: refused, not resolved.
+  if (path.includes('\0') || path.includes('\\') || path.split('/').includes('..')) return undefined
   const relativePath = normalize(path === '/' ? '/index.html' : path).replace(/^[/\\]+/, '')
   const full = join(rendererDir, relativePath)
   const inside = relative(rendererDir, full)

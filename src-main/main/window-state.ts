@@ -47,7 +47,8 @@ export function fitToDisplays(saved: Rect | undefined, workAreas: readonly Rect[
   let area = primary
   if (saved && isRect(saved)) {
     const best = workAreas.map((a) => ({ a, o: overlap(saved, a) })).sort((p, q) => q.o - p.o)[0]
-    const minimum = Math.min(saved.width, saved.height) > 0 ? (saved.width * saved.height) / 4 : Infinity
+    // A quarter of the window (or of the display, for a window larger than it) must be on screen.
+    const minimum = best && Math.min(saved.width, saved.height) > 0 ? Math.min(saved.width * saved.height, best.a.width * best.a.height) / 4 : Infinity
     if (best && best.o >= minimum) {
       area = best.a
       const width = Math.max(MIN_SIZE.width, Math.min(saved.width, area.width))
