@@ -65,7 +65,8 @@ describe('the fast path gives the general path\'s import', () => {
   }
 
   it('hands back what it does not take, with the general path\'s error or import', () => {
-    for (const name of [...hostile.map((n) => ['hostile', n]), ...plainPickles.map((n) => ['pickle', n])] as const) {
+    const inputs: [string, string][] = [...hostile.map((n): [string, string] => ['hostile', n]), ...plainPickles.map((n): [string, string] => ['pickle', n])]
+    for (const name of inputs) {
       const bytes = read(name[0], name[1])
       const [fast, general] = bothPaths(bytes)
       assert.deepEqual(fast, general, name[1])
@@ -138,7 +139,7 @@ describe('mutated snapshots: the same import or the same error on both paths', (
     let taken = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
       const input = inputs[int(rand, inputs.length)]!
-      let bytes = input.bytes
+      let bytes: Uint8Array = input.bytes
       const steps: string[] = []
       for (let k = 1 + (rand() < 0.3 ? 1 : 0); k > 0; k--) {
         const [mutated, what] = MUTATIONS[int(rand, MUTATIONS.length)]!(bytes, rand)

@@ -24,10 +24,11 @@
 // snapshot and hands anything else back, whereupon the general path below runs from the start
 // (the restricted unpickler, then the mapper), which gives the import or the error. Both fill the
 // same SnapshotMapper in the same order, so their imports are equal. A file below `wholeBelow`
-// (256 MiB) is read whole for it; a larger one, or one given `boundedAbove`, takes the general
+// (256 MiB) is read whole for it (memory: the file, and the fast path's memo of 13 bytes an
+// entry); a larger one, or one at least `boundedAbove` where that is given, takes the general
 // path in bounded memory.
 //
-// Bounded memory. A pickle is read in chunks (4 MiB), and the events of device_traces are mapped
+// Bounded memory. On the general path a pickle is read in chunks (4 MiB), and the events of device_traces are mapped
 // to typed-array columns as the unpickler appends them (ListStream), never kept as objects. Files
 // of `boundedAbove` bytes or more (4 MiB) are read twice: a first pass finds which memo entries
 // the pickle reads back, so the second stores only those (with the whole memo every event object
