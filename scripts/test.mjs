@@ -70,6 +70,8 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   const addon = join(root, 'build', 'Release', 'vramscope.node')
   const stale = !existsSync(addon) || newestNativeSource() > statSync(addon).mtimeMs
   if (stale) step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
+  // The desktop app's bundles (out/, with a copy of the addon): the security and packaging tests read what is built.
+  step('build the desktop app (electron-vite)', process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'])
   const testsIn = (dir) => readdirSync(join(root, 'test', dir)).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(root, 'test', dir, f))
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
   if (only !== 'e2e') step('node tests', process.execPath, ['--import', 'tsx', '--test', ...testsIn('unit')])

@@ -25,8 +25,8 @@ function value<T>(reply: IpcReply): T {
   return reply.value as T
 }
 
-function refused(reply: IpcReply, code: string, message?: RegExp): void {
-  assert.ok(!reply.ok, `expected a refusal, got ${JSON.stringify(reply).slice(0, 200)}`)
+function refused(reply: IpcReply, code: string, message?: RegExp, what = ''): void {
+  assert.ok(!reply.ok, `${what}: expected a refusal, got ${JSON.stringify(reply).slice(0, 200)}`)
   assert.equal(reply.error.code, code, reply.error.message)
   if (message) assert.match(reply.error.message, message)
 }
@@ -68,7 +68,7 @@ describe('IPC router (main, without Electron), against the real worker and nativ
       ['a dev server that is not running', { windowId: 1, frameUrl: 'http://localhost:5173/', isMainFrame: true }],
     ]
     for (const [who, sender] of strangers)
-      for (const channel of CHANNELS) refused(await router.handle(sender, channel, undefined), 'UNAUTHORIZED', /^refused: /)
+      for (const channel of CHANNELS) refused(await router.handle(sender, channel, undefined), 'UNAUTHORIZED', /^refused: /, `${who} on ${channel}`)
     assert.equal(worker.pid, undefined, 'nothing reached the worker')
   })
 
