@@ -4,7 +4,7 @@
 // asynchronously, and reading and replaying traces happen in the worker (a utility process), so
 // a crash there never takes the app down.
 import { readFile } from 'node:fs/promises'
-import { dirname, extname, join, sep } from 'node:path'
+import { basename, dirname, extname, join, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { app, BrowserWindow, dialog, ipcMain, Menu, nativeTheme, protocol, screen, session, type IpcMainInvokeEvent } from 'electron'
@@ -253,6 +253,9 @@ async function start(): Promise<void> {
   await app.whenReady()
   await Promise.all([recent.load(), windowState.load()])
   denyAllPermissions(session.defaultSession)
+  // Exports are downloads: a save dialog asks where, unless a test run names a folder for them.
+  const downloadDir = process.env['VRAMSCOPE_DOWNLOAD_DIR']
+  if (downloadDir) session.defaultSession.on('will-download', (_event, item) => item.setSavePath(join(downloadDir, basename(item.getFilename()))))
   serveAppProtocol()
   for (const channel of CHANNELS) ipcMain.handle(channel, (event, payload: unknown) => router.handle(senderOf(event), channel, payload))
   ready = true
