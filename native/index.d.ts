@@ -342,3 +342,62 @@ export declare const runOpCodes: {
   kinds: { alloc: number; free: number; setTime: number }
   statuses: { ok: number; outOfMemory: number; invalidFree: number; doubleFree: number; skipped: number }
 }
+
+/** A built-in GPU workload (native/cuda/include/vramscope/workloads.hpp). */
+export interface WorkloadInfo {
+  name: string
+  description: string
+  params: ParamInfo[]
+  /** Kernels on several streams at once. */
+  multiStream: boolean
+  /** The strategy the workload is (device_bump), or "" when any strategy runs it. */
+  fixedStrategy: string
+}
+
+export interface WorkloadRecordSpec {
+  workload: string
+  strategy: string
+  strategyParams: StrategyParams
+  /** Parameters of the workload, as text ("8MiB", "200"). */
+  workloadParams: Record<string, string>
+  device: number
+  /** Bytes the backing may hand out; 0: the device's free memory. */
+  capacity: number
+}
+
+/** What a recording run streams, in order, a chunk at a time (about every 50 ms). */
+export interface WorkloadChunk {
+  /** Request events (model.ts EventKind); a marker's id indexes markerNames. */
+  requests: { kind: Uint8Array; id: Uint32Array; size: Float64Array; stream: Uint32Array; time: Float64Array }
+  markerNames: string[]
+  /** The strategy's layout events at real device addresses; stream is the workload's stream index. */
+  layout: {
+    op: Uint8Array
+    address: BigUint64Array
+    size: Float64Array
+    requested: Float64Array
+    stream: Uint32Array
+    time: Float64Array
+    /** Host time of the allocate/deallocate call that caused the event. */
+    latencyNs: Uint32Array
+  }
+  steps: { index: Uint32Array; gpuNs: Float64Array; hostNs: Float64Array }
+}
+
+export interface WorkloadRecordResult {
+  strategy: string
+  backing: string
+  device: string
+  allocations: number
+  frees: number
+  steps: number
+  verifiedBytes: number
+  corruptedBytes: number
+  outOfMemory: boolean
+  /** The out-of-memory or CUDA error that ended the run early; "" when it ran to its end. */
+  stoppedBy: string
+}
+
+export declare function workloads(): WorkloadInfo[]
+/** Runs a workload on a worker thread, calling onChunk on the JavaScript thread as it goes. */
+export declare function recordWorkload(spec: WorkloadRecordSpec, onChunk: (chunk: WorkloadChunk) => void): Promise<WorkloadRecordResult>

@@ -10,6 +10,7 @@ import { InputError } from '../services/input-error.ts'
 import { diffCommand } from './commands/diff.ts'
 import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
+import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record.ts'
 import { infoCommand } from './commands/info.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
@@ -22,13 +23,6 @@ const packageJson = JSON.parse(readFileSync(new URL('../../package.json', import
 
 const STRATEGIES_HELP =
   'strategies to replay, comma-separated, parameters after colons: caching:preset=pytorch,slab,buddy:pool_size=4GiB (repeatable)'
-
-function laterWork(name: string, what: string): never {
-  throw new LaterWorkError(`vramscope ${name}: ${what}`)
-}
-
-/** A command that exists in name only: the user asked for something this version does not do. */
-class LaterWorkError extends Error {}
 
 function buildProgram(io: Io): Command {
   const program = new Command('vramscope')
@@ -99,10 +93,18 @@ function buildProgram(io: Io): Command {
 
   program
     .command('record')
-    .description('record a CUDA program\'s allocations (not in this version)')
-    .allowUnknownOption()
-    .allowExcessArguments()
-    .action(() => laterWork('record', 'recording real CUDA workloads is not part of this version yet; it comes with later work (issue 6)'))
+    .description('record real GPU memory use: any CUDA program (-- python train.py) through an LD_PRELOAD interposer, or a built-in workload (--workload); needs an NVIDIA GPU and driver')
+    .argument('[command...]', 'the program to run and record, after --')
+    .requiredOption('-o, --output <out>', 'the .vramscope file to stream the recording into (it opens even if the program crashes or is killed)')
+    .option('-w, --workload <name>', 'run a built-in workload instead: async_pipeline, cross_stream, slab_mix, buddy_mix, arena_steps, growable_buffer, device_bump, training, inference, fragmentation')
+    .option('-s, --strategy <spec>', 'with --workload: the strategy on its real backing, parameters after colons (default caching)')
+    .option('-p, --param <key=value>', 'with --workload: a workload parameter such as steps=50 (repeatable)', collect)
+    .option('--cap <size>', 'with --workload: memory the backing may hand out, such as 2GiB (an out-of-memory ends the workload as a recorded failure)')
+    .option('--device <n>', 'with --workload: CUDA device ordinal (default 0)')
+    .option('--stack <frames>', 'with a program: native stack frames recorded per call (0-32, default 0; costs microseconds a call)')
+    .addOption(new Option('--skip-driver-check', 'record a program even where no NVIDIA driver shows (tests with a stand-in driver)').hideHelp())
+    .option('--json', 'machine-readable output on stdout')
+    .action((command: string[], options) => recordCommand(io, command, options))
 
   program
     .command('serve')
@@ -132,9 +134,15 @@ export async function runCli(argv: readonly string[], io: Io): Promise<number> {
       if (error.code === 'commander.helpDisplayed' || error.code === 'commander.version' || error.code === 'commander.help') return 0
       return EXIT_BAD_INPUT
     }
-    if (error instanceof LaterWorkError) {
+    if (error instanceof NoGpuError) {
       io.stderr.write(`${error.message}\n`)
+      if (wantsJson(argv)) io.stdout.write(`${JSON.stringify({ error: { kind: 'no-gpu', message: error.message } })}\n`)
       return EXIT_BAD_INPUT
+    }
+    if (error instanceof RecorderCrashError) {
+      io.stderr.write(`${error.message}\n`)
+      if (wantsJson(argv)) io.stdout.write(`${JSON.stringify({ error: { kind: 'recorder', message: error.message } })}\n`)
+      return EXIT_INTERNAL
     }
     if (error instanceof InputError) {
       io.stderr.write(`vramscope: ${error.message}\n`)

@@ -6,12 +6,14 @@ import { open, rename, rm } from 'node:fs/promises'
 
 import {
   decodeTrace,
+  encodeChunk,
   encodeEvents,
   encodeFrames,
   encodeMetaChunk,
   encodeNames,
   encodeStacks,
   encodeTrace,
+  MetaKey,
   metaRows,
   SectionCounter,
   TraceFileError,
@@ -19,6 +21,7 @@ import {
   type TraceFileContents,
 } from './codec.ts'
 import { EventsBuilder } from './events-builder.ts'
+import type { LayoutOp } from './layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
 import type { StrategyResult } from './results.ts'
 
@@ -131,6 +134,11 @@ export class TraceWriter {
   private newTags: string[] = []
   private newMarkers: string[] = []
   private newMeta: Partial<TraceMeta> = { warnings: [], properties: {} }
+  // A recorded allocator's layout (recordings: "cuda (recorded)"), streamed like the events.
+  private readonly strategyNames = new Set<string>()
+  private newStrategies: Pick<StrategyResult, 'name' | 'strategy' | 'params'>[] = []
+  private pendingLayout = new Map<string, LayoutRows>()
+  private pendingSummaries = new Map<string, Record<string, number>>()
   private written = 0
   private appended = 0
   private writes: Promise<void> = Promise.resolve()
@@ -201,6 +209,29 @@ export class TraceWriter {
     this.newMeta.properties![key] = value
   }
 
+  /** Declares a strategy whose layout rows follow (a recording's real allocator); names are unique. */
+  declareStrategy(name: string, strategy: string, params: Record<string, unknown> = {}): void {
+    this.checkOpen()
+    if (this.strategyNames.has(name)) throw new RangeError(`TraceWriter(${this.path}): strategy "${name}" declared twice`)
+    this.strategyNames.add(name)
+    this.newStrategies.push({ name, strategy, params })
+    this.pendingLayout.set(name, new LayoutRows())
+  }
+
+  /** One layout event of a declared strategy; written with the next flush. */
+  appendLayout(name: string, op: LayoutOp, address: bigint, size: number, requested: number, stream: number, time: number, aux = 0): void {
+    this.checkOpen()
+    const rows = this.pendingLayout.get(name)
+    if (!rows) throw new RangeError(`TraceWriter(${this.path}): strategy "${name}" was not declared`)
+    rows.push(op, address, size, requested, stream, time, aux)
+  }
+
+  /** A declared strategy's summary; the last one given is written with the next flush. */
+  summary(name: string, figures: Record<string, number>): void {
+    if (!this.strategyNames.has(name)) throw new RangeError(`TraceWriter(${this.path}): strategy "${name}" was not declared`)
+    this.pendingSummaries.set(name, { ...figures })
+  }
+
   append(kind: EventKind, id: number, size: number, stream: number, device: number, time: number, stack = -1, tag = -1): void {
     this.checkOpen()
     this.pending.push(kind, id, size, stream, device, time, stack, tag)
@@ -249,6 +280,28 @@ export class TraceWriter {
     const events = this.pending.length
     table('events', events, () => encodeEvents(this.pending.view()))
     this.pending.clear()
+    // Strategies before their layout and summary chunks (docs/trace-format.md, order).
+    const declared = this.newStrategies
+    table('strategies', declared.length, () =>
+      encodeChunk('strategies', declared.length, {
+        name: declared.map((d) => d.name),
+        strategy: declared.map((d) => d.strategy),
+        params: declared.map((d) => JSON.stringify(d.params)),
+      }),
+    )
+    this.newStrategies = []
+    for (const [name, rows] of this.pendingLayout) {
+      if (rows.length === 0) continue
+      table('layout', rows.length, () => encodeChunk('layout', rows.length, rows.columns(), { [MetaKey.strategy]: name }))
+      this.pendingLayout.set(name, new LayoutRows())
+    }
+    for (const [name, figures] of this.pendingSummaries) {
+      const keys = Object.keys(figures)
+      table('summary', keys.length, () =>
+        encodeChunk('summary', keys.length, { key: keys, value: Float64Array.from(keys, (k) => figures[k]!) }, { [MetaKey.strategy]: name }),
+      )
+    }
+    this.pendingSummaries.clear()
     if (chunks.length === 0) return this.writes
     this.enqueue(concat(chunks), events)
     return this.writes
@@ -295,6 +348,43 @@ export class TraceWriter {
         throw e
       }
     })
+  }
+}
+
+/** Layout rows waiting for a flush. */
+class LayoutRows {
+  private op: number[] = []
+  private address: bigint[] = []
+  private size: number[] = []
+  private requested: number[] = []
+  private stream: number[] = []
+  private time: number[] = []
+  private aux: number[] = []
+
+  get length(): number {
+    return this.op.length
+  }
+
+  push(op: number, address: bigint, size: number, requested: number, stream: number, time: number, aux: number): void {
+    this.op.push(op)
+    this.address.push(address)
+    this.size.push(size)
+    this.requested.push(requested)
+    this.stream.push(stream)
+    this.time.push(time)
+    this.aux.push(aux)
+  }
+
+  columns() {
+    return {
+      op: Uint8Array.from(this.op),
+      address: BigUint64Array.from(this.address),
+      size: Float64Array.from(this.size),
+      requested: Float64Array.from(this.requested),
+      stream: Float64Array.from(this.stream),
+      time: Float64Array.from(this.time),
+      aux: Uint32Array.from(this.aux),
+    }
   }
 }
 

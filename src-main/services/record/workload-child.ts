@@ -1,0 +1,96 @@
+// The recorder process of `vramscope record --workload` (workload.ts starts it): loads the addon,
+// runs the workload through recordWorkload and streams each chunk into a TraceWriter, so the file
+// opens even when this process dies. argv: the spec as JSON, the output path. Writes JSON lines on
+// stdout: {"progress": events} while it runs, then one WorkloadRun.
+import type { WorkloadChunk } from '../../../native/index.js'
+import { loadNative } from '../../native.ts'
+import { TraceWriter } from '../trace/file.ts'
+import type { LayoutOp } from '../trace/layout.ts'
+import { EventKind, type EventKind as EventKindType } from '../trace/model.ts'
+import type { WorkloadRun, WorkloadSpec } from './workload.ts'
+
+export const RECORDED_WORKLOAD_SUFFIX = '(recorded)'
+
+function send(message: WorkloadRun | { progress: number }): void {
+  process.stdout.write(`${JSON.stringify(message)}\n`)
+}
+
+async function main(): Promise<void> {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as WorkloadSpec
+  const output = process.argv[3]!
+  const native = loadNative()
+  if (!native.builtWithCuda()) return send({ kind: 'no-device', reason: 'this build of vramscope has no CUDA backings' })
+  const device = native.cudaDeviceAvailable()
+  if (!device.available) return send({ kind: 'no-device', reason: device.reason })
+  const info = native.workloads().find((w) => w.name === spec.workload)
+  if (!info) return send({ kind: 'bad-input', message: `--workload: unknown workload '${spec.workload}' (known: ${native.workloads().map((w) => w.name).join(', ')})` })
+  const strategy = info.fixedStrategy || (spec.strategy ?? 'caching')
+  const name = `${strategy} ${RECORDED_WORKLOAD_SUFFIX}`
+  const writer = await TraceWriter.create(output, {
+    source: 'recording',
+    warnings: [],
+    properties: {
+      recorder: 'vramscope workload',
+      workload: spec.workload,
+      workload_params: JSON.stringify(spec.workloadParams ?? {}),
+      strategy,
+      strategy_params: JSON.stringify(spec.strategyParams ?? {}),
+    },
+  })
+  writer.declareStrategy(name, strategy, spec.strategyParams ?? {})
+  const streams: number[] = []
+  const stream = (index: number) => (streams[index] ??= writer.stream(String(index)))
+  const stepGpuNs: number[] = []
+  const stepHostNs: number[] = []
+  let layoutEvents = 0
+  const onChunk = (chunk: WorkloadChunk) => {
+    const r = chunk.requests
+    for (let i = 0; i < r.kind.length; i++) {
+      const kind = r.kind[i]! as EventKindType
+      if (kind === EventKind.marker) writer.append(EventKind.marker, writer.marker(chunk.markerNames[r.id[i]!]!), 0, 0, 0, r.time[i]!)
+      else writer.append(kind, r.id[i]!, r.size[i]!, stream(r.stream[i]!), spec.device ?? 0, r.time[i]!)
+    }
+    const l = chunk.layout
+    for (let i = 0; i < l.op.length; i++)
+      writer.appendLayout(name, l.op[i]! as LayoutOp, l.address[i]!, l.size[i]!, l.requested[i]!, l.stream[i]!, l.time[i]!, l.latencyNs[i]!)
+    layoutEvents += l.op.length
+    for (let i = 0; i < chunk.steps.gpuNs.length; i++) {
+      stepGpuNs.push(chunk.steps.gpuNs[i]!)
+      stepHostNs.push(chunk.steps.hostNs[i]!)
+    }
+    send({ progress: writer.eventCount })
+  }
+  let result
+  try {
+    result = await native.recordWorkload(
+      { workload: spec.workload, strategy, strategyParams: spec.strategyParams ?? {}, workloadParams: spec.workloadParams ?? {}, device: spec.device ?? 0, capacity: spec.capacity ?? 0 },
+      onChunk,
+    )
+  } catch (e) {
+    const error = e as Error & { code?: string }
+    writer.warn(`the recording stopped: ${error.message}`)
+    await writer.close()
+    if (error.code === 'INVALID_ARGUMENT') return send({ kind: 'bad-input', message: error.message })
+    if (error.code === 'NO_CUDA_DEVICE') return send({ kind: 'no-device', reason: error.message })
+    return send({ kind: 'crashed', message: error.message })
+  }
+  writer.property('gpu_step_ns', stepGpuNs.map((n) => Math.round(n)).join(','))
+  writer.property('host_step_ns', stepHostNs.map((n) => Math.round(n)).join(','))
+  writer.property('device', result.device)
+  if (result.outOfMemory) writer.warn(`the workload ran out of memory and ended there: ${result.stoppedBy}`)
+  else if (result.stoppedBy) writer.warn(`the workload stopped early: ${result.stoppedBy}`)
+  if (result.corruptedBytes > 0) writer.warn(`${result.corruptedBytes} bytes did not hold their pattern when verified: blocks overlapped or were reused too early`)
+  writer.summary(name, {
+    allocations: result.allocations,
+    frees: result.frees,
+    steps: result.steps,
+    verifiedBytes: result.verifiedBytes,
+    corruptedBytes: result.corruptedBytes,
+    outOfMemory: result.outOfMemory ? 1 : 0,
+    gpuTimeNs: stepGpuNs.reduce((a, b) => a + b, 0),
+  })
+  await writer.close()
+  send({ kind: 'done', outcome: { ...result, events: writer.eventCount, layoutEvents } })
+}
+
+await main()

@@ -1,0 +1,73 @@
+// `vramscope record --workload NAME`: runs a built-in GPU workload (native/cuda/workloads/) through
+// a strategy on its real backing, in a child process (workload-child.ts): a CUDA fault or crash
+// there never takes the caller down, and the trace file it streams (TraceWriter) opens whatever
+// happens. The child reports progress and its result as JSON lines on stdout.
+import { spawn } from 'node:child_process'
+import { createInterface } from 'node:readline'
+import { fileURLToPath } from 'node:url'
+
+import type { StrategyParams } from '../../../native/index.js'
+
+export interface WorkloadSpec {
+  workload: string
+  strategy?: string
+  strategyParams?: StrategyParams
+  workloadParams?: Record<string, string>
+  device?: number
+  /** Bytes the backing may hand out (a cap below the device's memory). */
+  capacity?: number
+}
+
+export interface WorkloadOutcome {
+  strategy: string
+  backing: string
+  device: string
+  allocations: number
+  frees: number
+  steps: number
+  verifiedBytes: number
+  corruptedBytes: number
+  outOfMemory: boolean
+  stoppedBy: string
+  events: number
+  layoutEvents: number
+}
+
+export type WorkloadRun =
+  | { kind: 'done'; outcome: WorkloadOutcome }
+  /** No GPU or driver (or a build without CUDA): nothing was recorded. */
+  | { kind: 'no-device'; reason: string }
+  /** A bad workload, strategy or parameter: nothing was recorded. */
+  | { kind: 'bad-input'; message: string }
+  /** The recorder died (a signal) or failed; the trace file holds what was streamed before. */
+  | { kind: 'crashed'; message: string }
+
+const CHILD = fileURLToPath(new URL('./workload-child.mjs', import.meta.url))
+
+export function recordWorkloadInChild(spec: WorkloadSpec, output: string, onProgress?: (events: number) => void): Promise<WorkloadRun> {
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [CHILD, JSON.stringify(spec), output], { stdio: ['ignore', 'pipe', 'pipe'] })
+    let last: WorkloadRun | undefined
+    let stderr = ''
+    child.stderr!.on('data', (d: Buffer) => {
+      stderr += d.toString()
+      if (stderr.length > 16384) stderr = stderr.slice(-16384)
+    })
+    createInterface({ input: child.stdout! }).on('line', (line) => {
+      let message: { progress?: number } & Partial<WorkloadRun>
+      try {
+        message = JSON.parse(line) as typeof message
+      } catch {
+        return
+      }
+      if (typeof message.progress === 'number') onProgress?.(message.progress)
+      else if (message.kind) last = message as WorkloadRun
+    })
+    child.once('error', fail)
+    child.once('close', (code, signal) => {
+      if (last && (last.kind !== 'done' || code === 0)) return done(last)
+      const how = signal ? `was killed by ${signal}` : `exited with code ${code}`
+      done({ kind: 'crashed', message: `the recorder process ${how}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-5).join(' | ')}` : ''}` })
+    })
+  })
+}
