@@ -2,7 +2,8 @@
 // 32-bit words) and an owner buffer (which block or region each pixel shows, for hovering).
 // Synchronous and allocation-free per frame: a frame is a pass over the records with typed-array
 // fills, so 100k live blocks draw in a few milliseconds with or without a GPU.
-import { NEVER, RegionKind, type StrategyModel } from './model.ts'
+import { endedWithin } from './interval-index.ts'
+import { blocksPresentAt, NEVER, RegionKind, regionsPresentAt, type StrategyModel } from './model.ts'
 import type { MapView, PlacedModel } from './layout.ts'
 
 /** Colours as 0xAABBGGRR words (ImageData byte order on little-endian machines). */
@@ -75,11 +76,11 @@ export function rasterize(model: StrategyModel, placed: PlacedModel, request: Dr
 
   // Regions: address space first, then memory and mappings over it.
   const r = model.regions
+  const regions = regionsPresentAt(model, e)
   for (let pass = 0; pass < 2; pass++) {
-    for (let k = 0; k < r.count; k++) {
+    for (const k of regions) {
       const isSpace = r.kind[k] === RegionKind.addressSpace
       if ((pass === 0) !== isSpace) continue
-      if (!(r.from[k]! <= e && e < r.to[k]!)) continue
       const lin = placed.regionLinear[k]!
       let p0 = Math.floor(toPixel(lin))
       let p1 = Math.ceil(toPixel(lin + r.size[k]!))
@@ -100,44 +101,79 @@ export function rasterize(model: StrategyModel, placed: PlacedModel, request: Dr
   const b = model.blocks
   const window = request.recentWindow
   const recentFrom = e - window
-  let liveBlocksDrawn = 0
-  for (let pass = 0; pass < 2; pass++) {
-    for (let k = 0; k < b.count; k++) {
-      const from = b.from[k]!
+  // Ghosts: the blocks whose interval ended within the window (few: about a second of playback).
+  if (window > 0) {
+    const index = model.blockIndex
+    let ghosts: ArrayLike<number>
+    if (index) {
+      const [g0, g1] = endedWithin(index, recentFrom, e)
+      ghosts = index.endedOrder.subarray(g0, g1)
+    } else ghosts = Uint32Array.from({ length: b.count }, (_, k) => k)
+    for (let i = 0; i < ghosts.length; i++) {
+      const k = ghosts[i]!
       const to = b.to[k]!
-      const live = from <= e && e < to
-      if (pass === 0) {
-        // Freed within the window: a ghost that fades as the playhead moves on.
-        if (live || window <= 0 || to === NEVER || to > e || to <= recentFrom || from > e) continue
-      } else if (!live) continue
+      if (to === NEVER || to > e || to <= recentFrom || b.from[k]! > e) continue
       const lin = placed.blockLinear[k]!
-      const size = b.size[k]!
       const x0 = toPixel(lin)
-      const x1 = toPixel(lin + size)
+      const x1 = toPixel(lin + b.size[k]!)
       if (x1 <= 0 || x0 >= count) continue
-      let p0 = Math.floor(x0)
-      let p1 = Math.ceil(x1)
-      if (p1 <= p0) p1 = p0 + 1
-      p0 = Math.max(0, p0)
-      p1 = Math.min(count, p1)
-      if (pass === 0) {
-        const age = (e - to) / window
-        pixels.fill(tint(palette.freedGhost, age * 0.8), p0, p1)
-        continue
-      }
-      if (e < b.deadFrom[k]!) liveBlocksDrawn++
-      const dead = e >= b.deadFrom[k]!
-      const pending = dead || e >= b.pendingFrom[k]!
-      let color = dead ? palette.dead : pending ? palette.pending : palette.categories[request.category[k]! % palette.categories.length]!
-      if (window > 0 && from > recentFrom && !pending) color = tint(color, 0.55 * (1 - (e - from) / window))
-      if (k === request.selected) color = tint(color, -0.45)
-      // The requested part in the block's colour, the rounding waste after it.
-      const requestedEnd = pending ? p1 : Math.min(p1, Math.max(p0 + 1, Math.ceil(toPixel(lin + b.requested[k]!))))
-      pixels.fill(color, p0, requestedEnd)
-      if (requestedEnd < p1) pixels.fill(palette.waste, requestedEnd, p1)
-      if (p1 - p0 >= 4 && x0 >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
-      owner.fill(k, p0, p1)
+      const p0 = Math.max(0, Math.floor(x0))
+      const p1 = Math.min(count, Math.max(Math.floor(x0) + 1, Math.ceil(x1)))
+      fillPixels(pixels, tint(palette.freedGhost, ((e - to) / window) * 0.8), p0, p1)
     }
   }
+
+  // Live blocks: up to 100k a frame, so the loop reads typed arrays only and paints short runs
+  // by hand (a typed-array fill() call costs more than the few pixels most blocks cover).
+  const present = blocksPresentAt(model, e)
+  const blockLinear = placed.blockLinear
+  const { size, requested, from: fromEvent, deadFrom, pendingFrom } = b
+  const categories = palette.categories
+  const categoryCount = categories.length
+  const category = request.category
+  const selected = request.selected
+  const scale = 1 / bpp
+  let liveBlocksDrawn = 0
+  for (let i = 0; i < present.length; i++) {
+    const k = present[i]!
+    const lin = blockLinear[k]! - v0
+    const x0 = lin * scale
+    const x1 = (lin + size[k]!) * scale
+    if (x1 <= 0 || x0 >= count) continue
+    let p0 = Math.floor(x0)
+    let p1 = Math.ceil(x1)
+    if (p1 <= p0) p1 = p0 + 1
+    if (p0 < 0) p0 = 0
+    if (p1 > count) p1 = count
+    const dead = e >= deadFrom[k]!
+    if (!dead) liveBlocksDrawn++
+    const pending = dead || e >= pendingFrom[k]!
+    let color = dead ? palette.dead : pending ? palette.pending : categories[category[k]! % categoryCount]!
+    const from = fromEvent[k]!
+    if (window > 0 && from > recentFrom && !pending) color = tint(color, 0.55 * (1 - (e - from) / window))
+    if (k === selected) color = tint(color, -0.45)
+    // The requested part in the block's colour, the rounding waste after it.
+    let requestedEnd = p1
+    if (!pending) {
+      requestedEnd = Math.ceil((lin + requested[k]!) * scale)
+      if (requestedEnd < p0 + 1) requestedEnd = p0 + 1
+      if (requestedEnd > p1) requestedEnd = p1
+    }
+    fillPixels(pixels, color, p0, requestedEnd)
+    if (requestedEnd < p1) fillPixels(pixels, palette.waste, requestedEnd, p1)
+    if (p1 - p0 >= 4 && x0 >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
+    fillOwner(owner, k, p0, p1)
+  }
   return { liveBlocksDrawn, bytesPerPixel: bpp }
+}
+
+// Two functions, not one over both array types, so that each call site stays monomorphic.
+function fillPixels(pixels: Uint32Array, color: number, p0: number, p1: number): void {
+  if (p1 - p0 > 24) pixels.fill(color, p0, p1)
+  else for (let p = p0; p < p1; p++) pixels[p] = color
+}
+
+function fillOwner(owner: Int32Array, k: number, p0: number, p1: number): void {
+  if (p1 - p0 > 24) owner.fill(k, p0, p1)
+  else for (let p = p0; p < p1; p++) owner[p] = k
 }

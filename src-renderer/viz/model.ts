@@ -3,6 +3,7 @@
 // layout events (in the decode worker), it answers "what was in memory after event e" for any e by
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
+import { aliveAt, buildIntervalIndex, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes (native tracer.hpp, src-main/services/trace/layout.ts). */
 export const Op = {
@@ -84,6 +85,9 @@ export interface StrategyModel {
   resets: Uint32Array
   /** Request events at which free blocks split or merged (caching segments, buddy). */
   structureEvents: number
+  /** Checkpointed state of the blocks and regions (null: records out of event order, scan all). */
+  blockIndex?: IntervalIndex | null
+  regionIndex?: IntervalIndex | null
 }
 
 function growF64(a: Float64Array, n: number): Float64Array {
@@ -174,6 +178,22 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
   const openBlocks = new Map<number, number>()
   const openRegions = new Map<number, number>() // memory and address space
   const openMappings = new Map<number, number>()
+  // Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search.
+  const mappingStarts: number[] = []
+  const firstStartAfter = (address: number) => {
+    let lo = 0
+    let hi = mappingStarts.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (mappingStarts[mid]! <= address) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+  const openMapping = (address: number, k: number) => {
+    if (!openMappings.has(address)) mappingStarts.splice(firstStartAfter(address), 0, address)
+    openMappings.set(address, k)
+  }
   const failures: number[] = []
   const resets: number[] = []
   let structureEvents = 0
@@ -238,7 +258,7 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
       }
       case Op.map: {
         const address = Number(layout.address[i]!)
-        openMappings.set(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
+        openMapping(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
         break
       }
       case Op.unmap: {
@@ -247,13 +267,21 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
         const start = Number(layout.address[i]!)
         const end = start + layout.size[i]!
         const regions = builder.regions
-        for (const [address, k] of [...openMappings]) {
+        // Mappings are disjoint: the one starting at or before `start` may reach into the range,
+        // then every one starting before `end`.
+        const first = Math.max(0, firstStartAfter(start) - 1)
+        let last = first
+        while (last < mappingStarts.length && mappingStarts[last]! < end) last++
+        const cut = mappingStarts.slice(first, last)
+        for (const address of cut) {
+          const k = openMappings.get(address)!
           const mappingEnd = address + regions.size[k]!
           if (mappingEnd <= start || address >= end) continue
           regions.to[k] = event
           openMappings.delete(address)
-          if (address < start) openMappings.set(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
-          if (mappingEnd > end) openMappings.set(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
+          mappingStarts.splice(firstStartAfter(address) - 1, 1)
+          if (address < start) openMapping(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
+          if (mappingEnd > end) openMapping(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
         }
         break
       }
@@ -274,7 +302,51 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
         break
     }
   }
-  return { blocks: b, regions: builder.regions, failures: Uint32Array.from(failures), resets: Uint32Array.from(resets), structureEvents }
+  const regions = builder.regions
+  return {
+    blocks: b,
+    regions,
+    failures: Uint32Array.from(failures),
+    resets: Uint32Array.from(resets),
+    structureEvents,
+    blockIndex: buildIntervalIndex(b.from, b.to, b.count),
+    regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
+  }
+}
+
+/**
+ * One output buffer per record set, holding the answer for the last event asked: the map and the
+ * figures of one frame ask for the same event, and the second asks for free.
+ */
+const presentScratch = new WeakMap<object, { buffer: Uint32Array; event: number; result: Uint32Array }>()
+
+function present(index: IntervalIndex | null | undefined, from: Uint32Array, to: Uint32Array, count: number, e: number, key: object): Uint32Array {
+  let scratch = presentScratch.get(key)
+  if (scratch && scratch.event === e) return scratch.result
+  const needed = index ? index.maxAlive : count
+  if (!scratch || scratch.buffer.length < needed) presentScratch.set(key, (scratch = { buffer: new Uint32Array(needed), event: -1, result: new Uint32Array(0) }))
+  const out = scratch.buffer
+  let n = 0
+  if (index) n = aliveAt(index, from, to, count, e, out)
+  else for (let k = 0; k < count; k++) if (from[k]! <= e && e < to[k]!) out[n++] = k
+  scratch.event = e
+  scratch.result = out.subarray(0, n)
+  return scratch.result
+}
+
+/**
+ * Indices of the blocks present after event `e` (from <= e < to: live, pending or dead space).
+ * A view into a buffer the next call for this model reuses: read it before asking again.
+ */
+export function blocksPresentAt(model: StrategyModel, e: number): Uint32Array {
+  const b = model.blocks
+  return present(model.blockIndex, b.from, b.to, b.count, e, b)
+}
+
+/** Indices of the regions present after event `e`; the same reuse as blocksPresentAt. */
+export function regionsPresentAt(model: StrategyModel, e: number): Uint32Array {
+  const r = model.regions
+  return present(model.regionIndex, r.from, r.to, r.count, e, r)
 }
 
 /** Whether an interval [from, to) contains the state after event `e`. */
@@ -296,37 +368,44 @@ export interface StateFigures {
   addressSpace: number
 }
 
+/** The last figures asked of each model: a map's header and the metrics table ask for the same. */
+const lastFigures = new WeakMap<StrategyModel, { event: number; figures: StateFigures }>()
+
 export function figuresAt(model: StrategyModel, e: number): StateFigures {
+  const last = lastFigures.get(model)
+  if (last && last.event === e) return { ...last.figures }
+  const figures = computeFiguresAt(model, e)
+  lastFigures.set(model, { event: e, figures })
+  return { ...figures }
+}
+
+function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
   const b = model.blocks
   let liveBlocks = 0
   let requested = 0
   let rounded = 0
   let pendingBytes = 0
   let deadBytes = 0
-  for (let k = 0; k < b.count; k++) {
-    if (b.from[k]! <= e && e < b.to[k]!) {
-      if (e >= b.deadFrom[k]!) {
-        deadBytes += b.size[k]!
-        continue
-      }
-      liveBlocks++
-      // A pending block was freed by the program: it counts as neither requested nor handed out,
-      // only as memory the strategy cannot reuse yet (as the native counters do).
-      if (e >= b.pendingFrom[k]!) pendingBytes += b.size[k]!
-      else {
-        requested += b.requested[k]!
-        rounded += b.size[k]!
-      }
+  for (const k of blocksPresentAt(model, e)) {
+    if (e >= b.deadFrom[k]!) {
+      deadBytes += b.size[k]!
+      continue
+    }
+    liveBlocks++
+    // A pending block was freed by the program: it counts as neither requested nor handed out,
+    // only as memory the strategy cannot reuse yet (as the native counters do).
+    if (e >= b.pendingFrom[k]!) pendingBytes += b.size[k]!
+    else {
+      requested += b.requested[k]!
+      rounded += b.size[k]!
     }
   }
   const r = model.regions
   let reserved = 0
   let addressSpace = 0
-  for (let k = 0; k < r.count; k++) {
-    if (r.from[k]! <= e && e < r.to[k]!) {
-      if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
-      else reserved += r.size[k]!
-    }
+  for (const k of regionsPresentAt(model, e)) {
+    if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
+    else reserved += r.size[k]!
   }
   return { liveBlocks, requested, rounded, pendingBytes, deadBytes, reserved, addressSpace }
 }
@@ -335,7 +414,7 @@ export function figuresAt(model: StrategyModel, e: number): StateFigures {
 export function liveBlocksAt(model: StrategyModel, e: number): Uint32Array {
   const b = model.blocks
   const out: number[] = []
-  for (let k = 0; k < b.count; k++) if (b.from[k]! <= e && e < b.to[k]! && e < b.deadFrom[k]!) out.push(k)
+  for (const k of blocksPresentAt(model, e)) if (e < b.deadFrom[k]!) out.push(k)
   out.sort((x, y) => b.size[y]! - b.size[x]! || b.address[x]! - b.address[y]!)
   return Uint32Array.from(out)
 }
@@ -349,8 +428,7 @@ export function liveBlocksAt(model: StrategyModel, e: number): Uint32Array {
 export function fragmentationAt(model: StrategyModel, e: number): { fragmentation: number; freeBytes: number; largestFree: number } {
   const r = model.regions
   const spans: [number, number][] = []
-  for (let k = 0; k < r.count; k++)
-    if (r.kind[k] !== RegionKind.addressSpace && r.from[k]! <= e && e < r.to[k]!) spans.push([r.address[k]!, r.address[k]! + r.size[k]!])
+  for (const k of regionsPresentAt(model, e)) if (r.kind[k] !== RegionKind.addressSpace) spans.push([r.address[k]!, r.address[k]! + r.size[k]!])
   spans.sort((x, y) => x[0] - y[0])
   // Adjacent mappings (granules) form one contiguous range of memory.
   const memory: [number, number][] = []
@@ -360,9 +438,7 @@ export function fragmentationAt(model: StrategyModel, e: number): { fragmentatio
     else memory.push([s[0], s[1]])
   }
   const b = model.blocks
-  const live: number[] = []
-  for (let k = 0; k < b.count; k++) if (b.from[k]! <= e && e < b.to[k]!) live.push(k)
-  live.sort((x, y) => b.address[x]! - b.address[y]!)
+  const live = blocksPresentAt(model, e).slice().sort((x, y) => b.address[x]! - b.address[y]!)
   let freeBytes = 0
   let largestFree = 0
   let j = 0
