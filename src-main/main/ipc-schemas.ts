@@ -26,6 +26,7 @@ export const CHANNEL_SCHEMAS: { [C in Channel]: z.ZodType<ChannelArg<C>> } = {
     strategies: z.string().min(1).max(4096),
     cap: z.string().max(64).optional(),
     includeStored: z.boolean().optional(),
+    targets: z.strictObject({ first: z.number().int().min(0), count: z.number().int().min(0).optional() }).optional(),
   }),
   'replay:result': z.strictObject({ jobId: id }),
   'job:status': z.strictObject({ jobId: id }),

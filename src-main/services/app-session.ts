@@ -259,6 +259,7 @@ export class AppSession {
         throw new ApiError('BAD_INPUT', `cap: ${(e as Error).message}`)
       }
     }
+    specs = chosenTargets(specs, request.targets)
     const placement = recordedRegionPlacement(input.strategies)
     const targets = specs.map((spec): ReplayTarget => ({
       label: spec.label,
@@ -268,7 +269,7 @@ export class AppSession {
     }))
     const includeStored = request.includeStored !== false
     return this.startJob<Bundle>('replaying', async (job) => {
-      const results = await replayTrace(input.trace, targets, {
+      const results = targets.length === 0 ? [] : await replayTrace(input.trace, targets, {
         ...(cap !== undefined && { cap }),
         layout: true,
         signal: job.controller.signal,
@@ -351,6 +352,15 @@ export class AppSession {
       }
     return { jobId }
   }
+}
+
+/** The part of the parsed strategies a replay request names (ReplayRequest.targets). */
+function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
+  if (targets === undefined || targets === null) return specs
+  const { first, count } = targets
+  if (!Number.isSafeInteger(first) || first < 0) throw new ApiError('BAD_INPUT', `targets.first: must be a whole number from 0, got ${JSON.stringify(first)}`)
+  if (count !== undefined && (!Number.isSafeInteger(count) || count < 0)) throw new ApiError('BAD_INPUT', `targets.count: must be a whole number from 0, got ${JSON.stringify(count)}`)
+  return specs.slice(first, count === undefined ? undefined : first + count)
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */

@@ -12,7 +12,7 @@ import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
 import { encodeBundle } from '../ipc/bundle.ts'
-import { CHANNELS, type Bundle, type Channel } from '../ipc/contract.ts'
+import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../ipc/contract.ts'
 import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
 
 export interface WebHostOptions {
@@ -162,6 +162,8 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
             strategies: text(a, 'strategies'),
             ...(typeof a['cap'] === 'string' && { cap: a['cap'] }),
             ...(a['includeStored'] === false && { includeStored: false }),
+            // Checked by the session (whole numbers from 0).
+            ...(a['targets'] !== undefined && { targets: a['targets'] as ReplayRequest['targets'] }),
           }),
         })
       }

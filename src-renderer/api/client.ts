@@ -121,11 +121,13 @@ export function createClient(): Client {
 
 /** Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. */
 export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80): Promise<JobStatus> {
-  for (;;) {
+  // Polls soon at first, then every intervalMs: a short job (a small file, the first strategy of
+  // a replay) is not kept waiting for a full interval, a long one costs no more requests.
+  for (let wait = 5; ; wait = Math.min(intervalMs, wait * 2)) {
     const status = await client.jobStatus(jobId)
     onStatus(status)
     if (status.state === 'done') return status
     if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
-    await new Promise((r) => setTimeout(r, intervalMs))
+    await new Promise((r) => setTimeout(r, wait))
   }
 }

@@ -49,6 +49,11 @@ class Decoder {
   }
 }
 
+/** Strategies the first replay job runs: none when recorded layouts can be drawn at once. */
+function firstCount(stored: readonly string[]): number {
+  return stored.length > 0 ? 0 : 1
+}
+
 export class AppState {
   readonly client: Client = createClient()
   private readonly decoder = new Decoder()
@@ -107,6 +112,9 @@ export class AppState {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
       const summary = await this.client.jobResult(jobId)
+      // The first map's replay runs on the host while the trace's columns travel and decode here.
+      const firstReplay = this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true)
+      firstReplay.catch(() => {})
       const data = await this.decoder.decode<TraceData>('trace', await this.client.traceData(summary.traceId))
       this.trace = data
       this.strategies = []
@@ -114,8 +122,8 @@ export class AppState {
       this.range = null
       this.event = Math.max(0, data.kind.length - 1)
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
-      this.recent = await this.client.recent()
-      await this.replay()
+      void this.client.recent().then((recent) => (this.recent = recent))
+      await this.replay(firstReplay)
     } catch (e) {
       this.job = null
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
@@ -132,24 +140,44 @@ export class AppState {
     return this.open(() => this.client.openRecent(key))
   }
 
-  /** Replays the open trace through the strategies of `strategySpec` (plus any recorded layout). */
-  async replay(): Promise<void> {
+  private startReplay(traceId: string, targets: { first: number; count?: number }, includeStored: boolean): Promise<{ jobId: string }> {
+    return this.client.startReplay({
+      traceId,
+      strategies: this.strategySpec,
+      ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
+      targets,
+      includeStored,
+    })
+  }
+
+  private async replayResult(started: Promise<{ jobId: string }>): Promise<StrategyView[]> {
+    const { jobId } = await started
+    await waitForJob(this.client, jobId, (s) => (this.job = s))
+    this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
+    return this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(jobId))
+  }
+
+  /**
+   * Replays the open trace through the strategies of `strategySpec` (plus any recorded layout):
+   * first the recorded layouts alone (no replay) or, without any, the first strategy alone, drawn
+   * as soon as they are ready; then the others in one more job.
+   * `firstStarted`: that first job, when open() started it already.
+   */
+  async replay(firstStarted?: Promise<{ jobId: string }>): Promise<void> {
     const trace = this.trace
     if (!trace) return
     this.error = null
     const t0 = performance.now()
     try {
-      const { jobId } = await this.client.startReplay({
-        traceId: trace.summary.traceId,
-        strategies: this.strategySpec,
-        ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
-      })
-      await waitForJob(this.client, jobId, (s) => (this.job = s))
-      this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
-      const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(jobId))
-      this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs: this.decoder.lastMs }
-      this.strategies = strategies
+      const count = firstCount(trace.summary.stored)
+      const first = await this.replayResult(firstStarted ?? this.startReplay(trace.summary.traceId, { first: 0, count }, true))
+      let decodeMs = this.decoder.lastMs
+      this.strategies = first
       this.selection = null
+      const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false))
+      decodeMs += this.decoder.lastMs
+      if (rest.length > 0) this.strategies = [...first, ...rest]
+      this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs }
       this.job = null
     } catch (e) {
       this.job = null

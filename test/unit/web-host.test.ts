@@ -116,6 +116,27 @@ describe('web host', () => {
     assert.deepEqual(names, ['pytorch (recorded)', 'caching (pytorch)', 'buddy'])
   })
 
+  it('replays part of the strategy list, labelled as in the whole list, so the UI draws the first map early', async () => {
+    const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
+    await settle(host, jobId)
+    const { traceId } = json(await api(host, 'job:result', { jobId })).result
+    const names = async (arg: object) => {
+      const replay = json(await api(host, 'replay:start', { traceId, strategies: 'slab,buddy,slab:classes=512,4KiB', ...arg })).result
+      assert.equal((await settle(host, replay.jobId)).state, 'done')
+      const result = await api(host, 'replay:result', { jobId: replay.jobId })
+      const bundle = decodeBundle(result.body.buffer.slice(result.body.byteOffset, result.body.byteOffset + result.body.byteLength) as ArrayBuffer)
+      return (bundle.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
+    }
+    const whole = await names({ includeStored: false })
+    assert.equal(whole.length, 3)
+    assert.deepEqual(await names({ targets: { first: 0, count: 0 } }), ['pytorch (recorded)'])
+    assert.deepEqual(await names({ targets: { first: 0, count: 1 }, includeStored: false }), whole.slice(0, 1))
+    assert.deepEqual(await names({ targets: { first: 1 }, includeStored: false }), whole.slice(1))
+    const bad = await api(host, 'replay:start', { traceId, strategies: 'slab', targets: { first: -1 } })
+    assert.equal(bad.status, 400)
+    assert.match(json(bad).error!.message, /^targets\.first: /)
+  })
+
   it('names a bad strategy, a bad cap and an unknown trace', async () => {
     const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
     await settle(host, jobId)
