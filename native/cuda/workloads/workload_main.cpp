@@ -1,11 +1,15 @@
-// vramscope_workload: runs one built-in workload on one strategy from the command line, for the GPU
-// scripts (compute-sanitizer runs it where Node is too heavy to run under the sanitizer). Prints
-// one JSON line: what ran, counts, verified and corrupted bytes, how it ended. Exit 0 when no byte
-// was corrupted and no CUDA error stopped it (an out-of-memory is an ending, not a failure).
-//   vramscope_workload NAME [--strategy S] [--param KEY=VALUE]... [--strategy-param KEY=VALUE]...
-//                      [--capacity BYTES] [--list]
+// vramscope_workload: runs one built-in workload on one strategy (or all) from the command line,
+// for the GPU scripts (compute-sanitizer runs it where Node is too heavy to run under the
+// sanitizer). Prints one JSON line per run: what ran, counts, verified and corrupted bytes, how it
+// ended. Exit 0 when no byte was corrupted and no CUDA error stopped a run (an out-of-memory is an
+// ending, not a failure; a strategy that cannot run on its backing here is reported and skipped).
+//   vramscope_workload NAME [--strategy S|all] [--param KEY=VALUE]... [--strategy-param KEY=VALUE]...
+//                      [--capacity BYTES] [--small] [--list]
+// --strategy all: every strategy in turn, in this one process (one sanitizer start-up for all);
+// --small: the workload's sizes and counts cut down for compute-sanitizer (explicit --param wins).
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
 
 #include "vramscope/errors.hpp"
@@ -47,31 +51,14 @@ std::string escaped(const std::string& s) {
   return out;
 }
 
-}  // namespace
+// Counts and sizes small enough for compute-sanitizer, which serializes and instruments every launch.
+const std::map<std::string, std::string> small_values = {
+    {"steps", "4"},     {"ops", "300"},        {"live", "40"},         {"requests", "24"}, {"concurrent", "4"},
+    {"launches", "2"},  {"threads", "256"},    {"rounds", "2"},        {"pairs", "16"},    {"to", "8MiB"},
+    {"allocs", "8"},    {"layers", "2"},       {"hidden", "256"},      {"max_batch", "4"}, {"max_seq", "64"},
+    {"min_seq", "16"},  {"max_tokens", "256"}, {"max_size", "64KiB"},   {"buffers", "2"}};
 
-int main(int argc, char** argv) {
-  vramscope::workload_options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    std::string k, v;
-    if (a == "--list") {
-      for (const auto& w : vramscope::workloads()) std::printf("%s%s\n", w.name.c_str(), w.multi_stream ? " (multi-stream)" : "");
-      return 0;
-    } else if (a == "--strategy" && i + 1 < argc) {
-      o.strategy = argv[++i];
-    } else if (a == "--param" && i + 1 < argc && split(argv[i + 1], k, v)) {
-      o.workload_params.set(k, v), ++i;
-    } else if (a == "--strategy-param" && i + 1 < argc && split(argv[i + 1], k, v)) {
-      o.strategy_params.set(k, v), ++i;
-    } else if (a == "--capacity" && i + 1 < argc) {
-      o.capacity = vramscope::parse_size(argv[++i], "--capacity");
-    } else if (!a.empty() && a[0] != '-' && o.workload.empty()) {
-      o.workload = a;
-    } else {
-      std::fprintf(stderr, "vramscope_workload: bad argument '%s'\n", a.c_str());
-      return 2;
-    }
-  }
+int run_one(const vramscope::workload_options& o) {
   counting_sink sink;
   try {
     const vramscope::workload_result r = vramscope::run_workload(o, sink);
@@ -88,9 +75,63 @@ int main(int argc, char** argv) {
         static_cast<unsigned long long>(r.verified_bytes), static_cast<unsigned long long>(r.corrupted_bytes),
         r.out_of_memory ? "true" : "false", escaped(r.stopped_by).c_str(),
         static_cast<unsigned long long>(r.final_stats.reserved_peak), clean ? "true" : "false");
+    std::fflush(stdout);
     return clean ? 0 : 1;
   } catch (const vramscope::error& e) {
-    std::fprintf(stderr, "vramscope_workload: %s (%s)\n", e.what(), vramscope::error_code_name(e.code()));
-    return e.code() == vramscope::error_code::no_cuda_device ? 2 : 1;
+    std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"%s\",\"code\":\"%s\"}\n", o.workload.c_str(),
+                o.strategy.c_str(), escaped(e.what()).c_str(), vramscope::error_code_name(e.code()));
+    std::fflush(stdout);
+    if (e.code() == vramscope::error_code::no_cuda_device) return 2;
+    return e.code() == vramscope::error_code::unsupported ? 0 : 1;
   }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  vramscope::workload_options o;
+  bool small = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    std::string k, v;
+    if (a == "--list") {
+      for (const auto& w : vramscope::workloads()) std::printf("%s%s\n", w.name.c_str(), w.multi_stream ? " (multi-stream)" : "");
+      return 0;
+    } else if (a == "--small") {
+      small = true;
+    } else if (a == "--strategy" && i + 1 < argc) {
+      o.strategy = argv[++i];
+    } else if (a == "--param" && i + 1 < argc && split(argv[i + 1], k, v)) {
+      o.workload_params.set(k, v), ++i;
+    } else if (a == "--strategy-param" && i + 1 < argc && split(argv[i + 1], k, v)) {
+      o.strategy_params.set(k, v), ++i;
+    } else if (a == "--capacity" && i + 1 < argc) {
+      o.capacity = vramscope::parse_size(argv[++i], "--capacity");
+    } else if (!a.empty() && a[0] != '-' && o.workload.empty()) {
+      o.workload = a;
+    } else {
+      std::fprintf(stderr, "vramscope_workload: bad argument '%s'\n", a.c_str());
+      return 2;
+    }
+  }
+  const vramscope::workload_info* info = vramscope::find_workload(o.workload);
+  if (info == nullptr) {
+    std::fprintf(stderr, "vramscope_workload: unknown workload '%s' (--list names them)\n", o.workload.c_str());
+    return 2;
+  }
+  if (small)
+    for (const auto& p : info->params) {
+      auto it = small_values.find(p.name);
+      if (it != small_values.end() && !o.workload_params.has(p.name)) o.workload_params.set(p.name, it->second);
+    }
+  if (o.strategy != "all") return run_one(o);
+  int status = 0;
+  for (const auto& s : vramscope::strategies()) {
+    if (!info->fixed_strategy.empty() && s.name != info->fixed_strategy) continue;
+    if (info->fixed_strategy.empty() && s.name == "device_bump") continue;
+    o.strategy = s.name;
+    const int one = run_one(o);
+    if (one > status) status = one;
+  }
+  return status;
 }
