@@ -12,7 +12,7 @@ export type ViewName = Extract<AppCommand, { command: 'show' }>['view']
 
 /** Why File › Record is greyed out, shown beside it and in the About box. */
 export const RECORD_UNAVAILABLE =
-  'Recording is not in this version of the app yet. Record on the GPU machine with PyTorch (torch.cuda.memory._dump_snapshot) or RMM logging, then open the file here.'
+  'Recording from the app is not in this version yet. Record on the GPU machine with `vramscope record -- PROGRAM` (or PyTorch’s torch.cuda.memory._dump_snapshot, or RMM logging), then open the file here.'
 
 export interface MenuContext {
   platform: NodeJS.Platform
