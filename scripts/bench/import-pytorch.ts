@@ -1,13 +1,16 @@
 // Benchmark: importing a PyTorch memory snapshot (pickle -> request trace + recorded layout) beside
 // PyTorch's own memory_viz unpickler (torch/utils/viz/MemoryViz.js, which only unpickles), on the
 // same bytes in the same run. Issue 3's target: our import at least 3x faster.
-//   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--clock wall|cpu] [--peer MemoryViz.js]
+//   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--warmup W] [--clock wall|cpu] [--peer MemoryViz.js]
 // The peer's code is not in this repository: give the path of a MemoryViz.js from a PyTorch
 // checkout or wheel with --peer or MEMORY_VIZ_JS; its unpickle() function is taken from it and run.
-// Without one the peer is not measured, and the output says so. Medians of R runs. The contenders
-// take turns in blocks of a few runs, so that load on the machine falls on all alike while each
-// mostly pays for its own garbage (forcing a collection before each run is no fairer: V8 then
-// drops the type feedback of code loaded through tsx, and ours would run unoptimized).
+// Without one the peer is not measured, and the output says so. Medians and minima of R runs. The
+// contenders take turns in blocks of a few runs, so that load on the machine falls on all alike;
+// each block opens with one run that is not timed, which pays the collection of the garbage the
+// contender before left (forcing a collection before each run is no fairer: V8 then drops the type
+// feedback of code loaded through tsx, and ours would run unoptimized). Before a file's timed runs
+// every contender runs --warmup times (default 10) on it, so that the first file's figures are not
+// those of code still being compiled; all contenders get the same treatment.
 import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join } from 'node:path'
@@ -26,6 +29,7 @@ function options(name: string): string[] {
 const root = join(import.meta.dirname, '..', '..')
 const files = options('file').length > 0 ? options('file') : ['convnet_varimg', 'inference_mixed', 'mlp_varbatch', 'transformer_varseq'].map((n) => join(root, 'test', 'fixtures', 'pytorch', `${n}.pickle`))
 const runs = Number(options('runs')[0] ?? 31)
+const warmup = Number(options('warmup')[0] ?? 10)
 const clock = options('clock')[0] ?? 'wall'
 const peerPath = options('peer')[0] ?? process.env['MEMORY_VIZ_JS']
 
@@ -87,7 +91,7 @@ function median(values: number[]): number {
 }
 
 const peer = peerPath === undefined ? 'no MemoryViz.js given (--peer PATH or MEMORY_VIZ_JS=PATH)' : loadPeer(peerPath)
-console.log(`import-pytorch: ${runs} runs, ${clock} clock, load average ${loadavg()[0]!.toFixed(2)}, node ${process.version}`)
+console.log(`import-pytorch: ${runs} runs after ${warmup} to warm up, ${clock} clock, load average ${loadavg()[0]!.toFixed(2)}, node ${process.version}`)
 if (typeof peer === 'string') console.log(`peer (memory_viz unpickle): not measured: ${peer}`)
 
 for (const file of files) {
@@ -103,10 +107,11 @@ for (const file of files) {
   }
   if (typeof peer !== 'string') measured['memory_viz unpickle (peer)'] = () => peer(buffer)
   const times: Record<string, number[]> = {}
-  for (const f of Object.values(measured)) f() // warm up
+  for (const f of Object.values(measured)) for (let r = 0; r < Math.max(1, warmup); r++) f()
   const block = 5
   for (let done = 0; done < runs; done += block) {
     for (const [name, f] of Object.entries(measured)) {
+      f() // not timed: the previous contender's garbage
       for (let r = done; r < Math.min(runs, done + block); r++) {
         const t = now()
         f()

@@ -154,3 +154,59 @@ describe('mutated snapshots: the same import or the same error on both paths', (
     assert.ok(taken > 100, `the fast path took ${taken} of the mutated inputs (enough to compare)`)
   })
 })
+
+/**
+ * A snapshot pickle of `n` alloc/free_requested events with no memo (about 60 bytes an event, fewer
+ * than the importer's first guess of 90 bytes a row assumes), written opcode by opcode.
+ */
+function denseSnapshot(n: number): { pickle: Uint8Array; json: Uint8Array } {
+  const out: number[] = [0x80, 4, 0x7d, 0x28]
+  const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
+  const int32 = (v: number) => out.push(0x4a, v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff)
+  text('segments')
+  out.push(0x5d)
+  text('device_traces')
+  out.push(0x5d, 0x5d, 0x28)
+  const events: object[] = []
+  for (let i = 0; i < n; i++) {
+    const action = i % 2 === 0 ? 'alloc' : 'free_requested'
+    const addr = 0x10000 + 512 * (i >> 1)
+    const size = 100 + (i % 7)
+    events.push({ action, addr, size, time_us: i })
+    out.push(0x7d, 0x28)
+    text('action')
+    text(action)
+    text('addr')
+    int32(addr)
+    text('size')
+    int32(size)
+    text('time_us')
+    int32(i)
+    out.push(0x75)
+  }
+  out.push(0x65, 0x61, 0x75, 0x2e) // APPENDS (events), APPEND (the device's list), SETITEMS (root), STOP
+  return { pickle: new Uint8Array(out), json: new TextEncoder().encode(JSON.stringify({ segments: [], device_traces: [events] })) }
+}
+
+describe('columns that outgrow the first guess from the file size', () => {
+  it('a dense pickle (first chunk grown, then a second chunk) imports as its JSON form does', () => {
+    const n = 6000
+    const { pickle, json } = denseSnapshot(n)
+    assert.ok(fastTakes(pickle))
+    // The guess (a row per 90 bytes) is below a whole chunk (4096 rows) and below the rows written.
+    assert.ok(pickle.length / 90 < 4096 && 4096 < n, `${pickle.length} bytes: a first chunk smaller than a whole one, then more than one chunk`)
+    type Plain = { events: { kind: number[]; size: number[] }; meta: { properties: Record<string, string> }; format?: string }
+    const fromPickle = plain(parsePytorchSnapshot(pickle, 'input.pickle')) as Plain
+    const fromJson = plain(parsePytorchSnapshot(json, 'input.pickle')) as Plain
+    assert.equal(fromPickle.format, 'pickle')
+    delete fromPickle.format
+    delete fromJson.format
+    for (const p of ['pytorch.format', 'pickle.protocol']) {
+      delete fromPickle.meta.properties[p]
+      delete fromJson.meta.properties[p]
+    }
+    assert.equal(fromPickle.events.kind.length, n)
+    assert.deepEqual(fromPickle.events.size.slice(0, 4), [100, 100, 102, 102])
+    assert.deepEqual(fromPickle, fromJson)
+  })
+})

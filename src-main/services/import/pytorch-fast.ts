@@ -81,7 +81,6 @@ const MEMO_JUMP = 1 << 16
 /** The general path's limit on nesting must leave this much room for the fast path to run. */
 const DEPTH_NEEDED = 16
 const MAX_DEVICE = 65535
-const MAX_SAFE = Number.MAX_SAFE_INTEGER
 
 const float64 = new Float64Array(1)
 const float64Bytes = new Uint8Array(float64.buffer)
@@ -109,12 +108,14 @@ class FastDecoder {
   /** Deepest nesting and most MARKs the generic part allows (the general path refuses maxDepth). */
   private readonly depthLimit: number
 
-  private memoKind = new Uint8Array(1024)
+  private memoKind: Uint8Array
   /** Per memo index: the id (string, frame, stack, generic index) or, for Memo.number, the number. */
-  private memoId = new Int32Array(1024)
-  private memoNumber = new Float64Array(1024)
+  private memoId: Int32Array
+  private memoNumber: Float64Array
   /** For a Memo.generic entry read back as a frame or frames list: its frame or local stack id + 2 (0: not yet). */
-  private memoAux = new Int32Array(1024)
+  private memoAux: Int32Array
+  /** Per memo index: 1 + the Code of a string entry, 0 for any other entry (an event key in two loads). */
+  private memoKeyCode: Uint8Array
   private memoNext = 0
   private readonly generic: PickleValue[] = []
   /** Nesting depth of each generic value, -1 while the container is still being filled. */
@@ -170,6 +171,13 @@ class FastDecoder {
     private readonly yieldBytes: number,
   ) {
     this.end = b.length
+    // Sized once for torch's pickles (a memo entry per 22 bytes or so), grown by doubling past that.
+    const memoSize = Math.max(1024, Math.min(Math.ceil(b.length / 20), 1 << 20))
+    this.memoKind = new Uint8Array(memoSize)
+    this.memoId = new Int32Array(memoSize)
+    this.memoNumber = new Float64Array(memoSize)
+    this.memoAux = new Int32Array(memoSize)
+    this.memoKeyCode = new Uint8Array(memoSize)
     this.depthLimit = Math.min(maxDepth, 1 << 12) - 4
     this.nextYield = yieldBytes
   }
@@ -259,7 +267,7 @@ class FastDecoder {
             for (let i = from; i < stack.length; i++) list.push(stack[i]!)
           }
           if (deepest + 1 > depths[target]!) depths[target] = deepest + 1
-          stack.length = state.length = depths.length = openMemo.length = from
+          truncate(stack, state, depths, openMemo, from)
           continue
         }
         case Op.TUPLE1:
@@ -285,7 +293,7 @@ class FastDecoder {
           pushed = stack.slice(from)
           pushedState = SEALED
           pushedDepth = deepest + 1
-          stack.length = state.length = depths.length = openMemo.length = from
+          truncate(stack, state, depths, openMemo, from)
           break
         }
         case Op.MEMOIZE:
@@ -528,8 +536,10 @@ class FastDecoder {
       if (op === Op.BINGET || op === Op.LONG_BINGET) {
         const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
         p += op === Op.BINGET ? 2 : 5
-        if (index >= this.memoNext || this.memoKind[index] !== Memo.string) return -1
-        code = this.codes[this.memoId[index]!]!
+        // 0 for anything but a string, past memoNext and past the end (undefined) alike.
+        const known = this.memoKeyCode[index]!
+        if (!(known > 0)) return -1
+        code = known - 1
       } else {
         p = this.scalar(p)
         if (p < 0 || this.kind !== Scalar.string) return -1
@@ -785,8 +795,10 @@ class FastDecoder {
       if (op === Op.BINGET || op === Op.LONG_BINGET) {
         const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
         p += op === Op.BINGET ? 2 : 5
-        if (index >= this.memoNext || this.memoKind[index] !== Memo.string) return -1
-        code = this.codes[this.memoId[index]!]!
+        // 0 for anything but a string, past memoNext and past the end (undefined) alike.
+        const known = this.memoKeyCode[index]!
+        if (!(known > 0)) return -1
+        code = known - 1
       } else {
         p = this.scalar(p)
         if (p < 0 || this.kind !== Scalar.string) return -1
@@ -963,6 +975,7 @@ class FastDecoder {
         if (kind === Scalar.string) {
           this.memoKind[index] = Memo.string
           this.memoId[index] = this.num
+          this.memoKeyCode[index] = this.codes[this.num]! + 1
           this.memoNext = index + 1
           return p + 1
         }
@@ -1033,6 +1046,9 @@ class FastDecoder {
       const kinds = new Uint8Array(size)
       kinds.set(this.memoKind)
       this.memoKind = kinds
+      const keyCodes = new Uint8Array(size)
+      keyCodes.set(this.memoKeyCode)
+      this.memoKeyCode = keyCodes
       const ids = new Int32Array(size)
       ids.set(this.memoId)
       this.memoId = ids
@@ -1047,6 +1063,7 @@ class FastDecoder {
 
   private setMemo(index: number, kind: Memo, num: number): void {
     this.memoKind[index] = kind
+    this.memoKeyCode[index] = kind === Memo.string ? this.codes[num]! + 1 : 0
     if (kind === Memo.number) this.memoNumber[index] = num
     else this.memoId[index] = num
     this.memoAux[index] = 0
@@ -1226,6 +1243,16 @@ const OPEN_LIST = 1
 const OPEN_DICT = 2
 const SEALED = 3
 
+/** Cuts the generic part's four parallel stacks to `length` (popping: setting .length is a runtime call). */
+function truncate(stack: PickleValue[], state: number[], depths: number[], openMemo: number[], length: number): void {
+  while (stack.length > length) {
+    stack.pop()
+    state.pop()
+    depths.pop()
+    openMemo.pop()
+  }
+}
+
 /** Bytes of a memo store opcode with its argument. */
 function putLength(op: number): number {
   return op === Op.MEMOIZE ? 1 : op === Op.BINPUT ? 2 : 5
@@ -1243,10 +1270,17 @@ function smallLong(b: Uint8Array, at: number, n: number): number {
     const unused = 32 - 8 * n
     return unused === 0 ? v : (v << unused) >> unused
   }
-  let hi = b[at + n - 1]! >= 0x80 ? -1 : 0
-  for (let i = n - 1; i >= 4; i--) hi = hi * 256 + b[at + i]!
-  const v = hi * 4294967296 + readUint32(b, at)
-  return v >= -MAX_SAFE && v <= MAX_SAFE ? v : NaN
+  // In 32-bit integers (no float per byte): the high word sign-extended from its n - 4 bytes.
+  let hi = b[at + 4]!
+  if (n > 5) hi |= b[at + 5]! << 8
+  if (n > 6) hi |= b[at + 6]! << 16
+  if (n > 7) hi |= b[at + 7]! << 24
+  const unused = 64 - 8 * n
+  hi = (hi << unused) >> unused
+  const lo = readUint32(b, at)
+  // |hi * 2^32 + lo| <= 2^53 - 1 exactly when these hold.
+  if (hi >= 0x200000 || hi < -0x200000 || (hi === -0x200000 && lo === 0)) return NaN
+  return hi * 4294967296 + lo
 }
 
 function readUint32(b: Uint8Array, p: number): number {

@@ -192,7 +192,7 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
   const size = bytes.length
   const pause = () => new Promise<void>((resolve) => setImmediate(resolve))
   if (!options.generalPathOnly && detectFormat(bytes.subarray(0, 64), size, file) === 'pickle') {
-    const mapper = new SnapshotMapper(file, options)
+    const mapper = new SnapshotMapper(file, options, size)
     const steps = decodeFastSteps(bytes, mapper, maxDepthOf(options), chunkBytes)
     for (;;) {
       options.signal?.throwIfAborted()
@@ -227,7 +227,7 @@ function maxDepthOf(options: PytorchImportOptions): number {
 
 /** The fast path on a whole pickle, or null where it hands the input back (see pytorch-fast.ts). */
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
-  const mapper = new SnapshotMapper(file, options)
+  const mapper = new SnapshotMapper(file, options, bytes.length)
   const decoded = decodeFast(bytes, mapper, maxDepthOf(options))
   return decoded === null ? null : mapper.finish(decoded.root, 'pickle', decoded.protocol)
 }
@@ -247,7 +247,7 @@ export function parsePytorchSnapshot(bytes: Uint8Array, file: string, options: P
     scanner.feed(bytes)
     keep = scanner.references
   }
-  const mapper = new SnapshotMapper(file, options)
+  const mapper = new SnapshotMapper(file, options, bytes.length)
   const unpickler = newUnpickler(file, bytes.length, mapper, options, keep)
   unpickler.feed(bytes)
   return mapper.finish(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
@@ -270,7 +270,7 @@ async function importFrom(file: string, size: number, readPass: ReadPass, option
       if (format === 'pickle') scan.feed(chunk)
     }, 0, size * passes, 'scan')
   }
-  const mapper = new SnapshotMapper(file, options)
+  const mapper = new SnapshotMapper(file, options, size)
   let unpickler: Unpickler | null = null
   const jsonParts: Uint8Array[] = []
   await readPass((chunk) => {
@@ -334,16 +334,40 @@ const CHUNK_MASK = CHUNK_ROWS - 1
 /** The finishing copies let the event loop in after this many chunks (about 10 ms of copying). */
 const YIELD_CHUNKS = 128
 
-/** Request events in chunks of typed-array columns (TraceEvents), appended one at a time. */
+const EMPTY_EVENTS = allocateEvents(0)
+
+/**
+ * Request events in chunks of typed-array columns (TraceEvents), appended one at a time. The first
+ * chunk starts at `firstRows` (a guess from the file's size, so a small file does not pay for
+ * zeroing a whole chunk) and doubles up to CHUNK_ROWS before the next chunk is added.
+ */
 class EventChunks {
   readonly chunks: TraceEvents[] = []
   length = 0
+  private capacity = 0
+  private last: TraceEvents = EMPTY_EVENTS
+
+  constructor(private readonly firstRows = CHUNK_ROWS) {}
 
   push(kind: number, id: number, size: number, stream: number, device: number, time: number, stack = -1, tag = -1): void {
-    const i = this.length & CHUNK_MASK
-    if (i === 0) this.chunks.push(allocateEvents(CHUNK_ROWS))
-    writeEvent(this.chunks[this.chunks.length - 1]!, i, kind, id, size, stream, device, time, stack, tag)
-    this.length++
+    const row = this.length
+    if (row === this.capacity) this.addRoom()
+    writeEvent(this.last, row & CHUNK_MASK, kind, id, size, stream, device, time, stack, tag)
+    this.length = row + 1
+  }
+
+  private addRoom(): void {
+    const first = this.chunks.length === 1 && this.capacity < CHUNK_ROWS
+    const chunk = allocateEvents(this.chunks.length === 0 ? this.firstRows : first ? Math.min(CHUNK_ROWS, 2 * this.capacity) : CHUNK_ROWS)
+    if (first) {
+      copyEvents(this.last, 0, this.length, chunk, 0)
+      this.chunks[0] = chunk
+      this.capacity = chunk.kind.length
+    } else {
+      this.chunks.push(chunk)
+      this.capacity += chunk.kind.length
+    }
+    this.last = chunk
   }
 
   time(row: number): number {
@@ -365,8 +389,6 @@ class EventChunks {
   }
 }
 
-const EMPTY_EVENTS = allocateEvents(0)
-
 interface LayoutChunk {
   op: Uint8Array
   address: Float64Array
@@ -381,15 +403,22 @@ function layoutChunk(n: number): LayoutChunk {
   return { op: new Uint8Array(n), address: new Float64Array(n), size: new Float64Array(n), requested: new Float64Array(n), stream: new Float64Array(n), aux: new Uint32Array(n), time: new Float64Array(n) }
 }
 
-/** Layout events in chunks; addresses kept as numbers (exact: device addresses are below 2^53). */
+const EMPTY_LAYOUT = layoutChunk(0)
+
+/** Layout events in chunks (sized as EventChunks'); addresses kept as numbers (exact: device addresses are below 2^53). */
 class LayoutChunks {
   readonly chunks: LayoutChunk[] = []
   length = 0
+  private capacity = 0
+  private last: LayoutChunk = EMPTY_LAYOUT
+
+  constructor(private readonly firstRows = CHUNK_ROWS) {}
 
   push(op: number, address: number, size: number, requested: number, stream: number, time: number, aux = 0): void {
-    const i = this.length & CHUNK_MASK
-    if (i === 0) this.chunks.push(layoutChunk(CHUNK_ROWS))
-    const c = this.chunks[this.chunks.length - 1]!
+    const row = this.length
+    if (row === this.capacity) this.addRoom()
+    const c = this.last
+    const i = row & CHUNK_MASK
     c.op[i] = op
     c.address[i] = address
     c.size[i] = size
@@ -397,7 +426,29 @@ class LayoutChunks {
     c.stream[i] = stream
     c.aux[i] = aux
     c.time[i] = time
-    this.length++
+    this.length = row + 1
+  }
+
+  private addRoom(): void {
+    const first = this.chunks.length === 1 && this.capacity < CHUNK_ROWS
+    const chunk = layoutChunk(this.chunks.length === 0 ? this.firstRows : first ? Math.min(CHUNK_ROWS, 2 * this.capacity) : CHUNK_ROWS)
+    if (first) {
+      const c = this.last
+      const n = this.length
+      chunk.op.set(c.op.subarray(0, n))
+      chunk.address.set(c.address.subarray(0, n))
+      chunk.size.set(c.size.subarray(0, n))
+      chunk.requested.set(c.requested.subarray(0, n))
+      chunk.stream.set(c.stream.subarray(0, n))
+      chunk.aux.set(c.aux.subarray(0, n))
+      chunk.time.set(c.time.subarray(0, n))
+      this.chunks[0] = chunk
+      this.capacity = chunk.op.length
+    } else {
+      this.chunks.push(chunk)
+      this.capacity += chunk.op.length
+    }
+    this.last = chunk
   }
 
   setAux(row: number, aux: number): void {
@@ -423,8 +474,6 @@ class LayoutChunks {
     return at
   }
 }
-
-const EMPTY_LAYOUT = layoutChunk(0)
 
 const littleEndian = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1
 
@@ -568,11 +617,11 @@ class EventShape {
 
 /** What one device's events turn into while they arrive. */
 class DeviceState {
-  readonly events = new EventChunks()
-  readonly layout = new LayoutChunks()
-  /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else. */
-  readonly synthEvents = new EventChunks()
-  readonly synthLayout = new LayoutChunks()
+  readonly events: EventChunks
+  readonly layout: LayoutChunks
+  /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else (few, if any). */
+  readonly synthEvents = new EventChunks(64)
+  readonly synthLayout = new LayoutChunks(64)
   /** This device's ids are dense from 0; the merge offsets them after the devices before it. */
   nextId = 0
   requestedById = new Float64Array(256)
@@ -595,7 +644,13 @@ class DeviceState {
   heldTime = 0
   readonly overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
   nextIndex = 0
-  constructor(readonly device: number) {}
+  constructor(
+    readonly device: number,
+    firstRows: number,
+  ) {
+    this.events = new EventChunks(firstRows)
+    this.layout = new LayoutChunks(firstRows)
+  }
 }
 
 /**
@@ -628,10 +683,15 @@ class SnapshotMapper {
   private earliest = Infinity
   private missingTimes = 0
 
+  /** First chunk of each device's columns: a guess from the file's size (torch writes 60 to 90 bytes an event). */
+  private readonly firstRows: number
+
   constructor(
     private readonly file: string,
     private readonly options: PytorchImportOptions,
+    fileBytes = Infinity,
   ) {
+    this.firstRows = Math.max(64, Math.min(CHUNK_ROWS, Math.ceil(fileBytes / 90)))
     const d = options.device
     if (d !== undefined && d !== 'all' && !(Number.isInteger(d) && d >= 0 && d < 65536))
       throw new RangeError(`device must be 'all' or an integer from 0 to 65535, got ${String(d)}`)
@@ -649,7 +709,7 @@ class SnapshotMapper {
     if (this.wanted !== 'all' && this.wanted !== 'default' && device !== this.wanted) return null
     let s = this.states.get(device)
     if (s === undefined) {
-      s = new DeviceState(device)
+      s = new DeviceState(device, this.firstRows)
       this.states.set(device, s)
     }
     this.lastState = s
