@@ -1316,7 +1316,12 @@ function entries(dict: Dict): [unknown, unknown][] {
 /** A snapshot value as JSON-ready data (for parameters and properties). */
 function plainJson(value: unknown, depth = 0): unknown {
   if (depth > 20) return null
-  if (value instanceof PickleDict) return Object.fromEntries([...value.entries()].map(([k, v]) => [String(k), plainJson(v, depth + 1)]))
+  if (value instanceof PickleDict) {
+    // A loop, not spread and map: the allocator settings go through here on every import.
+    const list: [string, unknown][] = []
+    for (const [k, v] of value.entries()) list.push([String(k), plainJson(v, depth + 1)])
+    return Object.fromEntries(list)
+  }
   if (Array.isArray(value)) return value.map((v) => plainJson(v, depth + 1))
   if (typeof value === 'bigint') return String(value)
   if (value instanceof Uint8Array) return Buffer.from(value).toString('hex')
