@@ -11,8 +11,8 @@ import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, ReplayRequest
 import { listStrategies } from './allocators.ts'
 import { describeTrace } from './inspect.ts'
 import { InputError } from './input-error.ts'
-import { openInput, recordedRegionPlacement, type OpenedInput } from './open-input.ts'
-import { usesPytorchPolicy } from './replay-input.ts'
+import { openInput, type OpenedInput } from './open-input.ts'
+import { placementFor } from './replay-input.ts'
 import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { parseStrategySpecs } from './strategy-spec.ts'
 import type { RequestTrace } from './trace/model.ts'
@@ -260,13 +260,10 @@ export class AppSession {
       }
     }
     specs = chosenTargets(specs, request.targets)
-    const placement = recordedRegionPlacement(input.strategies)
-    const targets = specs.map((spec): ReplayTarget => ({
-      label: spec.label,
-      strategy: spec.strategy,
-      params: spec.params,
-      ...(placement.length > 0 && usesPytorchPolicy(spec) && { regionPlacement: placement }),
-    }))
+    const targets = specs.map((spec): ReplayTarget => {
+      const placement = placementFor(input.strategies, spec)
+      return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
+    })
     const includeStored = request.includeStored !== false
     return this.startJob<Bundle>('replaying', async (job) => {
       const results = targets.length === 0 ? [] : await replayTrace(input.trace, targets, {

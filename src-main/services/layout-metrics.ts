@@ -132,9 +132,14 @@ function sampleIndices(values: Float64Array, maxSamples: number): Uint32Array {
   return Uint32Array.from(kept)
 }
 
-/** The result with metrics and summary filled in from its layout where it has none of its own. */
+/**
+ * The result with metrics and summary filled in from its layout where it has none of its own. A
+ * summary that holds other figures (a recording's verified bytes, steps) keeps them and gains the
+ * derived ones it lacks (peaks, device calls), so a recording compares like a replay.
+ */
 export function withLayoutMetrics(result: StrategyResult): StrategyResult {
-  if (!result.layout || (result.metrics && result.summary)) return result
+  if (!result.layout) return result
+  if (result.metrics && result.summary && 'peakReserved' in result.summary) return result
   const derived = layoutMetrics(result.layout)
-  return { ...result, metrics: result.metrics ?? derived.metrics, summary: result.summary ?? derived.summary }
+  return { ...result, metrics: result.metrics ?? derived.metrics, summary: { ...derived.summary, ...result.summary } }
 }

@@ -3,7 +3,9 @@
 // when the input has one, so they reproduce PyTorch's own choices, and the results come back as
 // the trace file stores them, ready to print, export or save.
 import type { OpenedInput } from './open-input.ts'
+import { isRecorded } from './compare.ts'
 import { recordedRegionPlacement } from './open-input.ts'
+import { LayoutOp } from './trace/layout.ts'
 import { replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayTarget } from './replay.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 import type { StrategyResult } from './trace/results.ts'
@@ -32,12 +34,41 @@ export function usesPytorchPolicy(spec: Pick<StrategySpec, 'strategy' | 'params'
   return spec.strategy === 'caching' && spec.params['preset'] === 'pytorch'
 }
 
+function regionAddresses(result: StrategyResult | undefined): bigint[] {
+  const layout = result?.layout
+  if (!layout) return []
+  const placement: bigint[] = []
+  for (let i = 0; i < layout.op.length; i++) if (layout.op[i] === LayoutOp.regionReserve) placement.push(layout.address[i]!)
+  return placement
+}
+
+function sameParams(a: Record<string, unknown>, b: Record<string, unknown>): boolean {
+  const keys = new Set([...Object.keys(a), ...Object.keys(b)])
+  for (const k of keys) if (String(a[k] ?? '') !== String(b[k] ?? '')) return false
+  return true
+}
+
+/**
+ * The recorded region addresses a target should replay at, so that a modelled strategy stands
+ * beside its own recording with the same choices: PyTorch's segments for the PyTorch policy (a
+ * snapshot's `pytorch (recorded)`), and a vramscope recording's regions for the same strategy with
+ * the same parameters (`caching (recorded)` made with caching:preset=pytorch). Empty when none.
+ */
+export function placementFor(stored: readonly StrategyResult[], spec: Pick<StrategySpec, 'strategy' | 'params'>): bigint[] {
+  if (usesPytorchPolicy(spec)) {
+    const pytorch = recordedRegionPlacement(stored)
+    if (pytorch.length > 0) return pytorch
+  }
+  const own = stored.find((s) => isRecorded(s) && s.strategy === spec.strategy && sameParams(s.params, spec.params))
+  return regionAddresses(own)
+}
+
 export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
-  const placement = options.recordedPlacement === false ? [] : recordedRegionPlacement(input.strategies)
   const placed: ReplayedInput['placed'] = []
   const targets = specs.map((spec): ReplayTarget => {
     const target: ReplayTarget = { label: spec.label, strategy: spec.strategy, params: spec.params }
-    if (placement.length > 0 && usesPytorchPolicy(spec)) {
+    const placement = options.recordedPlacement === false ? [] : placementFor(input.strategies, spec)
+    if (placement.length > 0) {
       target.regionPlacement = placement
       placed.push({ label: spec.label, regions: placement.length })
     }
