@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
     CHECK(cudaFreeHost(h));
     CHECK(cudaFree(m));
     ++frees;
-    for (void* p : blocks) CHECK(cudaFree(p)), ++frees;
+    for (void* p : blocks) {
+      CHECK(cudaFree(p));
+      ++frees;
+    }
     if (loop && round == 0) {
       std::printf("started\n");
       std::fflush(stdout);
