@@ -2,13 +2,15 @@
 // only find a mistake by luck: block indices and slab ids (the strategies' cookies) that must stay
 // right when regions and slabs are released and their slots reused, slab's division by a class
 // size that is not a power of two, buddy's per-order solo block and candidate stack over several
-// pools, the live table's erase at a slot inside long probe runs, and the allocator lock.
+// pools, the live table's erase at a slot inside long probe runs and its front slot (the entry
+// inserted last, outside the hash table), and the allocator lock.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -141,32 +143,135 @@ TEST("buddy: per-order solo blocks and candidate stacks agree over several pools
   CHECK_EQ(s.alloc->stats().reserved_live, 0u);
 }
 
-TEST("address_map: locate, erase_at and insert_new agree with std::map inside long probe runs") {
-  std::mt19937_64 rng(17);
-  address_map<std::uint64_t> table;
+// Runs `ops` random operations on `table` and on a std::map, checking after each that they agree.
+// Keys come from [1, key_range] × 256: few distinct keys give long probe runs that wrap around.
+// Besides the live table's own calls (locate, insert_new, value_at, erase_at) it mixes in the
+// others (insert over an existing key, erase by key, find, size, a full walk, clear) and, for
+// the front slot, frees of the key inserted last (the LIFO case it serves), so that entries move
+// between the slot and the table at every kind of step, growth included.
+template <class Table>
+void probe_against_std_map(Table& table, std::uint64_t seed, int ops, std::uint64_t key_range,
+                           int clear_every) {
+  std::mt19937_64 rng(seed);
   std::map<address_t, std::uint64_t> reference;
-  // Few distinct keys at a high load, so that probe runs are long and wrap around the table.
-  std::uniform_int_distribution<std::uint64_t> key(1, 3000);
-  for (int op = 0; op < 200000; ++op) {
-    const address_t k = key(rng) * 256;
-    const std::size_t at = table.locate(k);
-    CHECK_EQ(at != table.npos, reference.count(k) == 1);
-    if (at == table.npos) {
-      table.insert_new(k, op);
-      reference[k] = static_cast<std::uint64_t>(op);
-    } else {
-      CHECK_EQ(table.value_at(at), reference[k]);
+  std::uniform_int_distribution<std::uint64_t> key(1, key_range);
+  std::uniform_int_distribution<int> kind(0, 99);
+  address_t last_inserted = 0;
+  auto same_contents = [&] {
+    std::size_t seen = 0;
+    table.for_each([&](address_t k, std::uint64_t v) {
+      ++seen;
+      CHECK(reference.count(k) == 1 && reference.at(k) == v);
+    });
+    CHECK_EQ(seen, reference.size());
+  };
+  for (int op = 0; op < ops; ++op) {
+    const int what = kind(rng);
+    const std::uint64_t value = static_cast<std::uint64_t>(op) * 7 + 1;
+    if (clear_every > 0 && op % clear_every == clear_every - 1) {
+      table.clear();
+      reference.clear();
+    } else if (what < 15 && last_inserted != 0 && reference.count(last_inserted) == 1) {
+      // The LIFO free: the entry inserted last, found by locate and erased at its position.
+      const std::size_t at = table.locate(last_inserted);
+      REQUIRE(at != table.npos);
+      CHECK_EQ(table.value_at(at), reference.at(last_inserted));
       table.erase_at(at);
-      reference.erase(k);
+      reference.erase(last_inserted);
+    } else if (what < 20) {
+      const address_t k = key(rng) * 256;
+      table.insert(k, value);  // overwrites where present
+      reference[k] = value;
+      last_inserted = k;
+    } else if (what < 25) {
+      const address_t k = key(rng) * 256;
+      CHECK_EQ(table.erase(k), reference.erase(k) == 1);
+    } else if (what < 30) {
+      const address_t k = key(rng) * 256;
+      const auto* found = table.find(k);
+      CHECK_EQ(found != nullptr, reference.count(k) == 1);
+      if (found != nullptr) CHECK_EQ(*found, reference.at(k));
+    } else if (what < 31) {
+      same_contents();
+    } else {
+      const address_t k = key(rng) * 256;
+      const std::size_t at = table.locate(k);
+      CHECK_EQ(at != table.npos, reference.count(k) == 1);
+      if (at == table.npos) {
+        table.insert_new(k, value);
+        reference[k] = value;
+        last_inserted = k;
+      } else {
+        CHECK_EQ(table.value_at(at), reference.at(k));
+        table.erase_at(at);
+        reference.erase(k);
+      }
     }
     CHECK_EQ(table.size(), reference.size());
+    CHECK_EQ(table.empty(), reference.empty());
   }
-  std::size_t seen = 0;
-  table.for_each([&](address_t k, std::uint64_t v) {
-    ++seen;
-    CHECK_EQ(reference.at(k), v);
-  });
-  CHECK_EQ(seen, reference.size());
+  same_contents();
+}
+
+TEST("address_map: locate, erase_at and insert_new agree with std::map inside long probe runs") {
+  address_map<std::uint64_t> table;
+  probe_against_std_map(table, 17, 200000, 3000, 0);
+}
+
+TEST("address_map with a front slot: agrees with std::map through inserts, LIFO and other frees, walks, clears and growth") {
+  {
+    address_map<std::uint64_t, true> table;
+    probe_against_std_map(table, 17, 200000, 3000, 0);
+  }
+  {
+    // Clears now and then, so that the table grows again from a fuller state with the slot in use.
+    address_map<std::uint64_t, true> table;
+    probe_against_std_map(table, 5, 200000, 3000, 20011);
+  }
+  {
+    // Growth one insert at a time: every insert_new moves the previous entry from the slot into the
+    // table, and the growths happen with the slot holding an entry.
+    address_map<std::uint64_t, true> table;
+    std::map<address_t, std::uint64_t> reference;
+    for (std::uint64_t i = 1; i <= 5000; ++i) {
+      table.insert_new(i * 256, i);
+      reference[i * 256] = i;
+      CHECK_EQ(table.size(), reference.size());
+      if (i % 977 == 0) {
+        std::size_t seen = 0;
+        table.for_each([&](address_t k, std::uint64_t v) {
+          ++seen;
+          CHECK_EQ(reference.at(k), v);
+        });
+        CHECK_EQ(seen, reference.size());
+      }
+    }
+    for (std::uint64_t i = 1; i <= 5000; ++i) CHECK_EQ(*table.find(i * 256), i);
+    // The slot's entry is found, erased and gone like any other, and an absent key is absent.
+    CHECK(table.erase(5000 * 256));
+    CHECK(table.find(5000 * 256) == nullptr);
+    CHECK(!table.erase(5000 * 256));
+    CHECK_EQ(table.locate(5001 * 256), table.npos);
+    CHECK_EQ(table.size(), 4999u);
+    table.clear();
+    CHECK(table.empty());
+    CHECK(table.find(1 * 256) == nullptr);
+  }
+  {
+    // A probe that misses calls the caller's handler (which throws, as reject_free does), also
+    // when the slot is empty or holds another key; a hit in the slot or the table does not.
+    address_map<std::uint64_t, true> table;
+    auto missing = [] { throw std::out_of_range("not in the map"); };
+    table.insert_new(256, 1);
+    CHECK_EQ(table.value_at(table.locate_or(256, missing)), 1u);
+    table.insert_new(512, 2);  // 256 moves into the table
+    CHECK_EQ(table.value_at(table.locate_or(256, missing)), 1u);
+    CHECK_EQ(table.value_at(table.locate_or(512, missing)), 2u);
+    CHECK_THROWS_AS(table.locate_or(768, missing), std::out_of_range);
+    table.erase_at(table.locate(512));  // empties the slot
+    CHECK_THROWS_AS(table.locate_or(512, missing), std::out_of_range);
+    CHECK_EQ(table.size(), 1u);
+  }
 }
 
 TEST("spin_lock: excludes across threads, and a thread started while it is held waits") {

@@ -294,7 +294,7 @@ class allocator {
   mutable spin_lock mutex_;
   tracer* tracer_ = nullptr;
 
-  address_map<live_block> live_;
+  address_map<live_block, /*FrontSlot=*/true> live_;  // LIFO frees skip the hash table
   std::vector<pending_free> pending_;
   address_map<std::uint32_t> pending_index_;  // address -> index+1 into pending_
   std::vector<std::vector<stream_t>> extra_streams_;  // record_stream sets
