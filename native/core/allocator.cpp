@@ -55,6 +55,11 @@ void allocator::map_range(address_t address, std::size_t bytes) {
 }
 
 void allocator::unmap_range(address_t address, std::size_t bytes) {
+  // cudaFree waits for the device; cuMemUnmap does not. Kernels queued on a block freed just before
+  // (a verify, then the free) would then read unmapped memory and fault, so wait first. The whole
+  // device: blocks of several streams may have shared the range.
+  backing_.synchronize();
+  ++own_calls_.synchronize;
   backing_.unmap(address, bytes);
   ++own_calls_.unmap;
   note_reserved(-static_cast<std::int64_t>(bytes));
