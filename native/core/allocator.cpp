@@ -86,6 +86,7 @@ allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
       for (event_t e : p.events) backing_.wait_event(e);
     ++own_calls_.synchronize;
     process_deferred_unlocked();
+    if (stream != reuse_stream_) switch_reuse_stream(stream);  // blocks just completed
     try {
       return do_allocate(bytes, stream, cookie);
     } catch (const out_of_memory& again) {
@@ -136,6 +137,62 @@ void allocator::defer_free(address_t address, const live_block& live, stream_t s
   pending_index_.insert(address, static_cast<std::uint32_t>(pending_.size()));
   trace(trace_op::free_pending, address, block.rounded, block.requested, stream);
   if (pending_.back().events.empty()) process_deferred_unlocked();
+}
+
+// --- reuse across streams of blocks freed on their own stream --------------------------------------
+//
+// A block freed on its own stream goes back to the strategy at once, and most strategies know
+// nothing of streams: the next allocation, on any stream, may get it while kernels on it are still
+// queued on the freeing stream. Reuse on that stream is ordered by the stream itself; reuse on
+// another is not (a fill on B overwrote a verify still queued on A). So an allocation on a stream
+// other than reuse_stream_ first waits for every other stream freed on since its last wait: the
+// cost falls on stream switches, and the warm same-stream pair pays one compare each way. Frees
+// on reuse_stream_ itself are not noted one by one: a change of the deallocation count since the
+// switch says there were some.
+
+void allocator::switch_reuse_stream(stream_t stream) {
+  if (fence_stream_switches_) {
+    const std::uint64_t freed = allocations_ - live_.size() - dropped_by_reset_;
+    if (freed != frees_at_switch_) {
+      note_unfenced(last_reuse_stream_);
+      frees_at_switch_ = freed;
+    }
+    // The new stream's own frees stay noted: they need a wait once another stream allocates.
+    for (std::size_t i = 0; i < unfenced_streams_.size();) {
+      if (unfenced_streams_[i] == stream) {
+        ++i;
+        continue;
+      }
+      fence(unfenced_streams_[i]);
+      unfenced_streams_[i] = unfenced_streams_.back();
+      unfenced_streams_.pop_back();
+    }
+  }
+  reuse_stream_ = last_reuse_stream_ = stream;
+}
+
+void allocator::note_free_off_reuse_stream(stream_t stream) {
+  if (!fence_stream_switches_) return;
+  note_unfenced(stream);
+  reuse_stream_ = no_stream;  // the next allocation, on any stream, goes through the switch
+}
+
+void allocator::note_unfenced(stream_t stream) {
+  if (std::find(unfenced_streams_.begin(), unfenced_streams_.end(), stream) == unfenced_streams_.end())
+    unfenced_streams_.push_back(stream);
+}
+
+void allocator::fence(stream_t stream) {
+  const event_t e = backing_.record_event(stream);
+  ++own_calls_.event_record;
+  try {
+    backing_.wait_event(e);
+  } catch (...) {
+    backing_.release_event(e);
+    throw;
+  }
+  backing_.release_event(e);
+  ++own_calls_.synchronize;
 }
 
 void allocator::record_stream(void* ptr, stream_t stream) {
@@ -202,6 +259,12 @@ void allocator::complete_pending(std::size_t index) {
     pending_index_.insert(pending_[j].address, static_cast<std::uint32_t>(j + 1));
   for (event_t e : p.events) backing_.release_event(e);
   pending_bytes_ -= p.block.rounded;
+  // The other streams' events are complete, not necessarily the block's own stream's work: it is
+  // a free on that stream now.
+  if (fence_stream_switches_) {
+    note_unfenced(p.block.stream);
+    if (p.block.stream != reuse_stream_) reuse_stream_ = no_stream;
+  }
   do_deallocate(p.address, p.block.rounded, p.block.cookie, p.block.stream);
   trace(trace_op::free_completed, p.address, p.block.rounded, p.block.requested, p.block.stream);
 }

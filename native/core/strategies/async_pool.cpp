@@ -24,6 +24,7 @@ class async_pool_strategy final : public allocator {
     b.set_release_threshold(release_threshold_);
     // Whatever the pool already holds is memory this allocator's walk will show: count it.
     if (track_pool_) sync_reserved();
+    reuse_is_stream_ordered();  // cudaFreeAsync: the pool orders reuse across streams itself
   }
 
   ~async_pool_strategy() override {

@@ -33,6 +33,7 @@ class caching final : public allocator {
       throw invalid_argument("caching: garbage_collection_threshold needs max_reserved (as PyTorch's "
                              "needs a per-process memory fraction)");
     collect_garbage_ = policy_.garbage_collection_threshold > 0;
+    reuse_is_stream_ordered();  // a segment and its blocks belong to one stream
   }
 
   ~caching() override {

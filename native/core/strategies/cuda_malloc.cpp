@@ -19,6 +19,7 @@ class cuda_malloc_strategy final : public allocator {
     if (rounding_ < min_alignment || !is_power_of_two(rounding_))
       throw invalid_argument("cuda_malloc: rounding must be a power of two >= 256 B, got " +
                              format_bytes(rounding_));
+    reuse_is_stream_ordered();  // cudaFree waits for the device before the address can come back
   }
 
   ~cuda_malloc_strategy() override {

@@ -97,9 +97,10 @@ class allocator {
     return allocate_unlocked(bytes, stream);
   }
 
-  // Freeing on the stream the block was allocated on makes it reusable at once. Freeing on another
-  // stream records an event there: the block stays pending until that event completes. nullptr is
-  // a no-op. Throws invalid_free / double_free with the state unchanged.
+  // Freeing on the stream the block was allocated on makes it reusable at once on that stream;
+  // another stream's next allocation first waits for the freeing stream's queued work. Freeing on
+  // another stream records an event there: the block stays pending until that event completes.
+  // nullptr is a no-op. Throws invalid_free / double_free with the state unchanged.
   void deallocate(void* ptr, stream_t stream = 0) {
     if (!thread_safe_) return deallocate_unlocked(reinterpret_cast<address_t>(ptr), stream);
     std::lock_guard<spin_lock> guard(mutex_);
@@ -183,6 +184,11 @@ class allocator {
   // What the allocator could offer a request now (for out_of_memory messages).
   std::size_t backing_available() const noexcept { return backing_.available(); }
 
+  // For strategies that never hand a block freed on one stream to another before that stream's
+  // work is done (per-stream pools; the driver's own ordering: cudaFree, cudaFreeAsync): the base
+  // then skips its fence at stream switches (switch_reuse_stream).
+  void reuse_is_stream_ordered() noexcept { fence_stream_switches_ = false; }
+
  private:
   // --- what each strategy implements. do_allocate gets bytes > 0 and returns a block aligned to
   // at least 256 B, or throws out_of_memory with its state unchanged. It may set `cookie` (0 when
@@ -222,6 +228,7 @@ class allocator {
     if (VRAMSCOPE_UNLIKELY(bytes == 0)) return nullptr;
     // Every pending block has a size: one load to test, where pending_.empty() takes two.
     if (VRAMSCOPE_UNLIKELY(pending_bytes_ != 0)) process_deferred_unlocked();
+    if (VRAMSCOPE_UNLIKELY(stream != reuse_stream_)) switch_reuse_stream(stream);
     allocation a;
     std::uint32_t cookie = 0;
     try {
@@ -252,6 +259,7 @@ class allocator {
     const std::uint64_t requested = block.requested;
     const std::uint64_t rounded = block.rounded;
     const std::uint32_t cookie = block.cookie;
+    if (VRAMSCOPE_UNLIKELY(stream != reuse_stream_)) note_free_off_reuse_stream(stream);
     // The table and counters are updated before the strategy's call, while the table's pointers
     // and the slot are still in registers (after the call they would be loaded again). A strategy
     // that throws (a device error) gets its block back as it was, live and counted.
@@ -275,6 +283,11 @@ class allocator {
                                     std::uint64_t rounded, std::uint32_t cookie, stream_t stream);
   VRAMSCOPE_NOINLINE void defer_free(address_t address, const live_block& live,
                                      stream_t stream);
+  // Cross-stream reuse of blocks freed on their own stream: see allocator.cpp.
+  VRAMSCOPE_NOINLINE void switch_reuse_stream(stream_t stream);
+  VRAMSCOPE_NOINLINE void note_free_off_reuse_stream(stream_t stream);
+  void note_unfenced(stream_t stream);
+  void fence(stream_t stream);
   std::size_t process_deferred_unlocked();
   void complete_pending(std::size_t index);
 
@@ -299,6 +312,16 @@ class allocator {
   address_map<std::uint32_t> pending_index_;  // address -> index+1 into pending_
   std::vector<std::vector<stream_t>> extra_streams_;  // record_stream sets
   std::vector<std::uint32_t> free_extra_slots_;
+
+  // Blocks freed on their own stream are reusable at once, by a stream-unaware strategy on any
+  // stream: an allocation on reuse_stream_ needs no wait; any other stream first waits for the
+  // streams with frees not yet fenced (switch_reuse_stream).
+  static constexpr stream_t no_stream = ~stream_t{0};
+  stream_t reuse_stream_ = 0;
+  stream_t last_reuse_stream_ = 0;          // reuse_stream_ before it was set to no_stream
+  std::uint64_t frees_at_switch_ = 0;       // deallocations when last_reuse_stream_ was chosen
+  std::vector<stream_t> unfenced_streams_;  // other streams freed on since their last fence
+  bool fence_stream_switches_ = true;
 
   std::uint64_t requested_live_ = 0, requested_peak_ = 0;
   std::uint64_t rounded_live_ = 0, rounded_peak_ = 0;
