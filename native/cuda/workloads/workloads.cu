@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <string>
 
 #include "vramscope/cuda_backing.hpp"
 #include "vramscope/device_bump.cuh"
@@ -410,7 +411,11 @@ workload_result run_workload(const workload_options& o, workload_sink& sink, con
   result.backing = device->name();
   auto allocator = make_allocator(result.strategy, *device, o.strategy_params);
   context c(*allocator, sink, streams_of(info->name, o.workload_params), cancel);
-  c.seed(o.workload_params.get_uint("seed", 1));
+  // The catalogue's default seed where the workload has one (1 was used for all before).
+  std::uint64_t default_seed = 1;
+  for (const param_info& pi : info->params)
+    if (pi.name == "seed") default_seed = std::stoull(pi.default_value);
+  c.seed(o.workload_params.get_uint("seed", default_seed));
   try {
     if (info->name == "device_bump") device_bump_workload(c, o.workload_params, result);
     else body_of(info->name)(c, o.workload_params);
@@ -422,8 +427,12 @@ workload_result run_workload(const workload_options& o, workload_sink& sink, con
     result.stopped_by = "cancelled";
     c.release_all();
   } catch (const device_error& e) {
-    // The context may be unusable after a CUDA error: report it and keep what was recorded.
+    // The context may be unusable after a CUDA error: report it and keep what was recorded, with
+    // the counts so far (the GPU's verdict on the bytes cannot be read back any more).
     result.stopped_by = e.what();
+    result.allocations += c.allocations();
+    result.frees += c.frees();
+    result.steps = c.steps();
     return result;
   }
   workload_result counted;
