@@ -6,11 +6,19 @@
 //   vramscope_workload NAME [--strategy S|all] [--param KEY=VALUE]... [--strategy-param KEY=VALUE]...
 //                      [--capacity BYTES] [--small] [--list]
 // --strategy all: every strategy in turn, in this one process (one sanitizer start-up for all);
+// after a CUDA error, which leaves the context unusable, the remaining ones run each in a fresh
+// process (this program again, with --strategy S), so one strategy's fault hides no other's result;
 // --small: the workload's sizes and counts cut down for compute-sanitizer (explicit --param wins).
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "vramscope/errors.hpp"
 #include "vramscope/workloads.hpp"
@@ -58,6 +66,9 @@ const std::map<std::string, std::string> small_values = {
     {"allocs", "8"},    {"layers", "2"},       {"hidden", "256"},      {"max_batch", "4"}, {"max_seq", "64"},
     {"min_seq", "16"},  {"max_tokens", "256"}, {"max_size", "64KiB"},   {"buffers", "2"}};
 
+// Set when a run ended on a CUDA error: the context may be poisoned (an illegal address is sticky).
+bool context_unusable = false;
+
 int run_one(const vramscope::workload_options& o) {
   counting_sink sink;
   try {
@@ -76,14 +87,39 @@ int run_one(const vramscope::workload_options& o) {
         r.out_of_memory ? "true" : "false", escaped(r.stopped_by).c_str(),
         static_cast<unsigned long long>(r.final_stats.reserved_peak), clean ? "true" : "false");
     std::fflush(stdout);
+    if (!r.stopped_by.empty() && !r.out_of_memory) context_unusable = true;
     return clean ? 0 : 1;
   } catch (const vramscope::error& e) {
     std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"%s\",\"code\":\"%s\"}\n", o.workload.c_str(),
                 o.strategy.c_str(), escaped(e.what()).c_str(), vramscope::error_code_name(e.code()));
     std::fflush(stdout);
     if (e.code() == vramscope::error_code::no_cuda_device) return 2;
+    if (e.code() == vramscope::error_code::device_error) context_unusable = true;
     return e.code() == vramscope::error_code::unsupported ? 0 : 1;
   }
+}
+
+// This program again with the same arguments but --strategy `strategy`; its exit status.
+int run_in_child(int argc, char** argv, const std::string& workload, const std::string& strategy) {
+  std::vector<std::string> args;
+  for (int i = 0; i < argc; ++i) {
+    args.emplace_back(argv[i]);
+    if (std::string(argv[i]) == "--strategy" && i + 1 < argc) args.emplace_back(strategy), ++i;
+  }
+  std::vector<char*> raw;
+  for (auto& a : args) raw.push_back(a.data());
+  raw.push_back(nullptr);
+  std::fflush(stdout);
+  pid_t pid = 0;
+  if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, raw.data(), environ) != 0) {
+    std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"could not start a fresh process\",\"code\":\"internal\"}\n",
+                workload.c_str(), strategy.c_str());
+    return 1;
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0)
+    if (errno != EINTR) return 1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace
@@ -130,7 +166,7 @@ int main(int argc, char** argv) {
     if (!info->fixed_strategy.empty() && s.name != info->fixed_strategy) continue;
     if (info->fixed_strategy.empty() && s.name == "device_bump") continue;
     o.strategy = s.name;
-    const int one = run_one(o);
+    const int one = context_unusable ? run_in_child(argc, argv, o.workload, s.name) : run_one(o);
     if (one > status) status = one;
   }
   return status;
