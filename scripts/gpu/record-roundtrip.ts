@@ -1,7 +1,7 @@
 // Record -> file -> replay round trip (gpu-record.sh runs it on the GPU machine): a recording made by
 // `vramscope record --workload W --strategy S` is replayed through S with the same parameters on the
 // simulated backing, and every block must land where it landed on the GPU: the same region (in the
-// order regions were reserved) at the same offset in it. Region bases differ (the driver chose them)
+// order regions were reserved or mapped) at the same offset in it. Region bases differ (the driver chose them)
 // unless the backing places regions at the recorded addresses, so offsets are what is compared.
 //   node --import tsx scripts/gpu/record-roundtrip.ts RECORDING  -> JSON line; exit 1 on a difference
 import { loadNative } from '../../src-main/native.ts'
@@ -13,7 +13,10 @@ const { trace, strategies } = await readTrace(file)
 const recorded = strategies.find((s) => s.name.endsWith('(recorded)') && s.layout)
 if (!recorded) throw new Error(`${file}: no recorded layout`)
 const l = recorded.layout!
-const regionOps = new Set<number>([LayoutOp.regionReserve, LayoutOp.vaReserve])
+// Strategies that reserve their address space when they are built (arena, vmm_growable) do it before
+// the recorder's tracer is attached, so neither side has that va_reserve: their mappings, made as
+// blocks need them and in the same order on both sides, place the blocks instead.
+const regionOps = new Set<number>([LayoutOp.regionReserve, LayoutOp.vaReserve, LayoutOp.map])
 
 interface Placed {
   region: number
