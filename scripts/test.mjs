@@ -57,6 +57,8 @@ if (only === undefined || only === 'native') {
   const sanitizers = join(root, 'native', 'scripts', 'sanitizers.sh')
   if (existsSync(sanitizers)) step('sanitizers', 'bash', [sanitizers], { env: { ...process.env, JOBS: jobs } })
   else console.log('\n=== sanitizers: skipped, native/scripts/sanitizers.sh does not exist yet')
+  // libFuzzer over allocator operation sequences, 45 s from the kept corpus (npm run fuzz:long: 10 min).
+  step('fuzz (libFuzzer, short)', 'bash', [join(root, 'native', 'scripts', 'fuzz.sh'), 'short', process.env.VRAMSCOPE_FUZZ_SECONDS ?? '45'], { env: { ...process.env, JOBS: jobs } })
 }
 
 if (only === undefined || only === 'unit' || only === 'e2e') {

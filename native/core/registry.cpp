@@ -50,7 +50,9 @@ const strategy_info& find_strategy(const std::string& name) {
 
 std::unique_ptr<allocator> make_allocator(const std::string& name, backing& b, const params& p) {
   const strategy_info& info = find_strategy(name);
-  for (auto& [key, value] : p.values()) {
+  for (auto& entry : p.values()) {
+    // Not a structured binding: a lambda may capture one only from C++20 (clang 14 refuses it).
+    const std::string& key = entry.first;
     bool known = std::any_of(info.params.begin(), info.params.end(),
                              [&](const param_info& pi) { return pi.name == key; });
     if (!known) {
