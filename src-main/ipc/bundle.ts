@@ -102,12 +102,20 @@ export function decodeBundle(buffer: ArrayBuffer): Bundle {
   } catch (e) {
     throw new BundleError(`bundle: header is not JSON (${(e as Error).message})`)
   }
+  // The header is data from another process: every field is checked before use (fuzzed in
+  // test/unit/property-bundle.test.ts), so that a damaged one is a BundleError and nothing else.
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new BundleError('bundle: header is not a JSON object')
+  if (parsed.arrays !== undefined && !Array.isArray(parsed.arrays)) throw new BundleError('bundle: header field arrays is not a list')
   const arrays: Record<string, BundleArray> = {}
   for (const e of parsed.arrays ?? []) {
-    const Ctor = CONSTRUCTORS[e.type]
+    if (typeof e !== 'object' || e === null) throw new BundleError('bundle: an array entry is not an object')
+    if (typeof e.name !== 'string' || e.name === '__proto__' || Object.hasOwn(arrays, e.name))
+      throw new BundleError(`bundle: array name ${JSON.stringify(e.name)} is not a fresh string`)
+    const Ctor = Object.hasOwn(CONSTRUCTORS, e.type) ? CONSTRUCTORS[e.type] : undefined
     if (!Ctor) throw new BundleError(`bundle: array ${e.name} has unknown type ${e.type}`)
+    if (!Number.isSafeInteger(e.length) || e.length < 0) throw new BundleError(`bundle: array ${e.name} has length ${e.length}`)
     const bytes = e.length * Ctor.BYTES_PER_ELEMENT
-    if (!Number.isSafeInteger(e.offset) || e.offset % 8 !== 0 || e.offset + bytes > buffer.byteLength)
+    if (!Number.isSafeInteger(e.offset) || e.offset < 0 || e.offset % 8 !== 0 || e.offset + bytes > buffer.byteLength)
       throw new BundleError(`bundle: array ${e.name} lies outside the bundle`)
     arrays[e.name] = new Ctor(buffer, e.offset, e.length)
   }
