@@ -106,6 +106,26 @@ async function writeAll(handle: Handle, bytes: Uint8Array): Promise<void> {
   }
 }
 
+/**
+ * A write the file system refused (disk full, file size limit, I/O error). The writer stops; what
+ * earlier flushes wrote stays readable (readTrace skips a chunk cut short and warns).
+ */
+export class TraceWriteError extends Error {
+  readonly code: string
+  constructor(
+    readonly path: string,
+    cause: NodeJS.ErrnoException,
+    /** Events whose writes had completed: the file holds exactly these. */
+    readonly eventsOnDisk: number,
+  ) {
+    const code = cause.code ?? 'EIO'
+    const why =
+      code === 'ENOSPC' ? 'the disk is full' : code === 'EFBIG' ? 'the file reached the size limit (ulimit -f or the file system\'s largest file)' : code === 'EDQUOT' ? 'the disk quota is used up' : `writing failed (${cause.message})`
+    super(`${path}: ${why}; recording stopped with ${eventsOnDisk} events on disk, which stay readable`, { cause })
+    this.code = code
+  }
+}
+
 export interface TraceWriterOptions {
   /** Longest time an appended event waits before it is written (default 250 ms). */
   flushIntervalMs?: number
@@ -344,8 +364,8 @@ export class TraceWriter {
         await writeAll(this.handle, bytes)
         this.written += events
       } catch (e) {
-        this.failure = e as Error
-        throw e
+        this.failure = new TraceWriteError(this.path, e as NodeJS.ErrnoException, this.written)
+        throw this.failure
       }
     })
   }
