@@ -69,6 +69,15 @@ class HttpError extends Error {
   }
 }
 
+/** decodeURIComponent, with malformed percent-encoding the caller's error (400), not a URIError (500). */
+function decoded(text: string, what: string): string {
+  try {
+    return decodeURIComponent(text)
+  } catch {
+    throw new HttpError(400, 'BAD_INPUT', `${what} is not valid percent-encoding (URI malformed)`)
+  }
+}
+
 function sameToken(given: string, token: string): boolean {
   const a = Buffer.from(given)
   const b = Buffer.from(token)
@@ -126,7 +135,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
 
   async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (channel === 'trace:openBytes') {
-      const name = uploadName(decodeURIComponent(String(req.headers['x-file-name'] ?? 'upload')))
+      const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
       const declared = Number(req.headers['content-length'] ?? NaN)
       if (declared > maxUpload) throw new HttpError(413, 'BAD_INPUT', `upload of ${declared} bytes is larger than the ${maxUpload}-byte limit`)
       const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
@@ -186,7 +195,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       res.end(indexHtml)
       return
     }
-    const relative = normalize(decodeURIComponent(pathname)).replace(/^[/\\]+/, '')
+    const relative = normalize(decoded(pathname, 'the path')).replace(/^[/\\]+/, '')
     const full = join(staticDir, relative)
     if (relative.startsWith('..') || !full.startsWith(staticDir + sep)) throw new HttpError(404, 'NOT_FOUND', 'not found')
     let size: number
@@ -216,7 +225,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           if (req.method !== 'POST') throw new HttpError(405, 'BAD_INPUT', 'API calls are POST requests')
           const auth = String(req.headers.authorization ?? '')
           if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), token)) throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong token: open the URL vramscope serve printed')
-          const channel = decodeURIComponent(url.pathname.slice(5)) as Channel
+          const channel = decoded(url.pathname.slice(5), 'the channel') as Channel
           if (!CHANNELS.includes(channel)) throw new HttpError(404, 'NOT_FOUND', `no channel ${channel}`)
           await api(channel, req, res)
           return
@@ -227,6 +236,12 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
         if (res.headersSent) {
           res.destroy()
           return
+        }
+        if (e instanceof HttpError && e.status === 413) {
+          // The rest of the body is still coming: the connection cannot carry another request.
+          // Reading and dropping it lets the client read this reply rather than a reset.
+          res.setHeader('connection', 'close')
+          req.resume()
         }
         if (e instanceof HttpError) return sendJson(res, e.status, { ok: false, error: { code: e.code, message: e.message } })
         if (e instanceof ApiError) return sendJson(res, e.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: e.code, message: e.message } })
