@@ -78,7 +78,7 @@ for binary in "$build"/*_fuzz; do
   else
     # New inputs go to $work.new; the kept corpus is read, never written, until the merge below.
     "$binary" "${common[@]}" -max_total_time="$seconds" "$work.new" "$work" 2>&1 |
-      grep -v -E '^#[0-9]+\s+(NEW|REDUCE)' || status=${PIPESTATUS[0]}
+      grep --line-buffered -v -E '^#[0-9]+\s+(NEW|REDUCE)' || status=${PIPESTATUS[0]}
   fi
   if [ "$status" -ne 0 ]; then
     echo "== fuzz: $target FAILED (exit $status); the input is in $build/artifacts/, reproduce with:" >&2
