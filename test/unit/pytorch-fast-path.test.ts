@@ -210,3 +210,83 @@ describe('columns that outgrow the first guess from the file size', () => {
     assert.deepEqual(fromPickle, fromJson)
   })
 })
+
+describe('memo entries the event decoder stores', () => {
+  it('a frames value of None stored in the memo and read back later is None, as on the general path', () => {
+    // Two allocs written opcode by opcode; the first's frames is None followed by MEMOIZE (memo 0),
+    // the second's user_metadata reads memo 0 back (a tag only if it were a string).
+    const out: number[] = [0x80, 4, 0x7d, 0x28]
+    const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
+    const int32 = (v: number) => out.push(0x4a, v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff)
+    text('device_traces')
+    out.push(0x5d, 0x5d, 0x28)
+    for (let i = 0; i < 2; i++) {
+      out.push(0x7d, 0x28)
+      text('action')
+      text('alloc')
+      text('addr')
+      int32(0x10000 + 512 * i)
+      text('size')
+      int32(100)
+      text('time_us')
+      int32(i)
+      if (i === 0) {
+        text('frames')
+        out.push(0x4e, 0x94) // NONE, MEMOIZE
+      } else {
+        text('user_metadata')
+        out.push(0x68, 0) // BINGET 0
+      }
+      out.push(0x75)
+    }
+    out.push(0x65, 0x61, 0x75, 0x2e)
+    const bytes = new Uint8Array(out)
+    // Reading None back as a value is the general path's to do: the fast path hands this one back.
+    assert.equal(fastTakes(bytes), false)
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual((general.value as { tables: { tags: string[] } }).tables.tags, [], 'None is no tag')
+    assert.deepEqual(fast, general)
+  })
+})
+
+describe('mutated recordings: the same import or the same error on both paths', () => {
+  // Mutations placed among a real recording's events (past its first tenth, where the event
+  // decoder has long been reading every event the same way), not only in the small synthetic files.
+  const name = 'convnet_varimg.pickle'
+  const original = read('pytorch', name)
+  const traces = Buffer.from(original).indexOf('device_traces')
+  it('300 seeded cases in the device trace of convnet_varimg', () => {
+    assert.ok(traces > 0)
+    const rand = seeded(Number(process.env['FAST_PATH_SEED'] ?? 20261122) + 1)
+    const from = traces + Math.floor((original.length - traces) / 10)
+    let taken = 0
+    for (let c = 0; c < Number(process.env['FAST_PATH_RECORDING_CASES'] ?? 300); c++) {
+      const bytes = original.slice()
+      const at = from + int(rand, original.length - from - 16)
+      let what: string
+      const choice = int(rand, 4)
+      if (choice === 0) {
+        bytes[at] = OPCODES[int(rand, OPCODES.length)]!
+        what = `opcode 0x${bytes[at]!.toString(16)} at ${at}`
+      } else if (choice === 1) {
+        bytes[at] = bytes[at]! ^ (1 << int(rand, 8))
+        what = `bit flipped at ${at}`
+      } else if (choice === 2) {
+        // An argument of the next memo read or store, or of the next LONG1.
+        let p = at
+        while (p < bytes.length - 2 && ![0x68, 0x6a, 0x71, 0x72, 0x8a, 0x8c].includes(bytes[p]!)) p++
+        bytes[p + 1] = (bytes[p + 1]! + 1 + int(rand, 3)) & 0xff
+        what = `argument of 0x${bytes[p]!.toString(16)} at ${p} changed`
+      } else {
+        const j = Math.min(bytes.length - 1, at + 1 + int(rand, 8))
+        ;[bytes[at], bytes[j]] = [bytes[j]!, bytes[at]!]
+        what = `bytes ${at} and ${j} swapped`
+      }
+      const [fast, general] = bothPaths(bytes)
+      assert.deepEqual(fast, general, `case ${c}: ${what}`)
+      if (fast.ok && fastTakes(bytes)) taken++
+    }
+    assert.ok(taken > 30, `the fast path took ${taken} of the mutated recordings (enough to compare)`)
+  })
+})

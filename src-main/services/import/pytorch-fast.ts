@@ -585,6 +585,8 @@ class FastDecoder {
           continue
         }
         if (op === Op.NONE) {
+          // putScalar stores what this.kind says: without this, a memoized None was stored as the scalar read before it.
+          this.kind = Scalar.nil
           p = this.putScalar(p + 1)
           if (p < 0) return -1
           stack = -2
