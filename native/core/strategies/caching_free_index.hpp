@@ -2,6 +2,10 @@
 // BlockPool set orders them: by size, then by address. Blocks of one size sit in a bucket sorted by
 // descending address, so PyTorch's pick among equal sizes is the last; an exact-size hit (the warm
 // path) is a hash lookup and a pop, and the best fit for other sizes walks an ordered map of sizes.
+// The block inserted last waits in a front slot outside the buckets until the next insert moves it
+// into its bucket: a remainder split off a free block and merged back by the next free, and the
+// block that merge rebuilds, taken again by the next allocation, come and go there without bucket,
+// vector or map operations; while the buckets hold nothing, a best fit is the slot or nothing.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +36,14 @@ class free_index {
   // The lowest-address free block of exactly `size`, removed; no_block when there is none. This is
   // what the best fit picks whenever a block of exactly the requested size is cached.
   std::uint32_t take_exact(std::uint64_t size) noexcept {
+    if (front_.size == size) {  // sizes are never 0: an empty slot never matches
+      // Among equal sizes the lowest address is PyTorch's pick: a bucket may hold a lower one.
+      if (count_ == 0 || !bucket_has_lower(size, front_.address)) {
+        front_.size = 0;
+        return front_.node;
+      }
+    }
+    if (count_ == 0) return no_block;
     const std::uint32_t id = bucket_of(size, recent_);
     if (VRAMSCOPE_UNLIKELY(id == no_bucket)) return no_block;
     auto& blocks = buckets_[id].blocks;
@@ -41,10 +53,19 @@ class free_index {
     return node;
   }
 
-  // Adds a free block; returns its bucket (a hint for later calls). The warm case, a size that
-  // has a bucket, never touches the ordered map.
+  // Adds a free block, into the front slot (the slot's previous block moves into its bucket);
+  // returns the hint to keep for the block, which only a block's bucket can change.
   std::uint32_t insert(std::uint64_t size, address_t address, std::uint32_t node,
                        std::uint32_t hint = no_bucket) {
+    if (front_.size != 0) insert_in_bucket(front_.size, front_.address, front_.node, front_.hint);
+    front_ = {size, address, node, hint};
+    return hint;
+  }
+
+  // Into the block's bucket; returns the bucket (a hint for later calls). The warm case, a size
+  // that has a bucket, never touches the ordered map.
+  std::uint32_t insert_in_bucket(std::uint64_t size, address_t address, std::uint32_t node,
+                                 std::uint32_t hint) {
     const std::uint32_t id = bucket_of(size, hint);
     if (VRAMSCOPE_UNLIKELY(id == no_bucket)) return insert_new_size(size, address, node);
     auto& blocks = buckets_[id].blocks;
@@ -79,6 +100,10 @@ class free_index {
 
   // Removes the block at `address` of `size`, which must be in the index.
   void erase(std::uint64_t size, address_t address, std::uint32_t hint = no_bucket) noexcept {
+    if (front_.address == address && front_.size == size) {
+      front_.size = 0;
+      return;
+    }
     const std::uint32_t id = bucket_of(size, hint);
     VRAMSCOPE_ASSERT(id != no_bucket);
     auto& blocks = buckets_[id].blocks;
@@ -106,29 +131,41 @@ class free_index {
     std::uint32_t bucket;
   };
   bool lower_bound(std::uint64_t size, found& out) const {
-    for (auto it = by_size_.lower_bound(size); it != by_size_.end(); ++it) {
-      const bucket& b = buckets_[it->second];
-      if (!b.blocks.empty()) {
-        out = {{b.size, b.blocks.back().address, b.blocks.back().node}, it->second};
-        return true;
-      }
-    }
-    return false;
+    const bool in_buckets = count_ != 0 && bucket_lower_bound(size, out);
+    if (front_.size < size) return in_buckets;  // an empty slot (size 0) too
+    if (in_buckets && (out.block.size < front_.size ||
+                       (out.block.size == front_.size && out.block.address < front_.address)))
+      return true;
+    out = {{front_.size, front_.address, front_.node}, front_bucket};
+    return true;
   }
-  void take(const found& f) noexcept { pop_lowest(buckets_[f.bucket].blocks, f.block.size); }
+  void take(const found& f) noexcept {
+    if (f.bucket == front_bucket) {
+      front_.size = 0;
+      return;
+    }
+    pop_lowest(buckets_[f.bucket].blocks, f.block.size);
+  }
 
   // Every free block in ascending (size, address) order; for the slow paths (release, collection).
   void ascending(std::vector<entry>& out) const {
     out.clear();
-    out.reserve(count_);
+    out.reserve(count());
     for (auto& [size, id] : by_size_) {
       const auto& blocks = buckets_[id].blocks;
       for (std::size_t i = blocks.size(); i-- > 0;) out.push_back({size, blocks[i].address, blocks[i].node});
     }
+    if (front_.size != 0) {
+      auto at = out.begin();
+      while (at != out.end() && (at->size < front_.size ||
+                                 (at->size == front_.size && at->address < front_.address)))
+        ++at;
+      out.insert(at, {front_.size, front_.address, front_.node});
+    }
   }
 
-  std::uint64_t bytes() const noexcept { return bytes_; }
-  std::uint64_t count() const noexcept { return count_; }
+  std::uint64_t bytes() const noexcept { return bytes_ + front_.size; }
+  std::uint64_t count() const noexcept { return count_ + (front_.size != 0 ? 1 : 0); }
 
  private:
   struct located {
@@ -144,6 +181,25 @@ class free_index {
     // is popped from the back.
     std::vector<located> blocks;
   };
+
+  static constexpr std::uint32_t front_bucket = no_bucket - 1;  // found::bucket of the slot
+
+  bool bucket_lower_bound(std::uint64_t size, found& out) const {
+    for (auto it = by_size_.lower_bound(size); it != by_size_.end(); ++it) {
+      const bucket& b = buckets_[it->second];
+      if (!b.blocks.empty()) {
+        out = {{b.size, b.blocks.back().address, b.blocks.back().node}, it->second};
+        return true;
+      }
+    }
+    return false;
+  }
+
+  VRAMSCOPE_NOINLINE bool bucket_has_lower(std::uint64_t size, address_t address) noexcept {
+    const std::uint32_t id = bucket_of(size, recent_);
+    return id != no_bucket && !buckets_[id].blocks.empty() &&
+           buckets_[id].blocks.back().address < address;
+  }
 
   static void push(std::vector<located>& blocks, address_t address, std::uint32_t node) {
     // Usually the new block is the lowest (or the only) one: append.
@@ -198,7 +254,15 @@ class free_index {
 
   // Invariant: by_size_ and exact_ hold the same sizes, each naming one bucket of buckets_ whose
   // size is that size (unused buckets have size 0, which no block has);
-  // count_ and bytes_ sum the blocks of every bucket; empty_buckets_ counts the empty ones.
+  // count_ and bytes_ sum the blocks of every bucket (the front slot's not included);
+  // empty_buckets_ counts the empty ones. The front slot's block is in no bucket.
+  struct front_entry {
+    std::uint64_t size;  // 0: the slot is empty
+    address_t address;
+    std::uint32_t node;
+    std::uint32_t hint;  // the bucket hint it came with, for its move into a bucket
+  };
+  front_entry front_{0, 0, no_block, no_bucket};
   std::map<std::uint64_t, std::uint32_t> by_size_;
   address_map<std::uint32_t> exact_;
   std::vector<bucket> buckets_;

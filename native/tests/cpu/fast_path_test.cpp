@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -17,6 +18,8 @@
 
 #include "check.hpp"
 #include "invariants.hpp"
+// White box: caching's free index (a header of the core's strategies, not an installed one).
+#include "../../core/strategies/caching_free_index.hpp"
 #include "vramscope/address_map.hpp"
 #include "vramscope/simulated_backing.hpp"
 #include "vramscope/spin_lock.hpp"
@@ -218,7 +221,8 @@ TEST("address_map: locate, erase_at and insert_new agree with std::map inside lo
   probe_against_std_map(table, 17, 200000, 3000, 0);
 }
 
-TEST("address_map with a front slot: agrees with std::map through inserts, LIFO and other frees, walks, clears and growth") {
+TEST("address_map with a front slot: agrees with std::map through inserts, LIFO and other frees, "
+     "walks, clears and growth") {
   {
     address_map<std::uint64_t, true> table;
     probe_against_std_map(table, 17, 200000, 3000, 0);
@@ -272,6 +276,111 @@ TEST("address_map with a front slot: agrees with std::map through inserts, LIFO 
     CHECK_THROWS_AS(table.locate_or(512, missing), std::out_of_range);
     CHECK_EQ(table.size(), 1u);
   }
+}
+
+TEST("caching free index: take_exact, insert, erase, lower_bound and ascending agree with an "
+     "ordered (size, address) set, the front slot included") {
+  using caching_detail::free_index;
+  using caching_detail::no_block;
+  std::mt19937_64 rng(23);
+  free_index index;
+  // The set PyTorch's BlockPool keeps: (size, address) in order, each with its node.
+  std::map<std::pair<std::uint64_t, address_t>, std::uint32_t> reference;
+  std::map<std::uint32_t, std::uint32_t> hint_of;  // node -> the hint insert returned
+  std::uniform_int_distribution<std::uint64_t> size_steps(1, 120);  // sizes come and go
+  std::uniform_int_distribution<int> kind(0, 99);
+  std::set<address_t> used_addresses;
+  std::uint32_t next_node = 0;
+  auto check_contents = [&] {
+    std::vector<free_index::entry> listed;
+    index.ascending(listed);
+    REQUIRE(listed.size() == reference.size());
+    std::size_t i = 0;
+    std::uint64_t bytes = 0;
+    for (auto& [key, node] : reference) {
+      CHECK_EQ(listed[i].size, key.first);
+      CHECK_EQ(listed[i].address, key.second);
+      CHECK_EQ(listed[i].node, node);
+      bytes += key.first;
+      ++i;
+    }
+    CHECK_EQ(index.count(), reference.size());
+    CHECK_EQ(index.bytes(), bytes);
+  };
+  using reference_entry = std::map<std::pair<std::uint64_t, address_t>, std::uint32_t>::iterator;
+  auto remove_reference = [&](reference_entry it) {
+    hint_of.erase(it->second);
+    reference.erase(it);
+  };
+  std::uint32_t last_inserted = no_block;
+  std::pair<std::uint64_t, address_t> last_key{};
+  for (int op = 0; op < 300000; ++op) {
+    const int what = kind(rng);
+    const std::uint64_t size = size_steps(rng) * 512;
+    if (what < 35 || reference.empty()) {
+      const std::uint32_t node = next_node++;
+      // Random, so that the slot's block is sometimes above, sometimes below a bucket's of its size.
+      address_t address;
+      do address = (rng() % 4000000 + 1) << 20;
+      while (!used_addresses.insert(address).second);
+      // A hint: none, or another node's (stale or not: a hint only saves a lookup).
+      const std::uint32_t hint = what % 3 == 0 || hint_of.empty() ? free_index::no_bucket
+                                                                  : hint_of.begin()->second;
+      hint_of[node] = index.insert(size, address, node, hint);
+      reference[{size, address}] = node;
+      last_inserted = node;
+      last_key = {size, address};
+    } else if (what < 50 && last_inserted != no_block && reference.count(last_key) == 1) {
+      // The split/merge round trip: the block inserted last leaves again at once.
+      const auto it = reference.find(last_key);
+      if (what % 2 == 0) {
+        index.erase(last_key.first, last_key.second, hint_of[it->second]);
+      } else {
+        free_index::found f;
+        REQUIRE(index.lower_bound(last_key.first, f));
+        const auto expected = reference.lower_bound({last_key.first, 0});
+        CHECK_EQ(f.block.node, expected->second);
+        index.take(f);
+        remove_reference(expected);
+        continue;
+      }
+      remove_reference(it);
+    } else if (what < 65) {
+      // Exact sizes that exist half of the time: pick one of a held block.
+      auto it = reference.begin();
+      std::advance(it, static_cast<long>(rng() % reference.size()));
+      const std::uint64_t wanted = what % 2 == 0 ? it->first.first : size;
+      const std::uint32_t taken = index.take_exact(wanted);
+      const auto expected = reference.lower_bound({wanted, 0});
+      if (expected == reference.end() || expected->first.first != wanted) {
+        CHECK_EQ(taken, no_block);
+      } else {
+        CHECK_EQ(taken, expected->second);
+        remove_reference(expected);
+      }
+    } else if (what < 80) {
+      free_index::found f;
+      const bool found = index.lower_bound(size, f);
+      const auto expected = reference.lower_bound({size, 0});
+      CHECK_EQ(found, expected != reference.end());
+      if (found && expected != reference.end()) {
+        CHECK_EQ(f.block.node, expected->second);
+        CHECK_EQ(f.block.size, expected->first.first);
+        CHECK_EQ(f.block.address, expected->first.second);
+        index.take(f);
+        remove_reference(expected);
+      }
+    } else if (what < 98) {
+      auto it = reference.begin();
+      std::advance(it, static_cast<long>(rng() % reference.size()));
+      index.erase(it->first.first, it->first.second,
+                  what % 2 == 0 ? hint_of[it->second] : free_index::no_bucket);
+      remove_reference(it);
+    } else {
+      check_contents();
+    }
+  }
+  check_contents();
 }
 
 TEST("spin_lock: excludes across threads, and a thread started while it is held waits") {
