@@ -4,6 +4,7 @@ import type { AppInfo, JobStatus, RecentFile } from '../../src-main/ipc/contract
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
+import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
@@ -62,6 +63,8 @@ export class AppState {
   recent = $state<RecentFile[]>([])
   trace = $state.raw<TraceData | null>(null)
   strategies = $state.raw<StrategyView[]>([])
+  /** Maps still replaying (on the host) or decoding: their panes show progress until they land. */
+  pendingMaps = $state(0)
   /** Strategies to replay, in the CLI's syntax. */
   strategySpec = $state('')
   cap = $state('')
@@ -95,7 +98,10 @@ export class AppState {
     try {
       this.info = await this.client.info()
       this.strategySpec = this.info.defaultStrategies
-      this.recent = await this.client.recent()
+      // The recent list is not needed to open the file the host was started with: both at once.
+      const recent = this.client.recent()
+      recent.then((r) => (this.recent = r)).catch(() => {})
+      if (this.info.initialFile === undefined) await recent
     } catch (e) {
       this.error = `Could not reach the vramscope host: ${(e as Error).message}`
       return
@@ -118,6 +124,7 @@ export class AppState {
       const data = await this.decoder.decode<TraceData>('trace', await this.client.traceData(summary.traceId))
       this.trace = data
       this.strategies = []
+      this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
       this.range = null
       this.event = Math.max(0, data.kind.length - 1)
@@ -173,13 +180,17 @@ export class AppState {
       const first = await this.replayResult(firstStarted ?? this.startReplay(trace.summary.traceId, { first: 0, count }, true))
       let decodeMs = this.decoder.lastMs
       this.strategies = first
+      // The rest of the spec's strategies (the first job replayed `count` of them).
+      if (this.pendingMaps > 0) this.pendingMaps = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       this.selection = null
       const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false))
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
+      this.pendingMaps = 0
       this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs }
       this.job = null
     } catch (e) {
+      this.pendingMaps = 0
       this.job = null
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
     }

@@ -5,6 +5,7 @@ import { decodeBundle } from '../../src-main/ipc/bundle.ts'
 import type { TraceSummary } from '../../src-main/ipc/contract.ts'
 import { buildStrategyModel, reuseKindOf, type LayoutColumns, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
+import { requestedSeries, type RequestedSeries } from './requested.ts'
 
 export interface Frame {
   name: string
@@ -27,6 +28,8 @@ export interface TraceData {
   tag: Int32Array
   stackOffsets: Uint32Array
   stackFrames: Uint32Array
+  /** The program's requested bytes over the trace, from these columns (drawn before any replay). */
+  requested: RequestedSeries
 }
 
 export interface StrategyMetrics {
@@ -55,7 +58,7 @@ export interface StrategyView {
 export function decodeTraceData(buffer: ArrayBuffer): TraceData {
   const { meta, arrays } = decodeBundle(buffer)
   const m = meta as { summary: TraceSummary; streams: string[]; frames: Frame[]; tags: string[]; markers: string[] }
-  const a = arrays as unknown as Omit<TraceData, 'summary' | 'streams' | 'frames' | 'tags' | 'markers'>
+  const a = arrays as unknown as Omit<TraceData, 'summary' | 'streams' | 'frames' | 'tags' | 'markers' | 'requested'>
   return {
     summary: m.summary,
     streams: m.streams,
@@ -71,6 +74,7 @@ export function decodeTraceData(buffer: ArrayBuffer): TraceData {
     tag: a.tag,
     stackOffsets: a.stackOffsets,
     stackFrames: a.stackFrames,
+    requested: requestedSeries(a.kind, a.id, a.size),
   }
 }
 
@@ -85,7 +89,6 @@ export function decodeReplay(buffer: ArrayBuffer): StrategyView[] {
       size: get('size'),
       requested: get('requested'),
       stream: get('stream'),
-      aux: get('aux'),
       event: get('event'),
     }
     const model = buildStrategyModel(layout, reuseKindOf(s.strategy, s.params))

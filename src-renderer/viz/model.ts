@@ -28,11 +28,13 @@ export const Op = {
 export interface LayoutColumns {
   op: Uint8Array
   address: BigUint64Array
-  size: Float64Array
-  requested: Float64Array
+  /** Bytes; u32 when the host found every value fits (src-main/services/app-session.ts, narrowed). */
+  size: Float64Array | Uint32Array
+  requested: Float64Array | Uint32Array
   /** Stream index in the trace's stream table; NO_STREAM for region events. */
   stream: Uint32Array
-  aux: Uint32Array
+  /** Strategy-specific (size class, order); the model does not read it, so the host may leave it out. */
+  aux?: Uint32Array
   /** The request event each layout event belongs to. */
   event: Uint32Array
 }
@@ -150,6 +152,99 @@ class RecordBuilder {
 }
 
 /**
+ * Open blocks by address: an open-addressing table over typed arrays. A Map keyed by addresses
+ * above 2^31 boxes every key; a trace's million allocs and frees made that most of the model's
+ * build time.
+ */
+class AddressTable {
+  private keys: Float64Array
+  private values: Int32Array
+  private mask: number
+  /** 32 minus log2 of the capacity: a multiplicative hash's well-mixed bits are its top ones. */
+  private shift: number
+  size = 0
+  constructor(capacity = 1024) {
+    let n = 1024
+    while (n < capacity * 2) n *= 2
+    this.keys = new Float64Array(n).fill(-1)
+    this.values = new Int32Array(n)
+    this.mask = n - 1
+    this.shift = 32 - Math.log2(n)
+  }
+  private slot(address: number): number {
+    // Blocks are at least 256-byte aligned: mix the bits above that and the high word.
+    const low = address % 4294967296
+    const high = (address - low) / 4294967296
+    return Math.imul((low >>> 8) ^ Math.imul(high, 0x85ebca6b), 0x9e3779b1) >>> this.shift
+  }
+  get(address: number): number {
+    const keys = this.keys
+    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+      const k = keys[i]!
+      if (k === address) return this.values[i]!
+      if (k === -1) return -1
+    }
+  }
+  set(address: number, value: number): void {
+    if ((this.size + 1) * 2 > this.keys.length) this.grow()
+    const keys = this.keys
+    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+      const k = keys[i]!
+      if (k === address) {
+        this.values[i] = value
+        return
+      }
+      if (k === -1) {
+        keys[i] = address
+        this.values[i] = value
+        this.size++
+        return
+      }
+    }
+  }
+  /** Removes an address; backward-shift deletion keeps every probe chain unbroken. */
+  delete(address: number): void {
+    const keys = this.keys
+    const values = this.values
+    const mask = this.mask
+    let i = this.slot(address)
+    for (; ; i = (i + 1) & mask) {
+      const k = keys[i]!
+      if (k === -1) return
+      if (k === address) break
+    }
+    this.size--
+    for (let j = (i + 1) & mask; keys[j] !== -1; j = (j + 1) & mask) {
+      const home = this.slot(keys[j]!)
+      // Entry j may move to the hole at i if its home slot is not within (i, j] cyclically.
+      if (((j - home) & mask) >= ((j - i) & mask)) {
+        keys[i] = keys[j]!
+        values[i] = values[j]!
+        i = j
+      }
+    }
+    keys[i] = -1
+  }
+  forEachValue(visit: (value: number) => void): void {
+    for (let i = 0; i < this.keys.length; i++) if (this.keys[i] !== -1) visit(this.values[i]!)
+  }
+  clear(): void {
+    this.keys.fill(-1)
+    this.size = 0
+  }
+  private grow(): void {
+    const keys = this.keys
+    const values = this.values
+    this.keys = new Float64Array(keys.length * 2).fill(-1)
+    this.values = new Int32Array(keys.length * 2)
+    this.mask = this.keys.length - 1
+    this.shift--
+    this.size = 0
+    for (let i = 0; i < keys.length; i++) if (keys[i] !== -1) this.set(keys[i]!, values[i]!)
+  }
+}
+
+/**
  * How a strategy reuses freed memory. 'any': a freed block is reusable at once. Bump allocators
  * (arena, device_bump) reuse nothing below their pointer until a reset; 'bump-lifo' (arena's
  * lifo_reclaim) pops the pointer back over the topmost freed blocks.
@@ -174,8 +269,11 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
   }
   const builder = new RecordBuilder(allocs, regionEvents)
   const b = builder.blocks
+  // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
+  const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
+  const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
   // Open intervals by address. A block address is unique among live blocks; a region's too.
-  const openBlocks = new Map<number, number>()
+  const openBlocks = new AddressTable()
   const openRegions = new Map<number, number>() // memory and address space
   const openMappings = new Map<number, number>()
   // Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search.
@@ -213,7 +311,7 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
     const event = layout.event[i]!
     switch (op) {
       case Op.alloc: {
-        const address = Number(layout.address[i]!)
+        const address = addressAt(i)
         const k = b.count++
         b.address[k] = address
         b.size[k] = layout.size[i]!
@@ -227,28 +325,28 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
       }
       case Op.free:
       case Op.freeCompleted: {
-        const address = Number(layout.address[i]!)
+        const address = addressAt(i)
         const k = openBlocks.get(address)
-        if (k !== undefined) {
+        if (k >= 0) {
           closeFreed(k, event)
           openBlocks.delete(address)
         }
         break
       }
       case Op.freePending: {
-        const k = openBlocks.get(Number(layout.address[i]!))
-        if (k !== undefined && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
+        const k = openBlocks.get(addressAt(i))
+        if (k >= 0 && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
         break
       }
       case Op.regionReserve:
       case Op.vaReserve: {
-        const address = Number(layout.address[i]!)
+        const address = addressAt(i)
         openRegions.set(address, builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, layout.size[i]!, event))
         break
       }
       case Op.regionRelease:
       case Op.vaRelease: {
-        const address = Number(layout.address[i]!)
+        const address = addressAt(i)
         const k = openRegions.get(address)
         if (k !== undefined) {
           builder.regions.to[k] = event
@@ -257,14 +355,14 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
         break
       }
       case Op.map: {
-        const address = Number(layout.address[i]!)
+        const address = addressAt(i)
         openMapping(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
         break
       }
       case Op.unmap: {
         // An unmap may cover several mappings made granule by granule, or part of one: what stays
         // mapped of a mapping it cuts continues as a new record from this event.
-        const start = Number(layout.address[i]!)
+        const start = addressAt(i)
         const end = start + layout.size[i]!
         const regions = builder.regions
         // Mappings are disjoint: the one starting at or before `start` may reach into the range,
@@ -286,7 +384,7 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
         break
       }
       case Op.reset: {
-        for (const k of openBlocks.values()) b.to[k] = event
+        openBlocks.forEachValue((k) => (b.to[k] = event))
         for (const k of bumpStack) if (b.to[k] === NEVER) b.to[k] = event
         bumpStack.length = 0
         openBlocks.clear()

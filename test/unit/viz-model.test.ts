@@ -9,13 +9,17 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { decodeBundle, encodeBundle, BundleError } from '../../src-main/ipc/bundle.ts'
-import { replayBundle } from '../../src-main/services/app-session.ts'
+import { listStrategies } from '../../src-main/services/allocators.ts'
+import { DEFAULT_STRATEGIES, narrowed, replayBundle } from '../../src-main/services/app-session.ts'
 import { openInput } from '../../src-main/services/open-input.ts'
 import { replayTrace } from '../../src-main/services/replay.ts'
+import { parseStrategySpecs } from '../../src-main/services/strategy-spec.ts'
 import { decodeReplay } from '../../src-renderer/viz/data.ts'
 import { rasterize, rgba, type MapPalette } from '../../src-renderer/viz/draw.ts'
 import { addressOf, linearOf, placeModel, wholeView, zoomView } from '../../src-renderer/viz/layout.ts'
 import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op } from '../../src-renderer/viz/model.ts'
+import { requestedSeries } from '../../src-renderer/viz/requested.ts'
+import { strategiesNamed } from '../../src-renderer/viz/strategy-count.ts'
 import { strategyConfigs } from './strategy-configs.ts'
 
 const SNAPSHOT = join(import.meta.dirname, '..', 'fixtures', 'pytorch', 'convnet_varimg.pickle')
@@ -79,6 +83,32 @@ describe('strategy model from layout events', async () => {
       assert.ok(compared > 10, `compared ${compared} buckets`)
     })
   }
+
+  it('the layouts travel without aux and with sizes as u32 where exact', () => {
+    const bundle = replayBundle(input.trace, input.strategies, results)
+    assert.equal(Object.keys(bundle.arrays).filter((k) => k.endsWith('.aux')).length, 0)
+    assert.ok(bundle.arrays['s1.size'] instanceof Uint32Array, 'a replay\'s sizes below 4 GiB as u32')
+  })
+
+  it('the program\'s requested bytes from the request columns alone equal the replay\'s counters in every bucket', () => {
+    const e = input.trace.events
+    const series = requestedSeries(e.kind, e.id, e.size, 97)
+    const full = results[0]!.full!
+    let start = 0
+    for (let b = 0; b < series.end.length; b++) {
+      let max = -Infinity
+      let min = Infinity
+      for (let i = start; i < series.end[b]!; i++) {
+        max = Math.max(max, full.requested[i]!)
+        min = Math.min(min, full.requested[i]!)
+      }
+      assert.equal(series.max[b], max, `largest requested in bucket ${b}`)
+      assert.equal(series.min[b], min, `smallest requested in bucket ${b}`)
+      start = series.end[b]!
+    }
+    assert.equal(start, n, 'the buckets cover every event')
+    assert.equal(series.peak, Math.max(...full.requested))
+  })
 
   it('the recorded layout holds PyTorch\'s reserved bytes at its peak', () => {
     const recorded = views[0]!
@@ -149,7 +179,6 @@ describe('interval records', () => {
       size: Float64Array.from(rows.map((r) => r[2])),
       requested: Float64Array.from(rows.map((r) => r[2])),
       stream: new Uint32Array(rows.length),
-      aux: new Uint32Array(rows.length),
       event: Uint32Array.from(rows.map((r) => r[3])),
     })
     assert.deepEqual([...m.blocks.to], [2, 5, 7])
@@ -166,7 +195,66 @@ describe('interval records', () => {
   })
 })
 
+describe('open blocks by address', () => {
+  it('closes every block at its own free among 60k blocks at addresses above 2^32, as a Map does', () => {
+    let seed = 7
+    const rand = () => (seed = (seed * 1103515245 + 12345) >>> 0) / 4294967296
+    const rows: [number, bigint, number][] = []
+    const live: bigint[] = []
+    const isLive = new Set<bigint>()
+    const freed: bigint[] = []
+    for (let event = 0; event < 120_000; event++) {
+      if (live.length > 0 && (rand() < 0.45 || live.length > 20_000)) {
+        const k = Math.floor(rand() * live.length)
+        const a = live[k]!
+        rows.push([Op.free, a, event])
+        live[k] = live.at(-1)!
+        live.pop()
+        isLive.delete(a)
+        freed.push(a)
+      } else {
+        // 256-byte aligned over 16 TiB of address space, a third of them reusing a freed address.
+        const a = freed.length > 0 && rand() < 0.33 ? freed.splice(Math.floor(rand() * freed.length), 1)[0]! : BigInt(Math.floor(rand() * 2 ** 36)) * 256n
+        if (isLive.has(a)) continue
+        isLive.add(a)
+        live.push(a)
+        rows.push([Op.alloc, a, event])
+      }
+    }
+    const m = buildStrategyModel({
+      op: Uint8Array.from(rows.map((r) => r[0])),
+      address: BigUint64Array.from(rows.map((r) => r[1])),
+      size: new Float64Array(rows.length).fill(256),
+      requested: new Float64Array(rows.length).fill(256),
+      stream: new Uint32Array(rows.length),
+      event: Uint32Array.from(rows.map((r) => r[2])),
+    })
+    const open = new Map<bigint, number>()
+    const to: number[] = []
+    for (const [op, address, event] of rows) {
+      if (op === Op.alloc) {
+        open.set(address, to.length)
+        to.push(NEVER)
+      } else {
+        to[open.get(address)!] = event
+        open.delete(address)
+      }
+    }
+    assert.ok(rows.length > 100_000)
+    assert.deepEqual([...m.blocks.to.subarray(0, m.blocks.count)], to)
+    assert.deepEqual([...m.blocks.address.subarray(0, m.blocks.count)], rows.filter((r) => r[0] === Op.alloc).map((r) => Number(r[1])))
+  })
+})
+
 describe('column bundles', () => {
+  it('narrows byte counts to u32 only where every value is exact', () => {
+    assert.ok(narrowed(Float64Array.of(0, 512, 2 ** 32 - 1)) instanceof Uint32Array)
+    assert.deepEqual([...narrowed(Float64Array.of(0, 512, 2 ** 32 - 1))], [0, 512, 2 ** 32 - 1])
+    assert.ok(narrowed(Float64Array.of(512, 2 ** 32)) instanceof Float64Array, '4 GiB does not fit')
+    assert.ok(narrowed(Float64Array.of(512, 0.5)) instanceof Float64Array)
+    assert.ok(narrowed(Float64Array.of(-1)) instanceof Float64Array)
+  })
+
   it('round-trips every array type with the metadata', () => {
     const arrays = {
       a: Uint8Array.of(1, 2, 3),
@@ -191,5 +279,20 @@ describe('column bundles', () => {
     bad[0] = 0
     assert.throws(() => decodeBundle(bad.buffer as ArrayBuffer), /bad magic/)
     assert.throws(() => decodeBundle(bytes.slice(0, bytes.length - 8).buffer as ArrayBuffer), /outside the bundle/)
+  })
+})
+
+describe('map panes held while replays run', () => {
+  it('counts the strategies of a spec as the host parses them', () => {
+    const known = listStrategies().map((s) => s.name)
+    for (const spec of [
+      DEFAULT_STRATEGIES,
+      'slab',
+      'slab:classes=256,1KiB,4KiB,buddy',
+      'caching:preset=pytorch:roundup_power2_divisions=[256:1,512:2],slab',
+      'buddy,pool_size=4GiB,arena',
+      'caching:preset=pytorch , buddy:min_block=512',
+    ])
+      assert.equal(strategiesNamed(spec, known), parseStrategySpecs([spec]).length, spec)
   })
 })

@@ -1,0 +1,67 @@
+// The program's requested bytes over a trace, from the request columns alone (no allocator): what
+// the timeline draws the moment a trace's columns arrive, before any strategy's replay lands.
+// One pass in the decode worker; pure, so unit tests check it against a plain walk.
+
+/** Bucketed series, as the strategies' metrics are: per bucket its exclusive end event, max and min. */
+export interface RequestedSeries {
+  end: Uint32Array
+  max: Float64Array
+  min: Float64Array
+  /** Largest requested bytes over the whole trace. */
+  peak: number
+}
+
+const ALLOC = 0
+const FREE = 1
+
+/**
+ * Requested bytes after each event, bucketed to at most `buckets` buckets (max and min within
+ * each, so no peak hides in a bucket). A free subtracts the size its id was allocated with; a free
+ * of an id that is not live (a double free, a block allocated before the trace) changes nothing,
+ * as the replay's bookkeeping does.
+ */
+export function requestedSeries(kind: Uint8Array, id: Uint32Array, size: Float64Array, buckets = 4096): RequestedSeries {
+  const n = kind.length
+  let maxId = -1
+  for (let i = 0; i < n; i++) if (kind[i] === ALLOC && id[i]! > maxId) maxId = id[i]!
+  // Ids are dense from 0 (trace/model.ts): a size per id, NaN while not live.
+  const liveSize = new Float64Array(maxId + 1).fill(Number.NaN)
+  const count = Math.max(1, Math.min(buckets, n))
+  const per = Math.max(1, Math.ceil(n / count))
+  const used = n === 0 ? 0 : Math.ceil(n / per)
+  const end = new Uint32Array(used)
+  const max = new Float64Array(used)
+  const min = new Float64Array(used)
+  let requested = 0
+  let peak = 0
+  for (let b = 0; b < used; b++) {
+    const last = Math.min(n, (b + 1) * per)
+    let hi = -Infinity
+    let lo = Infinity
+    for (let i = b * per; i < last; i++) {
+      const k = kind[i]
+      if (k === ALLOC) {
+        const s = size[i]!
+        const prior = liveSize[id[i]!]!
+        // An id allocated again while live replaces its block (a trace that lost the free).
+        if (prior === prior) requested -= prior
+        liveSize[id[i]!] = s
+        requested += s
+      } else if (k === FREE) {
+        const j = id[i]!
+        const s = j <= maxId ? liveSize[j]! : Number.NaN
+        if (s === s) {
+          requested -= s
+          liveSize[j] = Number.NaN
+        }
+      }
+      if (requested > hi) hi = requested
+      if (requested < lo) lo = requested
+    }
+    end[b] = last
+    max[b] = hi
+    min[b] = lo
+    if (hi > peak) peak = hi
+  }
+  return { end, max, min, peak }
+}
