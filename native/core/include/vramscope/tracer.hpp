@@ -2,7 +2,6 @@
 // tracer installed this costs one predictable branch per operation.
 #pragma once
 
-#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -123,55 +122,23 @@ class vector_tracer final : public tracer {
 };
 
 // Keeps the last `capacity` events in a ring allocated up front: a long recording never allocates
-// or grows. Events are appended inline into a small staging buffer (`staging` events, sized to stay
-// in the L1 cache) and moved into the ring a chunk at a time when it fills, as a recorder drains
-// its buffer: the allocator's hot path then writes to lines already in cache instead of taking a
-// cache miss for every new line of a multi-megabyte ring. What the benchmark's "tracing on"
-// measures, moving included. Read the ring after flush().
+// or grows, and every event goes through the inline buffer; record() sees only the event that
+// finds the ring full and starts it over. What the benchmark's "tracing on" measures.
 class ring_tracer final : public tracer {
  public:
-  explicit ring_tracer(std::size_t capacity, std::size_t staging = 512)
-      : events_(capacity == 0 ? 1 : capacity),
-        staging_(std::min(staging == 0 ? std::size_t{1} : staging, events_.size())) {
-    set_buffer(staging_.data(), staging_.data() + staging_.size());
+  explicit ring_tracer(std::size_t capacity) : events_(capacity == 0 ? 1 : capacity) {
+    set_buffer(events_.data(), events_.data() + events_.size());
   }
   void record(const trace_event& event) override {
-    flush();
+    ++laps_;
+    set_buffer(events_.data(), events_.data() + events_.size());
     append(event);
-  }
-  // Moves the staged events into the ring, oldest first, wrapping at its end.
-  void flush() {
-    const trace_event* from = staging_.data();
-    std::size_t n = static_cast<std::size_t>(buffer_cursor() - from);
-    while (n != 0) {
-      const std::size_t room = events_.size() - head_;
-      const std::size_t k = n < room ? n : room;
-      std::memcpy(events_.data() + head_, from, k * sizeof(trace_event));
-      from += k;
-      n -= k;
-      head_ += k;
-      total_ += k;
-      if (head_ == events_.size()) {
-        head_ = 0;
-        ++laps_;
-      }
-    }
-    set_buffer(staging_.data(), staging_.data() + staging_.size());
   }
   // How many times the ring filled and started over.
   std::uint64_t laps() const noexcept { return laps_; }
-  // Events moved into the ring so far (flush() first to count the staged ones).
-  std::uint64_t total() const noexcept { return total_; }
-  // The i-th most recent event in the ring (0: the newest), after flush(); i < min(total, capacity).
-  const trace_event& recent(std::size_t i) const noexcept {
-    return events_[(head_ + events_.size() - 1 - i) % events_.size()];
-  }
 
  private:
   std::vector<trace_event> events_;
-  std::vector<trace_event> staging_;
-  std::size_t head_ = 0;
-  std::uint64_t total_ = 0;
   std::uint64_t laps_ = 0;
 };
 
