@@ -15,6 +15,7 @@ import { openInput, type OpenedInput } from './open-input.ts'
 import { placementFor } from './replay-input.ts'
 import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { parseStrategySpecs } from './strategy-spec.ts'
+import { LayoutOp } from './trace/layout.ts'
 import type { RequestTrace } from './trace/model.ts'
 import type { StrategyResult } from './trace/results.ts'
 import { parseByteSize } from './units.ts'
@@ -385,7 +386,7 @@ export interface ReplayBundleStrategy {
  * Index of the last request event at or before each of `times`: a forward walk while they ascend
  * (a layout's events do), a binary search where one steps back.
  */
-function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>): Uint32Array {
+function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>, ops?: ArrayLike<number>): Uint32Array {
   const out = new Uint32Array(times.length)
   const last = eventTimes.length - 1
   let e = 0
@@ -394,7 +395,13 @@ function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>): Uint32Arr
     const time = times[k]!
     if (time < previous) e = eventAt(eventTimes, time)
     else while (e < last && eventTimes[e + 1]! <= time) e++
-    out[k] = last < 0 || time < eventTimes[0]! ? 0 : e
+    let at = last < 0 || time < eventTimes[0]! ? 0 : e
+    // Memory obtained between two requests was obtained for the next one (PyTorch logs a segment
+    // just before the allocation that needed it, a microsecond or so earlier): a replay counts it
+    // at that allocation too, so the recorded and replayed maps agree event by event.
+    const op = ops?.[k]
+    if ((op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) && at < last && eventTimes[at]! < time) at++
+    out[k] = at
     previous = time
   }
   return out
@@ -432,7 +439,7 @@ export function replayBundle(trace: RequestTrace, stored: readonly StrategyResul
     const i = strategies.length
     const l = s.layout!
     const n = l.op.length
-    const event = eventsAt(times, l.time)
+    const event = eventsAt(times, l.time, l.op)
     const stream = new Uint32Array(n)
     for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
     Object.assign(arrays, {
