@@ -28,8 +28,9 @@ function placements(op: ArrayLike<number>, address: ArrayLike<bigint>, size: Arr
   for (let i = 0; i < op.length; i++) {
     if (regionOps.has(op[i]!)) regions.push({ base: address[i]!, end: address[i]! + BigInt(size[i]!) })
     else if (op[i] === LayoutOp.alloc) {
+      // The latest region holding the address: an earlier one there has been released or unmapped.
       let region = -1
-      for (let r = regions.length - 1; r >= 0; r--) if (address[i]! >= regions[r]!.base && address[i]! < regions[r]!.end) region = r
+      for (let r = regions.length - 1; r >= 0 && region < 0; r--) if (address[i]! >= regions[r]!.base && address[i]! < regions[r]!.end) region = r
       out.push({ region, offset: region >= 0 ? address[i]! - regions[region]!.base : address[i]! })
     }
   }
@@ -46,6 +47,12 @@ const [result] = await native.replay(
   [{ label: 'replay', strategy: recorded.strategy, params, simulated: { regionPlacement } }],
   { layout: true },
 )
+// A region the simulated backing could not put at its recorded address moves, and best fit by
+// address may then choose another segment: name such regions, the likeliest cause of a difference.
+const replayedRegions = [...result!.layout.op.keys()].filter((i) => result!.layout.op[i] === LayoutOp.regionReserve).map((i) => result!.layout.address[i]!)
+const regionsNotAtRecordedAddress = [...regionPlacement.keys()]
+  .filter((r) => replayedRegions[r] !== undefined && replayedRegions[r] !== regionPlacement[r])
+  .map((r) => ({ region: r, recorded: `0x${regionPlacement[r]!.toString(16)}`, replayed: `0x${replayedRegions[r]!.toString(16)}` }))
 const want = placements(l.op, l.address, l.size)
 const got = placements(result!.layout.op, result!.layout.address, result!.layout.size)
 let firstDifference = -1
@@ -65,6 +72,7 @@ const report = {
   replayedAllocs: got.length,
   identical: firstDifference < 0,
   firstDifference: firstDifference < 0 ? null : { index: firstDifference, recorded: want[firstDifference] ?? null, replayed: got[firstDifference] ?? null },
+  regionsNotAtRecordedAddress,
 }
 console.log(JSON.stringify(report, (_k, v: unknown) => (typeof v === 'bigint' ? v.toString() : v)))
 process.exitCode = report.identical ? 0 : 1

@@ -9,20 +9,32 @@ namespace vramscope {
 namespace {
 constexpr std::size_t address_space_size = std::size_t{1} << 50;  // 1 PiB of fake address space
 constexpr std::size_t region_alignment = 512;
+// Linux's default vm.mmap_min_addr: no driver places memory below it, so neither may a placement.
+constexpr address_t lowest_placeable_address = 64 * KiB;
 }  // namespace
 
 simulated_backing::simulated_backing(const simulated_options& options)
-    : options_(options), release_threshold_(options.async_release_threshold) {
+    : options_(options),
+      first_fit_start_(align_up(options.base_address, 1 * GiB)),
+      release_threshold_(options.async_release_threshold) {
   if (!is_power_of_two(options_.granularity) || options_.granularity < min_alignment)
     throw invalid_argument("simulated backing: granularity must be a power of two >= 256 B");
-  free_space_.emplace(align_up(options_.base_address, 1 * GiB), address_space_size);
+  // The space below the first-fit start is free too: a recording's driver may have put regions
+  // there (on the H100, cudaMalloc's regions went down from 0x7f005a800000 past 0x7f0000000000),
+  // and such a placement must be honoured, or the region moves up and a policy breaking ties by
+  // address (PyTorch's best fit) picks another segment than the recording did.
+  const address_t space_start = std::min(first_fit_start_, lowest_placeable_address);
+  free_space_.emplace(space_start, first_fit_start_ + address_space_size - space_start);
 }
 
-// --- address space: first fit, coalescing --------------------------------------------------------
+// --- address space: first fit from first_fit_start_, coalescing -------------------------------------
 
 address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t alignment) {
-  for (auto it = free_space_.begin(); it != free_space_.end(); ++it) {
-    address_t start = align_up(it->first, alignment);
+  // Only placements go below first_fit_start_, so default addresses do not depend on them.
+  auto it = free_space_.upper_bound(first_fit_start_);
+  if (it != free_space_.begin() && std::prev(it)->first + std::prev(it)->second > first_fit_start_) --it;
+  for (; it != free_space_.end(); ++it) {
+    address_t start = align_up(std::max(it->first, first_fit_start_), alignment);
     address_t end = it->first + it->second;
     if (start + bytes > end) continue;
     address_t range_start = it->first;

@@ -108,12 +108,12 @@ struct simulated_options {
   std::size_t capacity = 80 * GiB;          // physical bytes that may be mapped or allocated
   std::size_t granularity = 2 * MiB;        // VMM granule
   std::uint64_t completion_delay_ns = 10000;  // how long queued stream work takes to finish
-  address_t base_address = 0x7f0000000000;  // where the fake address space starts
+  address_t base_address = 0x7f0000000000;  // where first-fit addresses start (placements may be below)
   std::uint64_t async_release_threshold = 0;  // cudaMemPool default: release at each sync
   std::size_t async_chunk_size = 32 * MiB;    // what cudaMemPool obtains at a time (H100, CUDA 13)
   // Where the driver placed each region of a recorded run, in order (e.g. the segment_alloc
   // addresses of a PyTorch snapshot). Region i goes to region_placement[i] when that range is
-  // free, else first fit. Placement matters to policies that break ties by address (PyTorch's
+  // free (anywhere from 64 KiB up, below base_address too), else first fit. Placement matters to policies that break ties by address (PyTorch's
   // best fit), so replaying a recording with its own placement reproduces it exactly.
   std::vector<address_t> region_placement;
 };

@@ -69,11 +69,13 @@ class simulated_backing final : public backing {
   void async_release_free_chunks(std::size_t keep);
 
   simulated_options options_;
+  address_t first_fit_start_;  // base_address on a 1 GiB boundary: where unplaced memory goes
   std::uint64_t now_ns_ = 0;
   std::size_t next_placement_ = 0;  // index into options_.region_placement
   std::size_t physical_used_ = 0;
   std::size_t mapped_bytes_ = 0;
-  // Free address ranges (address -> size), kept coalesced. The space is 1 PiB wide.
+  // Free address ranges (address -> size), kept coalesced: from 64 KiB (placements only) to
+  // 1 PiB past first_fit_start_.
   std::map<address_t, std::size_t> free_space_;
   // Reserved VMM ranges and which granules of each are mapped (address -> granule -> mapped).
   struct va_range {
