@@ -22,6 +22,26 @@ export interface AppInfo {
   initialFile?: string
   /** The plain statement on privacy shown in the UI. */
   privacy: string
+  /** Built-in GPU workloads that `record:workload` runs (native/cuda/workloads). */
+  workloads: WorkloadChoice[]
+  /** Whether this host can record (an NVIDIA GPU and driver, a CUDA build); why not when it cannot. */
+  recording: { available: boolean; reason?: string }
+}
+
+export interface WorkloadChoice {
+  name: string
+  description: string
+  params: { name: string; defaultValue: string; description: string }[]
+  /** The one strategy it runs on (device_bump), or "" for any. */
+  fixedStrategy: string
+}
+
+export interface RecordRequest {
+  workload: string
+  /** One strategy in the CLI's syntax ("caching:preset=pytorch"); default caching. */
+  strategy?: string
+  /** Workload parameters, as text ("steps" → "50"). */
+  params?: Record<string, string>
 }
 
 export interface SampleInfo {
@@ -105,6 +125,11 @@ export interface Channels {
   'trace:data': { arg: { traceId: string }; result: Bundle }
   /** Starts a replay; the job's result is fetched with `replay:result`. */
   'replay:start': { arg: ReplayRequest; result: { jobId: string } }
+  /**
+   * Records a built-in workload on the GPU in a process of its own (a CUDA fault there never takes
+   * the host down); the job's result (`job:result`) is the recording, opened as a trace.
+   */
+  'record:workload': { arg: RecordRequest; result: { jobId: string } }
   'replay:result': { arg: { jobId: string }; result: Bundle }
   'job:status': { arg: { jobId: string }; result: JobStatus }
   'job:result': { arg: { jobId: string }; result: TraceSummary }
@@ -143,6 +168,7 @@ export const CHANNELS: readonly Channel[] = [
   'trace:data',
   'replay:start',
   'replay:result',
+  'record:workload',
   'job:status',
   'job:result',
   'job:cancel',
@@ -156,6 +182,8 @@ export type AppCommand =
   | { command: 'open'; key: string }
   | { command: 'theme'; theme: 'light' | 'dark' }
   | { command: 'shortcuts' }
+  /** Show the record panel (built-in GPU workloads). */
+  | { command: 'record' }
   | { command: 'export'; format: 'png' | 'svg' }
   | { command: 'show'; view: 'maps' | 'timeline' | 'metrics' | 'peak' | 'diff' }
   | { command: 'error'; message: string }

@@ -14,7 +14,7 @@ import { WorkerClient } from '../utility/client.ts'
 import { forkElectronWorker } from './electron-worker.ts'
 import { IpcRouter, type SenderInfo } from './ipc-router.ts'
 import { filesFromArgv, OPEN_DIALOG_EXTENSIONS } from './launch.ts'
-import { menuTemplate, RECORD_UNAVAILABLE, type ThemeChoice } from './menu.ts'
+import { menuTemplate, RECORD_HELP, type ThemeChoice } from './menu.ts'
 import { RecentFiles } from './recent-files.ts'
 import { APP_ENTRY, APP_RESPONSE_HEADERS, APP_SCHEME, appUrlToFile, denyAllPermissions, guardWebContents, secureWebPreferences } from './security.ts'
 import { fitToDisplays, MIN_SIZE, WindowStateStore } from './window-state.ts'
@@ -62,7 +62,9 @@ let ready = false
 
 const worker = new WorkerClient({
   spawn: () => forkElectronWorker(WORKER_ENTRY, { ...process.env, VRAMSCOPE_ADDON: ADDON }),
-  init: { version: app.getVersion(), host: 'electron', samplesDir: SAMPLES_DIR },
+  // The worker is a utility process of its own: it records in place, and a CUDA fault there ends
+  // only it (main reports it and starts a fresh one).
+  init: { version: app.getVersion(), host: 'electron', samplesDir: SAMPLES_DIR, recordInProcess: true, recordingsDir: join(app.getPath('userData'), 'recordings') },
   onCrash: (error) => broadcast({ command: 'error', message: error.message }),
 })
 
@@ -166,7 +168,7 @@ async function showAbout(): Promise<void> {
     '',
     `Electron ${process.versions.electron} · Chromium ${process.versions.chrome} · Node ${process.versions.node}`,
     '',
-    RECORD_UNAVAILABLE,
+    RECORD_HELP,
   ].join('\n')
   const parent = focused()
   const options = { type: 'info' as const, title: 'About vramscope', message: `vramscope ${app.getVersion()}`, detail, buttons: ['OK'] }
@@ -190,6 +192,7 @@ function updateMenu(): void {
         void recent.clear().then(updateMenu)
       },
       exportView: (format) => send(focused(), { command: 'export', format }),
+      record: () => send(focused(), { command: 'record' }),
       show: (view) => send(focused(), { command: 'show', view }),
       setTheme: (choice) => {
         theme = choice

@@ -122,6 +122,7 @@ export class IpcRouter {
       }
       case 'trace:openSample':
       case 'trace:openBytes':
+      case 'record:workload':
         return this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string })
       case 'job:result': {
         const summary = (await worker.call('job:result', arg)) as TraceSummary

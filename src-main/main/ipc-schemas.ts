@@ -29,6 +29,11 @@ export const CHANNEL_SCHEMAS: { [C in Channel]: z.ZodType<ChannelArg<C>> } = {
     targets: z.strictObject({ first: z.number().int().min(0), count: z.number().int().min(0).optional() }).optional(),
   }),
   'replay:result': z.strictObject({ jobId: id }),
+  'record:workload': z.strictObject({
+    workload: z.string().min(1).max(64),
+    strategy: z.string().min(1).max(1024).optional(),
+    params: z.record(z.string().max(64), z.string().max(256)).optional(),
+  }),
   'job:status': z.strictObject({ jobId: id }),
   'job:result': z.strictObject({ jobId: id }),
   'job:cancel': z.strictObject({ jobId: id }),

@@ -10,9 +10,9 @@ import type { AppCommand } from '../ipc/contract.ts'
 export type ThemeChoice = 'system' | 'light' | 'dark'
 export type ViewName = Extract<AppCommand, { command: 'show' }>['view']
 
-/** Why File › Record is greyed out, shown beside it and in the About box. */
-export const RECORD_UNAVAILABLE =
-  'Recording from the app is not in this version yet. Record on the GPU machine with `vramscope record -- PROGRAM` (or PyTorch’s torch.cuda.memory._dump_snapshot, or RMM logging), then open the file here.'
+/** What File › Record does, and how to record what it cannot (shown in its tooltip and the About box). */
+export const RECORD_HELP =
+  'File › Record runs a built-in GPU workload on this machine (it needs an NVIDIA GPU and driver). To record any CUDA program use `vramscope record -o run.vramscope -- PROGRAM` on the GPU machine (or PyTorch’s torch.cuda.memory._dump_snapshot, or RMM logging), then open the file here.'
 
 export interface MenuContext {
   platform: NodeJS.Platform
@@ -33,6 +33,7 @@ export interface MenuActions {
   show(view: ViewName): void
   setTheme(theme: ThemeChoice): void
   shortcuts(): void
+  record(): void
   about(): void
 }
 
@@ -63,7 +64,7 @@ export function menuTemplate(context: MenuContext, actions: MenuActions): MenuIt
       { label: 'Export View as PNG…', accelerator: 'CmdOrCtrl+E', enabled: context.hasTrace, click: () => actions.exportView('png') },
       { label: 'Export View as SVG…', accelerator: 'CmdOrCtrl+Shift+E', enabled: context.hasTrace, click: () => actions.exportView('svg') },
       { type: 'separator' },
-      { id: 'record', label: 'Record… (not available yet)', enabled: false, toolTip: RECORD_UNAVAILABLE, sublabel: 'not in this version' },
+      { id: 'record', label: 'Record a GPU Workload…', toolTip: RECORD_HELP, click: () => actions.record() },
       { type: 'separator' },
       mac ? { role: 'close' } : { role: 'quit' },
     ],

@@ -3,12 +3,15 @@
 // (opening, replaying) of one session; long work runs as a job with progress and cancel, so no
 // host ever waits on it. Nothing here knows about HTTP or Electron.
 import { randomUUID } from 'node:crypto'
-import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
-import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, ReplayRequest, SampleInfo, TraceSummary } from '../ipc/contract.ts'
+import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../ipc/contract.ts'
 import { listStrategies } from './allocators.ts'
+import { loadNative } from '../native.ts'
+import { nvidiaDriverPresent } from './record/program.ts'
+import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './inspect.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './open-input.ts'
@@ -54,11 +57,24 @@ export interface SessionOptions {
   host: AppInfo['host']
   samplesDir: string
   initialFile?: string
+  /** Where `record:workload` writes its recordings (default: vramscope-recordings in the temp directory). */
+  recordingsDir?: string
+  /**
+   * Record in this process rather than a child: for a session that runs in a process of its own
+   * already (the desktop app's utility process, which main restarts if a CUDA fault kills it).
+   */
+  recordInProcess?: boolean
   /** Paths `trace:openPath` may open; undefined: any (Electron, where the user picked the file). */
   allowedPaths?: Set<string>
 }
 
 const MAX_JOBS_KEPT = 64
+
+/** An upload's error as the user knows the file: its name, not the private temporary path it was read from. */
+function withoutPath(e: unknown, path: string, shown: string): unknown {
+  if (e instanceof Error) e.message = e.message.split(path).join(shown)
+  return e
+}
 
 /** A file name safe to show and to write in a private directory. */
 export function uploadName(name: unknown): string {
@@ -94,7 +110,75 @@ export class AppSession {
       host: this.options.host,
       ...(this.initialKey !== undefined && { initialFile: this.initialKey }),
       privacy: PRIVACY_STATEMENT,
+      workloads: this.workloads(),
+      recording: this.recordingAvailable(),
     }
+  }
+
+  private workloads(): WorkloadChoice[] {
+    const native = loadNative()
+    if (typeof native.workloads !== 'function') return []
+    return native.workloads().map((w) => ({
+      name: w.name,
+      description: w.description,
+      params: w.params.map((p) => ({ name: p.name, defaultValue: p.default, description: p.description })),
+      fixedStrategy: w.fixedStrategy,
+    }))
+  }
+
+  /** Whether recording can work here, without touching CUDA in this process. */
+  private recordingAvailable(): AppInfo['recording'] {
+    if (!loadNative().builtWithCuda()) return { available: false, reason: 'this build of vramscope has no CUDA support; import and replay work without it' }
+    if (!nvidiaDriverPresent()) return { available: false, reason: 'recording needs an NVIDIA GPU and driver; import and replay work without one' }
+    return { available: true }
+  }
+
+  /**
+   * Records a built-in workload on the GPU: the recorder runs in a child process (a CUDA fault or
+   * crash there never takes this one down) and streams into a file that opens whatever happens;
+   * the job's result is the recording, opened like any file (and listed among the recent ones).
+   */
+  recordWorkload(request: RecordRequest): { jobId: string } {
+    const known = this.workloads()
+    const workload = known.find((w) => w.name === request?.workload)
+    if (!workload) throw new ApiError('BAD_INPUT', `workload: ${JSON.stringify(request?.workload)} is not a built-in workload (known: ${known.map((w) => w.name).join(', ') || 'none in this build'})`)
+    const spec: WorkloadSpec = { workload: workload.name, workloadParams: { ...(request.params ?? {}) } }
+    for (const key of Object.keys(spec.workloadParams!))
+      if (!workload.params.some((p) => p.name === key)) throw new ApiError('BAD_INPUT', `params.${key}: ${workload.name} takes ${workload.params.map((p) => p.name).join(', ') || 'no parameters'}`)
+    if (request.strategy !== undefined && request.strategy !== '') {
+      let specs
+      try {
+        specs = parseStrategySpecs([request.strategy], 'strategy')
+      } catch (e) {
+        throw new ApiError('BAD_INPUT', (e as Error).message)
+      }
+      if (specs.length !== 1) throw new ApiError('BAD_INPUT', `strategy: one strategy, got ${specs.length}`)
+      spec.strategy = specs[0]!.strategy
+      spec.strategyParams = specs[0]!.params
+    }
+    const available = this.recordingAvailable()
+    return this.startJob<TraceSummary>(`recording ${workload.name}`, async (job) => {
+      if (!available.available) throw new ApiError('BAD_INPUT', available.reason!)
+      const dir = this.options.recordingsDir ?? join(tmpdir(), 'vramscope-recordings')
+      await mkdir(dir, { recursive: true })
+      const stamp = new Date().toISOString().replace(/[:.]/g, '-')
+      const name = `${workload.name}-${spec.strategy ?? 'caching'}-${stamp}.vramscope`
+      const path = join(dir, name)
+      const record = this.options.recordInProcess ? recordWorkloadInProcess : recordWorkloadInChild
+      const run = await record(spec, path, (events) => {
+        job.status.phase = `recording ${workload.name}: ${events} events`
+      })
+      switch (run.kind) {
+        case 'no-device':
+          throw new ApiError('BAD_INPUT', `recording needs an NVIDIA GPU and driver; import and replay work without one (${run.reason})`)
+        case 'bad-input':
+          throw new ApiError('BAD_INPUT', run.message)
+        case 'crashed':
+          throw new Error(`the recorder failed: ${run.message}; what it recorded until then is in ${path}`)
+        case 'done':
+          return this.open(path, name, job, true)
+      }
+    })
   }
 
   private async samples(): Promise<SampleInfo[]> {
@@ -147,7 +231,9 @@ export class AppSession {
       try {
         const path = join(dir, shown)
         await writeFile(path, bytes)
-        return await this.open(path, shown, job, false)
+        return await this.open(path, shown, job, false).catch((e: unknown) => {
+          throw withoutPath(e, path, shown)
+        })
       } finally {
         await rm(dir, { recursive: true, force: true })
       }
@@ -162,7 +248,9 @@ export class AppSession {
     const shown = uploadName(name)
     return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
       try {
-        return await this.open(path, shown, job, false)
+        return await this.open(path, shown, job, false).catch((e: unknown) => {
+          throw withoutPath(e, path, shown)
+        })
       } finally {
         await rm(dirname(path), { recursive: true, force: true })
       }

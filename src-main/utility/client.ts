@@ -127,7 +127,7 @@ export class WorkerClient {
 
   private note(channel: WorkerChannel, generation: number, value: unknown): void {
     if (channel === 'job:result') this.traces.set((value as TraceSummary).traceId, generation)
-    const started = channel === 'trace:openSample' || channel === 'trace:openPath' || channel === 'trace:openBytes' || channel === 'replay:start'
+    const started = channel === 'trace:openSample' || channel === 'trace:openPath' || channel === 'trace:openBytes' || channel === 'replay:start' || channel === 'record:workload'
     if (!started) return
     const { jobId } = value as { jobId: string }
     // The worker's first status push may have arrived before this reply.

@@ -3,7 +3,7 @@
 // pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
 // how far a job got if this process dies.
 import { encodeBundle } from '../ipc/bundle.ts'
-import type { JobStatus, ReplayRequest } from '../ipc/contract.ts'
+import type { JobStatus, RecordRequest, ReplayRequest } from '../ipc/contract.ts'
 import { AppSession } from '../services/app-session.ts'
 import type { HostPort, WorkerChannel, WorkerInit, WorkerRequest } from './protocol.ts'
 
@@ -61,6 +61,8 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
         return { value: job(s.startReplay(arg as unknown as ReplayRequest)) }
       case 'replay:result':
         return { bundle: encodeBundle(s.replayResult(arg['jobId'] as string)) }
+      case 'record:workload':
+        return { value: job(s.recordWorkload(arg as unknown as RecordRequest)) }
       case 'job:status':
         return { value: s.jobStatus(arg['jobId'] as string) }
       case 'job:result':

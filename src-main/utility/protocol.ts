@@ -19,6 +19,7 @@ export const WORKER_CHANNELS: readonly WorkerChannel[] = [
   'trace:data',
   'replay:start',
   'replay:result',
+  'record:workload',
   'job:status',
   'job:result',
   'job:cancel',

@@ -176,6 +176,20 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           }),
         })
       }
+      case 'record:workload': {
+        const a = object(arg)
+        const params = a['params']
+        if (params !== undefined && (params === null || typeof params !== 'object' || Array.isArray(params) || Object.values(params).some((v) => typeof v !== 'string')))
+          throw new HttpError(400, 'BAD_INPUT', 'params must be an object of strings')
+        return sendJson(res, 200, {
+          ok: true,
+          result: session.recordWorkload({
+            workload: text(a, 'workload'),
+            ...(typeof a['strategy'] === 'string' && { strategy: a['strategy'] }),
+            ...(params !== undefined && { params: params as Record<string, string> }),
+          }),
+        })
+      }
       case 'replay:result':
         return sendBundle(res, session.replayResult(text(object(arg), 'jobId')))
       case 'job:status':

@@ -1,7 +1,7 @@
 // The renderer's side of the API contract (src-main/ipc/contract.ts): over HTTP to the web host,
 // or through the Electron preload's bridge when the page runs in the desktop app. Bundles come
 // back as ArrayBuffers, decoded in the worker.
-import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, ReplayRequest, TraceSummary } from '../../src-main/ipc/contract.ts'
+import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-main/ipc/contract.ts'
 
 export class ApiCallError extends Error {
   constructor(
@@ -23,6 +23,7 @@ export interface Client {
   traceData(traceId: string): Promise<ArrayBuffer>
   startReplay(request: ReplayRequest): Promise<{ jobId: string }>
   replayResult(jobId: string): Promise<ArrayBuffer>
+  recordWorkload(request: RecordRequest): Promise<{ jobId: string }>
   jobStatus(jobId: string): Promise<JobStatus>
   jobResult(jobId: string): Promise<TraceSummary>
   cancel(jobId: string): Promise<{ cancelled: boolean }>
@@ -91,6 +92,7 @@ function httpClient(): Client {
     traceData: (traceId) => bundle('trace:data', { traceId }),
     startReplay: (request) => call('replay:start', request),
     replayResult: (jobId) => bundle('replay:result', { jobId }),
+    recordWorkload: (request) => call('record:workload', request),
     jobStatus: (jobId) => call('job:status', { jobId }),
     jobResult: (jobId) => call('job:result', { jobId }),
     cancel: (jobId) => call('job:cancel', { jobId }),
@@ -108,6 +110,7 @@ function bridgeClient(bridge: BridgeApi): Client {
     traceData: (traceId) => bridge['trace:data']({ traceId }),
     startReplay: (request) => bridge['replay:start'](request),
     replayResult: (jobId) => bridge['replay:result']({ jobId }),
+    recordWorkload: (request) => bridge['record:workload'](request),
     jobStatus: (jobId) => bridge['job:status']({ jobId }),
     jobResult: (jobId) => bridge['job:result']({ jobId }),
     cancel: (jobId) => bridge['job:cancel']({ jobId }),

@@ -30,6 +30,9 @@ export function applyDesktopCommand(app: AppState, handlers: DesktopHandlers, co
     case 'shortcuts':
       app.showHelp = true
       return
+    case 'record':
+      app.showRecord = true
+      return
     case 'export':
       handlers.exportView(command.format)
       return

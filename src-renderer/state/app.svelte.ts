@@ -1,6 +1,6 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile } from '../../src-main/ipc/contract.ts'
+import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-main/ipc/contract.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
@@ -82,6 +82,8 @@ export class AppState {
   job = $state<JobStatus | null>(null)
   error = $state<string | null>(null)
   showHelp = $state(false)
+  /** The record panel (built-in GPU workloads). */
+  showRecord = $state(false)
   /** A second trace (or a second run of a file) replayed with the same strategies, for the diff view. */
   diff = $state.raw<DiffSide | null>(null)
   /** Figures of the last load, for the status line and benchmarks. */
@@ -142,6 +144,11 @@ export class AppState {
   }
   openFile(file: File) {
     return this.open(() => this.client.openFile(file))
+  }
+  /** Records a built-in workload on this host's GPU, then opens the recording like any file. */
+  recordWorkload(request: RecordRequest) {
+    this.showRecord = false
+    return this.open(() => this.client.recordWorkload(request))
   }
   openRecent(key: string) {
     return this.open(() => this.client.openRecent(key))

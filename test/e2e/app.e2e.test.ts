@@ -210,8 +210,25 @@ describe('vramscope in the browser', { skip }, () => {
     await alert.waitFor({ timeout: 30_000 })
     const text = (await alert.textContent()) ?? ''
     assert.match(text, /notes\.txt/)
+    assert.doesNotMatch(text, /vramscope-upload-/, 'the message names the file, not where the host kept it')
     assert.equal(await page.locator('.map').count(), 4, 'the open trace is still shown')
     await page.screenshot({ path: join(OUTPUT, 'bad-file.png') })
+  })
+
+  it('offers to record a GPU workload, and says why it cannot where there is no GPU', async () => {
+    await page.getByRole('button', { name: 'Record…' }).click()
+    const panel = page.getByRole('dialog', { name: 'record a workload' })
+    await panel.waitFor()
+    const options = await panel.locator('select[name="workload"] option').allTextContents()
+    assert.ok(options.includes('training'), `workloads listed: ${options.join(', ')}`)
+    const unavailable = panel.getByTestId('record-unavailable')
+    if ((await unavailable.count()) > 0) {
+      assert.match((await unavailable.textContent()) ?? '', /recording needs an NVIDIA GPU and driver; import and replay work without one/)
+      assert.ok(await panel.getByRole('button', { name: 'Record' }).isDisabled())
+    }
+    await page.screenshot({ path: join(OUTPUT, 'record-panel.png') })
+    await page.keyboard.press('Escape')
+    assert.equal(await panel.count(), 0)
   })
 
   it('raised no uncaught errors in the page', () => {

@@ -12,7 +12,7 @@ import type { MenuItemConstructorOptions } from 'electron'
 
 import type { AppCommand } from '../../src-main/ipc/contract.ts'
 import { filesFromArgv } from '../../src-main/main/launch.ts'
-import { menuTemplate, RECORD_UNAVAILABLE, type MenuActions } from '../../src-main/main/menu.ts'
+import { menuTemplate, RECORD_HELP, type MenuActions } from '../../src-main/main/menu.ts'
 import { MAX_RECENT, RecentFiles } from '../../src-main/main/recent-files.ts'
 import { DEFAULT_SIZE, fitToDisplays, WindowStateStore } from '../../src-main/main/window-state.ts'
 import { WorkerClient } from '../../src-main/utility/client.ts'
@@ -84,7 +84,7 @@ describe('desktop main-process modules', () => {
     assert.deepEqual(filesFromArgv(['electron', '.'], { packaged: false, cwd }), [])
   })
 
-  test('menu: File (open, recent, export, record greyed out with why), View (views, theme, zoom), Help (shortcuts, about)', () => {
+  test('menu: File (open, recent, export, record a workload), View (views, theme, zoom), Help (shortcuts, about)', () => {
     const calls: string[] = []
     const actions: MenuActions = {
       open: () => calls.push('open'),
@@ -94,6 +94,7 @@ describe('desktop main-process modules', () => {
       show: (v) => calls.push(`show ${v}`),
       setTheme: (t) => calls.push(`theme ${t}`),
       shortcuts: () => calls.push('shortcuts'),
+      record: () => calls.push('record'),
       about: () => calls.push('about'),
     }
     const template = menuTemplate({ platform: 'linux', recentPaths: ['/d/a.pickle'], theme: 'dark', hasTrace: true, packaged: true }, actions)
@@ -105,9 +106,9 @@ describe('desktop main-process modules', () => {
     click(item(item(file, 'Open Recent').submenu as MenuItemConstructorOptions[], 'a.pickle'))
     click(item(file, 'Export View as PNG…'))
     const record = file.find((i) => i.id === 'record')!
-    assert.equal(record.enabled, false)
-    assert.match(String(record.label), /not available yet/)
-    assert.equal(record.toolTip, RECORD_UNAVAILABLE)
+    assert.notEqual(record.enabled, false)
+    assert.equal(record.toolTip, RECORD_HELP)
+    click(record)
     const view = menu('View')
     click(item(view, 'Timeline'))
     const theme = item(view, 'Theme').submenu as MenuItemConstructorOptions[]
@@ -117,7 +118,7 @@ describe('desktop main-process modules', () => {
     const help = menu('help')
     click(item(help, 'Keyboard Shortcuts'))
     click(item(help, 'About vramscope'))
-    assert.deepEqual(calls, ['open', 'recent /d/a.pickle', 'export png', 'show timeline', 'theme light', 'shortcuts', 'about'])
+    assert.deepEqual(calls, ['open', 'recent /d/a.pickle', 'export png', 'record', 'show timeline', 'theme light', 'shortcuts', 'about'])
 
     const empty = menuTemplate({ platform: 'darwin', recentPaths: [], theme: 'system', hasTrace: false, packaged: false }, actions)
     assert.equal(empty[0]!.label, 'vramscope', 'macOS: the app menu first')

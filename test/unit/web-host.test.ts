@@ -158,6 +158,7 @@ describe('web host', () => {
     assert.equal(status.state, 'failed')
     assert.match(status.error!.message, /junk\.bin/)
     assert.match(status.error!.message, /not a vramscope trace/)
+    assert.doesNotMatch(status.error!.message, /vramscope-upload-|\/tmp\//, 'the private temporary path stays private')
     assert.equal(json(await api(host, 'app:info')).ok, true)
   })
 
@@ -175,5 +176,62 @@ describe('web host', () => {
     assert.equal(notJson.status, 400)
     assert.match(json(notJson).error!.message, /not JSON/)
     assert.equal((await api(host, 'job:status', { jobId: 42 })).status, 400)
+  })
+})
+
+describe('web host: recording a workload', () => {
+  let host: WebHost
+  before(async () => {
+    const staticDir = await mkdtemp(join(tmpdir(), 'vramscope-static-'))
+    await writeFile(join(staticDir, 'index.html'), '<!doctype html><title>vramscope</title>')
+    const session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set() })
+    host = await startWebHost({ session, staticDir })
+  })
+  after(() => host.close())
+
+  it('lists the built-in workloads and says whether this host can record', async () => {
+    const info = json(await api(host, 'app:info')).result
+    assert.equal(typeof info.recording.available, 'boolean')
+    if (!info.recording.available) assert.match(info.recording.reason, /NVIDIA GPU and driver|no CUDA support/)
+    if (info.workloads.length > 0) assert.ok(info.workloads.some((w: { name: string }) => w.name === 'training'))
+  })
+
+  it('names an unknown workload, an unknown parameter and a bad strategy', async () => {
+    const info = json(await api(host, 'app:info')).result
+    if (info.workloads.length === 0) return
+    const unknown = await api(host, 'record:workload', { workload: 'mining' })
+    assert.equal(unknown.status, 400)
+    assert.match(json(unknown).error!.message, /mining.*not a built-in workload/)
+    const param = await api(host, 'record:workload', { workload: 'training', params: { wheels: '4' } })
+    assert.equal(param.status, 400)
+    assert.match(json(param).error!.message, /params\.wheels/)
+    const strategy = await api(host, 'record:workload', { workload: 'training', strategy: 'nosuch' })
+    assert.equal(strategy.status, 400)
+    assert.match(json(strategy).error!.message, /nosuch/)
+    assert.equal((await api(host, 'record:workload', { workload: 'training', params: { steps: 5 } })).status, 400)
+  })
+
+  it('without a GPU, a recording job fails saying so, and the host goes on serving', async (t) => {
+    const info = json(await api(host, 'app:info')).result
+    if (info.recording.available) return t.skip('this machine has a GPU: the recording would run')
+    if (info.workloads.length === 0) return t.skip('this build has no workloads (no CUDA)')
+    const { jobId } = json(await api(host, 'record:workload', { workload: 'training' })).result
+    const status = await settle(host, jobId)
+    assert.equal(status.state, 'failed')
+    assert.match(status.error!.message, /recording needs an NVIDIA GPU and driver; import and replay work without one/)
+    assert.equal(json(await api(host, 'app:info')).ok, true)
+  })
+})
+
+describe('recording in the session process (the desktop worker)', () => {
+  it('without a GPU, fails saying so, as the child-process recorder does', async (t) => {
+    const session = new AppSession({ version: 'test', host: 'electron', samplesDir: join(ROOT, 'resources', 'samples'), recordInProcess: true })
+    const info = await session.info()
+    if (info.recording.available) return t.skip('this machine has a GPU: the recording would run')
+    if (info.workloads.length === 0) return t.skip('this build has no workloads (no CUDA)')
+    const { jobId } = session.recordWorkload({ workload: 'inference', strategy: 'buddy', params: { requests: '3' } })
+    const status = await session.settled(jobId)
+    assert.equal(status.state, 'failed')
+    assert.match(status.error!.message, /recording needs an NVIDIA GPU and driver; import and replay work without one/)
   })
 })

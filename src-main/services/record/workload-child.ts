@@ -11,13 +11,14 @@ import type { WorkloadRun, WorkloadSpec } from './workload.ts'
 
 export const RECORDED_WORKLOAD_SUFFIX = '(recorded)'
 
-function send(message: WorkloadRun | { progress: number }): void {
-  process.stdout.write(`${JSON.stringify(message)}\n`)
-}
+export type RecorderMessage = WorkloadRun | { progress: number }
 
-async function main(): Promise<void> {
-  const spec = JSON.parse(process.argv[2] ?? '{}') as WorkloadSpec
-  const output = process.argv[3]!
+/**
+ * Records `spec` into `output` in this process, telling `send` the progress and the outcome. The
+ * CLI and the web host run it in a child process (main() below); the desktop app's worker, itself
+ * a utility process that main restarts if it dies, runs it directly.
+ */
+export async function recordWorkloadHere(spec: WorkloadSpec, output: string, send: (message: RecorderMessage) => void): Promise<void> {
   const native = loadNative()
   if (!native.builtWithCuda()) return send({ kind: 'no-device', reason: 'this build of vramscope has no CUDA backings' })
   const device = native.cudaDeviceAvailable()
@@ -93,4 +94,8 @@ async function main(): Promise<void> {
   send({ kind: 'done', outcome: { ...result, events: writer.eventCount, layoutEvents } })
 }
 
-await main()
+/** The child process's entry (workload-child.mjs): argv holds the spec as JSON and the output path. */
+export async function main(): Promise<void> {
+  const spec = JSON.parse(process.argv[2] ?? '{}') as WorkloadSpec
+  await recordWorkloadHere(spec, process.argv[3]!, (message) => process.stdout.write(`${JSON.stringify(message)}\n`))
+}

@@ -44,6 +44,21 @@ export type WorkloadRun =
 
 const CHILD = fileURLToPath(new URL('./workload-child.mjs', import.meta.url))
 
+/** The same recording in this process (the desktop app's worker, which is isolated already). */
+export async function recordWorkloadInProcess(spec: WorkloadSpec, output: string, onProgress?: (events: number) => void): Promise<WorkloadRun> {
+  const { recordWorkloadHere } = await import('./workload-child.ts')
+  let last: WorkloadRun | undefined
+  try {
+    await recordWorkloadHere(spec, output, (message) => {
+      if ('progress' in message) onProgress?.(message.progress)
+      else last = message
+    })
+  } catch (e) {
+    return { kind: 'crashed', message: (e as Error).message }
+  }
+  return last ?? { kind: 'crashed', message: 'the recorder ended without an outcome' }
+}
+
 export function recordWorkloadInChild(spec: WorkloadSpec, output: string, onProgress?: (events: number) => void): Promise<WorkloadRun> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, [CHILD, JSON.stringify(spec), output], { stdio: ['ignore', 'pipe', 'pipe'] })
