@@ -49,6 +49,8 @@ const align8 = (n: number) => (n + 7) & ~7
 /** Encodes metadata and named arrays into one buffer. */
 export function encodeBundle(bundle: Bundle): Uint8Array {
   const names = Object.keys(bundle.arrays)
+  // The decoder refuses this name (it would set the prototype of the object it builds): fail here.
+  if (names.includes('__proto__')) throw new BundleError('bundle: an array may not be named __proto__')
   const entries: ArrayEntry[] = names.map((name) => ({ name, type: typeOf(bundle.arrays[name]!), offset: 0, length: bundle.arrays[name]!.length }))
   // The offsets depend on the JSON's length, which depends on the offsets' digits: settle it by
   // reserving room for the largest offsets first.
