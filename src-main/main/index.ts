@@ -14,6 +14,7 @@ import { WorkerClient } from '../utility/client.ts'
 import { forkElectronWorker } from './electron-worker.ts'
 import { IpcRouter, type SenderInfo } from './ipc-router.ts'
 import { filesFromArgv, OPEN_DIALOG_EXTENSIONS } from './launch.ts'
+import { contentTypeOf } from '../ipc/page-policy.ts'
 import { menuTemplate, RECORD_HELP, type ThemeChoice } from './menu.ts'
 import { RecentFiles } from './recent-files.ts'
 import { APP_ENTRY, APP_RESPONSE_HEADERS, APP_SCHEME, appUrlToFile, denyAllPermissions, guardWebContents, secureWebPreferences } from './security.ts'
@@ -34,17 +35,6 @@ const DEV_SERVER_URL = app.isPackaged ? undefined : process.env['ELECTRON_RENDER
 const ADDON = join(HERE, '..', 'native', 'vramscope.node').replace(`app.asar${sep}`, `app.asar.unpacked${sep}`)
 const SAMPLES_DIR = app.isPackaged ? join(process.resourcesPath, 'samples') : join(HERE, '..', '..', 'resources', 'samples')
 
-const CONTENT_TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.json': 'application/json',
-  '.woff2': 'font/woff2',
-  '.map': 'application/json',
-}
 
 // Before ready: app:// is a standard, secure origin (so module workers and fetch of its own
 // files work), and every renderer is sandboxed.
@@ -213,7 +203,7 @@ function serveAppProtocol(): void {
     if (file === undefined) return new Response('not found', { status: 404 })
     try {
       const body = await readFile(file)
-      return new Response(body, { status: 200, headers: { 'content-type': CONTENT_TYPES[extname(file)] ?? 'application/octet-stream', ...APP_RESPONSE_HEADERS } })
+      return new Response(body, { status: 200, headers: { 'content-type': contentTypeOf(extname(file)), ...APP_RESPONSE_HEADERS } })
     } catch {
       return new Response('not found', { status: 404 })
     }

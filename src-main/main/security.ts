@@ -6,31 +6,17 @@ import { isAbsolute, join, normalize, relative, sep } from 'node:path'
 
 import type { Session, WebContents, WebPreferences } from 'electron'
 
+import { CONTENT_SECURITY_POLICY } from '../ipc/page-policy.ts'
+
 /** Pages come from app://vramscope/…, never file:// (a file:// page may read any local file). */
 export const APP_SCHEME = 'app'
 export const APP_HOST = 'vramscope'
 export const APP_ORIGIN = `${APP_SCHEME}://${APP_HOST}`
 export const APP_ENTRY = `${APP_ORIGIN}/index.html`
 
-/**
- * The renderer's policy: nothing but the app's own scripts, styles (inline ones for Svelte's style
- * attributes), images (data:/blob: for exports), and workers; no network, no plugins, no frames,
- * no <base>, no form posts. Served as a header by the app:// handler and as a <meta> in the built
- * index.html.
- */
-export const CONTENT_SECURITY_POLICY = [
-  "default-src 'none'",
-  "script-src 'self'",
-  "style-src 'self' 'unsafe-inline'",
-  "img-src 'self' data: blob:",
-  "font-src 'self'",
-  "worker-src 'self' blob:",
-  "connect-src 'self'",
-  "object-src 'none'",
-  "base-uri 'none'",
-  "form-action 'none'",
-  "frame-ancestors 'none'",
-].join('; ')
+// The renderer's policy, shared with the web host (src-main/ipc/page-policy.ts). Served as a
+// header by the app:// handler and as a <meta> in the built index.html.
+export { CONTENT_SECURITY_POLICY }
 
 /** Every window's web preferences. */
 export function secureWebPreferences(preload: string): WebPreferences {

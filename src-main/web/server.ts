@@ -12,6 +12,7 @@ import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
 import { encodeBundle } from '../ipc/bundle.ts'
+import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../ipc/contract.ts'
 import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
 
@@ -36,21 +37,9 @@ export interface WebHost {
   close(): Promise<void>
 }
 
-const CONTENT_TYPES: Record<string, string> = {
-  '.html': 'text/html; charset=utf-8',
-  '.js': 'text/javascript; charset=utf-8',
-  '.mjs': 'text/javascript; charset=utf-8',
-  '.css': 'text/css; charset=utf-8',
-  '.svg': 'image/svg+xml',
-  '.png': 'image/png',
-  '.json': 'application/json',
-  '.woff2': 'font/woff2',
-  '.map': 'application/json',
-}
 
 const SECURITY_HEADERS = {
-  'content-security-policy':
-    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data: blob:; worker-src 'self' blob:; connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'",
+  'content-security-policy': CONTENT_SECURITY_POLICY,
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'x-frame-options': 'DENY',
@@ -205,7 +194,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
 
   async function serveStatic(pathname: string, res: ServerResponse): Promise<void> {
     if (pathname === '/' || pathname === '/index.html') {
-      res.writeHead(200, { 'content-type': CONTENT_TYPES['.html']!, 'cache-control': 'no-store', ...SECURITY_HEADERS })
+      res.writeHead(200, { 'content-type': contentTypeOf('.html'), 'cache-control': 'no-store', ...SECURITY_HEADERS })
       res.end(indexHtml)
       return
     }
@@ -221,7 +210,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       throw new HttpError(404, 'NOT_FOUND', `not found: ${pathname}`)
     }
     res.writeHead(200, {
-      'content-type': CONTENT_TYPES[extname(full)] ?? 'application/octet-stream',
+      'content-type': contentTypeOf(extname(full)),
       'content-length': size,
       'cache-control': pathname.startsWith('/assets/') ? 'public, max-age=31536000, immutable' : 'no-store',
       ...SECURITY_HEADERS,

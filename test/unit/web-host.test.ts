@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import { decodeBundle } from '../../src-main/ipc/bundle.ts'
+import { CONTENT_SECURITY_POLICY } from '../../src-main/ipc/page-policy.ts'
 import type { JobStatus } from '../../src-main/ipc/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
@@ -84,7 +85,8 @@ describe('web host', () => {
   it('serves the UI with a strict CSP and nothing outside its directory', async () => {
     const index = await call(host, 'GET', '/', { token: null })
     assert.equal(index.status, 200)
-    assert.match(String(index.headers['content-security-policy']), /default-src 'self'/)
+    assert.equal(index.headers['content-security-policy'], CONTENT_SECURITY_POLICY, 'the same policy as the desktop app')
+    assert.match(String(index.headers['content-security-policy']), /default-src 'none'/)
     assert.equal(index.headers['x-content-type-options'], 'nosniff')
     assert.equal((await call(host, 'GET', '/app.js', { token: null })).status, 200)
     for (const path of ['/../package.json', '/%2e%2e/package.json', '/..%2fpackage.json', '/nothing.js'])
