@@ -8,6 +8,7 @@
 import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
 import { InputError } from './input-error.ts'
 import { defaultLabel } from './replay.ts'
+import { splitTopLevel } from './strategy-text.ts'
 
 export interface StrategySpec {
   /** Unique among the specs: "caching (pytorch)", "buddy (pool_size=4GiB)". */
@@ -22,24 +23,6 @@ export class StrategySpecError extends InputError {
   constructor(source: string, item: string, problem: string) {
     super(source, item ? `'${item}'` : '', problem)
   }
-}
-
-/** Splits at top-level commas (outside brackets), keeping empty items so they can be reported. */
-function splitTopLevel(text: string, separator: string): string[] {
-  const parts: string[] = []
-  let depth = 0
-  let start = 0
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]
-    if (c === '[' || c === '(' || c === '{') depth++
-    else if ((c === ']' || c === ')' || c === '}') && depth > 0) depth--
-    else if (c === separator && depth === 0) {
-      parts.push(text.slice(start, i))
-      start = i + 1
-    }
-  }
-  parts.push(text.slice(start))
-  return parts.map((p) => p.trim())
 }
 
 function knownList(all: readonly StrategyInfo[]): string {

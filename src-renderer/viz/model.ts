@@ -3,26 +3,11 @@
 // layout events (in the decode worker), it answers "what was in memory after event e" for any e by
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
+import { LayoutOp as Op } from '../../src-main/services/trace/layout.ts'
 import { aliveAt, buildIntervalIndex, type IntervalIndex } from './interval-index.ts'
 
-/** Layout op codes (native tracer.hpp, src-main/services/trace/layout.ts). */
-export const Op = {
-  alloc: 0,
-  free: 1,
-  freePending: 2,
-  freeCompleted: 3,
-  regionReserve: 4,
-  regionRelease: 5,
-  vaReserve: 6,
-  vaRelease: 7,
-  map: 8,
-  unmap: 9,
-  split: 10,
-  merge: 11,
-  failure: 12,
-  reset: 13,
-  trim: 14,
-} as const
+/** Layout op codes: the trace file's and the native tracer's (src-main/services/trace/layout.ts). */
+export { Op }
 
 /** The layout columns of one strategy, as the host sends them. */
 export interface LayoutColumns {

@@ -1,23 +1,7 @@
 // The renderer's count of the strategies a spec names, to hold a map pane for each while their
 // replays run. The host parses and checks specs (src-main/services/strategy-spec.ts); this only
-// counts, by the same rules, and a unit test holds it to the host's parser.
-
-function splitTopLevel(text: string, separator: string): string[] {
-  const parts: string[] = []
-  let depth = 0
-  let start = 0
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]
-    if (c === '[' || c === '(' || c === '{') depth++
-    else if ((c === ']' || c === ')' || c === '}') && depth > 0) depth--
-    else if (c === separator && depth === 0) {
-      parts.push(text.slice(start, i))
-      start = i + 1
-    }
-  }
-  parts.push(text.slice(start))
-  return parts.map((p) => p.trim())
-}
+// counts, with the same splitter, and a unit test holds it to the host's parser.
+import { splitTopLevel } from '../../src-main/services/strategy-text.ts'
 
 /**
  * How many strategies a spec in the CLI's syntax names: items at top-level commas that start a
