@@ -161,8 +161,12 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
  * on where the segments lie (native/tests/cpu/pytorch_fidelity_test.cpp). Empty when there is none.
  */
 export function recordedRegionPlacement(strategies: readonly StrategyResult[]): bigint[] {
-  const recorded = strategies.find((s) => s.name === RECORDED_LAYOUT_NAME)
-  const layout = recorded?.layout
+  return regionAddresses(strategies.find((s) => s.name === RECORDED_LAYOUT_NAME))
+}
+
+/** The addresses of a result's regions, in the order they were reserved; empty without a layout. */
+export function regionAddresses(result: StrategyResult | undefined): bigint[] {
+  const layout = result?.layout
   if (!layout) return []
   const placement: bigint[] = []
   for (let i = 0; i < layout.op.length; i++) if (layout.op[i] === LayoutOp.regionReserve) placement.push(layout.address[i]!)

@@ -2,10 +2,8 @@
 // the CLI and the app both want it: PyTorch-policy targets get the recorded segment placement
 // when the input has one, so they reproduce PyTorch's own choices, and the results come back as
 // the trace file stores them, ready to print, export or save.
-import type { OpenedInput } from './open-input.ts'
 import { isRecorded } from './compare.ts'
-import { recordedRegionPlacement } from './open-input.ts'
-import { LayoutOp } from './trace/layout.ts'
+import { recordedRegionPlacement, regionAddresses, type OpenedInput } from './open-input.ts'
 import { replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayTarget } from './replay.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 import type { StrategyResult } from './trace/results.ts'
@@ -32,14 +30,6 @@ export interface ReplayedInput {
 /** The caching strategy with PyTorch's policy: the one the recorded placement is meant for. */
 export function usesPytorchPolicy(spec: Pick<StrategySpec, 'strategy' | 'params'>): boolean {
   return spec.strategy === 'caching' && spec.params['preset'] === 'pytorch'
-}
-
-function regionAddresses(result: StrategyResult | undefined): bigint[] {
-  const layout = result?.layout
-  if (!layout) return []
-  const placement: bigint[] = []
-  for (let i = 0; i < layout.op.length; i++) if (layout.op[i] === LayoutOp.regionReserve) placement.push(layout.address[i]!)
-  return placement
 }
 
 function sameParams(a: Record<string, unknown>, b: Record<string, unknown>): boolean {

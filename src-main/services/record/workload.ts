@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
-import type { StrategyParams } from '../../../native/index.js'
+import type { StrategyParams, WorkloadRecordResult } from '../../../native/index.js'
 
 export interface WorkloadSpec {
   workload: string
@@ -18,17 +18,8 @@ export interface WorkloadSpec {
   capacity?: number
 }
 
-export interface WorkloadOutcome {
-  strategy: string
-  backing: string
-  device: string
-  allocations: number
-  frees: number
-  steps: number
-  verifiedBytes: number
-  corruptedBytes: number
-  outOfMemory: boolean
-  stoppedBy: string
+/** What a recorded workload did (the native result), and how many events the file holds. */
+export interface WorkloadOutcome extends WorkloadRecordResult {
   events: number
   layoutEvents: number
 }
