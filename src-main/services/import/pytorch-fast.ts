@@ -159,6 +159,8 @@ class FastDecoder {
   // Outputs of scalar() and of the readers below.
   private kind = 0
   private num = 0
+  /** The code of the key dictKey() read last. */
+  private keyCode = 0
   private depth = 0
 
   private protocol = -1
@@ -532,21 +534,9 @@ class FastDecoder {
         break
       }
       // The key: a string, new (and stored) or read back.
-      let code: number
-      if (op === Op.BINGET || op === Op.LONG_BINGET) {
-        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
-        p += op === Op.BINGET ? 2 : 5
-        // 0 for anything but a string, past memoNext and past the end (undefined) alike.
-        const known = this.memoKeyCode[index]!
-        if (!(known > 0)) return -1
-        code = known - 1
-      } else {
-        p = this.scalar(p)
-        if (p < 0 || this.kind !== Scalar.string) return -1
-        code = this.codes[this.num]!
-        p = this.putScalar(p)
-        if (p < 0) return -1
-      }
+      p = this.dictKey(p)
+      if (p < 0) return -1
+      const code = this.keyCode
       // The value.
       if (code === Code.frames) {
         if (b[p] === Op.FRAME) p = this.skipFrames(p)
@@ -773,6 +763,27 @@ class FastDecoder {
     return p
   }
 
+  /**
+   * A dict key at p: a string, new (and stored) or read back from the memo. Its code goes to
+   * this.keyCode; returns the position after it, or -1 for anything but a known string key.
+   */
+  private dictKey(p: number): number {
+    const b = this.b
+    const op = b[p]!
+    if (op === Op.BINGET || op === Op.LONG_BINGET) {
+      const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+      // 0 for anything but a string, past memoNext and past the end (undefined) alike.
+      const known = this.memoKeyCode[index]!
+      if (!(known > 0)) return -1
+      this.keyCode = known - 1
+      return p + (op === Op.BINGET ? 2 : 5)
+    }
+    p = this.scalar(p)
+    if (p < 0 || this.kind !== Scalar.string) return -1
+    this.keyCode = this.codes[this.num]!
+    return this.putScalar(p)
+  }
+
   /** A frame dict after its EMPTY_DICT: name, filename and line. this.num is its frame id. */
   private frameDict(p: number): number {
     const b = this.b
@@ -793,21 +804,9 @@ class FastDecoder {
         p++
         break
       }
-      let code: number
-      if (op === Op.BINGET || op === Op.LONG_BINGET) {
-        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
-        p += op === Op.BINGET ? 2 : 5
-        // 0 for anything but a string, past memoNext and past the end (undefined) alike.
-        const known = this.memoKeyCode[index]!
-        if (!(known > 0)) return -1
-        code = known - 1
-      } else {
-        p = this.scalar(p)
-        if (p < 0 || this.kind !== Scalar.string) return -1
-        code = this.codes[this.num]!
-        p = this.putScalar(p)
-        if (p < 0) return -1
-      }
+      p = this.dictKey(p)
+      if (p < 0) return -1
+      const code = this.keyCode
       p = this.scalar(p)
       if (p < 0) return -1
       const kind = this.kind
