@@ -44,6 +44,8 @@ struct options {
   std::set<std::string> strategies;  // empty: all registered
   std::size_t live_blocks = default_live_blocks;
   bool tracing = true;
+  std::size_t trace_ring_events = 1 << 16;  // the tracing-on recorder's ring
+  std::vector<std::pair<std::string, std::string>> overrides;  // "strategy.param" -> value
   bool simulated_beside_real = false;  // on a GPU, also run every strategy on the simulated backing
   bool device_kernels = true;
   bool pin = true;  // keep the measuring thread on one CPU
@@ -65,6 +67,10 @@ struct options {
                "  --reps N             repetitions per figure (default 11)\n"
                "  --min-rep-ms MS      shortest repetition (default 20)\n"
                "  --no-tracing         skip the tracing-on figures\n"
+               "  --trace-ring N       events in the tracing-on recorder's ring (default 65536,\n"
+               "                       2.5 MiB of 40-byte events)\n"
+               "  --param S.NAME=V     set strategy S's parameter NAME (repeatable; a row label\n"
+               "                       such as caching.pytorch also matches), e.g. buddy.pool_size=64MiB\n"
                "  --clock wall|cpu     time the strategies' pairs in wall time (default) or this\n"
                "                       thread's CPU time (for a busy machine; the driver peers and\n"
                "                       kernels always use wall time)\n"
@@ -81,6 +87,12 @@ std::vector<std::string> split_commas(const std::string& text) {
   while (std::getline(in, part, ','))
     if (!part.empty()) parts.push_back(part);
   return parts;
+}
+
+const param_info* find_param(const strategy_info& info, const std::string& name) {
+  for (auto& p : info.params)
+    if (p.name == name) return &p;
+  return nullptr;
 }
 
 options parse_options(int argc, char** argv) {
@@ -109,6 +121,22 @@ options parse_options(int argc, char** argv) {
     else if (arg == "--reps") o.timing.reps = std::stoi(value()), reps_given = true;
     else if (arg == "--min-rep-ms") o.timing.min_rep_ms = std::stod(value()), min_rep_given = true;
     else if (arg == "--no-tracing") o.tracing = false;
+    else if (arg == "--trace-ring") {
+      o.trace_ring_events = std::stoul(value());
+      if (o.trace_ring_events == 0) usage("--trace-ring must be at least 1");
+    } else if (arg == "--param") {
+      const std::string text = value();
+      const auto eq = text.find('=');
+      const auto dot = text.rfind('.', eq);  // parameter names have no dots; row labels may
+      if (eq == std::string::npos || dot == std::string::npos || dot == 0 || eq < dot + 2)
+        usage(("--param takes STRATEGY.NAME=VALUE, got " + text).c_str());
+      const std::string strategy = text.substr(0, std::min(text.find('.'), dot));
+      find_strategy(strategy);  // an unknown name fails here, listing the known ones
+      if (!find_param(find_strategy(strategy), text.substr(dot + 1, eq - dot - 1)))
+        usage(("--param " + text + ": " + strategy + " has no parameter '" +
+               text.substr(dot + 1, eq - dot - 1) + "'").c_str());
+      o.overrides.emplace_back(text.substr(0, eq), text.substr(eq + 1));
+    }
     else if (arg == "--clock") {
       const std::string clock = value();
       if (clock != "wall" && clock != "cpu") usage("--clock takes wall or cpu");
@@ -239,12 +267,6 @@ std::vector<row> strategy_rows(const options& o) {
   return rows;
 }
 
-const param_info* find_param(const strategy_info& info, const std::string& name) {
-  for (auto& p : info.params)
-    if (p.name == name) return &p;
-  return nullptr;
-}
-
 std::uint64_t default_size_of(const param_info& p) {
   try {
     return parse_size(p.default_value, p.name);
@@ -336,9 +358,10 @@ double clock_overhead_ns(double (*clock)()) {
 class pair_loop {
  public:
   pair_loop(const row& r, backing_kind kind, const params& values, std::size_t size,
-            std::size_t live_blocks, std::size_t live_block_size, bool tracing, bool cpu_clock)
+            std::size_t live_blocks, std::size_t live_block_size, bool tracing, bool cpu_clock,
+            std::size_t ring_events)
       : size_(size), live_blocks_(live_blocks), live_block_size_(live_block_size),
-        clock_(cpu_clock ? thread_cpu_ns : wall_ns) {
+        clock_(cpu_clock ? thread_cpu_ns : wall_ns), recorder_(tracing ? ring_events : 1) {
     static const double wall_overhead = clock_overhead_ns(wall_ns);
     static const double cpu_overhead = clock_overhead_ns(thread_cpu_ns);
     clock_overhead_ = cpu_clock ? cpu_overhead : wall_overhead;
@@ -408,7 +431,7 @@ class pair_loop {
   double clock_overhead_;
   // Declared before the allocator, so that they outlive it.
   std::unique_ptr<backing> backing_;
-  ring_tracer recorder_{1 << 16};
+  ring_tracer recorder_;
   std::unique_ptr<allocator> allocator_;
   std::vector<void*> held_;
   std::uint64_t pairs_per_reset_ = 0;
@@ -418,8 +441,9 @@ class pair_loop {
 // One cell: tracing off and, unless disabled, tracing on, measured in alternating repetitions.
 std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_t size,
                                      std::size_t live_blocks, std::size_t live_block_size,
-                                     bool with_tracing, const environment& env,
-                                     const timing_options& timing) {
+                                     const options& o, const environment& env) {
+  const bool with_tracing = o.tracing;
+  const timing_options& timing = o.timing;
   figure off;
   off.subject = r.label;
   off.kind = "strategy";
@@ -435,8 +459,13 @@ std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_
     return with_tracing ? std::vector<figure>{off, on} : std::vector<figure>{off};
   };
   try {
-    const sized_params sized = sizing_params(find_strategy(r.strategy), r.base, size, live_blocks,
-                                             live_block_size);
+    const strategy_info& info = find_strategy(r.strategy);
+    sized_params sized = sizing_params(info, r.base, size, live_blocks, live_block_size);
+    // --param comes last: what the user sets wins over the sizing above.
+    for (const auto& [key, value] : o.overrides) {
+      const std::string subject = key.substr(0, key.rfind('.'));
+      if (subject == r.strategy || subject == r.label) sized.values.set(key.substr(key.rfind('.') + 1), value);
+    }
     const std::uint64_t committed = sized.device_bytes * (with_tracing ? 2 : 1);
     if (kind != backing_kind::simulated && committed > env.real_budget)
       return both("not measured: its parameters commit " + format_bytes(committed) +
@@ -444,11 +473,11 @@ std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_
                   format_bytes(env.real_budget));
     std::string note = describe_params(sized.values);
     pair_loop untraced(r, kind, sized.values, size, live_blocks, live_block_size, false,
-                       timing.cpu_clock);
+                       timing.cpu_clock, 1);
     std::uint64_t pairs_per_reset = 0;
     if (with_tracing) {
       pair_loop traced(r, kind, sized.values, size, live_blocks, live_block_size, true,
-                       timing.cpu_clock);
+                       timing.cpu_clock, o.trace_ring_events);
       std::tie(off.result, on.result) = measure_interleaved(
           [&](std::uint64_t n) { return untraced.run(n); },
           [&](std::uint64_t n) { return traced.run(n); }, timing);
@@ -881,7 +910,7 @@ int run_benchmark(const options& o) {
       for (std::size_t live : lives)
         for (std::size_t size : o.sizes) {
           const std::size_t held = std::min(size, max_live_block_size);
-          for (figure& f : measure_strategy(r, kind, size, live, held, o.tracing, env, o.timing))
+          for (figure& f : measure_strategy(r, kind, size, live, held, o, env))
             add(std::move(f));
         }
   }

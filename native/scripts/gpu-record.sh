@@ -8,7 +8,8 @@
 #      and without PYTORCH_NO_CUDA_MEMORY_CACHING=1), counts checked against what they say they did
 #      and against torch.cuda.memory_stats(); a program killed with SIGKILL leaves whole records;
 #   4. with Node (.gpu-carry/node/bin/node and node_modules): `vramscope record` of workloads and
-#      programs, record -> file -> replay round trips, kill -9 of a recording, and the samples meant
+#      programs, record -> file -> replay round trips, kill -9 of a recording, the GPU running out
+#      of memory inside a workload and inside a PyTorch program (scripts/gpu/oom-check.ts), the samples meant
 #      for resources/samples/ (< 2 MB each);
 #   5. every workload at its default size on every strategy, as time allows.
 # Keeps going after a failure and exits non-zero if anything failed. Everything lands in
@@ -218,6 +219,8 @@ if [ -n "$NODE" ]; then
     kill -9 \$pid; wait \$pid 2>/dev/null
     [ -n \"\$program\" ] && kill -9 \"\$program\"
     '${VS[0]}' '${VS[1]}' info '$REC/killed.vramscope'"
+  step "GPU out-of-memory inside a workload and a PyTorch program: nothing recorded is lost" "$(limit_for 120 30)" \
+    "$NODE" --import tsx "$ROOT/scripts/gpu/oom-check.ts" "$REC/oom"
   # Samples for resources/samples/ (the lead commits them): small, real, each < 2 MB.
   step "sample: training on caching (pytorch preset)" "$(limit_for 60 20)" \
     "${VS[@]}" record --workload training --strategy caching:preset=pytorch -p steps=12 -p layers=6 -o "$WORK/samples/h100-training-caching.vramscope"
