@@ -250,6 +250,73 @@ describe('memo entries the event decoder stores', () => {
   })
 })
 
+describe('strings an event stores without reading them (compile_context)', () => {
+  // The decoder stores such a string unread and interns it only when the memo is read back: as
+  // another event's user_metadata (a tag), as a key (here 'time_us', an event field), and from the
+  // generic part (an annotation's name, after device_traces).
+  function pickle(readBack: 'metadata' | 'key' | 'annotation'): Uint8Array {
+    const out: number[] = [0x80, 4, 0x7d, 0x28]
+    const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
+    const int32 = (v: number) => out.push(0x4a, v & 0xff, (v >>> 8) & 0xff, (v >>> 16) & 0xff, (v >>> 24) & 0xff)
+    text('device_traces')
+    out.push(0x5d, 0x5d, 0x28)
+    let memo = 0
+    for (let i = 0; i < 2; i++) {
+      out.push(0x7d, 0x94, 0x28) // EMPTY_DICT, MEMOIZE, MARK
+      memo++
+      text('action')
+      text('alloc')
+      text('addr')
+      int32(0x10000 + 512 * i)
+      text('size')
+      int32(100)
+      if (i === 0) {
+        text('compile_context')
+        text(readBack === 'key' ? 'time_us' : 'layer.0')
+        out.push(0x94) // MEMOIZE: memo 1, stored unread
+        memo++
+        text('time_us')
+        int32(i)
+      } else {
+        if (readBack === 'key') out.push(0x68, 1) // BINGET 1 as the key
+        else text('time_us')
+        int32(7)
+        if (readBack === 'metadata') {
+          text('user_metadata')
+          out.push(0x68, 1)
+        }
+      }
+      out.push(0x75)
+    }
+    out.push(0x65, 0x61)
+    if (readBack === 'annotation') {
+      text('external_annotations')
+      out.push(0x5d, 0x7d, 0x28)
+      text('name')
+      out.push(0x68, 1)
+      text('time_us')
+      int32(3)
+      out.push(0x75, 0x61)
+    }
+    out.push(0x75, 0x2e)
+    assert.ok(memo === 3)
+    return new Uint8Array(out)
+  }
+  for (const readBack of ['metadata', 'key', 'annotation'] as const) {
+    it(`read back as ${readBack === 'metadata' ? "another event's user_metadata" : readBack === 'key' ? 'a key' : "an annotation's name"}: the general path's import`, () => {
+      const bytes = pickle(readBack)
+      assert.ok(fastTakes(bytes))
+      const [fast, general] = bothPaths(bytes)
+      if (!general.ok) assert.fail(general.error)
+      const value = general.value as { tables: { tags: string[]; markers: string[] }; events: { time: number[] } }
+      if (readBack === 'metadata') assert.deepEqual(value.tables.tags, ['layer.0'])
+      if (readBack === 'key') assert.deepEqual(value.events.time, [0, 7000])
+      if (readBack === 'annotation') assert.deepEqual(value.tables.markers, ['layer.0'])
+      assert.deepEqual(fast, general)
+    })
+  }
+})
+
 describe('mutated recordings: the same import or the same error on both paths', () => {
   // Mutations placed among a real recording's events (past its first tenth, where the event
   // decoder has long been reading every event the same way), not only in the small synthetic files.

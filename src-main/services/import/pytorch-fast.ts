@@ -56,6 +56,11 @@ const enum Memo {
   frames = 5,
   /** an event dict: the general path would have built it; reading it back gives up */
   event = 6,
+  /**
+   * num: offset of the SHORT_BINUNICODE of a string an event does not use (torch's compile_context
+   * is a new 'N/A' per event), interned only if it is read back (resolveLazy)
+   */
+  lazyString = 7,
 }
 
 // Codes of the strings the decoder looks for (strings are interned; each id has a code, 0 for others).
@@ -325,6 +330,7 @@ class FastDecoder {
           const index = op === Op.BINGET ? b[p]! : readUint32(b, p)
           p += op === Op.BINGET ? 1 : 4
           if (p > this.end || index >= this.memoNext) return null
+          if (this.memoKind[index] === Memo.lazyString) this.resolveLazy(index)
           const k = this.memoKind[index]!
           const n = this.memoId[index]!
           if (k === Memo.string) {
@@ -601,6 +607,9 @@ class FastDecoder {
           } else if (k === Memo.number) {
             value = this.memoNumber[index]!
             kind = Number.isSafeInteger(value) ? Scalar.int : Scalar.float
+          } else if (k === Memo.lazyString) {
+            kind = Scalar.string
+            value = this.resolveLazy(index)
           } else return -1
           break
         }
@@ -631,6 +640,15 @@ class FastDecoder {
         case Op.SHORT_BINUNICODE: {
           const n = b[p + 1]!
           if (p + 2 + n > this.end) return -1
+          if ((code === Code.other || code > Code.userMetadata) && b[p + 2 + n] === Op.MEMOIZE && this.memoNext < this.memoKind.length) {
+            // A string the event does not use: stored unread (decoding never fails: bad UTF-8 is replaced).
+            const index = this.memoNext++
+            this.memoKind[index] = Memo.lazyString
+            this.memoId[index] = p
+            this.memoKeyCode[index] = 0
+            p += 3 + n
+            continue
+          }
           kind = Scalar.string
           value = this.internBytes(p + 2, n)
           p += 2 + n
@@ -773,8 +791,12 @@ class FastDecoder {
     if (op === Op.BINGET || op === Op.LONG_BINGET) {
       const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
       // 0 for anything but a string, past memoNext and past the end (undefined) alike.
-      const known = this.memoKeyCode[index]!
-      if (!(known > 0)) return -1
+      let known = this.memoKeyCode[index]!
+      if (!(known > 0)) {
+        if (index >= this.memoNext || this.memoKind[index] !== Memo.lazyString) return -1
+        this.resolveLazy(index)
+        known = this.memoKeyCode[index]!
+      }
       this.keyCode = known - 1
       return p + (op === Op.BINGET ? 2 : 5)
     }
@@ -895,9 +917,9 @@ class FastDecoder {
         const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
         if (index >= this.memoNext) return -1
         const k = this.memoKind[index]
-        if (k === Memo.string) {
+        if (k === Memo.string || k === Memo.lazyString) {
           this.kind = Scalar.string
-          this.num = this.memoId[index]!
+          this.num = k === Memo.string ? this.memoId[index]! : this.resolveLazy(index)
         } else if (k === Memo.number) {
           const v = this.memoNumber[index]!
           this.kind = Number.isSafeInteger(v) ? Scalar.int : Scalar.float
@@ -1060,6 +1082,16 @@ class FastDecoder {
     }
     if (this.memoKind[index] !== Memo.unset && index < this.memoNext) return -1
     return index
+  }
+
+  /** Interns a Memo.lazyString entry's string, which the entry then holds (Memo.string); returns its id. */
+  private resolveLazy(index: number): number {
+    const at = this.memoId[index]!
+    const id = this.internBytes(at + 2, this.b[at + 1]!)
+    this.memoKind[index] = Memo.string
+    this.memoId[index] = id
+    this.memoKeyCode[index] = this.codes[id]! + 1
+    return id
   }
 
   private setMemo(index: number, kind: Memo, num: number): void {
