@@ -8,11 +8,10 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { RmmLogError, parseRmmLog, type RmmImport } from '../../../src-main/services/import/rmm.ts'
+import { RmmLogError, parseRmmLog } from '../../../src-main/services/import/rmm.ts'
 import { readMessage } from '../../../src-main/services/trace/arrow-messages.ts'
-import { crc32Hex } from '../../../src-main/services/trace/crc32.ts'
-import { TraceFileError, TraceWriter, decodeTrace, encodeTrace, type TraceFileContents } from '../../../src-main/services/trace/file.ts'
-import { EventKind, type RequestTrace } from '../../../src-main/services/trace/model.ts'
+import { TraceFileError, TraceWriter, decodeTrace, encodeTrace } from '../../../src-main/services/trace/file.ts'
+import { EventKind } from '../../../src-main/services/trace/model.ts'
 import { concat } from './bytes.ts'
 import {
   appendRandomBytes,
@@ -30,6 +29,7 @@ import {
   type Rand,
 } from './fuzz-harness.ts'
 import { pytorchSnapshotTarget } from './pytorch-fuzz-target.ts'
+import { checkRmm, checkTraceContents, fixChecksums } from './reader-checks.ts'
 import { sampleStrategies, sampleTrace } from './trace-samples.ts'
 
 const byteMutations: Mutation[] = [flipBits, setRandomBytes, truncate, appendRandomBytes, deleteRange, copyRange, zeroRange]
@@ -84,79 +84,6 @@ function frameChunks(b: Uint8Array): [number, number][] {
     // the rest does not frame
   }
   return out
-}
-
-/**
- * Rewrites every chunk's stored CRC-32 to match its (damaged) bytes, so the damage reaches the
- * decoder instead of stopping at the checksum. The stored value is found as its 8 hex characters
- * inside the chunk's schema message and overwritten in place.
- */
-function fixChecksums(b: Uint8Array): Uint8Array {
-  const out = b.slice()
-  let at = 0
-  try {
-    while (at < out.length) {
-      const schema = readMessage(out, at)
-      if (schema.header.kind !== 'schema') break
-      const stored = schema.header.metadata.get('vramscope.crc32')
-      let end = schema.end
-      for (;;) {
-        const m = readMessage(out, end)
-        end = m.end
-        if (m.header.kind === 'eos') break
-      }
-      if (stored && /^[0-9a-f]{8}$/.test(stored)) {
-        const fresh = crc32Hex(out.subarray(schema.end, end - 8))
-        const position = indexOfAscii(out.subarray(at, schema.end), stored)
-        if (position >= 0) for (let k = 0; k < 8; k++) out[at + position + k] = fresh.charCodeAt(k)
-      }
-      at = end
-    }
-  } catch {
-    // unframeable from here on: leave it
-  }
-  return out
-}
-
-function indexOfAscii(haystack: Uint8Array, ascii: string): number {
-  outer: for (let i = 0; i + ascii.length <= haystack.length; i++) {
-    for (let k = 0; k < ascii.length; k++) if (haystack[i + k] !== ascii.charCodeAt(k)) continue outer
-    return i
-  }
-  return -1
-}
-
-function checkTraceContents(c: TraceFileContents): void {
-  checkTrace(c.trace)
-  for (const s of c.strategies) {
-    if (s.layout) {
-      const n = s.layout.op.length
-      for (const column of Object.values(s.layout)) if ((column as ArrayLike<unknown>).length !== n) throw new Error(`layout of ${s.name}: ragged columns`)
-    }
-    if (s.metrics) {
-      const n = s.metrics.time.length
-      for (const column of Object.values(s.metrics)) if ((column as Float64Array).length !== n) throw new Error(`metrics of ${s.name}: ragged columns`)
-    }
-  }
-}
-
-/** What any consumer may assume of a trace a reader returned. */
-function checkTrace(t: RequestTrace): void {
-  const e = t.events
-  const n = e.kind.length
-  for (const column of Object.values(e)) if ((column as ArrayLike<number>).length !== n) throw new Error('ragged event columns')
-  const { streams, stacks, tags, markers, frames } = t.tables
-  for (let i = 0; i < n; i++) {
-    const kind = e.kind[i]!
-    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
-    if (kind !== EventKind.marker && e.stream[i]! >= streams.length) throw new Error(`event ${i}: stream out of range`)
-    if (e.stack[i]! < -1 || e.stack[i]! >= stacks.length) throw new Error(`event ${i}: stack out of range`)
-    if (e.tag[i]! < -1 || e.tag[i]! >= tags.length) throw new Error(`event ${i}: tag out of range`)
-    if (kind === EventKind.marker && e.id[i]! >= markers.length) throw new Error(`event ${i}: marker out of range`)
-    if (!Number.isFinite(e.time[i]!) || !Number.isSafeInteger(e.size[i]!) || e.size[i]! < 0) throw new Error(`event ${i}: bad time or size`)
-  }
-  for (const s of stacks) for (const f of s) if (f >= frames.length) throw new Error('stack frame out of range')
-  if (typeof t.meta.source !== 'string' || !Array.isArray(t.meta.warnings)) throw new Error('bad meta')
 }
 
 async function traceInputs(): Promise<Uint8Array[]> {
@@ -225,13 +152,6 @@ function rmmInputs(): Uint8Array[] {
   for (let i = 0; i < 150; i++) lines.push(`3,12:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')},allocate,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x${i % 3}`)
   for (let i = 0; i < 150; i += 2) lines.push(`3,12:01:00.${String(i).padStart(6, '0')},free,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x0`)
   return [...fixtures, encoder.encode(lines.join('\n'))]
-}
-
-function checkRmm(result: RmmImport): void {
-  checkTrace(result.trace)
-  if (result.trace.meta.source !== 'rmm-log') throw new Error('wrong source')
-  for (let i = 1; i < result.trace.events.time.length; i++)
-    if (result.trace.events.time[i]! < result.trace.events.time[i - 1]!) throw new Error(`time goes backwards at event ${i}`)
 }
 
 // --- the targets ---------------------------------------------------------------------------------

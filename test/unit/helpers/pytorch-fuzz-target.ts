@@ -6,11 +6,11 @@ import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-import { parsePytorchSnapshot, type PytorchImport } from '../../../src-main/services/import/pytorch.ts'
+import { parsePytorchSnapshot } from '../../../src-main/services/import/pytorch.ts'
 import { SnapshotImportError } from '../../../src-main/services/import/snapshot-error.ts'
-import { EventKind } from '../../../src-main/services/trace/model.ts'
 import { concat } from './bytes.ts'
 import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, type FuzzTarget, type Mutation, type Rand } from './fuzz-harness.ts'
+import { checkPytorchImport } from './reader-checks.ts'
 
 /** Opcodes worth planting: every kind the unpickler knows, the forbidden ones included. */
 const OPCODES = [
@@ -71,40 +71,6 @@ const jsonMutations: Mutation[] = [
   },
 ]
 
-/** A successful import must hold together: same-length columns, indices inside their tables. */
-function check(result: PytorchImport): void {
-  const e = result.trace.events
-  const n = e.kind.length
-  for (const column of [e.id, e.size, e.stream, e.device, e.time, e.stack, e.tag]) if (column.length !== n) throw new Error('event columns differ in length')
-  const t = result.trace.tables
-  const allocated = new Set<number>()
-  for (let i = 0; i < n; i++) {
-    const kind = e.kind[i]!
-    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
-    if (!Number.isFinite(e.time[i]!) || e.time[i]! < 0) throw new Error(`event ${i}: time ${e.time[i]}`)
-    if (e.stream[i]! >= Math.max(1, t.streams.length)) throw new Error(`event ${i}: stream ${e.stream[i]} of ${t.streams.length}`)
-    if (e.stack[i]! < -1 || e.stack[i]! >= t.stacks.length) throw new Error(`event ${i}: stack ${e.stack[i]}`)
-    if (e.tag[i]! < -1 || e.tag[i]! >= t.tags.length) throw new Error(`event ${i}: tag ${e.tag[i]}`)
-    if (kind === EventKind.alloc) {
-      if (allocated.has(e.id[i]!)) throw new Error(`event ${i}: id ${e.id[i]} allocated twice`)
-      allocated.add(e.id[i]!)
-    }
-    if (kind === EventKind.free && !allocated.has(e.id[i]!)) throw new Error(`event ${i}: free of id ${e.id[i]} never allocated`)
-    if (kind === EventKind.marker && e.id[i]! >= t.markers.length) throw new Error(`event ${i}: marker ${e.id[i]}`)
-  }
-  for (let id = 0; id < allocated.size; id++) if (!allocated.has(id)) throw new Error(`ids not dense: ${id} missing`)
-  for (const stack of t.stacks) for (const f of stack) if (f >= t.frames.length) throw new Error(`stack frame ${f}`)
-  for (const r of result.recorded) {
-    const l = r.layout!
-    const m = l.op.length
-    for (const column of [l.address, l.size, l.requested, l.stream, l.time, l.aux]) if (column.length !== m) throw new Error('layout columns differ in length')
-    for (let i = 0; i < m; i++) {
-      if (l.op[i]! > 14) throw new Error(`layout ${i}: op ${l.op[i]}`)
-      if (!Number.isFinite(l.time[i]!) || l.time[i]! < 0) throw new Error(`layout ${i}: time ${l.time[i]}`)
-    }
-  }
-}
-
 export function pytorchSnapshotTarget(): FuzzTarget {
   const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'fixtures', 'pytorch')
   const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
@@ -130,7 +96,7 @@ export function pytorchSnapshotTarget(): FuzzTarget {
       }
       return { bytes, what: `${input.name}: ${steps.join('; ')}` }
     },
-    read: (bytes, rand) => check(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined })),
+    read: (bytes, rand) => checkPytorchImport(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined })),
     expectedError: (e) => (e instanceof SnapshotImportError && e.file === 'fuzzed.snapshot' && e.message.startsWith('fuzzed.snapshot: ') ? e.code : undefined),
   }
 }
