@@ -114,11 +114,11 @@ class FastDecoder {
   private readonly depthLimit: number
 
   private memoKind: Uint8Array
-  /** Per memo index: the id (string, frame, stack, generic index) or, for Memo.number, the number. */
+  /** Per memo index: the id (string, frame, stack, generic index, index in `numbers`). */
   private memoId: Int32Array
-  private memoNumber: Float64Array
-  /** For a Memo.generic entry read back as a frame or frames list: its frame or local stack id + 2 (0: not yet). */
-  private memoAux: Int32Array
+  /** Numbers stored in the memo (few: Python's pickler does not memoize ints and floats). */
+  private numbers = new Float64Array(16)
+  private numberCount = 0
   /** Per memo index: 1 + the Code of a string entry, 0 for any other entry (an event key in two loads). */
   private memoKeyCode: Uint8Array
   private memoNext = 0
@@ -127,6 +127,8 @@ class FastDecoder {
   private readonly genericDepth: number[] = []
   /** Stack slot of a generic container while it is open (genericDepth -1). */
   private readonly genericSlot: number[] = []
+  /** For a generic value read back as a frame or frames list: its frame or local stack id + 2 (0: not yet). */
+  private readonly genericAux: number[] = []
 
   // Strings by id; their codes; ids by content, and by bytes (open addressing over the input's offsets).
   private readonly strings: string[] = []
@@ -182,8 +184,6 @@ class FastDecoder {
     const memoSize = Math.max(1024, Math.min(Math.ceil(b.length / 20), 1 << 20))
     this.memoKind = new Uint8Array(memoSize)
     this.memoId = new Int32Array(memoSize)
-    this.memoNumber = new Float64Array(memoSize)
-    this.memoAux = new Int32Array(memoSize)
     this.memoKeyCode = new Uint8Array(memoSize)
     this.depthLimit = Math.min(maxDepth, 1 << 12) - 4
     this.nextYield = yieldBytes
@@ -336,7 +336,7 @@ class FastDecoder {
           if (k === Memo.string) {
             pushed = this.strings[n]!
             keyCandidate = true
-          } else if (k === Memo.number) pushed = this.memoNumber[index]!
+          } else if (k === Memo.number) pushed = this.numbers[n]!
           else if (k === Memo.generic) {
             pushed = this.generic[n]!
             if (pushed !== null && typeof pushed === 'object') {
@@ -410,6 +410,7 @@ class FastDecoder {
     this.generic.push(value)
     this.genericDepth.push(depth)
     this.genericSlot.push(-1)
+    this.genericAux.push(0)
     return this.generic.length - 1
   }
 
@@ -567,12 +568,12 @@ class FastDecoder {
           } else if (k === Memo.generic) {
             // A list the generic part built (torch shares one empty frames list from the segments on).
             const g = this.memoId[index]!
-            const known = this.memoAux[index]!
+            const known = this.genericAux[g]!
             if (known > 0) stack = known - 2
             else {
               stack = this.genericStack(this.generic[g]!)
               if (stack === -2) return -1
-              this.memoAux[index] = stack + 2
+              this.genericAux[g] = stack + 2
             }
             d = this.genericDepth[g]!
             if (d < 0) return -1
@@ -605,7 +606,7 @@ class FastDecoder {
             kind = Scalar.string
             value = this.memoId[index]!
           } else if (k === Memo.number) {
-            value = this.memoNumber[index]!
+            value = this.numbers[this.memoId[index]!]!
             kind = Number.isSafeInteger(value) ? Scalar.int : Scalar.float
           } else if (k === Memo.lazyString) {
             kind = Scalar.string
@@ -750,12 +751,12 @@ class FastDecoder {
           if (k === Memo.frame) frame = this.memoId[index]!
           else if (k === Memo.generic) {
             const g = this.memoId[index]!
-            const known = this.memoAux[index]!
+            const known = this.genericAux[g]!
             if (known > 0) frame = known - 2
             else {
               frame = this.genericFrame(this.generic[g]!)
               if (frame < 0) return -1
-              this.memoAux[index] = frame + 2
+              this.genericAux[g] = frame + 2
             }
             if (this.genericDepth[g]! > deepest) deepest = this.genericDepth[g]!
           } else return -1
@@ -921,7 +922,7 @@ class FastDecoder {
           this.kind = Scalar.string
           this.num = k === Memo.string ? this.memoId[index]! : this.resolveLazy(index)
         } else if (k === Memo.number) {
-          const v = this.memoNumber[index]!
+          const v = this.numbers[this.memoId[index]!]!
           this.kind = Number.isSafeInteger(v) ? Scalar.int : Scalar.float
           this.num = v
         } else return -1
@@ -1004,7 +1005,7 @@ class FastDecoder {
         }
         if (kind === Scalar.int || kind === Scalar.float) {
           this.memoKind[index] = Memo.number
-          this.memoNumber[index] = this.num
+          this.memoId[index] = this.addNumber(this.num)
           this.memoNext = index + 1
           return p + 1
         }
@@ -1075,10 +1076,6 @@ class FastDecoder {
       const ids = new Int32Array(size)
       ids.set(this.memoId)
       this.memoId = ids
-      const numbers = new Float64Array(size)
-      numbers.set(this.memoNumber)
-      this.memoNumber = numbers
-      this.memoAux = grownInt32(this.memoAux, size)
     }
     if (this.memoKind[index] !== Memo.unset && index < this.memoNext) return -1
     return index
@@ -1097,10 +1094,19 @@ class FastDecoder {
   private setMemo(index: number, kind: Memo, num: number): void {
     this.memoKind[index] = kind
     this.memoKeyCode[index] = kind === Memo.string ? this.codes[num]! + 1 : 0
-    if (kind === Memo.number) this.memoNumber[index] = num
-    else this.memoId[index] = num
-    this.memoAux[index] = 0
+    this.memoId[index] = kind === Memo.number ? this.addNumber(num) : num
     if (index >= this.memoNext) this.memoNext = index + 1
+  }
+
+  private addNumber(value: number): number {
+    const i = this.numberCount++
+    if (i === this.numbers.length) {
+      const grown = new Float64Array(i * 2)
+      grown.set(this.numbers)
+      this.numbers = grown
+    }
+    this.numbers[i] = value
+    return i
   }
 
   /** Skips FRAME opcodes at p (each checked as the general path checks it). */

@@ -24,7 +24,7 @@
 // snapshot and hands anything else back, whereupon the general path below runs from the start
 // (the restricted unpickler, then the mapper), which gives the import or the error. Both fill the
 // same SnapshotMapper in the same order, so their imports are equal. A file below `wholeBelow`
-// (256 MiB) is read whole for it (memory: the file, and the fast path's memo of 13 bytes an
+// (256 MiB) is read whole for it (memory: the file, and the fast path's memo of 6 bytes an
 // entry); a larger one, or one at least `boundedAbove` where that is given, takes the general
 // path in bounded memory.
 //
@@ -100,7 +100,7 @@ export interface OverflowCounts {
 const DEFAULT_CHUNK = 4 << 20
 /** Measured here: from a few MB up, the pre-pass pays for itself in garbage not collected. */
 const DEFAULT_BOUNDED_ABOVE = 4 << 20
-/** Reading a file whole costs its size in memory, besides the fast path's memo (about 1.2 bytes per input byte for torch's pickles). */
+/** Reading a file whole costs its size in memory, besides the fast path's memo (6 bytes an entry, about an entry per 20 input bytes for torch's pickles). */
 const DEFAULT_WHOLE_BELOW = 256 << 20
 /** The unpickler's default limit on nesting, which the fast path must respect too. */
 const DEFAULT_MAX_DEPTH = 200
