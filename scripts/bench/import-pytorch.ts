@@ -1,7 +1,7 @@
 // Benchmark: importing a PyTorch memory snapshot (pickle -> request trace + recorded layout) beside
 // PyTorch's own memory_viz unpickler (torch/utils/viz/MemoryViz.js, which only unpickles), on the
 // same bytes in the same run. Issue 3's target: our import at least 3x faster.
-//   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--warmup W] [--clock wall|cpu] [--peer MemoryViz.js]
+//   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--warmup W] [--clock wall|cpu] [--peer MemoryViz.js] [--json FILE]
 // The peer's code is not in this repository: give the path of a MemoryViz.js from a PyTorch
 // checkout or wheel with --peer or MEMORY_VIZ_JS; its unpickle() function is taken from it and run.
 // Without one the peer is not measured, and the output says so. Medians and minima of R runs. The
@@ -18,6 +18,7 @@ import { basename, join } from 'node:path'
 
 import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch.ts'
 import { MemoReferenceScanner, unpickle } from '../../src-main/services/import/unpickle.ts'
+import { FigureLog } from './figures.ts'
 
 function options(name: string): string[] {
   const values: string[] = []
@@ -113,6 +114,7 @@ function measure(contenders: Contenders, times: Record<string, number[]>): void 
   }
 }
 
+const figures = new FigureLog('scripts/bench/import-pytorch.ts')
 const HEADLINE = 'import (ours: pickle -> trace + layout)'
 const PEER = 'memory_viz unpickle (peer)'
 const inputs = files.map((file) => {
@@ -153,4 +155,18 @@ for (const { file, bytes, times } of inputs) {
     const p = times[PEER]!
     console.log(`  import vs peer: ${(median(p) / median(ours)).toFixed(2)}x faster by medians, ${(Math.min(...p) / Math.min(...ours)).toFixed(2)}x by minima (target >= 3x)`)
   }
+  const ours = median(times[HEADLINE]!)
+  const peerMedian = typeof peer === 'string' ? undefined : median(times[PEER]!)
+  figures.add({
+    area: 'import',
+    what: `PyTorch snapshot import, ${basename(file)} (${mb.toFixed(2)} MB)`,
+    value: ours,
+    unit: 'ms',
+    peers: peerMedian === undefined ? [] : [{ name: "memory_viz's unpickler", value: peerMedian }],
+    better: 'lower',
+    target: '≥ 3× faster than memory_viz',
+    met: peerMedian === undefined ? undefined : peerMedian / ours >= 3,
+    note: typeof peer === 'string' ? `peer not measured: ${peer}` : undefined,
+  })
 }
+figures.writeIfAsked()
