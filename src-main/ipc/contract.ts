@@ -131,7 +131,11 @@ export interface Channels {
    */
   'record:workload': { arg: RecordRequest; result: { jobId: string } }
   'replay:result': { arg: { jobId: string }; result: Bundle }
-  'job:status': { arg: { jobId: string }; result: JobStatus }
+  /**
+   * waitMs (the web host; at most 1000): answer once the job settles or that long has passed,
+   * so a poller learns of the end at once.
+   */
+  'job:status': { arg: { jobId: string; waitMs?: number }; result: JobStatus }
   'job:result': { arg: { jobId: string }; result: TraceSummary }
   'job:cancel': { arg: { jobId: string }; result: { cancelled: boolean } }
 }

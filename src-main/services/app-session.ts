@@ -89,6 +89,12 @@ export class AppSession {
 
   /** Recent-file key of the file named on the command line. */
   private readonly initialKey: string | undefined
+  /**
+   * The file named on the command line, opened (and its first strategy replayed) when a page
+   * starts loading (prefetchInitial), so that work runs while the page loads its code; the
+   * page's own requests for exactly that work then take these jobs instead of starting their own.
+   */
+  private prefetched: { openJobId: string; openClaimed: boolean; replay?: { key: string; jobId: string; claimed: boolean } } | undefined
 
   constructor(private readonly options: SessionOptions) {
     if (options.initialFile !== undefined) {
@@ -214,6 +220,11 @@ export class AppSession {
   }
 
   openRecent(key: string): { jobId: string } {
+    const p = this.prefetched
+    if (p && !p.openClaimed && key === this.initialKey) {
+      p.openClaimed = true
+      return { jobId: p.openJobId }
+    }
     const entry = this.recent.find((r) => r.key === key)
     if (!entry) throw new ApiError('NOT_FOUND', `recent: no recent file ${JSON.stringify(key)}`)
     return this.openPathJob(entry.path, entry.name)
@@ -254,6 +265,35 @@ export class AppSession {
       } finally {
         await rm(dirname(path), { recursive: true, force: true })
       }
+    })
+  }
+
+  /**
+   * Opens the file the host was started with, then replays it through the first of the default
+   * strategies as a page would ask (AppState.open), ahead of the page's requests: the web host
+   * calls this when a page with the token starts loading. Does nothing without an initial file
+   * or while an earlier prefetch has not been taken by a page.
+   */
+  prefetchInitial(): void {
+    const key = this.initialKey
+    const entry = this.recent.find((r) => r.key === key)
+    if (!entry || (this.prefetched && !this.prefetched.openClaimed)) return
+    const { jobId } = this.openPathJob(entry.path, entry.name)
+    const prefetched: NonNullable<AppSession['prefetched']> = { openJobId: jobId, openClaimed: false }
+    this.prefetched = prefetched
+    const job = this.jobs.get(jobId)!
+    void job.done.then(() => {
+      if (job.status.state !== 'done' || this.prefetched !== prefetched) return
+      const summary = job.result as TraceSummary
+      // What AppState.open asks first: the recorded layouts alone, or the first strategy.
+      const request: ReplayRequest = {
+        traceId: summary.traceId,
+        strategies: DEFAULT_STRATEGIES,
+        targets: { first: 0, count: summary.stored.length > 0 ? 0 : 1 },
+        includeStored: true,
+      }
+      const { jobId: replayJobId } = this.startReplay(request)
+      prefetched.replay = { key: replayKey(request), jobId: replayJobId, claimed: false }
     })
   }
 
@@ -334,6 +374,13 @@ export class AppSession {
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
   startReplay(request: ReplayRequest): { jobId: string } {
     const { input } = this.trace(request?.traceId)
+    const prefetched = this.prefetched?.replay
+    if (prefetched && !prefetched.claimed) {
+      prefetched.claimed = true
+      if (replayKey(request) === prefetched.key) return { jobId: prefetched.jobId }
+      // The page wants another replay: the prefetched one would only compete with it.
+      this.cancel(prefetched.jobId)
+    }
     let specs
     try {
       specs = parseStrategySpecs([String(request.strategies ?? '')], 'strategies')
@@ -390,6 +437,22 @@ export class AppSession {
     return { ...job.status }
   }
 
+  /**
+   * A job's status once it has settled or `waitMs` has passed, whichever is first: a host that
+   * answers a poll this way tells the page the moment a job ends, where a page polling at
+   * intervals learns it up to an interval late.
+   */
+  async jobStatusAfter(jobId: string, waitMs: number): Promise<JobStatus> {
+    const job = this.jobs.get(jobId)
+    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
+    if (job.status.state === 'running' && waitMs > 0) {
+      let timer: NodeJS.Timeout | undefined
+      await Promise.race([job.done, new Promise<void>((r) => (timer = setTimeout(r, waitMs)))])
+      clearTimeout(timer)
+    }
+    return { ...job.status }
+  }
+
   /** Waits for a job to settle (tests and the CLI's serve log). */
   async settled(jobId: string): Promise<JobStatus> {
     const job = this.jobs.get(jobId)
@@ -438,6 +501,12 @@ export class AppSession {
       }
     return { jobId }
   }
+}
+
+/** What makes two replay requests ask for the same work. */
+function replayKey(r: ReplayRequest): string {
+  const cap = r.cap === undefined ? '' : String(r.cap).trim()
+  return JSON.stringify([r.traceId, String(r.strategies ?? ''), cap, r.targets?.first ?? 0, r.targets?.count ?? null, r.includeStored !== false])
 }
 
 /** The part of the parsed strategies a replay request names (ReplayRequest.targets). */

@@ -47,6 +47,8 @@ const SECURITY_HEADERS = {
 }
 
 const MAX_JSON_BYTES = 1 << 20
+/** The longest a `job:status` call with waitMs holds its answer back. */
+const MAX_STATUS_WAIT_MS = 1000
 
 class HttpError extends Error {
   constructor(
@@ -181,8 +183,14 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       }
       case 'replay:result':
         return sendBundle(res, session.replayResult(text(object(arg), 'jobId')))
-      case 'job:status':
-        return sendJson(res, 200, { ok: true, result: session.jobStatus(text(object(arg), 'jobId')) })
+      case 'job:status': {
+        const a = object(arg)
+        const waitMs = a['waitMs']
+        if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0))) throw new HttpError(400, 'BAD_INPUT', 'waitMs must be a number of milliseconds from 0')
+        const jobId = text(a, 'jobId')
+        const status = waitMs ? await session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)
+        return sendJson(res, 200, { ok: true, result: status })
+      }
       case 'job:result':
         return sendJson(res, 200, { ok: true, result: session.jobResult(text(object(arg), 'jobId')) })
       case 'job:cancel':
@@ -192,8 +200,13 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
     }
   }
 
-  async function serveStatic(pathname: string, res: ServerResponse): Promise<void> {
+  async function serveStatic(url: URL, res: ServerResponse): Promise<void> {
+    const pathname = url.pathname
     if (pathname === '/' || pathname === '/index.html') {
+      // A page with the token is loading: its first request will be the file named on the command
+      // line, so the host opens it (and replays its first strategy) while the page loads its code.
+      const given = url.searchParams.get('token')
+      if (given !== null && sameToken(given, token)) session.prefetchInitial()
       res.writeHead(200, { 'content-type': contentTypeOf('.html'), 'cache-control': 'no-store', ...SECURITY_HEADERS })
       res.end(indexHtml)
       return
@@ -234,7 +247,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           return
         }
         if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'BAD_INPUT', 'only GET here')
-        await serveStatic(url.pathname, res)
+        await serveStatic(url, res)
       } catch (e) {
         if (res.headersSent) {
           res.destroy()

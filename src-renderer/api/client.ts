@@ -24,7 +24,10 @@ export interface Client {
   startReplay(request: ReplayRequest): Promise<{ jobId: string }>
   replayResult(jobId: string): Promise<ArrayBuffer>
   recordWorkload(request: RecordRequest): Promise<{ jobId: string }>
-  jobStatus(jobId: string): Promise<JobStatus>
+  /** waitMs: a host that can (the web host) answers once the job settles or that long has passed. */
+  jobStatus(jobId: string, waitMs?: number): Promise<JobStatus>
+  /** Whether jobStatus honours waitMs (then polling needs no pause between calls). */
+  readonly statusWaits: boolean
   jobResult(jobId: string): Promise<TraceSummary>
   cancel(jobId: string): Promise<{ cancelled: boolean }>
 }
@@ -93,7 +96,8 @@ function httpClient(): Client {
     startReplay: (request) => call('replay:start', request),
     replayResult: (jobId) => bundle('replay:result', { jobId }),
     recordWorkload: (request) => call('record:workload', request),
-    jobStatus: (jobId) => call('job:status', { jobId }),
+    jobStatus: (jobId, waitMs) => call('job:status', { jobId, ...(waitMs !== undefined && { waitMs }) }),
+    statusWaits: true,
     jobResult: (jobId) => call('job:result', { jobId }),
     cancel: (jobId) => call('job:cancel', { jobId }),
   }
@@ -111,7 +115,9 @@ function bridgeClient(bridge: BridgeApi): Client {
     startReplay: (request) => bridge['replay:start'](request),
     replayResult: (jobId) => bridge['replay:result']({ jobId }),
     recordWorkload: (request) => bridge['record:workload'](request),
+    // The desktop app's main process answers from the status its worker pushes: no waiting there.
     jobStatus: (jobId) => bridge['job:status']({ jobId }),
+    statusWaits: false,
     jobResult: (jobId) => bridge['job:result']({ jobId }),
     cancel: (jobId) => bridge['job:cancel']({ jobId }),
   }
@@ -124,13 +130,15 @@ export function createClient(): Client {
 
 /** Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. */
 export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80): Promise<JobStatus> {
-  // Polls soon at first, then every intervalMs: a short job (a small file, the first strategy of
-  // a replay) is not kept waiting for a full interval, a long one costs no more requests.
+  // A host that holds the answer until the job ends (or an interval passes, for the progress bar)
+  // is asked again at once: the page learns of the end when it happens. Otherwise polls soon at
+  // first, then every intervalMs: a short job (a small file, the first strategy of a replay) is
+  // not kept waiting for a full interval, a long one costs no more requests.
   for (let wait = 5; ; wait = Math.min(intervalMs, wait * 2)) {
-    const status = await client.jobStatus(jobId)
+    const status = await client.jobStatus(jobId, client.statusWaits ? intervalMs : undefined)
     onStatus(status)
     if (status.state === 'done') return status
     if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
-    await new Promise((r) => setTimeout(r, wait))
+    if (!client.statusWaits) await new Promise((r) => setTimeout(r, wait))
   }
 }

@@ -1,0 +1,137 @@
+// The web host's head start on the file it was started with: loading the page (with its token)
+// opens that file and replays its first strategy; the page's own requests for exactly that work
+// take those jobs, a different request starts its own, a
+// page without the token starts nothing; `job:status` with waitMs answers when the job settles.
+import assert from 'node:assert/strict'
+import { mkdtemp, writeFile } from 'node:fs/promises'
+import { request } from 'node:http'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+
+import type { AppInfo, JobStatus, TraceSummary } from '../../src-main/ipc/contract.ts'
+import { decodeBundle } from '../../src-main/ipc/bundle.ts'
+import { AppSession } from '../../src-main/services/app-session.ts'
+import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
+
+const ROOT = join(import.meta.dirname, '..', '..')
+const SAMPLE = join(ROOT, 'resources', 'samples', 'h100-inference-buddy.vramscope')
+
+function call(host: WebHost, method: string, path: string, body?: string, token: string | null = host.token): Promise<{ status: number; body: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json' }
+    if (token !== null) headers['authorization'] = `Bearer ${token}`
+    const req = request({ host: '127.0.0.1', port: host.port, method, path, headers }, (res) => {
+      const chunks: Buffer[] = []
+      res.on('data', (c: Buffer) => chunks.push(c))
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
+    })
+    req.on('error', reject)
+    req.end(body)
+  })
+}
+
+async function api<T>(host: WebHost, channel: string, arg?: unknown): Promise<T> {
+  const r = await call(host, 'POST', `/api/${channel}`, arg === undefined ? '' : JSON.stringify(arg))
+  const j = JSON.parse(r.body.toString('utf8')) as { ok: boolean; result: T; error?: { message: string } }
+  if (!j.ok) throw new Error(j.error?.message)
+  return j.result
+}
+
+async function settle(host: WebHost, jobId: string): Promise<JobStatus> {
+  for (;;) {
+    const status = await api<JobStatus>(host, 'job:status', { jobId, waitMs: 200 })
+    if (status.state !== 'running') return status
+  }
+}
+
+async function startHost(session: AppSession): Promise<WebHost> {
+  const staticDir = await mkdtemp(join(tmpdir(), 'vramscope-static-'))
+  await writeFile(join(staticDir, 'index.html'), '<!doctype html><title>vramscope</title>')
+  return startWebHost({ session, staticDir })
+}
+
+describe('web host: the initial file ahead of the page', () => {
+  let session: AppSession
+  let host: WebHost
+  before(async () => {
+    session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), initialFile: SAMPLE, allowedPaths: new Set([SAMPLE]) })
+    host = await startHost(session)
+  })
+  after(() => host.close())
+
+  /** Jobs the session holds: a request that takes a prefetched job adds none. */
+  const jobCount = () => (session as unknown as { jobs: Map<string, unknown> }).jobs.size
+
+  it('starts nothing for a page without the token', async () => {
+    const before = jobCount()
+    assert.equal((await call(host, 'GET', '/', undefined, null)).status, 200)
+    assert.equal((await call(host, 'GET', '/?token=wrong', undefined, null)).status, 200)
+    assert.equal(jobCount(), before)
+    const info = await api<AppInfo>(host, 'app:info')
+    const { jobId } = await api<{ jobId: string }>(host, 'trace:openRecent', { key: info.initialFile })
+    assert.equal(jobCount(), before + 1, 'the page opens the file itself')
+    await settle(host, jobId)
+  })
+
+  it("gives the page the prefetched open and replay when it asks for exactly them, with the same bundle as a replay of its own", async () => {
+    assert.equal((await call(host, 'GET', `/?token=${host.token}`, undefined, null)).status, 200)
+    const info = await api<AppInfo>(host, 'app:info')
+    const before = jobCount()
+    const { jobId } = await api<{ jobId: string }>(host, 'trace:openRecent', { key: info.initialFile })
+    assert.equal(jobCount(), before, 'the page took the prefetched open')
+    assert.equal((await settle(host, jobId)).state, 'done')
+    const summary = await api<TraceSummary>(host, 'job:result', { jobId })
+    // Let the prefetched replay finish: the page's request then finds it done, not started anew.
+    await new Promise((r) => setTimeout(r, 300))
+    const request = { traceId: summary.traceId, strategies: info.defaultStrategies, targets: { first: 0, count: summary.stored.length > 0 ? 0 : 1 }, includeStored: true }
+    const jobsBeforeReplay = jobCount()
+    const first = await api<{ jobId: string }>(host, 'replay:start', request)
+    assert.equal(jobCount(), jobsBeforeReplay, 'the page took the prefetched replay')
+    assert.equal((await settle(host, first.jobId)).state, 'done')
+    // Taken once: the same request again is a job of its own, and its bundle is the same bytes.
+    const again = await api<{ jobId: string }>(host, 'replay:start', request)
+    assert.notEqual(again.jobId, first.jobId)
+    assert.equal((await settle(host, again.jobId)).state, 'done')
+    const a = await call(host, 'POST', '/api/replay:result', JSON.stringify({ jobId: first.jobId }))
+    const b = await call(host, 'POST', '/api/replay:result', JSON.stringify({ jobId: again.jobId }))
+    assert.equal(a.status, 200)
+    const strip = (buffer: Buffer) => {
+      const bundle = decodeBundle(new Uint8Array(buffer).slice().buffer)
+      // wallNs and eventsPerSecond are clocks; everything else must match.
+      for (const s of (bundle.meta as { strategies: { summary: Record<string, number> }[] }).strategies) {
+        delete s.summary['wallNs']
+        delete s.summary['eventsPerSecond']
+      }
+      return bundle
+    }
+    assert.deepEqual(strip(a.body), strip(b.body))
+  })
+
+  it('starts the replay the page asks for when it is not the prefetched one', async () => {
+    await call(host, 'GET', `/index.html?token=${host.token}`, undefined, null)
+    const info = await api<AppInfo>(host, 'app:info')
+    const { jobId } = await api<{ jobId: string }>(host, 'trace:openRecent', { key: info.initialFile })
+    await settle(host, jobId)
+    const summary = await api<TraceSummary>(host, 'job:result', { jobId })
+    await new Promise((r) => setTimeout(r, 50))
+    const before = jobCount()
+    const mine = await api<{ jobId: string }>(host, 'replay:start', { traceId: summary.traceId, strategies: 'slab', includeStored: true })
+    assert.equal(jobCount(), before + 1)
+    assert.equal((await settle(host, mine.jobId)).state, 'done')
+    const bundle = decodeBundle(new Uint8Array((await call(host, 'POST', '/api/replay:result', JSON.stringify({ jobId: mine.jobId }))).body).slice().buffer)
+    const names = (bundle.meta as { strategies: { name: string; recorded: boolean }[] }).strategies.filter((s) => !s.recorded).map((s) => s.name)
+    assert.deepEqual(names, ['slab'])
+  })
+
+  it('job:status with waitMs answers when the job settles, and refuses a bad waitMs', async () => {
+    const info = await api<AppInfo>(host, 'app:info')
+    const { jobId } = await api<{ jobId: string }>(host, 'trace:openRecent', { key: info.initialFile })
+    const t0 = performance.now()
+    const status = await api<JobStatus>(host, 'job:status', { jobId, waitMs: 1000 })
+    assert.notEqual(status.state, 'running', 'a small file opens well within a second')
+    assert.ok(performance.now() - t0 < 1000, 'the answer came when the job settled, not after the whole wait')
+    const bad = await call(host, 'POST', '/api/job:status', JSON.stringify({ jobId, waitMs: 'soon' }))
+    assert.equal(bad.status, 400)
+  })
+})
