@@ -16,8 +16,10 @@
 // repository) is found by --memory-viz PATH, MEMORY_VIZ_JS, or the installed torch package.
 //   npm run bench [-- --quick] [--only pairs,replay,...] [--runs N] [--clock wall|cpu]
 //                  [--memory-viz PATH] [--out DIR] [--markdown FILE]
-//   npm run bench -- --from DIR     the table again from a run's JSON (say, one brought back from a
-//                                   GPU machine), nothing measured
+//   npm run bench -- --from DIR [--from DIR2]   the table again from runs' JSON, nothing measured:
+//                                   say, a GPU machine's run and this machine's renderer run; a
+//                                   part one run could not measure is not listed as missing when
+//                                   another run has it
 // The table goes to stdout (and to --markdown FILE); each part's own output, to stderr as it runs;
 // every part's JSON stays in --out DIR (default: a new directory under the system's temp dir).
 import { spawn, spawnSync } from 'node:child_process'
@@ -38,12 +40,12 @@ interface Options {
   clock: 'wall' | 'cpu'
   memoryViz: string | undefined
   out: string
-  from: string | undefined
+  from: string[]
   markdown: string | undefined
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { quick: false, only: new Set(PARTS), runs: 3, clock: 'wall', memoryViz: process.env['MEMORY_VIZ_JS'], out: '', from: undefined, markdown: undefined }
+  const o: Options = { quick: false, only: new Set(PARTS), runs: 3, clock: 'wall', memoryViz: process.env['MEMORY_VIZ_JS'], out: '', from: [], markdown: undefined }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     const value = (): string => {
@@ -65,7 +67,7 @@ function parseOptions(argv: string[]): Options {
       o.clock = c
     } else if (arg === '--memory-viz') o.memoryViz = value()
     else if (arg === '--out') o.out = value()
-    else if (arg === '--from') o.from = value()
+    else if (arg === '--from') o.from.push(value())
     else if (arg === '--markdown') o.markdown = value()
     else if (arg === '--help' || arg === '-h') {
       console.log(readFileSync(import.meta.filename, 'utf8').split('\nimport ')[0]!.replace(/^\/\/ ?/gm, ''))
@@ -402,12 +404,25 @@ function collect(dir: string): { header: string[]; figures: Figure[]; skipped: s
   return { header, figures, skipped }
 }
 
+/** Several runs' tables as one: a part's "not measured" line goes when another run measured it. */
+function collectAll(dirs: string[]): { header: string[]; figures: Figure[]; skipped: string[] } {
+  const runs = dirs.map(collect)
+  const area = (skip: string) => skip.split(': ')[0]
+  return {
+    header: runs.flatMap((r) => r.header),
+    figures: runs.flatMap((r) => r.figures),
+    skipped: runs.flatMap((r, i) => r.skipped.filter((s) => !runs.some((other, j) => j !== i && other.figures.some((f) => f.area === area(s))))),
+  }
+}
+
 async function main(): Promise<void> {
   const o = parseOptions(process.argv.slice(2))
-  const out = o.from ?? (o.out || mkdtempSync(join(tmpdir(), 'vramscope-bench-')))
-  mkdirSync(out, { recursive: true })
-  if (!o.from) await measure(o, out)
-  const { header, figures, skipped } = collect(out)
+  const out = o.from.length ? o.from.join(', ') : o.out || mkdtempSync(join(tmpdir(), 'vramscope-bench-'))
+  if (!o.from.length) {
+    mkdirSync(out, { recursive: true })
+    await measure(o, out)
+  }
+  const { header, figures, skipped } = collectAll(o.from.length ? o.from : [out])
   const text = [
     `vramscope benchmarks${o.quick ? ' (--quick: rough figures)' : ''}, table made ${new Date().toISOString().slice(0, 16).replace('T', ' ')} UTC on ${cpus()[0]?.model.trim() ?? 'an unknown CPU'} (${cpus().length} cores, load average ${loadavg()[0]!.toFixed(1)})`,
     ...header.map((h) => `- ${h}`),
@@ -418,7 +433,7 @@ async function main(): Promise<void> {
   ].join('\n')
   process.stdout.write(`\n${text}`)
   if (o.markdown) writeFileSync(o.markdown, text)
-  writeFileSync(join(out, 'table.md'), text)
+  if (!o.from.length) writeFileSync(join(out, 'table.md'), text)
 }
 
 await main()
