@@ -96,7 +96,9 @@ function run(command: string, args: string[], env: NodeJS.ProcessEnv = {}): Prom
   })
 }
 
-const TSX = join(ROOT, 'node_modules', '.bin', 'tsx')
+/** A TypeScript script run by this Node with tsx's loader (no npx or node_modules/.bin needed). */
+const tsx = (script: string, args: string[], env: NodeJS.ProcessEnv = {}): Promise<number> =>
+  run(process.execPath, ['--import', 'tsx', join(ROOT, 'scripts', 'bench', script), ...args], env)
 
 // --- native JSON (vramscope_bench) --------------------------------------------------------------
 
@@ -345,16 +347,16 @@ async function measure(o: Options, out: string): Promise<string[]> {
   }
   if (o.only.has('load')) {
     announce('load', 'opening a trace file (scripts/bench/trace-file.ts)')
-    const code = await run(TSX, [join(ROOT, 'scripts', 'bench', 'trace-file.ts'), '--json', join(out, 'trace-load.json'), ...(o.quick ? ['--events', '200000', '--runs', '3'] : [])])
+    const code = await tsx('trace-file.ts', ['--json', join(out, 'trace-load.json'), ...(o.quick ? ['--events', '200000', '--runs', '3'] : [])])
     if (code !== 0) skipped.push(`trace load: trace-file.ts exited ${code}`)
   }
   const viz = findMemoryViz(o)
   if (o.only.has('import')) {
     announce('import', "PyTorch snapshot import vs memory_viz's unpickler (scripts/bench/import-pytorch.ts)")
-    const args = [join(ROOT, 'scripts', 'bench', 'import-pytorch.ts'), '--clock', o.clock, '--runs', o.quick ? '11' : '61', '--json', join(out, 'import.json')]
+    const args = ['--clock', o.clock, '--runs', o.quick ? '11' : '61', '--json', join(out, 'import.json')]
     if ('path' in viz) args.push('--peer', viz.path)
     else skipped.push(`import: memory_viz's unpickler as a peer: ${viz.why}`)
-    const code = await run(TSX, args)
+    const code = await tsx('import-pytorch.ts', args)
     if (code !== 0) skipped.push(`import: import-pytorch.ts exited ${code}`)
   }
   if (o.only.has('ui')) {
@@ -362,7 +364,7 @@ async function measure(o: Options, out: string): Promise<string[]> {
     if (!browser) skipped.push('renderer: no Chromium here (/usr/bin/chromium, or CHROMIUM=PATH)')
     else {
       announce('ui', 'renderer in Chromium: frames, first paint, snapshots (scripts/bench/renderer.ts)')
-      const args = [join(ROOT, 'scripts', 'bench', 'renderer.ts'), '--json', join(out, 'renderer.json')]
+      const args = ['--json', join(out, 'renderer.json')]
       if (o.quick) args.push('--runs', '1', '--only', 'frames,million')
       if ('path' in viz) {
         const peerDir = join(out, 'memviz-peer')
@@ -370,7 +372,7 @@ async function measure(o: Options, out: string): Promise<string[]> {
         writeFileSync(join(peerDir, 'MemoryViz.js'), readFileSync(viz.path))
         args.push('--peer-dir', peerDir)
       } else skipped.push(`renderer: memory_viz's page as a peer: ${viz.why}`)
-      const code = await run(TSX, args, { CHROMIUM: browser })
+      const code = await tsx('renderer.ts', args, { CHROMIUM: browser })
       if (code !== 0) skipped.push(`renderer: renderer.ts exited ${code}`)
     }
   }
