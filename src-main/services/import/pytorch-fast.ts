@@ -117,7 +117,7 @@ class FastDecoder {
   /** Per memo index: the id (string, frame, stack, generic index, index in `numbers`). */
   private memoId: Int32Array
   /** Numbers stored in the memo (few: Python's pickler does not memoize ints and floats). */
-  private numbers = new Float64Array(16)
+  private numbers: Float64Array
   private numberCount = 0
   /** Per memo index: 1 + the Code of a string entry, 0 for any other entry (an event key in two loads). */
   private memoKeyCode: Uint8Array
@@ -132,36 +132,36 @@ class FastDecoder {
 
   // Strings by id; their codes; ids by content, and by bytes (open addressing over the input's offsets).
   private readonly strings: string[] = []
-  private codes = new Int32Array(256)
+  private codes: Int32Array
   private readonly stringIds = new Map<string, number>()
-  private byteSlots = new Int32Array(512).fill(-1)
-  private byteAt = new Int32Array(256)
-  private byteLength = new Int32Array(256)
-  private byteIds = new Int32Array(256)
+  private byteSlots: Int32Array
+  private byteAt: Int32Array
+  private byteLength: Int32Array
+  private byteIds: Int32Array
   private byteCount = 0
 
   // Frames: name and file string ids, line; deduplicated by content; the mapper's frame id once used.
-  private frameName = new Int32Array(256)
-  private frameFile = new Int32Array(256)
-  private frameLine = new Float64Array(256)
-  private frameGlobal = new Int32Array(256)
+  private frameName: Int32Array
+  private frameFile: Int32Array
+  private frameLine: Float64Array
+  private frameGlobal: Int32Array
   private frameCount = 0
-  private frameSlots = new Int32Array(512).fill(-1)
+  private frameSlots: Int32Array
   /** Frame ids of frame dicts the generic part built (the segments' blocks), found on first read-back. */
   private readonly genericFrames = new Map<PickleDict, number>()
   private readonly genericStacks = new Map<PickleValue[], number>()
 
   // Local stacks: sequences of frame ids, deduplicated; the mapper's stack id once used.
-  private stackFrames = new Int32Array(1024)
+  private stackFrames: Int32Array
   private stackFramesUsed = 0
-  private stackStart = new Int32Array(256)
-  private stackLength = new Int32Array(256)
-  private stackGlobal = new Int32Array(256)
+  private stackStart: Int32Array
+  private stackLength: Int32Array
+  private stackGlobal: Int32Array
   private stackCount = 0
-  private stackSlots = new Int32Array(512).fill(-1)
+  private stackSlots: Int32Array
   /** The frames of the list being read. */
-  private scratch = new Int32Array(256)
-  private globalScratch = new Uint32Array(256)
+  private scratch: Int32Array
+  private globalScratch: Uint32Array
 
   // Outputs of scalar() and of the readers below.
   private kind = 0
@@ -182,9 +182,30 @@ class FastDecoder {
     this.end = b.length
     // Sized once for torch's pickles (a memo entry per 22 bytes or so), grown by doubling past that.
     const memoSize = Math.max(1024, Math.min(Math.ceil(b.length / 20), 1 << 20))
-    this.memoKind = new Uint8Array(memoSize)
-    this.memoId = new Int32Array(memoSize)
-    this.memoKeyCode = new Uint8Array(memoSize)
+    // Every first table from one ArrayBuffer (each costs about a microsecond to allocate; a
+    // decoder starts with two dozen), widest elements first so that each stays aligned.
+    const tables = new Tables(8 * (16 + 256) + 4 * (12 * 256 + 3 * 512 + 1024) + 6 * memoSize) // as taken below
+    this.numbers = tables.float64(16)
+    this.frameLine = tables.float64(256)
+    this.codes = tables.int32(256)
+    this.byteSlots = tables.int32(512).fill(-1)
+    this.byteAt = tables.int32(256)
+    this.byteLength = tables.int32(256)
+    this.byteIds = tables.int32(256)
+    this.frameName = tables.int32(256)
+    this.frameFile = tables.int32(256)
+    this.frameGlobal = tables.int32(256)
+    this.frameSlots = tables.int32(512).fill(-1)
+    this.stackFrames = tables.int32(1024)
+    this.stackStart = tables.int32(256)
+    this.stackLength = tables.int32(256)
+    this.stackGlobal = tables.int32(256)
+    this.stackSlots = tables.int32(512).fill(-1)
+    this.scratch = tables.int32(256)
+    this.globalScratch = tables.uint32(256)
+    this.memoId = tables.int32(memoSize)
+    this.memoKind = tables.uint8(memoSize)
+    this.memoKeyCode = tables.uint8(memoSize)
     this.depthLimit = Math.min(maxDepth, 1 << 12) - 4
     this.nextYield = yieldBytes
   }
@@ -1274,6 +1295,35 @@ class FastDecoder {
       this.stackSlots = slots
     }
     return s
+  }
+}
+
+/** Typed arrays carved in turn from one ArrayBuffer of the bytes they take together. */
+class Tables {
+  private readonly buffer: ArrayBuffer
+  private at = 0
+  constructor(bytes: number) {
+    this.buffer = new ArrayBuffer(bytes)
+  }
+  float64(n: number): Float64Array {
+    const a = new Float64Array(this.buffer, this.at, n)
+    this.at += 8 * n
+    return a
+  }
+  int32(n: number): Int32Array {
+    const a = new Int32Array(this.buffer, this.at, n)
+    this.at += 4 * n
+    return a
+  }
+  uint32(n: number): Uint32Array {
+    const a = new Uint32Array(this.buffer, this.at, n)
+    this.at += 4 * n
+    return a
+  }
+  uint8(n: number): Uint8Array {
+    const a = new Uint8Array(this.buffer, this.at, n)
+    this.at += n
+    return a
   }
 }
 

@@ -358,7 +358,7 @@ class EventChunks {
 
   private addRoom(): void {
     const first = this.chunks.length === 1 && this.capacity < CHUNK_ROWS
-    const chunk = allocateEvents(this.chunks.length === 0 ? this.firstRows : first ? Math.min(CHUNK_ROWS, 2 * this.capacity) : CHUNK_ROWS)
+    const chunk = eventChunk(this.chunks.length === 0 ? this.firstRows : first ? Math.min(CHUNK_ROWS, 2 * this.capacity) : CHUNK_ROWS)
     if (first) {
       copyEvents(this.last, 0, this.length, chunk, 0)
       this.chunks[0] = chunk
@@ -380,12 +380,32 @@ class EventChunks {
       const k = row >>> CHUNK_SHIFT
       const first = row & CHUNK_MASK
       const last = Math.min(CHUNK_ROWS, first + (to - row))
-      copyEvents(this.chunks[k]!, first, last, target, at)
+      if (last - first <= SHORT_COPY) copyFewEvents(this.chunks[k]!, first, last, target, at)
+      else copyEvents(this.chunks[k]!, first, last, target, at)
       if (last === CHUNK_ROWS) this.chunks[k] = EMPTY_EVENTS
       at += last - first
       row += last - first
     }
     return at
+  }
+}
+
+/**
+ * Runs of rows up to this long are copied row by row: the merge copies one run per marker
+ * (annotations interleave), and eight subarrays a run were most of an import's garbage.
+ */
+const SHORT_COPY = 32
+
+function copyFewEvents(source: TraceEvents, from: number, to: number, target: TraceEvents, at: number): void {
+  for (let i = from, j = at; i < to; i++, j++) {
+    target.kind[j] = source.kind[i]!
+    target.id[j] = source.id[i]!
+    target.size[j] = source.size[i]!
+    target.stream[j] = source.stream[i]!
+    target.device[j] = source.device[i]!
+    target.time[j] = source.time[i]!
+    target.stack[j] = source.stack[i]!
+    target.tag[j] = source.tag[i]!
   }
 }
 
@@ -399,8 +419,33 @@ interface LayoutChunk {
   time: Float64Array
 }
 
+/** A chunk's columns share one ArrayBuffer (each costs about a microsecond to allocate), the widest first. */
 function layoutChunk(n: number): LayoutChunk {
-  return { op: new Uint8Array(n), address: new Float64Array(n), size: new Float64Array(n), requested: new Float64Array(n), stream: new Float64Array(n), aux: new Uint32Array(n), time: new Float64Array(n) }
+  const buffer = new ArrayBuffer(n * (5 * 8 + 4 + 1))
+  return {
+    op: new Uint8Array(buffer, 44 * n, n),
+    address: new Float64Array(buffer, 0, n),
+    size: new Float64Array(buffer, 8 * n, n),
+    requested: new Float64Array(buffer, 16 * n, n),
+    stream: new Float64Array(buffer, 24 * n, n),
+    aux: new Uint32Array(buffer, 40 * n, n),
+    time: new Float64Array(buffer, 32 * n, n),
+  }
+}
+
+/** allocateEvents' columns for a chunk, in one ArrayBuffer as layoutChunk's. */
+function eventChunk(n: number): TraceEvents {
+  const buffer = new ArrayBuffer(n * (2 * 8 + 4 * 4 + 2 + 1))
+  return {
+    kind: new Uint8Array(buffer, 34 * n, n),
+    id: new Uint32Array(buffer, 16 * n, n),
+    size: new Float64Array(buffer, 0, n),
+    stream: new Uint32Array(buffer, 20 * n, n),
+    device: new Uint16Array(buffer, 32 * n, n),
+    time: new Float64Array(buffer, 8 * n, n),
+    stack: new Int32Array(buffer, 24 * n, n).fill(-1),
+    tag: new Int32Array(buffer, 28 * n, n).fill(-1),
+  }
 }
 
 const EMPTY_LAYOUT = layoutChunk(0)
@@ -1068,6 +1113,7 @@ class SnapshotMapper {
     this.lastState = null
 
     const settings = field(root, 'allocator_settings')
+    const plainSettings = plainSettingsOf(settings)
     const warnings: string[] = []
     for (const s of this.states.values()) {
       if (s.held >= 0) this.flushHeld(s)
@@ -1100,7 +1146,9 @@ class SnapshotMapper {
     const recorded: StrategyResult[] = []
     for (const s of ordered) {
       yield
-      recorded.push(yield* this.recordedLayout(s, t0, settings, ordered.length > 1))
+      // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
+      // build); the first layout takes them, any other its own copy.
+      recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings), ordered.length > 1))
     }
 
     const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
@@ -1131,7 +1179,7 @@ class SnapshotMapper {
       'pytorch.device': selected.join(','),
     }
     if (protocol !== undefined && protocol >= 0) properties['pickle.protocol'] = String(protocol)
-    if (isDict(settings)) for (const [k, v] of entries(settings)) properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainJson(v))
+    if (isDict(settings)) entries(settings).forEach(([k, v], i) => (properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainSettings[i]![1])))
     properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
     properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
     properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
@@ -1269,13 +1317,13 @@ class SnapshotMapper {
     return out
   }
 
-  private *recordedLayout(s: DeviceState, t0: number, settings: unknown, several: boolean): Generator<void, StrategyResult> {
+  private *recordedLayout(s: DeviceState, t0: number, settings: [string, unknown][], several: boolean): Generator<void, StrategyResult> {
     const n = s.synthLayout.length + s.layout.length
     const layout = allocateLayout(n)
     const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
     yield* s.layout.moveTo(layout, synthRows, t0)
     const params: Record<string, unknown> = { device: s.device }
-    if (isDict(settings)) for (const [k, v] of entries(settings)) params[String(k)] = plainJson(v)
+    for (const [k, v] of settings) params[k] = v
     return {
       name: several ? `${RECORDED_LAYOUT_NAME}, cuda:${s.device}` : RECORDED_LAYOUT_NAME,
       strategy: 'pytorch',
@@ -1307,6 +1355,11 @@ export function roundedSize(requested: number): number {
 function poolOf(seg: Dict): number {
   const type = field(seg, 'segment_type')
   return type === 'small' ? 1 : type === 'large' ? 2 : 0
+}
+
+/** allocator_settings as keys and JSON-ready values (none when it is not a dict). */
+function plainSettingsOf(settings: unknown): [string, unknown][] {
+  return isDict(settings) ? entries(settings).map(([k, v]) => [String(k), plainJson(v)]) : []
 }
 
 function entries(dict: Dict): [unknown, unknown][] {
