@@ -1,10 +1,13 @@
 // `npm run fuzz:long`: the long fuzz runs, on demand (CI runs the short ones inside `npm test`).
 //  - native: libFuzzer over allocator operation sequences (native/scripts/fuzz.sh long), inputs that
 //    add coverage merged into the kept corpus native/fuzz/corpus/*.b64 (commit what it adds);
-//  - TypeScript readers (trace file, RMM log, PyTorch snapshot): libFuzzer cannot instrument
-//    JavaScript, so these run the seeded mutation fuzzer of test/unit/helpers/fuzz-runner.ts with a
-//    fresh seed, unbounded case count and a long budget, in a child with a hang watchdog.
-//   node scripts/fuzz-long.mjs [--seconds=600] [--only=native|ts]
+//  - ts: the TypeScript readers (trace file, PyTorch snapshot, RMM log) under Jazzer.js, libFuzzer
+//    driving the instrumented JavaScript (scripts/fuzz-ts.sh long), inputs that add coverage merged
+//    into the kept corpus test/fuzz/corpus/*.b64 (commit what it adds);
+//  - seeded: the same readers under the structure-aware seeded mutation fuzzer of
+//    test/unit/helpers/fuzz-runner.ts with a fresh seed, unbounded case count and a long budget, in a
+//    child with a hang watchdog.
+//   node scripts/fuzz-long.mjs [--seconds=600] [--only=native|ts|seeded]
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { dirname, join } from 'node:path'
@@ -24,6 +27,12 @@ if (only === undefined || only === 'native') {
 }
 
 if (only === undefined || only === 'ts') {
+  console.log(`\n=== TypeScript readers (Jazzer.js), ${seconds} s per target`)
+  const run = spawnSync('bash', [join(root, 'scripts', 'fuzz-ts.sh'), 'long', String(seconds)], { cwd: root, stdio: 'inherit' })
+  if (run.status !== 0) failed.push('ts')
+}
+
+if (only === undefined || only === 'seeded') {
   const runner = join(root, 'test', 'unit', 'helpers', 'fuzz-runner.ts')
   for (const target of ['trace-file', 'rmm-log', 'pytorch-snapshot']) {
     const seed = Date.now() % 2 ** 31

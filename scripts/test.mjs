@@ -1,6 +1,7 @@
 // `npm test`: everything CI runs, in one place. The native ctest suites (CPU label, simulated
 // backing), the sanitizer builds when native/scripts/sanitizers.sh exists, the TypeScript type
-// check, then the Node tests (node:test + tsx), whose closing lines are the last thing printed.
+// check, the short fuzz runs, then the Node tests (node:test + tsx), whose closing lines are the
+// last thing printed.
 //   --only=native | --only=unit   run one half
 //   VRAMSCOPE_NATIVE_BUILD        the ctest build directory (default native/build)
 //   VRAMSCOPE_CUDA                AUTO (default), ON or OFF: compile the CUDA code too
@@ -74,6 +75,9 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   if (stale) step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')])
   // The desktop app's bundles (out/, with a copy of the addon): the security and packaging tests read what is built.
   step('build the desktop app (electron-vite)', process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'])
+  // Jazzer.js (libFuzzer over the instrumented TypeScript readers: trace file, PyTorch snapshot, RMM
+  // CSV), 15 s each from the kept corpus (npm run fuzz:long: 10 min each).
+  if (only !== 'e2e') step('fuzz the TypeScript readers (Jazzer.js, short)', 'bash', [join(root, 'scripts', 'fuzz-ts.sh'), 'short', process.env.VRAMSCOPE_FUZZ_TS_SECONDS ?? '15'])
   const testsIn = (dir) => readdirSync(join(root, 'test', dir)).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(root, 'test', dir, f))
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
   if (only !== 'e2e') step('node tests', process.execPath, ['--import', 'tsx', '--test', ...testsIn('unit')])
