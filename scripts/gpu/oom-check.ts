@@ -1,12 +1,13 @@
 // GPU machine (issue 7's fault tests): the GPU runs out of memory inside a workload, and nothing
 // recorded before it is lost. gpu-record.sh runs it; three cases, each through the real CLI:
-//   1. a built-in workload that grows a buffer past the device's memory (no cap: the driver itself
-//      refuses), on the caching strategy's real cudaMalloc backing;
+//   1. a built-in workload that grows a buffer past the device's memory (no cap: what the device
+//      has free is the limit), on the caching strategy's real cudaMalloc backing;
 //   2. a built-in workload under --cap, where the backing refuses;
 //   3. a PyTorch program that holds 4 GiB tensors until torch.cuda.OutOfMemoryError, recorded by
 //      the interposer; its own memory_stats() say how many segments and out-of-memories it saw.
 // For each: the recorder ends cleanly and says "out of memory", the file opens, its request events
-// end with the failure (built-in) or hold it among them (program), every allocation before it is
+// hold the failure (a built-in workload's last request, the frees of what it held after it; a
+// program's among its calls, with its recovery after it), every allocation before it is
 // there, the kernels' data checks found no corruption, and the file replays.
 //   node --import tsx scripts/gpu/oom-check.ts OUT_DIR  -> one line a check; exit 1 on a failure
 import { spawnSync } from 'node:child_process'
@@ -64,7 +65,10 @@ async function builtIn(name: string, args: string[]): Promise<void> {
   const f = await opened(name, file)
   if (!f) return
   check(`${name}: every allocation before the failure is in the file`, f.info.allocs === o.allocations && f.info.frees === o.frees && o.allocations > 0, `file ${f.info.allocs}/${f.info.frees}, recorder ${o.allocations}/${o.frees}`)
-  check(`${name}: the request events end with the failure`, f.info.recordedFailures === 1 && f.kinds[f.kinds.length - 1] === EventKind.oom, `${f.info.recordedFailures} failures, last kind ${f.kinds[f.kinds.length - 1]}`)
+  // The workload stops at the failure and gives back what it held: after it come frees only.
+  const failure = f.kinds.indexOf(EventKind.oom)
+  const after = Array.from(f.kinds.subarray(failure + 1))
+  check(`${name}: the failure is the workload's last request, the frees of what it held follow`, f.info.recordedFailures === 1 && failure >= 0 && after.every((k) => k === EventKind.free || k === EventKind.marker), `${f.info.recordedFailures} failures, at event ${failure} of ${f.kinds.length}, then ${after.filter((k) => k === EventKind.free).length} frees`)
 }
 
 async function program(): Promise<void> {
