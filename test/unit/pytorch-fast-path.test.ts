@@ -250,6 +250,56 @@ describe('memo entries the event decoder stores', () => {
   })
 })
 
+describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () => {
+  // The event decoder reads non-negative 6- and 7-byte LONG1s (below 2^53) itself and the rest
+  // through smallLong; either way the import must be the general path's, or its error.
+  function pickle(addr: bigint, time: bigint): Uint8Array {
+    const out: number[] = [0x80, 4, 0x7d, 0x28]
+    const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
+    const long1 = (v: bigint, n: number) => {
+      out.push(0x8a, n)
+      for (let i = 0; i < n; i++) out.push(Number((BigInt.asUintN(8 * n, v) >> BigInt(8 * i)) & 0xffn))
+    }
+    const bytesOf = (v: bigint) => {
+      let n = 1
+      while (BigInt.asIntN(8 * n, v) !== v) n++
+      return n
+    }
+    text('device_traces')
+    out.push(0x5d, 0x5d, 0x28, 0x7d, 0x28)
+    text('action')
+    text('alloc')
+    text('addr')
+    long1(addr, Math.max(6, bytesOf(addr)))
+    text('size')
+    out.push(0x4b, 100)
+    text('time_us')
+    long1(time, Math.max(6, bytesOf(time)))
+    out.push(0x75, 0x65, 0x61, 0x75, 0x2e)
+    return new Uint8Array(out)
+  }
+  const cases: [string, bigint, bigint][] = [
+    ['2^53 - 1 in 7 bytes', 2n ** 53n - 1n, 2n ** 53n - 1n],
+    ['2^53 in 7 bytes (a bigint: refused)', 2n ** 53n, 5n],
+    ['2^47 - 1 in 6 bytes, 2^47 in 7', 2n ** 47n - 1n, 2n ** 47n],
+    ['a negative time in 6 bytes', 0x10000n, -5n],
+    ['a negative time in 7 bytes', 0x10000n, -(2n ** 50n)],
+    ['a negative address in 6 bytes (refused)', -(2n ** 40n), 7n],
+  ]
+  for (const [what, addr, time] of cases) {
+    it(what, () => {
+      const bytes = pickle(addr, time)
+      const [fast, general] = bothPaths(bytes)
+      assert.deepEqual(fast, general)
+      if (addr >= 0n && addr < 2n ** 53n) {
+        if (!fast.ok) assert.fail(fast.error)
+        assert.ok(fastTakes(bytes), 'taken by the fast path')
+        assert.deepEqual((fast.value as { recorded: { layout: { address: bigint[] } }[] }).recorded[0]!.layout.address, [addr])
+      } else assert.equal(fast.ok, false)
+    })
+  }
+})
+
 describe('strings an event stores without reading them (compile_context)', () => {
   // The decoder stores such a string unread and interns it only when the memo is read back: as
   // another event's user_metadata (a tag), as a key (here 'time_us', an event field), and from the

@@ -653,8 +653,14 @@ class FastDecoder {
         case Op.LONG1: {
           const n = b[p + 1]!
           if (n > 8 || p + 2 + n > this.end) return -1
-          value = smallLong(b, p + 2, n)
-          if (value !== value) return -1
+          // Addresses and times: 6 and 7 bytes, non-negative (and below 2^53: a 7th byte below 0x20),
+          // read as a 29-bit and a 24-bit integer.
+          if ((n === 6 && b[p + 7]! < 0x80) || (n === 7 && b[p + 8]! < 0x20)) {
+            value = (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (n === 7 ? b[p + 8]! << 24 : 0)) * 16777216 + (b[p + 2]! | (b[p + 3]! << 8) | (b[p + 4]! << 16))
+          } else {
+            value = smallLong(b, p + 2, n)
+            if (value !== value) return -1
+          }
           kind = Scalar.int
           p += 2 + n
           break
