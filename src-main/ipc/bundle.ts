@@ -48,6 +48,24 @@ const align8 = (n: number) => (n + 7) & ~7
 
 /** Encodes metadata and named arrays into one buffer. */
 export function encodeBundle(bundle: Bundle): Uint8Array {
+  const parts = encodeBundleParts(bundle)
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.byteLength
+  }
+  return out
+}
+
+const ZEROS = new Uint8Array(8)
+
+/**
+ * The same bytes as encodeBundle, as pieces in order: the header, then each array's own bytes
+ * (views, not copies) and its padding. A host writes them one after another without first copying
+ * tens of megabytes into one buffer.
+ */
+export function encodeBundleParts(bundle: Bundle): Uint8Array[] {
   const names = Object.keys(bundle.arrays)
   // The decoder refuses this name (it would set the prototype of the object it builds): fail here.
   if (names.includes('__proto__')) throw new BundleError('bundle: an array may not be named __proto__')
@@ -70,20 +88,46 @@ export function encodeBundle(bundle: Bundle): Uint8Array {
   json = JSON.stringify({ meta: bundle.meta ?? null, arrays: entries })
   const jsonBytes = new TextEncoder().encode(json)
   if (HEADER_BYTES + jsonBytes.length > dataStart) throw new Error('bundle header did not settle')
-  const last = entries.at(-1)
-  const total = last ? align8(last.offset + bundle.arrays[last.name]!.byteLength) : dataStart
-  const out = new Uint8Array(total)
-  const view = new DataView(out.buffer)
+  const header = new Uint8Array(dataStart)
+  const view = new DataView(header.buffer)
   view.setUint32(0, MAGIC, true)
   view.setUint32(4, VERSION, true)
   view.setUint32(8, dataStart - HEADER_BYTES, true)
-  out.set(jsonBytes, HEADER_BYTES)
-  out.fill(0x20, HEADER_BYTES + jsonBytes.length, dataStart)
+  header.set(jsonBytes, HEADER_BYTES)
+  header.fill(0x20, HEADER_BYTES + jsonBytes.length, dataStart)
+  const parts: Uint8Array[] = [header]
   for (const e of entries) {
     const a = bundle.arrays[e.name]!
-    out.set(new Uint8Array(a.buffer, a.byteOffset, a.byteLength), e.offset)
+    if (a.byteLength > 0) parts.push(new Uint8Array(a.buffer, a.byteOffset, a.byteLength))
+    const pad = align8(e.offset + a.byteLength) - (e.offset + a.byteLength)
+    if (pad > 0) parts.push(ZEROS.subarray(0, pad))
   }
-  return out
+  return parts
+}
+
+/**
+ * The whole bundle's length in bytes, read from its first bytes once they hold the header (else
+ * undefined): a reader of a bundle that arrives in pieces knows from it how much is coming. The
+ * header is checked in full by decodeBundle; this only reads the arrays' extents.
+ */
+export function bundleByteLength(head: Uint8Array): number | undefined {
+  if (head.byteLength < HEADER_BYTES) return undefined
+  const view = new DataView(head.buffer, head.byteOffset, head.byteLength)
+  if (view.getUint32(0, true) !== MAGIC) throw new BundleError('bundle: not a column bundle (bad magic)')
+  const jsonLength = view.getUint32(8, true)
+  if (head.byteLength < HEADER_BYTES + jsonLength) return undefined
+  let parsed: { arrays?: ArrayEntry[] }
+  try {
+    parsed = JSON.parse(new TextDecoder().decode(head.subarray(HEADER_BYTES, HEADER_BYTES + jsonLength)))
+  } catch (e) {
+    throw new BundleError(`bundle: header is not JSON (${(e as Error).message})`)
+  }
+  let end = HEADER_BYTES + jsonLength
+  for (const e of Array.isArray(parsed?.arrays) ? parsed.arrays : []) {
+    const Ctor = Object.hasOwn(CONSTRUCTORS, e?.type) ? CONSTRUCTORS[e.type] : undefined
+    if (Ctor && Number.isSafeInteger(e.offset) && Number.isSafeInteger(e.length)) end = Math.max(end, align8(e.offset + e.length * Ctor.BYTES_PER_ELEMENT))
+  }
+  return end
 }
 
 /** A bundle that does not decode: names what is wrong. */

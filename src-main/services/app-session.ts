@@ -278,30 +278,24 @@ export class AppSession {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)
     if (!entry || (this.prefetched && !this.prefetched.openClaimed)) return
-    const { jobId } = this.openPathJob(entry.path, entry.name)
-    const prefetched: NonNullable<AppSession['prefetched']> = { openJobId: jobId, openClaimed: false }
-    this.prefetched = prefetched
-    const job = this.jobs.get(jobId)!
-    void job.done.then(() => {
-      if (job.status.state !== 'done' || this.prefetched !== prefetched) return
-      const summary = job.result as TraceSummary
+    const prefetched: NonNullable<AppSession['prefetched']> = { openJobId: '', openClaimed: false }
+    // The replay starts as soon as the file is read: the trace's description can come after.
+    const { jobId } = this.openPathJob(entry.path, entry.name, (traceId, input) => {
+      if (this.prefetched !== prefetched) return
       // What AppState.open asks first: the recorded layouts alone, or the first strategy.
-      const request: ReplayRequest = {
-        traceId: summary.traceId,
-        strategies: DEFAULT_STRATEGIES,
-        targets: { first: 0, count: summary.stored.length > 0 ? 0 : 1 },
-        includeStored: true,
-      }
-      const { jobId: replayJobId } = this.startReplay(request)
-      prefetched.replay = { key: replayKey(request), jobId: replayJobId, claimed: false }
+      const request: ReplayRequest = { traceId, strategies: DEFAULT_STRATEGIES, targets: { first: 0, count: input.strategies.length > 0 ? 0 : 1 }, includeStored: true }
+      prefetched.replay = { key: replayKey(request), jobId: this.replayJob(input, request).jobId, claimed: false }
     })
+    prefetched.openJobId = jobId
+    this.prefetched = prefetched
   }
 
-  private openPathJob(path: string, shown: string): { jobId: string } {
-    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true))
+  private openPathJob(path: string, shown: string, read?: (traceId: string, input: OpenedInput) => void): { jobId: string } {
+    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true, read))
   }
 
-  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
+  /** `read`: told the trace's id and input as soon as the file is read, before its description. */
+  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean, read?: (traceId: string, input: OpenedInput) => void): Promise<TraceSummary> {
     const input = await openInput(path, {
       signal: job.controller.signal,
       onProgress: (p) => {
@@ -309,8 +303,9 @@ export class AppSession {
         job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
       },
     })
-    const d = describeTrace(input.trace, input.strategies)
     const traceId = randomUUID()
+    read?.(traceId, input)
+    const d = describeTrace(input.trace, input.strategies)
     const summary: TraceSummary = {
       traceId,
       name: shown,
@@ -381,6 +376,10 @@ export class AppSession {
       // The page wants another replay: the prefetched one would only compete with it.
       this.cancel(prefetched.jobId)
     }
+    return this.replayJob(input, request)
+  }
+
+  private replayJob(input: OpenedInput, request: ReplayRequest): { jobId: string } {
     let specs
     try {
       specs = parseStrategySpecs([String(request.strategies ?? '')], 'strategies')
@@ -537,6 +536,8 @@ export interface ReplayBundleStrategy {
   params: Record<string, unknown>
   recorded: boolean
   summary: Record<string, number>
+  /** The layout's pieces, and its allocs and region events (what the renderer sizes its records by). */
+  layout: { pieces: number; allocs: number; regionEvents: number }
 }
 
 /**
@@ -576,14 +577,58 @@ export function narrowed(values: Float64Array): Float64Array | Uint32Array {
   return Uint32Array.from(values)
 }
 
+/** Layout events in each piece of a replay bundle's layout (see replayBundle). */
+export const LAYOUT_PIECE = 1 << 17
+
+interface LayoutToSend {
+  op: Uint8Array
+  address: BigUint64Array
+  size: Float64Array
+  requested: Float64Array
+  stream: Uint32Array
+  event: Uint32Array
+}
+
+/**
+ * One strategy's layout as pieces of `piece` events, each piece's six columns one after
+ * another (views, no copies): a reader of the bundle as it arrives builds the model piece by
+ * piece while the rest is still on its way. Returns the counts the reader sizes its records by.
+ */
+function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutToSend, piece: number): { pieces: number; allocs: number; regionEvents: number } {
+  const n = l.op.length
+  const size = narrowed(l.size)
+  const requested = narrowed(l.requested)
+  let pieces = 0
+  for (let start = 0; pieces === 0 || start < n; start += piece, pieces++) {
+    const end = Math.min(n, start + piece)
+    const p = `s${i}.l${pieces}`
+    arrays[`${p}.op`] = l.op.subarray(start, end)
+    arrays[`${p}.address`] = l.address.subarray(start, end)
+    arrays[`${p}.size`] = size.subarray(start, end)
+    arrays[`${p}.requested`] = requested.subarray(start, end)
+    arrays[`${p}.stream`] = l.stream.subarray(start, end)
+    arrays[`${p}.event`] = l.event.subarray(start, end)
+  }
+  let allocs = 0
+  let regionEvents = 0
+  for (let k = 0; k < n; k++) {
+    const op = l.op[k]!
+    if (op === LayoutOp.alloc) allocs++
+    else if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
+  }
+  return { pieces, allocs, regionEvents }
+}
+
 /**
  * Stored results (recorded layouts) and replay results as one bundle the renderer reads the same
- * way: per strategy i, layout columns `s{i}.op/address/size/requested/stream/event` (event: the
- * request event it belongs to) and metric buckets `s{i}.m.*` (end: exclusive event index). The
+ * way: per strategy i, metric buckets `s{i}.m.*` (end: exclusive event index), then its layout in
+ * pieces `s{i}.l{k}.op/address/size/requested/stream/event` (event: the request event it belongs
+ * to; putLayout, `piece` events each), the strategy's `layout` in the metadata giving the number
+ * of pieces. The
  * layouts' aux column is left out (the renderer does not read it: on a million-event trace it was
  * a tenth of the bundle), and sizes travel as u32 where exact (narrowed).
  */
-export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[]): Bundle {
+export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[], piece = LAYOUT_PIECE): Bundle {
   const arrays: Record<string, BundleArray> = {}
   const strategies: ReplayBundleStrategy[] = []
   const times = trace.events.time
@@ -599,14 +644,6 @@ export function replayBundle(trace: RequestTrace, stored: readonly StrategyResul
     const event = eventsAt(times, l.time, l.op)
     const stream = new Uint32Array(n)
     for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
-    Object.assign(arrays, {
-      [`s${i}.op`]: l.op,
-      [`s${i}.address`]: l.address,
-      [`s${i}.size`]: narrowed(l.size),
-      [`s${i}.requested`]: narrowed(l.requested),
-      [`s${i}.stream`]: stream,
-      [`s${i}.event`]: event,
-    })
     const m = s.metrics
     if (m) {
       const end = new Uint32Array(m.time.length)
@@ -623,19 +660,14 @@ export function replayBundle(trace: RequestTrace, stored: readonly StrategyResul
         [`s${i}.m.deviceCalls`]: m.deviceCalls,
       })
     }
-    strategies.push({ name: s.name, strategy: s.strategy, params: s.params, recorded: true, summary: s.summary ?? {} })
+    const layout = putLayout(arrays, i, { op: l.op, address: l.address, size: l.size, requested: l.requested, stream, event }, piece)
+    strategies.push({ name: s.name, strategy: s.strategy, params: s.params, recorded: true, summary: s.summary ?? {}, layout })
   }
   for (const r of results) {
     const i = strategies.length
     const l = r.layout
     const b = r.buckets
     Object.assign(arrays, {
-      [`s${i}.op`]: l.op,
-      [`s${i}.address`]: l.address,
-      [`s${i}.size`]: narrowed(l.size),
-      [`s${i}.requested`]: narrowed(l.requested),
-      [`s${i}.stream`]: l.stream,
-      [`s${i}.event`]: l.event,
       [`s${i}.m.end`]: b.end,
       [`s${i}.m.requestedMax`]: b.requestedMax,
       [`s${i}.m.roundedMax`]: b.roundedMax,
@@ -649,7 +681,8 @@ export function replayBundle(trace: RequestTrace, stored: readonly StrategyResul
     const summary: Record<string, number> = {}
     for (const [k, v] of Object.entries(r.summary)) if (typeof v === 'number') summary[k] = v
     summary['firstFailureEvent'] = r.summary.firstFailures.length > 0 ? r.summary.firstFailures[0]! : -1
-    strategies.push({ name: r.label, strategy: r.strategy, params: r.params, recorded: false, summary })
+    const layout = putLayout(arrays, i, l, piece)
+    strategies.push({ name: r.label, strategy: r.strategy, params: r.params, recorded: false, summary, layout })
   }
   return { meta: { strategies }, arrays }
 }

@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os'
 import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
-import { encodeBundle } from '../ipc/bundle.ts'
+import { encodeBundleParts } from '../ipc/bundle.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../ipc/contract.ts'
 import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
@@ -97,10 +97,30 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-function sendBundle(res: ServerResponse, bundle: Bundle): void {
-  const bytes = encodeBundle(bundle)
-  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes.byteLength, 'cache-control': 'no-store', ...SECURITY_HEADERS })
-  res.end(bytes)
+async function sendBundle(res: ServerResponse, bundle: Bundle): Promise<void> {
+  // Piece by piece from the arrays themselves: no copy of the whole bundle first, and the page
+  // starts reading (a replay's layout streams into its model) while the rest is on its way.
+  const parts = encodeBundleParts(bundle)
+  const length = parts.reduce((n, p) => n + p.byteLength, 0)
+  res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': length, 'cache-control': 'no-store', ...SECURITY_HEADERS })
+  for (const part of parts) {
+    if (res.destroyed) return
+    if (!res.write(part)) await drainedOrClosed(res)
+  }
+  res.end()
+}
+
+/** Resolves when the socket takes more, or when the page has gone (then nothing waits forever). */
+function drainedOrClosed(res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      res.off('drain', done)
+      res.off('close', done)
+      resolve()
+    }
+    res.on('drain', done)
+    res.on('close', done)
+  })
 }
 
 function object(arg: unknown): Record<string, unknown> {

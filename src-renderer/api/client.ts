@@ -23,6 +23,8 @@ export interface Client {
   traceData(traceId: string): Promise<ArrayBuffer>
   startReplay(request: ReplayRequest): Promise<{ jobId: string }>
   replayResult(jobId: string): Promise<ArrayBuffer>
+  /** The same bytes as they arrive (the web host), for a reader that starts before the end. */
+  replayResultStream?(jobId: string): Promise<ReadableStream<Uint8Array>>
   recordWorkload(request: RecordRequest): Promise<{ jobId: string }>
   /** waitMs: a host that can (the web host) answers once the job settles or that long has passed. */
   jobStatus(jobId: string, waitMs?: number): Promise<JobStatus>
@@ -95,6 +97,11 @@ function httpClient(): Client {
     traceData: (traceId) => bundle('trace:data', { traceId }),
     startReplay: (request) => call('replay:start', request),
     replayResult: (jobId) => bundle('replay:result', { jobId }),
+    replayResultStream: async (jobId) => {
+      const response = await post('replay:result', JSON.stringify({ jobId }), { 'content-type': 'application/json' })
+      if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
+      return response.body
+    },
     recordWorkload: (request) => call('record:workload', request),
     jobStatus: (jobId, waitMs) => call('job:status', { jobId, ...(waitMs !== undefined && { waitMs }) }),
     statusWaits: true,

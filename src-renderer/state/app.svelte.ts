@@ -42,10 +42,17 @@ class Decoder {
     }
   }
   decode<T>(what: DecodeRequest['what'], buffer: ArrayBuffer): Promise<T> {
+    return this.send<T>((id) => ({ id, what, buffer }), [buffer])
+  }
+  /** A replay bundle as its response streams in: the worker builds the models while it arrives. */
+  decodeReplayStream<T>(stream: ReadableStream<Uint8Array>): Promise<T> {
+    return this.send<T>((id) => ({ id, what: 'replay', stream }), [stream as unknown as Transferable])
+  }
+  private send<T>(request: (id: number) => DecodeRequest, transfer: Transferable[]): Promise<T> {
     const id = this.next++
     return new Promise<T>((resolve, reject) => {
       this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject })
-      this.worker.postMessage({ id, what, buffer } satisfies DecodeRequest, [buffer])
+      this.worker.postMessage(request(id), transfer)
     })
   }
 }
@@ -168,6 +175,7 @@ export class AppState {
     const { jobId } = await started
     await waitForJob(this.client, jobId, (s) => (this.job = s))
     this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
+    if (this.client.replayResultStream) return this.decoder.decodeReplayStream<StrategyView[]>(await this.client.replayResultStream(jobId))
     return this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(jobId))
   }
 

@@ -1,9 +1,9 @@
 // Decoding what the host sends into the renderer's model: the request trace (columns and tables)
 // and each strategy's records, placement and metrics. Runs in the decode worker; pure, so unit
 // tests run it in Node on bundles the real host encoded.
-import { decodeBundle } from '../../src-main/ipc/bundle.ts'
-import type { TraceSummary } from '../../src-main/ipc/contract.ts'
-import { buildStrategyModel, reuseKindOf, type LayoutColumns, type StrategyModel } from './model.ts'
+import { BundleError, bundleByteLength, decodeBundle } from '../../src-main/ipc/bundle.ts'
+import type { Bundle, TraceSummary } from '../../src-main/ipc/contract.ts'
+import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from './requested.ts'
 
@@ -78,22 +78,90 @@ export function decodeTraceData(buffer: ArrayBuffer): TraceData {
   }
 }
 
+/** A replay bundle (src-main/services/app-session.ts, replayBundle) held whole. */
 export function decodeReplay(buffer: ArrayBuffer): StrategyView[] {
-  const { meta, arrays } = decodeBundle(buffer)
-  const listed = (meta as { strategies: Omit<StrategyView, 'model' | 'placed' | 'metrics'>[] }).strategies
-  return listed.map((s, i) => {
-    const get = <T>(name: string) => arrays[`s${i}.${name}`] as T
-    const layout: LayoutColumns = {
-      op: get('op'),
-      address: get('address'),
-      size: get('size'),
-      requested: get('requested'),
-      stream: get('stream'),
-      event: get('event'),
+  const decoder = new ReplayDecoder()
+  decoder.push(new Uint8Array(buffer))
+  return decoder.finish()
+}
+
+type ListedStrategy = Omit<StrategyView, 'model' | 'placed' | 'metrics'> & { layout: { pieces: number; allocs: number; regionEvents: number } }
+
+/**
+ * A replay bundle read as it arrives: push() each piece of bytes in order, finish() at the end.
+ * Each strategy's model is built from each piece of its layout as soon as that piece is in, so
+ * the build runs while the rest of the bundle is still on its way; the result is the same as
+ * building from the whole layout at once.
+ */
+export class ReplayDecoder {
+  private head: Uint8Array[] = []
+  private headBytes = 0
+  private bytes: Uint8Array | undefined
+  private received = 0
+  private listed: ListedStrategy[] = []
+  private arrays: Bundle['arrays'] = {}
+  private builders: StrategyModelBuilder[] = []
+  /** Pieces of layout in bundle order, each with the byte its last column ends at. */
+  private pieces: { strategy: number; piece: number; end: number }[] = []
+  private nextPiece = 0
+
+  push(chunk: Uint8Array): void {
+    if (chunk.byteLength === 0) return
+    if (!this.bytes) {
+      this.head.push(chunk)
+      this.headBytes += chunk.byteLength
+      const head = this.head.length === 1 ? chunk : joined(this.head, this.headBytes)
+      const total = bundleByteLength(head)
+      if (total === undefined) return
+      this.head = []
+      // Held whole already (a buffer of exactly the bundle): read in place, no copy.
+      const whole = head.byteOffset === 0 && head.byteLength === total && head.buffer instanceof ArrayBuffer && head.buffer.byteLength === total
+      if (head.byteLength > total) throw new BundleError('bundle: more bytes than its header announced')
+      this.bytes = whole ? head : new Uint8Array(total)
+      if (!whole) this.bytes.set(head)
+      this.received = head.byteLength
+      this.start()
+    } else {
+      if (this.received + chunk.byteLength > this.bytes.byteLength) throw new BundleError('bundle: more bytes than its header announced')
+      this.bytes.set(chunk, this.received)
+      this.received += chunk.byteLength
     }
-    const model = buildStrategyModel(layout, reuseKindOf(s.strategy, s.params))
-    const view: StrategyView = { ...s, model, placed: placeModel(model) }
-    const end = get<Uint32Array | undefined>('m.end')
+    this.buildArrived()
+  }
+
+  private start(): void {
+    const { meta, arrays } = decodeBundle(this.bytes!.buffer as ArrayBuffer)
+    this.arrays = arrays
+    this.listed = (meta as { strategies: ListedStrategy[] }).strategies
+    this.listed.forEach((s, i) => {
+      this.builders.push(new StrategyModelBuilder(reuseKindOf(s.strategy, s.params), s.layout.allocs, s.layout.regionEvents))
+      for (let k = 0; k < s.layout.pieces; k++) {
+        let end = 0
+        for (const column of LAYOUT_COLUMNS) {
+          const a = arrays[`s${i}.l${k}.${column}`]
+          if (!a) throw new BundleError(`bundle: strategy ${i} has no layout column ${column} in piece ${k}`)
+          end = Math.max(end, a.byteOffset + a.byteLength)
+        }
+        this.pieces.push({ strategy: i, piece: k, end })
+      }
+    })
+  }
+
+  private buildArrived(): void {
+    while (this.nextPiece < this.pieces.length && this.pieces[this.nextPiece]!.end <= this.received) {
+      const { strategy, piece } = this.pieces[this.nextPiece++]!
+      const get = <T>(column: string) => this.arrays[`s${strategy}.l${piece}.${column}`] as T
+      this.builders[strategy]!.add({ op: get('op'), address: get('address'), size: get('size'), requested: get('requested'), stream: get('stream'), event: get('event') })
+    }
+  }
+
+  finish(): StrategyView[] {
+    if (!this.bytes || this.received !== this.bytes.byteLength) throw new BundleError(`bundle: ended after ${this.bytes ? this.received : this.headBytes} bytes, short of its header's length`)
+    return this.listed.map(({ layout: _, ...s }, i) => {
+      const get = <T>(name: string) => this.arrays[`s${i}.${name}`] as T
+      const model = this.builders[i]!.finish()
+      const view: StrategyView = { ...s, model, placed: placeModel(model) }
+      const end = get<Uint32Array | undefined>('m.end')
     if (end)
       view.metrics = {
         end,
@@ -105,8 +173,21 @@ export function decodeReplay(buffer: ArrayBuffer): StrategyView[] {
         fragmentation: get('m.fragmentation'),
         deviceCalls: get('m.deviceCalls'),
       }
-    return view
-  })
+      return view
+    })
+  }
+}
+
+const LAYOUT_COLUMNS = ['op', 'address', 'size', 'requested', 'stream', 'event'] as const
+
+function joined(parts: Uint8Array[], bytes: number): Uint8Array {
+  const out = new Uint8Array(bytes)
+  let at = 0
+  for (const p of parts) {
+    out.set(p, at)
+    at += p.byteLength
+  }
+  return out
 }
 
 /** The frames of the stack an alloc event recorded, innermost first. */

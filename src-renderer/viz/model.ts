@@ -115,6 +115,22 @@ class RecordBuilder {
     }
   }
 
+  /** Doubles the block records' room (a layout that arrives in pieces has no count ahead). */
+  growBlocks(): BlockRecords {
+    const b = this.blocks
+    const n = Math.max(1024, b.from.length * 2)
+    b.address = growF64(b.address, n)
+    b.size = growF64(b.size, n)
+    b.requested = growF64(b.requested, n)
+    b.stream = growU32(b.stream, n)
+    b.from = growU32(b.from, n)
+    b.pendingFrom = growU32(b.pendingFrom, n, NEVER)
+    b.deadFrom = growU32(b.deadFrom, n, NEVER)
+    b.to = growU32(b.to, n, NEVER)
+    b.layoutIndex = growU32(b.layoutIndex, n)
+    return b
+  }
+
   addRegion(kind: number, address: number, size: number, from: number): number {
     const r = this.regions
     if (r.count === r.kind.length) {
@@ -252,148 +268,192 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
     if (op === Op.alloc) allocs++
     else if (op === Op.regionReserve || op === Op.vaReserve || op === Op.map) regionEvents++
   }
-  const builder = new RecordBuilder(allocs, regionEvents)
-  const b = builder.blocks
-  // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
-  const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
-  const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
+  const builder = new StrategyModelBuilder(reuse, allocs, regionEvents)
+  builder.add(layout)
+  return builder.finish()
+}
+
+/**
+ * The same records built from a layout that arrives in pieces, in order (a replay's bundle as it
+ * streams in): add() each piece, then finish(). The model equals buildStrategyModel's over the
+ * pieces joined. Capacities are hints (the counts of allocs and of region events, when known);
+ * the records grow past them.
+ */
+export class StrategyModelBuilder {
+  private readonly builder: RecordBuilder
   // Open intervals by address. A block address is unique among live blocks; a region's too.
-  const openBlocks = new AddressTable()
-  const openRegions = new Map<number, number>() // memory and address space
-  const openMappings = new Map<number, number>()
-  // Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search.
-  const mappingStarts: number[] = []
-  const firstStartAfter = (address: number) => {
+  private readonly openBlocks = new AddressTable()
+  private readonly openRegions = new Map<number, number>() // memory and address space
+  private readonly openMappings = new Map<number, number>()
+  /** Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search. */
+  private readonly mappingStarts: number[] = []
+  private readonly failures: number[] = []
+  private readonly resets: number[] = []
+  private structureEvents = 0
+  /** Bump allocators: the blocks since the last reset, in allocation (= address) order. */
+  private readonly bumpStack: number[] = []
+  /** Layout events added so far (a block's layoutIndex counts across pieces). */
+  private done = 0
+
+  constructor(
+    private readonly reuse: ReuseKind = 'any',
+    allocs = 1024,
+    regionEvents = 16,
+  ) {
+    this.builder = new RecordBuilder(allocs, regionEvents)
+  }
+
+  private firstStartAfter(address: number): number {
+    const starts = this.mappingStarts
     let lo = 0
-    let hi = mappingStarts.length
+    let hi = starts.length
     while (lo < hi) {
       const mid = (lo + hi) >>> 1
-      if (mappingStarts[mid]! <= address) lo = mid + 1
+      if (starts[mid]! <= address) lo = mid + 1
       else hi = mid
     }
     return lo
   }
-  const openMapping = (address: number, k: number) => {
-    if (!openMappings.has(address)) mappingStarts.splice(firstStartAfter(address), 0, address)
-    openMappings.set(address, k)
+
+  private openMapping(address: number, k: number): void {
+    if (!this.openMappings.has(address)) this.mappingStarts.splice(this.firstStartAfter(address), 0, address)
+    this.openMappings.set(address, k)
   }
-  const failures: number[] = []
-  const resets: number[] = []
-  let structureEvents = 0
-  // Bump allocators: the blocks since the last reset, in allocation (= address) order.
-  const bumpStack: number[] = []
-  const closeFreed = (k: number, event: number) => {
-    if (reuse === 'any') {
+
+  private closeFreed(k: number, event: number): void {
+    const b = this.builder.blocks
+    if (this.reuse === 'any') {
       b.to[k] = event
       return
     }
     b.deadFrom[k] = event
-    if (reuse === 'bump-lifo' && bumpStack.at(-1) === k)
-      while (bumpStack.length > 0 && b.deadFrom[bumpStack.at(-1)!] !== NEVER) b.to[bumpStack.pop()!] = event
+    const stack = this.bumpStack
+    if (this.reuse === 'bump-lifo' && stack.at(-1) === k)
+      while (stack.length > 0 && b.deadFrom[stack.at(-1)!] !== NEVER) b.to[stack.pop()!] = event
   }
-  for (let i = 0; i < n; i++) {
-    const op = layout.op[i]!
-    const event = layout.event[i]!
-    switch (op) {
-      case Op.alloc: {
-        const address = addressAt(i)
-        const k = b.count++
-        b.address[k] = address
-        b.size[k] = layout.size[i]!
-        b.requested[k] = layout.requested[i]!
-        b.stream[k] = layout.stream[i]!
-        b.from[k] = event
-        b.layoutIndex[k] = i
-        openBlocks.set(address, k)
-        if (reuse !== 'any') bumpStack.push(k)
-        break
-      }
-      case Op.free:
-      case Op.freeCompleted: {
-        const address = addressAt(i)
-        const k = openBlocks.get(address)
-        if (k >= 0) {
-          closeFreed(k, event)
-          openBlocks.delete(address)
+
+  /** The next piece of the layout, in order. */
+  add(layout: LayoutColumns): void {
+    const n = layout.op.length
+    const builder = this.builder
+    let b = builder.blocks
+    const openBlocks = this.openBlocks
+    const base = this.done
+    // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
+    const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
+    const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
+    for (let i = 0; i < n; i++) {
+      const op = layout.op[i]!
+      const event = layout.event[i]!
+      switch (op) {
+        case Op.alloc: {
+          if (b.count === b.from.length) b = builder.growBlocks()
+          const address = addressAt(i)
+          const k = b.count++
+          b.address[k] = address
+          b.size[k] = layout.size[i]!
+          b.requested[k] = layout.requested[i]!
+          b.stream[k] = layout.stream[i]!
+          b.from[k] = event
+          b.layoutIndex[k] = base + i
+          openBlocks.set(address, k)
+          if (this.reuse !== 'any') this.bumpStack.push(k)
+          break
         }
-        break
-      }
-      case Op.freePending: {
-        const k = openBlocks.get(addressAt(i))
-        if (k >= 0 && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
-        break
-      }
-      case Op.regionReserve:
-      case Op.vaReserve: {
-        const address = addressAt(i)
-        openRegions.set(address, builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, layout.size[i]!, event))
-        break
-      }
-      case Op.regionRelease:
-      case Op.vaRelease: {
-        const address = addressAt(i)
-        const k = openRegions.get(address)
-        if (k !== undefined) {
-          builder.regions.to[k] = event
-          openRegions.delete(address)
+        case Op.free:
+        case Op.freeCompleted: {
+          const address = addressAt(i)
+          const k = openBlocks.get(address)
+          if (k >= 0) {
+            this.closeFreed(k, event)
+            openBlocks.delete(address)
+          }
+          break
         }
-        break
-      }
-      case Op.map: {
-        const address = addressAt(i)
-        openMapping(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
-        break
-      }
-      case Op.unmap: {
-        // An unmap may cover several mappings made granule by granule, or part of one: what stays
-        // mapped of a mapping it cuts continues as a new record from this event.
-        const start = addressAt(i)
-        const end = start + layout.size[i]!
-        const regions = builder.regions
-        // Mappings are disjoint: the one starting at or before `start` may reach into the range,
-        // then every one starting before `end`.
-        const first = Math.max(0, firstStartAfter(start) - 1)
-        let last = first
-        while (last < mappingStarts.length && mappingStarts[last]! < end) last++
-        const cut = mappingStarts.slice(first, last)
-        for (const address of cut) {
-          const k = openMappings.get(address)!
-          const mappingEnd = address + regions.size[k]!
-          if (mappingEnd <= start || address >= end) continue
-          regions.to[k] = event
-          openMappings.delete(address)
-          mappingStarts.splice(firstStartAfter(address) - 1, 1)
-          if (address < start) openMapping(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
-          if (mappingEnd > end) openMapping(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
+        case Op.freePending: {
+          const k = openBlocks.get(addressAt(i))
+          if (k >= 0 && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
+          break
         }
-        break
+        case Op.regionReserve:
+        case Op.vaReserve: {
+          const address = addressAt(i)
+          this.openRegions.set(address, builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, layout.size[i]!, event))
+          break
+        }
+        case Op.regionRelease:
+        case Op.vaRelease: {
+          const address = addressAt(i)
+          const k = this.openRegions.get(address)
+          if (k !== undefined) {
+            builder.regions.to[k] = event
+            this.openRegions.delete(address)
+          }
+          break
+        }
+        case Op.map: {
+          const address = addressAt(i)
+          this.openMapping(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
+          break
+        }
+        case Op.unmap: {
+          // An unmap may cover several mappings made granule by granule, or part of one: what stays
+          // mapped of a mapping it cuts continues as a new record from this event.
+          const start = addressAt(i)
+          const end = start + layout.size[i]!
+          const regions = builder.regions
+          const starts = this.mappingStarts
+          // Mappings are disjoint: the one starting at or before `start` may reach into the range,
+          // then every one starting before `end`.
+          const first = Math.max(0, this.firstStartAfter(start) - 1)
+          let last = first
+          while (last < starts.length && starts[last]! < end) last++
+          const cut = starts.slice(first, last)
+          for (const address of cut) {
+            const k = this.openMappings.get(address)!
+            const mappingEnd = address + regions.size[k]!
+            if (mappingEnd <= start || address >= end) continue
+            regions.to[k] = event
+            this.openMappings.delete(address)
+            starts.splice(this.firstStartAfter(address) - 1, 1)
+            if (address < start) this.openMapping(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
+            if (mappingEnd > end) this.openMapping(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
+          }
+          break
+        }
+        case Op.reset: {
+          openBlocks.forEachValue((k) => (b.to[k] = event))
+          for (const k of this.bumpStack) if (b.to[k] === NEVER) b.to[k] = event
+          this.bumpStack.length = 0
+          openBlocks.clear()
+          this.resets.push(event)
+          break
+        }
+        case Op.failure:
+          this.failures.push(event)
+          break
+        case Op.split:
+        case Op.merge:
+          this.structureEvents++
+          break
       }
-      case Op.reset: {
-        openBlocks.forEachValue((k) => (b.to[k] = event))
-        for (const k of bumpStack) if (b.to[k] === NEVER) b.to[k] = event
-        bumpStack.length = 0
-        openBlocks.clear()
-        resets.push(event)
-        break
-      }
-      case Op.failure:
-        failures.push(event)
-        break
-      case Op.split:
-      case Op.merge:
-        structureEvents++
-        break
     }
+    this.done += n
   }
-  const regions = builder.regions
-  return {
-    blocks: b,
-    regions,
-    failures: Uint32Array.from(failures),
-    resets: Uint32Array.from(resets),
-    structureEvents,
-    blockIndex: buildIntervalIndex(b.from, b.to, b.count),
-    regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
+
+  /** The records of everything added, with their checkpoint indexes. */
+  finish(): StrategyModel {
+    const b = this.builder.blocks
+    const regions = this.builder.regions
+    return {
+      blocks: b,
+      regions,
+      failures: Uint32Array.from(this.failures),
+      resets: Uint32Array.from(this.resets),
+      structureEvents: this.structureEvents,
+      blockIndex: buildIntervalIndex(b.from, b.to, b.count),
+      regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
+    }
   }
 }
 

@@ -1,20 +1,38 @@
-// Decoding off the UI thread: bundles arrive as transferred ArrayBuffers, the trace's columns and
+// Decoding off the UI thread: bundles arrive as transferred ArrayBuffers, or a replay's as the
+// response stream itself (its models build piece by piece as it arrives); the trace's columns and
 // each strategy's interval records go back transferred (no copies), so opening or replaying a
 // million-event trace never stalls a frame.
-import { decodeReplay, decodeTraceData, transferablesOf } from '../viz/data.ts'
+import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
 
-export type DecodeRequest = { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer }
+export type DecodeRequest =
+  | { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer }
+  | { id: number; what: 'replay'; stream: ReadableStream<Uint8Array> }
 export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string }
 
-self.onmessage = (message: MessageEvent<DecodeRequest>) => {
-  const { id, what, buffer } = message.data
+async function replayFrom(stream: ReadableStream<Uint8Array>): Promise<unknown> {
+  const decoder = new ReplayDecoder()
+  const reader = stream.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return decoder.finish()
+    decoder.push(value)
+  }
+}
+
+self.onmessage = async (message: MessageEvent<DecodeRequest>) => {
+  const request = message.data
   const started = performance.now()
   try {
-    const value = what === 'trace' ? decodeTraceData(buffer) : decodeReplay(buffer)
-    const response: DecodeResponse = { id, ok: true, value, ms: performance.now() - started }
+    const value =
+      'stream' in request
+        ? await replayFrom(request.stream)
+        : request.what === 'trace'
+          ? decodeTraceData(request.buffer)
+          : decodeReplay(request.buffer)
+    const response: DecodeResponse = { id: request.id, ok: true, value, ms: performance.now() - started }
     ;(self as unknown as Worker).postMessage(response, transferablesOf(value))
   } catch (e) {
-    const response: DecodeResponse = { id, ok: false, message: (e as Error).message }
+    const response: DecodeResponse = { id: request.id, ok: false, message: (e as Error).message }
     ;(self as unknown as Worker).postMessage(response)
   }
 }

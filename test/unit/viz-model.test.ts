@@ -87,7 +87,7 @@ describe('strategy model from layout events', async () => {
   it('the layouts travel without aux and with sizes as u32 where exact', () => {
     const bundle = replayBundle(input.trace, input.strategies, results)
     assert.equal(Object.keys(bundle.arrays).filter((k) => k.endsWith('.aux')).length, 0)
-    assert.ok(bundle.arrays['s1.size'] instanceof Uint32Array, 'a replay\'s sizes below 4 GiB as u32')
+    assert.ok(bundle.arrays['s1.l0.size'] instanceof Uint32Array, 'a replay\'s sizes below 4 GiB as u32')
   })
 
   it('the program\'s requested bytes from the request columns alone equal the replay\'s counters in every bucket', () => {

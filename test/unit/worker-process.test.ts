@@ -61,7 +61,7 @@ describe('worker process (child_process.fork, the protocol of the utility proces
       const result = decodeBundle(await client.call('replay:result', { jobId: replay.jobId }))
       const names = (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
       assert.deepEqual(names, ['slab', 'buddy'])
-      assert.ok(result.arrays['s0.op']!.length > 0, 'the slab replay has layout events')
+      assert.ok(result.arrays['s0.l0.op']!.length > 0, 'the slab replay has layout events')
     } finally {
       await client.close()
     }
@@ -135,7 +135,7 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         const r2 = await client.call('replay:start', { traceId: s2.traceId, strategies: 'buddy', includeStored: false })
         const replayed = await settle(client, r2.jobId)
         assert.equal(replayed.state, 'done', JSON.stringify(replayed.error))
-        assert.ok(decodeBundle(await client.call('replay:result', { jobId: r2.jobId })).arrays['s0.op']!.length > 0)
+        assert.ok(decodeBundle(await client.call('replay:result', { jobId: r2.jobId })).arrays['s0.l0.op']!.length > 0)
       } finally {
         await client.close()
       }
