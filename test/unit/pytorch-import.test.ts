@@ -351,6 +351,46 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
     assert.equal(result.recorded[0]!.params['device'], 0)
   })
 
+  it('gives settings dicts of integer keys the keys an object of their entries has, in numeric order, the last of a repeated key', () => {
+    // allocator_settings = {'other': {3: 1, 2: 2}, 'dups': {1: 5, '1': 7}, 'mixed': {'b': 1, 2: 0, 'a': 3}}, no events.
+    const out: number[] = [0x80, 4, 0x7d, 0x28]
+    const text = (v: string) => out.push(0x8c, v.length, ...new TextEncoder().encode(v))
+    const int = (v: number) => out.push(0x4b, v)
+    text('device_traces')
+    out.push(0x5d)
+    text('allocator_settings')
+    out.push(0x7d, 0x28)
+    text('other')
+    out.push(0x7d, 0x28)
+    for (const v of [3, 1, 2, 2]) int(v)
+    out.push(0x75)
+    text('dups')
+    out.push(0x7d, 0x28)
+    int(1)
+    int(5)
+    text('1')
+    int(7)
+    out.push(0x75)
+    text('mixed')
+    out.push(0x7d, 0x28)
+    text('b')
+    int(1)
+    int(2)
+    int(0)
+    text('a')
+    int(3)
+    out.push(0x75, 0x75, 0x75, 0x2e)
+    const result = parsePytorchSnapshot(new Uint8Array(out), 'settings.pickle')
+    const params = result.recorded[0]!.params
+    assert.deepEqual(params['other'], { '2': 2, '3': 1 })
+    assert.deepEqual(Object.keys(params['other'] as object), ['2', '3'])
+    assert.deepEqual(params['dups'], { '1': 7 })
+    assert.deepEqual(Object.keys(params['mixed'] as object), ['2', 'b', 'a'])
+    assert.equal(result.trace.meta.properties['pytorch.allocator.other'], '{"2":2,"3":1}')
+    assert.equal(result.trace.meta.properties['pytorch.allocator.dups'], '{"1":7}')
+    assert.equal(result.trace.meta.properties['pytorch.allocator.mixed'], '{"2":0,"b":1,"a":3}')
+  })
+
   for (const variant of ['synthetic-protocol-2.pickle', 'synthetic-protocol-3.pickle', 'synthetic-protocol-5.pickle', 'synthetic.json']) {
     it(`reads ${variant} to the same import`, () => {
       sameImport(parsePytorchSnapshot(bytes(variant), 'synthetic'), parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic'), ['pytorch.format', 'pickle.protocol'])

@@ -1388,13 +1388,32 @@ function entries(dict: Dict): [unknown, unknown][] {
 }
 
 /** A snapshot value as JSON-ready data (for parameters and properties). */
+/** Whether an object takes this key as an array index: a canonical integer ('17', not '017' or '1e3') below 2^32 - 1. */
+function isArrayIndex(key: string): boolean {
+  const n = Number(key)
+  return Number.isInteger(n) && n >= 0 && n < 4294967295 && String(n) === key
+}
+
 function plainJson(value: unknown, depth = 0): unknown {
   if (depth > 20) return null
   if (value instanceof PickleDict) {
     // A loop, not spread and map: the allocator settings go through here on every import.
     const list: [string, unknown][] = []
-    for (const [k, v] of value.entries()) list.push([String(k), plainJson(v, depth + 1)])
-    return Object.fromEntries(list)
+    let indexKeys = true
+    for (const [k, v] of value.entries()) {
+      const key = String(k)
+      list.push([key, plainJson(v, depth + 1)])
+      if (indexKeys && !isArrayIndex(key)) indexKeys = false
+    }
+    if (!indexKeys || list.length < 2) return Object.fromEntries(list)
+    // Only array-index keys (torch's roundup_power2_divisions: '1' to '32768'), which an object
+    // lists in numeric order however they were added: added from the largest, the object takes
+    // sparse elements at once instead of growing an array to 32768 first (1.5 us, not 7). A stable
+    // sort keeps a repeated key's last value last, as fromEntries does.
+    list.sort((a, b) => Number(b[0]) - Number(a[0]))
+    const object: Record<string, unknown> = {}
+    for (const [k, v] of list) object[k] = v
+    return object
   }
   if (Array.isArray(value)) return value.map((v) => plainJson(v, depth + 1))
   if (typeof value === 'bigint') return String(value)
