@@ -169,6 +169,10 @@ class FastDecoder {
   /** The code of the key dictKey() read last. */
   private keyCode = 0
   private depth = 0
+  // State of the batch batch() reads, kept across the generator's yields.
+  private batchItems = 0
+  private batchDeepest = 0
+  private batchDone = false
 
   private protocol = -1
   private nextYield: number
@@ -499,24 +503,17 @@ class FastDecoder {
       if (p < 0) return -1
       const op = b[p]
       if (op === Op.MARK) {
+        this.batchItems = 0
+        this.batchDeepest = deepest
         p++
-        let items = 0
         for (;;) {
-          p = this.skipFrames(p)
+          p = this.batch(p, device, wanted)
           if (p < 0) return -1
-          if (b[p] === Op.APPENDS) {
-            p++
-            break
-          }
-          if (b[p] !== Op.EMPTY_DICT || ++items > BATCH_ITEMS || device > MAX_DEVICE) return -1
-          p = this.event(p, device, wanted)
-          if (p < 0) return -1
-          if (this.depth > deepest) deepest = this.depth
-          if (p >= this.nextYield) {
-            this.nextYield = p + this.yieldBytes
-            yield p
-          }
+          if (this.batchDone) break
+          this.nextYield = p + this.yieldBytes
+          yield p
         }
+        deepest = this.batchDeepest
       } else if (op === Op.EMPTY_DICT) {
         if (device > MAX_DEVICE) return -1
         p = this.event(p, device, wanted)
@@ -529,6 +526,33 @@ class FastDecoder {
     }
     this.genericDepth[g] = this.depth = deepest + 1
     return p
+  }
+
+  /**
+   * The events of a batch (after its MARK) from p up to its APPENDS (then this.batchDone) or to
+   * the first past nextYield. The loop is here, not in the generator deviceList: V8 optimizes a
+   * generator only once it has been called often, a plain function's loop as it runs.
+   */
+  private batch(p: number, device: number, wanted: boolean): number {
+    const b = this.b
+    for (;;) {
+      if (b[p] === Op.FRAME) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+      }
+      if (b[p] === Op.APPENDS) {
+        this.batchDone = true
+        return p + 1
+      }
+      if (b[p] !== Op.EMPTY_DICT || ++this.batchItems > BATCH_ITEMS || device > MAX_DEVICE) return -1
+      p = this.event(p, device, wanted)
+      if (p < 0) return -1
+      if (this.depth > this.batchDeepest) this.batchDeepest = this.depth
+      if (p >= this.nextYield) {
+        this.batchDone = false
+        return p
+      }
+    }
   }
 
   /**
