@@ -535,6 +535,62 @@ class LayoutChunks {
   }
 }
 
+/** Where mergeEvents is: the devices' events and the markers (by time) copied so far. */
+interface Merge {
+  main: EventChunks[]
+  out: TraceEvents
+  /** Rows of `out` written. */
+  at: number
+  /** Per device, its next row. */
+  cursors: number[]
+  /** Index in `order` of the next marker. */
+  next: number
+  order: number[]
+  markerTimes: number[]
+  markerIds: number[]
+  markerDevices: number[]
+  markerStream: number
+}
+
+/**
+ * Copies runs of events and markers in time order until `out` holds `yieldAt` rows (false) or all
+ * of them (true). A plain function, not mergeEvents' generator, for V8 to optimize it early.
+ */
+function mergeRuns(merge: Merge, yieldAt: number): boolean {
+  const { main, out, cursors, order, markerTimes } = merge
+  for (;;) {
+    // The device whose next event is earliest; a marker goes before events later than it.
+    let best = -1
+    let bestTime = Infinity
+    for (let d = 0; d < main.length; d++) {
+      const c = cursors[d]!
+      if (c < main[d]!.length && main[d]!.time(c) < bestTime) {
+        best = d
+        bestTime = main[d]!.time(c)
+      }
+    }
+    if (merge.next < order.length && (markerTimes[order[merge.next]!]! < bestTime || best < 0)) {
+      const m = order[merge.next++]!
+      const at = merge.at++
+      out.kind[at] = EventKind.marker
+      out.id[at] = merge.markerIds[m]!
+      out.stream[at] = merge.markerStream
+      out.device[at] = merge.markerDevices[m]!
+      out.time[at] = markerTimes[m]!
+      continue
+    }
+    if (best < 0) return true
+    // The run of this device's events up to the next marker or the next other device's event.
+    let limit = merge.next < order.length ? markerTimes[order[merge.next]!]! : Infinity
+    for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.length) limit = Math.min(limit, main[d]!.time(cursors[d]!))
+    const part = main[best]!
+    const end = part.runEnd(cursors[best]! + 1, Math.min(part.length, cursors[best]! + YIELD_CHUNKS * CHUNK_ROWS), limit)
+    merge.at = part.moveTo(cursors[best]!, end, out, merge.at)
+    cursors[best] = end
+    if (merge.at >= yieldAt) return false
+  }
+}
+
 /** Times in µs (NaN: none, placed at t = 0) into ns from t0, as the traces hold them. One function for every column, so that it is optimized early. */
 function toNanoseconds(from: Float64Array, start: number, end: number, into: Float64Array, at: number, t0: number): void {
   for (let i = start, j = at; i < end; i++, j++) {
@@ -1142,25 +1198,10 @@ class SnapshotMapper {
       if (s.held >= 0) this.flushHeld(s)
       this.addLiveAtSnapshot(s, segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)))
     }
-    const annotations = field(root, 'external_annotations')
     const markerTimes: number[] = []
     const markerIds: number[] = []
     const markerDevices: number[] = []
-    if (Array.isArray(annotations)) {
-      for (const a of annotations) {
-        if (!isDict(a)) continue
-        const device = field(a, 'device')
-        const time = field(a, 'time_us')
-        const name = field(a, 'name')
-        if (typeof time !== 'number' || !Number.isFinite(time) || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
-        const stage = field(a, 'stage')
-        this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
-        markerTimes.push(time)
-        markerIds.push(this.markers.length - 1)
-        markerDevices.push(typeof device === 'number' ? device : 0)
-        if (time < this.earliest) this.earliest = time
-      }
-    }
+    this.annotationMarkers(field(root, 'external_annotations'), markerTimes, markerIds, markerDevices)
     const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
 
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
@@ -1213,6 +1254,27 @@ class SnapshotMapper {
       tables: { streams: this.streams, frames: this.frames, stacks: this.stacks, tags: this.tags, markers: this.markers },
     }
     return { trace, recorded, devices: present, format, overflow }
+  }
+
+  /**
+   * external_annotations of the imported devices as markers: their names, times, ids and devices.
+   * Out of finishSteps, a generator V8 optimizes only after many imports.
+   */
+  private annotationMarkers(annotations: unknown, markerTimes: number[], markerIds: number[], markerDevices: number[]): void {
+    if (!Array.isArray(annotations)) return
+    for (const a of annotations) {
+      if (!isDict(a)) continue
+      const device = field(a, 'device')
+      const time = field(a, 'time_us')
+      const name = field(a, 'name')
+      if (typeof time !== 'number' || !Number.isFinite(time) || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
+      const stage = field(a, 'stage')
+      this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
+      markerTimes.push(time)
+      markerIds.push(this.markers.length - 1)
+      markerDevices.push(typeof device === 'number' ? device : 0)
+      if (time < this.earliest) this.earliest = time
+    }
   }
 
   /** Blocks and segments live at the snapshot that the trace never saw created (ring buffer overflow). */
@@ -1292,43 +1354,11 @@ class SnapshotMapper {
     let at = 0
     for (const s of states) at = s.synthEvents.moveTo(0, s.synthEvents.length, out, at)
     const order = markerTimes.map((_, i) => i).sort((a, b) => markerTimes[a]! - markerTimes[b]!)
-    const markerStream = order.length > 0 ? this.stream(0) : 0
-    const cursors = main.map(() => 0)
-    let next = 0
+    const merge: Merge = { main, out, at, cursors: main.map(() => 0), next: 0, order, markerTimes, markerIds, markerDevices, markerStream: order.length > 0 ? this.stream(0) : 0 }
     let yieldAt = YIELD_CHUNKS * CHUNK_ROWS
-    for (;;) {
-      // The device whose next event is earliest; a marker goes before events later than it.
-      let best = -1
-      let bestTime = Infinity
-      for (let d = 0; d < main.length; d++) {
-        const c = cursors[d]!
-        if (c < main[d]!.length && main[d]!.time(c) < bestTime) {
-          best = d
-          bestTime = main[d]!.time(c)
-        }
-      }
-      if (next < order.length && (markerTimes[order[next]!]! < bestTime || best < 0)) {
-        const m = order[next++]!
-        out.kind[at] = EventKind.marker
-        out.id[at] = markerIds[m]!
-        out.stream[at] = markerStream
-        out.device[at] = markerDevices[m]!
-        out.time[at] = markerTimes[m]!
-        at++
-        continue
-      }
-      if (best < 0) break
-      // The run of this device's events up to the next marker or the next other device's event.
-      let limit = next < order.length ? markerTimes[order[next]!]! : Infinity
-      for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.length) limit = Math.min(limit, main[d]!.time(cursors[d]!))
-      const part = main[best]!
-      const end = part.runEnd(cursors[best]! + 1, Math.min(part.length, cursors[best]! + YIELD_CHUNKS * CHUNK_ROWS), limit)
-      at = part.moveTo(cursors[best]!, end, out, at)
-      cursors[best] = end
-      if (at >= yieldAt) {
-        yield
-        yieldAt = at + YIELD_CHUNKS * CHUNK_ROWS
-      }
+    while (!mergeRuns(merge, yieldAt)) {
+      yield
+      yieldAt = merge.at + YIELD_CHUNKS * CHUNK_ROWS
     }
     const time = out.time
     for (let from = 0; from < time.length; from += YIELD_CHUNKS * CHUNK_ROWS) {
