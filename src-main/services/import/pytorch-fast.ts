@@ -169,6 +169,18 @@ class FastDecoder {
   /** The code of the key dictKey() read last. */
   private keyCode = 0
   private depth = 0
+
+  // The generic part's stack (generic()), kept across device_traces.
+  private readonly stack: PickleValue[] = []
+  /** Per slot: 0 scalar, OPEN_LIST/OPEN_DICT (may still be added to), SEALED (a finished container). */
+  private readonly state: number[] = []
+  private readonly depths: number[] = []
+  /** Generic index of the memo entry of a container stored while it was still open, else -1. */
+  private readonly openMemo: number[] = []
+  private readonly marks: number[] = []
+  private root: PickleDict | null = null
+  private sawDeviceTraces = false
+  private stopped = false
   // State of the batch batch() reads, kept across the generator's yields.
   private batchItems = 0
   private batchDeepest = 0
@@ -221,18 +233,36 @@ class FastDecoder {
     if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return null
     this.protocol = b[1]!
     let p = 2
-    const stack: PickleValue[] = []
-    // Per slot: 0 scalar, OPEN_LIST/OPEN_DICT (may still be added to), SEALED (a finished container).
-    const state: number[] = []
-    const depths: number[] = []
-    /** Generic index of the memo entry of a container stored while it was still open, else -1. */
-    const openMemo: number[] = []
-    const marks: number[] = []
-    let root: PickleDict | null = null
-    let sawDeviceTraces = false
+    for (;;) {
+      p = this.genericPart(p)
+      if (p < 0) return null
+      if (this.root !== null && this.stopped) return { root: this.root, protocol: this.protocol }
+      // At device_traces' value: the event decoder reads it, the generic part takes it as a sealed list.
+      p = yield* this.deviceTraces(p)
+      if (p < 0) return null
+      this.stack.push(this.generic[this.num]!)
+      this.state.push(SEALED)
+      this.depths.push(this.depth)
+      this.openMemo.push(-1)
+    }
+  }
+
+  /**
+   * The generic part from p: up to STOP (then this.stopped; returns the position after it) or to
+   * the value of the root's device_traces key (returns its position), -1 where it gives up. Out of
+   * the generator run(), which V8 optimizes only after many calls, so that its loop is optimized as
+   * it runs.
+   */
+  private genericPart(p: number): number {
+    const b = this.b
+    const stack = this.stack
+    const state = this.state
+    const depths = this.depths
+    const openMemo = this.openMemo
+    const marks = this.marks
     for (;;) {
       p = this.skipFrames(p)
-      if (p < 0 || p >= this.end) return null
+      if (p < 0 || p >= this.end) return -1
       const op = b[p++]!
       let pushed: PickleValue | undefined
       let pushedState = 0
@@ -240,16 +270,17 @@ class FastDecoder {
       let keyCandidate = false
       switch (op) {
         case Op.STOP: {
-          if (marks.length !== 0 || stack.length !== 1 || root === null || p !== this.end) return null
-          return { root, protocol: this.protocol }
+          if (marks.length !== 0 || stack.length !== 1 || this.root === null || p !== this.end) return -1
+          this.stopped = true
+          return p
         }
         case Op.EMPTY_DICT:
           pushed = new PickleDict()
           pushedState = OPEN_DICT
           pushedDepth = 1
           if (stack.length === 0) {
-            if (root !== null) return null
-            root = pushed as PickleDict
+            if (this.root !== null) return -1
+            this.root = pushed as PickleDict
           }
           break
         case Op.EMPTY_LIST:
@@ -263,7 +294,7 @@ class FastDecoder {
           pushedDepth = 1
           break
         case Op.MARK:
-          if (marks.length >= this.depthLimit) return null
+          if (marks.length >= this.depthLimit) return -1
           marks.push(stack.length)
           continue
         case Op.SETITEMS:
@@ -272,27 +303,27 @@ class FastDecoder {
         case Op.APPEND: {
           let from: number
           if (op === Op.SETITEMS || op === Op.APPENDS) {
-            if (marks.length === 0) return null
+            if (marks.length === 0) return -1
             from = marks.pop()!
           } else {
             from = stack.length - (op === Op.SETITEM ? 2 : 1)
-            if (marks.length > 0 && marks[marks.length - 1]! > from) return null
+            if (marks.length > 0 && marks[marks.length - 1]! > from) return -1
           }
           const target = from - 1
-          if (target < 0 || state[target] !== (op === Op.SETITEMS || op === Op.SETITEM ? OPEN_DICT : OPEN_LIST)) return null
+          if (target < 0 || state[target] !== (op === Op.SETITEMS || op === Op.SETITEM ? OPEN_DICT : OPEN_LIST)) return -1
           if (op === Op.SETITEMS || op === Op.SETITEM) {
-            if ((stack.length - from) & 1) return null
+            if ((stack.length - from) & 1) return -1
           }
           let deepest = 0
           for (let i = from; i < stack.length; i++) {
             if (state[i] !== 0) {
               // Keys are scalars here (a tuple key is legal but not in a snapshot).
-              if ((op === Op.SETITEMS || op === Op.SETITEM) && ((i - from) & 1) === 0) return null
+              if ((op === Op.SETITEMS || op === Op.SETITEM) && ((i - from) & 1) === 0) return -1
               if (depths[i]! > deepest) deepest = depths[i]!
               this.finished(openMemo[i]!, depths[i]!)
             }
           }
-          if (deepest + 1 >= this.depthLimit) return null
+          if (deepest + 1 >= this.depthLimit) return -1
           if (op === Op.SETITEMS || op === Op.SETITEM) addDictPairs(stack[target] as PickleDict, stack, from, stack.length)
           else {
             const list = stack[target] as PickleValue[]
@@ -308,11 +339,11 @@ class FastDecoder {
         case Op.TUPLE: {
           let from: number
           if (op === Op.TUPLE) {
-            if (marks.length === 0) return null
+            if (marks.length === 0) return -1
             from = marks.pop()!
           } else {
             from = stack.length - (op - Op.TUPLE1 + 1)
-            if (from < 0 || (marks.length > 0 && marks[marks.length - 1]! > from)) return null
+            if (from < 0 || (marks.length > 0 && marks[marks.length - 1]! > from)) return -1
           }
           let deepest = 0
           for (let i = from; i < stack.length; i++) {
@@ -321,7 +352,7 @@ class FastDecoder {
               this.finished(openMemo[i]!, depths[i]!)
             }
           }
-          if (deepest + 1 >= this.depthLimit) return null
+          if (deepest + 1 >= this.depthLimit) return -1
           pushed = stack.slice(from)
           pushedState = SEALED
           pushedDepth = deepest + 1
@@ -332,7 +363,7 @@ class FastDecoder {
         case Op.BINPUT:
         case Op.LONG_BINPUT: {
           const index = this.putIndex(op, p - 1)
-          if (index < 0 || stack.length === 0 || (marks.length > 0 && marks[marks.length - 1] === stack.length)) return null
+          if (index < 0 || stack.length === 0 || (marks.length > 0 && marks[marks.length - 1] === stack.length)) return -1
           p += op === Op.MEMOIZE ? 0 : op === Op.BINPUT ? 1 : 4
           const top = stack.length - 1
           const value = stack[top]!
@@ -343,7 +374,7 @@ class FastDecoder {
             const g = this.addGeneric(value, open ? -1 : depths[top]!)
             this.setMemo(index, Memo.generic, g)
             if (open) {
-              if (openMemo[top]! >= 0) return null // stored twice while open
+              if (openMemo[top]! >= 0) return -1 // stored twice while open
               openMemo[top] = g
               this.genericSlot[g] = top
             }
@@ -354,7 +385,7 @@ class FastDecoder {
         case Op.LONG_BINGET: {
           const index = op === Op.BINGET ? b[p]! : readUint32(b, p)
           p += op === Op.BINGET ? 1 : 4
-          if (p > this.end || index >= this.memoNext) return null
+          if (p > this.end || index >= this.memoNext) return -1
           if (this.memoKind[index] === Memo.lazyString) this.resolveLazy(index)
           const k = this.memoKind[index]!
           const n = this.memoId[index]!
@@ -370,25 +401,25 @@ class FastDecoder {
                 // Still on the stack (an item of a batch not yet added): as the general path does,
                 // it is sealed here, so adding to it later (a cycle) gives up and its depth is final.
                 const slot = this.genericSlot[n]!
-                if (stack[slot] !== pushed || openMemo[slot] !== n) return null
+                if (stack[slot] !== pushed || openMemo[slot] !== n) return -1
                 state[slot] = SEALED
                 openMemo[slot] = -1
                 pushedDepth = this.genericDepth[n] = depths[slot]!
               }
               pushedState = SEALED
             }
-          } else return null
+          } else return -1
           break
         }
         case Op.LONG1:
           // Here (not in scalar()) a bigint is a value like any other.
-          if (p + 1 > this.end || p + 1 + b[p]! > this.end) return null
+          if (p + 1 > this.end || p + 1 + b[p]! > this.end) return -1
           pushed = decodeLong(b, p + 1, b[p]!)
           p += 1 + b[p]!
           break
         default: {
           const q = this.scalar(p - 1)
-          if (q < 0) return null
+          if (q < 0) return -1
           p = q
           const kind = this.kind
           if (kind === Scalar.string) {
@@ -399,29 +430,23 @@ class FastDecoder {
           else pushed = this.num === 1
         }
       }
-      if (stack.length >= GENERIC_STACK) return null
+      if (stack.length >= GENERIC_STACK) return -1
       stack.push(pushed!)
       state.push(pushedState)
       depths.push(pushedDepth)
       openMemo.push(-1)
       // A key of the root dict: device_traces gets the event decoder.
-      if (keyCandidate && root !== null && stack[0] === root && state[0] === OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
-        if (sawDeviceTraces) return null
-        sawDeviceTraces = true
+      if (keyCandidate && this.root !== null && stack[0] === this.root && state[0] === OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
+        if (this.sawDeviceTraces) return -1
+        this.sawDeviceTraces = true
         // After the key's own memo store, if any.
         const put = this.reserveAt(p)
-        if (put === -2) return null
+        if (put === -2) return -1
         if (put >= 0) {
           this.setMemo(put, Memo.string, this.internString('device_traces'))
           p += putLength(b[p]!)
         }
-        const q = yield* this.deviceTraces(p)
-        if (q < 0) return null
-        p = q
-        stack.push(this.generic[this.num]!)
-        state.push(SEALED)
-        depths.push(this.depth)
-        openMemo.push(-1)
+        return p
       }
     }
   }
