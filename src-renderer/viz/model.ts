@@ -155,11 +155,14 @@ class RecordBuilder {
 /**
  * Open blocks by address: an open-addressing table over typed arrays. A Map keyed by addresses
  * above 2^31 boxes every key; a trace's million allocs and frees made that most of the model's
- * build time.
+ * build time. Callers pass each address with its hash (hashOf, from the address's 32-bit halves
+ * as the layout holds them); the table keeps the hashes, so probing, deleting and growing do no
+ * floating-point arithmetic.
  */
 class AddressTable {
   private keys: Float64Array
   private values: Int32Array
+  private hashes: Uint32Array
   private mask: number
   /** 32 minus log2 of the capacity: a multiplicative hash's well-mixed bits are its top ones. */
   private shift: number
@@ -169,27 +172,22 @@ class AddressTable {
     while (n < capacity * 2) n *= 2
     this.keys = new Float64Array(n).fill(-1)
     this.values = new Int32Array(n)
+    this.hashes = new Uint32Array(n)
     this.mask = n - 1
     this.shift = 32 - Math.log2(n)
   }
-  private slot(address: number): number {
-    // Blocks are at least 256-byte aligned: mix the bits above that and the high word.
-    const low = address % 4294967296
-    const high = (address - low) / 4294967296
-    return Math.imul((low >>> 8) ^ Math.imul(high, 0x85ebca6b), 0x9e3779b1) >>> this.shift
-  }
-  get(address: number): number {
+  get(address: number, hash: number): number {
     const keys = this.keys
-    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+    for (let i = hash >>> this.shift; ; i = (i + 1) & this.mask) {
       const k = keys[i]!
       if (k === address) return this.values[i]!
       if (k === -1) return -1
     }
   }
-  set(address: number, value: number): void {
+  set(address: number, hash: number, value: number): void {
     if ((this.size + 1) * 2 > this.keys.length) this.grow()
     const keys = this.keys
-    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+    for (let i = hash >>> this.shift; ; i = (i + 1) & this.mask) {
       const k = keys[i]!
       if (k === address) {
         this.values[i] = value
@@ -198,17 +196,20 @@ class AddressTable {
       if (k === -1) {
         keys[i] = address
         this.values[i] = value
+        this.hashes[i] = hash
         this.size++
         return
       }
     }
   }
   /** Removes an address; backward-shift deletion keeps every probe chain unbroken. */
-  delete(address: number): void {
+  delete(address: number, hash: number): void {
     const keys = this.keys
     const values = this.values
+    const hashes = this.hashes
     const mask = this.mask
-    let i = this.slot(address)
+    const shift = this.shift
+    let i = hash >>> shift
     for (; ; i = (i + 1) & mask) {
       const k = keys[i]!
       if (k === -1) return
@@ -216,11 +217,12 @@ class AddressTable {
     }
     this.size--
     for (let j = (i + 1) & mask; keys[j] !== -1; j = (j + 1) & mask) {
-      const home = this.slot(keys[j]!)
+      const home = hashes[j]! >>> shift
       // Entry j may move to the hole at i if its home slot is not within (i, j] cyclically.
       if (((j - home) & mask) >= ((j - i) & mask)) {
         keys[i] = keys[j]!
         values[i] = values[j]!
+        hashes[i] = hashes[j]!
         i = j
       }
     }
@@ -236,13 +238,20 @@ class AddressTable {
   private grow(): void {
     const keys = this.keys
     const values = this.values
+    const hashes = this.hashes
     this.keys = new Float64Array(keys.length * 2).fill(-1)
     this.values = new Int32Array(keys.length * 2)
+    this.hashes = new Uint32Array(keys.length * 2)
     this.mask = this.keys.length - 1
     this.shift--
     this.size = 0
-    for (let i = 0; i < keys.length; i++) if (keys[i] !== -1) this.set(keys[i]!, values[i]!)
+    for (let i = 0; i < keys.length; i++) if (keys[i] !== -1) this.set(keys[i]!, hashes[i]!, values[i]!)
   }
+}
+
+/** An address's hash for AddressTable, from its low and high 32 bits (blocks are at least 256-byte aligned: the bits above that and the high word). */
+function hashOf(low: number, high: number): number {
+  return Math.imul((low >>> 8) ^ Math.imul(high, 0x85ebca6b), 0x9e3779b1) >>> 0
 }
 
 /**
@@ -342,6 +351,7 @@ export class StrategyModelBuilder {
     // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
     const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
     const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
+    const hashAt = (i: number) => hashOf(words[2 * i]!, words[2 * i + 1]!)
     for (let i = 0; i < n; i++) {
       const op = layout.op[i]!
       const event = layout.event[i]!
@@ -356,22 +366,23 @@ export class StrategyModelBuilder {
           b.stream[k] = layout.stream[i]!
           b.from[k] = event
           b.layoutIndex[k] = base + i
-          openBlocks.set(address, k)
+          openBlocks.set(address, hashAt(i), k)
           if (this.reuse !== 'any') this.bumpStack.push(k)
           break
         }
         case Op.free:
         case Op.freeCompleted: {
           const address = addressAt(i)
-          const k = openBlocks.get(address)
+          const hash = hashAt(i)
+          const k = openBlocks.get(address, hash)
           if (k >= 0) {
             this.closeFreed(k, event)
-            openBlocks.delete(address)
+            openBlocks.delete(address, hash)
           }
           break
         }
         case Op.freePending: {
-          const k = openBlocks.get(addressAt(i))
+          const k = openBlocks.get(addressAt(i), hashAt(i))
           if (k >= 0 && b.pendingFrom[k] === NEVER) b.pendingFrom[k] = event
           break
         }
