@@ -250,6 +250,46 @@ describe('memo entries the event decoder stores', () => {
   })
 })
 
+describe('a list of the generic part read back in events', () => {
+  it('as frames and then as a frame: the general path\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
+    // root = {'extra': L, 'device_traces': [[alloc with frames L, alloc with frames [L]]]}, L = [{'name': 'f', 'filename': 'a.py', 'line': 1}] at memo 1.
+    // SETITEM, not a MARK ... SETITEMS around the root's pairs: L must be finished before the events.
+    const out: number[] = [0x80, 4, 0x7d]
+    const text = (v: string) => out.push(0x8c, v.length, ...new TextEncoder().encode(v))
+    text('extra')
+    out.push(0x5d, 0x94, 0x7d, 0x94, 0x28) // EMPTY_LIST, MEMOIZE (0); EMPTY_DICT, MEMOIZE (1), MARK
+    text('name')
+    text('f')
+    text('filename')
+    text('a.py')
+    text('line')
+    out.push(0x4b, 1, 0x75, 0x61, 0x73) // BININT1 1, SETITEMS, APPEND, SETITEM
+    text('device_traces')
+    out.push(0x5d, 0x5d, 0x28)
+    for (let i = 0; i < 2; i++) {
+      out.push(0x7d, 0x28)
+      text('action')
+      text('alloc')
+      text('addr')
+      out.push(0x4a, 0, 0, 1 + i, 0)
+      text('size')
+      out.push(0x4b, 100)
+      text('time_us')
+      out.push(0x4b, i)
+      text('frames')
+      if (i === 0) out.push(0x68, 0) // BINGET 0: L as the frames
+      else out.push(0x5d, 0x28, 0x68, 0, 0x65) // [L]: L as a frame
+      out.push(0x75)
+    }
+    out.push(0x65, 0x61, 0x73, 0x2e)
+    const bytes = new Uint8Array(out)
+    const [fast, general] = bothPaths(bytes)
+    assert.equal(general.ok, false)
+    assert.match((general as { error: string }).error, /a frame must be a dict, got a list/)
+    assert.deepEqual(fast, general)
+  })
+})
+
 describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () => {
   // The event decoder reads non-negative 6- and 7-byte LONG1s (below 2^53) itself and the rest
   // through smallLong; either way the import must be the general path's, or its error.

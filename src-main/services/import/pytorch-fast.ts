@@ -127,8 +127,13 @@ class FastDecoder {
   private readonly genericDepth: number[] = []
   /** Stack slot of a generic container while it is open (genericDepth -1). */
   private readonly genericSlot: number[] = []
-  /** For a generic value read back as a frame or frames list: its frame or local stack id + 2 (0: not yet). */
-  private readonly genericAux: number[] = []
+  /**
+   * For a generic value read back as a frames list, its local stack id + 2; as a frame, its frame
+   * id + 2 (0: not yet). Apart: the same list read back as a frames list and then as a frame (a
+   * damaged pickle) must not take its stack id for a frame id.
+   */
+  private readonly genericAsStack: number[] = []
+  private readonly genericAsFrame: number[] = []
 
   // Strings by id; their codes; ids by content, and by bytes (open addressing over the input's offsets).
   private readonly strings: string[] = []
@@ -460,7 +465,8 @@ class FastDecoder {
     this.generic.push(value)
     this.genericDepth.push(depth)
     this.genericSlot.push(-1)
-    this.genericAux.push(0)
+    this.genericAsStack.push(0)
+    this.genericAsFrame.push(0)
     return this.generic.length - 1
   }
 
@@ -638,12 +644,12 @@ class FastDecoder {
           } else if (k === Memo.generic) {
             // A list the generic part built (torch shares one empty frames list from the segments on).
             const g = this.memoId[index]!
-            const known = this.genericAux[g]!
+            const known = this.genericAsStack[g]!
             if (known > 0) stack = known - 2
             else {
               stack = this.genericStack(this.generic[g]!)
               if (stack === -2) return -1
-              this.genericAux[g] = stack + 2
+              this.genericAsStack[g] = stack + 2
             }
             d = this.genericDepth[g]!
             if (d < 0) return -1
@@ -827,12 +833,12 @@ class FastDecoder {
           if (k === Memo.frame) frame = this.memoId[index]!
           else if (k === Memo.generic) {
             const g = this.memoId[index]!
-            const known = this.genericAux[g]!
+            const known = this.genericAsFrame[g]!
             if (known > 0) frame = known - 2
             else {
               frame = this.genericFrame(this.generic[g]!)
               if (frame < 0) return -1
-              this.genericAux[g] = frame + 2
+              this.genericAsFrame[g] = frame + 2
             }
             if (this.genericDepth[g]! > deepest) deepest = this.genericDepth[g]!
           } else return -1
