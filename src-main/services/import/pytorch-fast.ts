@@ -14,9 +14,12 @@
 // What makes it fast: torch's pickle writes each dict key once and reads it back from the memo
 // thereafter, and a frame dict once per distinct frame object. So a memo entry here is typed: a
 // string (an id whose code says which key or action it is), a number, a frame (an id of its name,
-// file and line) or a frames list (an id of its sequence of frames); an event is a few table
-// lookups and stores, no allocation. The mapper's frame and stack tables are filled in the same
-// order as the general path fills them (on an alloc's or oom's first use), so the ids are equal.
+// file and line) or a frames list (an id of its sequence of frames), and a string no event reads
+// (compile_context) is only noted where it lies, decoded if it is ever read back; an event is a
+// few table lookups and stores, no allocation. The mapper's frame and stack tables are filled in
+// the same order as the general path fills them (on an alloc's or oom's first use), so the ids are
+// equal. Loops that run per event or per opcode are in plain methods, not in the generators that
+// let an async caller in: V8 optimizes a generator only after many calls.
 import { addDictPairs, decodeLong, decodeUtf8, PickleDict, type PickleValue } from './unpickle.ts'
 
 /** What the decoder hands its results to (the importer's SnapshotMapper). */
@@ -175,7 +178,7 @@ class FastDecoder {
   private keyCode = 0
   private depth = 0
 
-  // The generic part's stack (generic()), kept across device_traces.
+  // The generic part's stack (genericPart()), kept across device_traces.
   private readonly stack: PickleValue[] = []
   /** Per slot: 0 scalar, OPEN_LIST/OPEN_DICT (may still be added to), SEALED (a finished container). */
   private readonly state: number[] = []
