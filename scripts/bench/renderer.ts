@@ -15,7 +15,7 @@
 // Figures are medians over runs; the machine's load average is printed, since the 2 cores of a
 // developer machine are shared.
 //   npx tsx scripts/bench/renderer.ts [--runs N] [--only frames,million,pytorch,big]
-//       [--snapshot FILE] [--big FILE] [--peer-dir DIR]
+//       [--snapshot FILE] [--big FILE] [--peer-dir DIR] [--json FILE]
 import { execFileSync } from 'node:child_process'
 import { createReadStream, existsSync } from 'node:fs'
 import { stat } from 'node:fs/promises'
@@ -26,6 +26,7 @@ import { basename, join } from 'node:path'
 import type { Browser, Page } from 'playwright-core'
 
 import { browserSkipReason, CHROMIUM, launchBrowser, ROOT, serve, type Served } from '../../test/e2e/helpers.ts'
+import { FigureLog } from './figures.ts'
 import { writeRendererInputs } from './renderer-inputs.ts'
 import { MEMORY_VIZ_PEER_PAGE, memoryVizSkipReason, writeMemoryVizPeer } from './memory-viz-peer.ts'
 
@@ -55,6 +56,9 @@ function quantile(values: number[], q: number): number {
 const median = (values: number[]) => quantile(values, 0.5)
 const ms = (v: number) => (Number.isFinite(v) ? `${v >= 100 ? v.toFixed(0) : v.toFixed(1)} ms` : '—')
 const verdict = (ok: boolean) => (ok ? 'met' : 'MISSED')
+
+const figures = new FigureLog('scripts/bench/renderer.ts')
+const within = (v: number, limit: number) => v <= limit + 0.5 // a frame interval is vsync's, give or take timer noise
 
 function line(label: string, figure: string, peer: string): void {
   console.log(`  ${label.padEnd(46)} ${figure.padEnd(26)} ${peer}`)
@@ -322,6 +326,9 @@ async function framesBench(browser: Browser, file: string, fromEvent: number): P
       line('frame interval, median / p95', `${ms(median(all.intervals))} / ${ms(quantile(all.intervals, 0.95))}`, `budget ${ms(FRAME_BUDGET_MS)}: ${verdict(median(all.intervals) <= FRAME_BUDGET_MS + 0.5 && quantile(all.intervals, 0.95) <= FRAME_BUDGET_MS + 0.5)}`)
       line('frame script work, median / p95', `${ms(median(all.frameWork))} / ${ms(quantile(all.frameWork, 0.95))}`, `budget ${ms(FRAME_BUDGET_MS)}`)
       line('one map drawn (rasterize + put), median / p95', `${ms(median(all.mapDraws))} / ${ms(quantile(all.mapDraws, 0.95))}`, `fillRect peer ${ms(median(peer))} / ${ms(quantile(peer, 0.95))}`)
+      const p95 = quantile(all.intervals, 0.95)
+      figures.add({ area: 'renderer', what: `frame interval while playing, ${label}, ${all.liveBlocks} live blocks, median (p95 ${ms(p95)})`, value: median(all.intervals), unit: 'ms', peers: [], better: 'lower', target: label.startsWith('one map') ? `≤ ${ms(FRAME_BUDGET_MS)}, median and p95` : undefined, met: label.startsWith('one map') ? within(median(all.intervals), FRAME_BUDGET_MS) && within(p95, FRAME_BUDGET_MS) : undefined, note: 'no peer draws this; the budget is one display frame' })
+      figures.add({ area: 'renderer', what: `one map drawn (rasterize + put), ${label}, median`, value: median(all.mapDraws), unit: 'ms', peers: [{ name: 'the same live blocks drawn with one fillRect each', value: median(peer) }], better: 'lower' })
     }
   } finally {
     await close(opened)
@@ -351,12 +358,17 @@ async function millionBench(browser: Browser, file: string): Promise<void> {
   console.log(`  (runs: first paint ${paints.map((v) => v.toFixed(0)).join(', ')}; first map ${firstMaps.map((v) => v.toFixed(0)).join(', ')} ms)`)
   line(`first paint (timeline, event count), median of ${RUNS}`, ms(median(paints)), `target 1000 ms: ${verdict(median(paints) <= 1000)}`)
   line(`first map drawn, median of ${RUNS}`, ms(median(firstMaps)), `target 1000 ms: ${verdict(median(firstMaps) <= 1000)}`)
+  const million = `a 1 M-event trace (${maps} strategies)`
+  const noPeer = 'no peer opens this trace (memory_viz reads only PyTorch snapshots)'
+  figures.add({ area: 'renderer', what: `${million}: first paint (timeline and event count), median of ${RUNS}`, value: median(paints), unit: 'ms', peers: [], better: 'lower', target: '≤ 1000 ms', met: median(paints) <= 1000, note: noPeer })
+  figures.add({ area: 'renderer', what: `${million}: first memory map drawn, median of ${RUNS}`, value: median(firstMaps), unit: 'ms', peers: [], better: 'lower', target: '≤ 1000 ms', met: median(firstMaps) <= 1000, note: noPeer })
   line(`all ${maps} maps drawn`, ms(median(allMaps)), '')
   line('  trace opened, sent and decoded', ms(median(opens)), '')
   line('  then every strategy replayed, sent, decoded', ms(median(replays)), '')
   if (scrub) {
     line(`scrub to a random event (${scrub.mapsPerSeek} maps), median / p95`, `${ms(median(scrub.drawn))} / ${ms(quantile(scrub.drawn, 0.95))}`, `target 50 ms: ${verdict(quantile(scrub.drawn, 0.95) <= 50)}`)
     line('scrub to the next frame, median / p95', `${ms(median(scrub.presented))} / ${ms(quantile(scrub.presented, 0.95))}`, `frame budget ${ms(FRAME_BUDGET_MS)}`)
+    figures.add({ area: 'renderer', what: `${million}: scrub to a random event, every map redrawn, p95 (median ${ms(median(scrub.drawn))})`, value: quantile(scrub.drawn, 0.95), unit: 'ms', peers: [], better: 'lower', target: '≤ 50 ms', met: quantile(scrub.drawn, 0.95) <= 50, note: noPeer })
   }
 }
 
@@ -437,15 +449,21 @@ async function pytorchBench(browser: Browser, snapshot: string): Promise<void> {
   console.log(`  (runs: first paint ${ours.map((v) => v.toFixed(0)).join(', ')}; first map ${oursMap.map((v) => v.toFixed(0)).join(', ')}; memory_viz ${peer.map((v) => v.toFixed(0)).join(', ')} ms)`)
   line(`first paint (timeline, event count), median of ${RUNS}`, ms(median(ours)), versus(ours))
   line(`first map drawn (of ${maps}), median of ${RUNS}`, ms(median(oursMap)), versus(oursMap))
+  const peers = why ? [] : [{ name: "memory_viz's page, first polygon", value: median(peer) }]
+  const snapshotName = `PyTorch snapshot ${basename(snapshot)} (${mb.toFixed(0)} MB)`
+  figures.add({ area: 'renderer', what: `${snapshotName}: first paint, median of ${RUNS}`, value: median(ours), unit: 'ms', peers, better: 'lower', target: '≥ 3× faster than memory_viz', met: why ? undefined : median(peer) / median(ours) >= 3, note: why || undefined })
+  figures.add({ area: 'renderer', what: `${snapshotName}: first memory map drawn, median of ${RUNS}`, value: median(oursMap), unit: 'ms', peers, better: 'lower', note: why || undefined })
 }
 
 async function bigBench(browser: Browser, snapshot: string): Promise<void> {
   const mb = (await stat(snapshot)).size / 1e6
+  let bigOpened: number | undefined
   console.log(`\nA large PyTorch snapshot (${basename(snapshot)}, ${mb.toFixed(0)} MB): does it open`)
   try {
     const opened = await openInVramscope(browser, snapshot, 900_000)
     line('first paint (timeline, event count)', ms(opened.firstPaintMs), 'target: opens')
     line(`first map drawn (of ${opened.maps})`, ms(opened.firstMapMs), '')
+    bigOpened = opened.firstPaintMs
     await close(opened)
   } catch (e) {
     line('first paint', 'did not open', (e as Error).message)
@@ -455,6 +473,8 @@ async function bigBench(browser: Browser, snapshot: string): Promise<void> {
   await writeMemoryVizPeer(PEER_DIR)
   const p = await memoryVizFirstPaint(browser, PEER_DIR, snapshot, 300_000)
   line('memory_viz first paint', p.why ?? ms(p.ms), '')
+  if (bigOpened !== undefined)
+    figures.add({ area: 'renderer', what: `large PyTorch snapshot ${basename(snapshot)} (${mb.toFixed(0)} MB) opens: first paint, one run`, value: bigOpened, unit: 'ms', peers: p.why ? [] : [{ name: "memory_viz's page, first polygon", value: p.ms }], better: 'lower', target: 'opens', met: true, note: p.why })
 }
 
 async function main(): Promise<void> {
@@ -483,6 +503,7 @@ async function main(): Promise<void> {
     await browser.close()
   }
   console.log(`\nload average after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`)
+  figures.writeIfAsked()
 }
 
 await main()
