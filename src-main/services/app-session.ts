@@ -90,11 +90,11 @@ export class AppSession {
   /** Recent-file key of the file named on the command line. */
   private readonly initialKey: string | undefined
   /**
-   * The file named on the command line, opened (and its first strategy replayed) when a page
-   * starts loading (prefetchInitial), so that work runs while the page loads its code; the
-   * page's own requests for exactly that work then take these jobs instead of starting their own.
+   * The file named on the command line, opened when a page starts loading (prefetchInitial), so
+   * the open runs while the page loads its code; the page's own request to open it then takes
+   * this job instead of starting another.
    */
-  private prefetched: { openJobId: string; openClaimed: boolean; replay?: { key: string; jobId: string; claimed: boolean } } | undefined
+  private prefetched: { openJobId: string; claimed: boolean } | undefined
 
   constructor(private readonly options: SessionOptions) {
     if (options.initialFile !== undefined) {
@@ -221,8 +221,8 @@ export class AppSession {
 
   openRecent(key: string): { jobId: string } {
     const p = this.prefetched
-    if (p && !p.openClaimed && key === this.initialKey) {
-      p.openClaimed = true
+    if (p && !p.claimed && key === this.initialKey) {
+      p.claimed = true
       return { jobId: p.openJobId }
     }
     const entry = this.recent.find((r) => r.key === key)
@@ -269,33 +269,24 @@ export class AppSession {
   }
 
   /**
-   * Opens the file the host was started with, then replays it through the first of the default
-   * strategies as a page would ask (AppState.open), ahead of the page's requests: the web host
-   * calls this when a page with the token starts loading. Does nothing without an initial file
-   * or while an earlier prefetch has not been taken by a page.
+   * Opens the file the host was started with ahead of the page's request: the web host calls this
+   * when a page with the token starts loading. Only the open: a replay started here as well ran
+   * while the page started and drew its first paint, and on two shared cores it slowed those more
+   * than it brought the first map forward (docs/benchmarks.md, Renderer). Does nothing without an
+   * initial file or while an earlier prefetch has not been taken by a page.
    */
   prefetchInitial(): void {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)
-    if (!entry || (this.prefetched && !this.prefetched.openClaimed)) return
-    const prefetched: NonNullable<AppSession['prefetched']> = { openJobId: '', openClaimed: false }
-    // The replay starts as soon as the file is read: the trace's description can come after.
-    const { jobId } = this.openPathJob(entry.path, entry.name, (traceId, input) => {
-      if (this.prefetched !== prefetched) return
-      // What AppState.open asks first: the recorded layouts alone, or the first strategy.
-      const request: ReplayRequest = { traceId, strategies: DEFAULT_STRATEGIES, targets: { first: 0, count: input.strategies.length > 0 ? 0 : 1 }, includeStored: true }
-      prefetched.replay = { key: replayKey(request), jobId: this.replayJob(input, request).jobId, claimed: false }
-    })
-    prefetched.openJobId = jobId
-    this.prefetched = prefetched
+    if (!entry || (this.prefetched && !this.prefetched.claimed)) return
+    this.prefetched = { openJobId: this.openPathJob(entry.path, entry.name).jobId, claimed: false }
   }
 
-  private openPathJob(path: string, shown: string, read?: (traceId: string, input: OpenedInput) => void): { jobId: string } {
-    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true, read))
+  private openPathJob(path: string, shown: string): { jobId: string } {
+    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true))
   }
 
-  /** `read`: told the trace's id and input as soon as the file is read, before its description. */
-  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean, read?: (traceId: string, input: OpenedInput) => void): Promise<TraceSummary> {
+  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
     const input = await openInput(path, {
       signal: job.controller.signal,
       onProgress: (p) => {
@@ -303,9 +294,8 @@ export class AppSession {
         job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
       },
     })
-    const traceId = randomUUID()
-    read?.(traceId, input)
     const d = describeTrace(input.trace, input.strategies)
+    const traceId = randomUUID()
     const summary: TraceSummary = {
       traceId,
       name: shown,
@@ -369,17 +359,6 @@ export class AppSession {
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
   startReplay(request: ReplayRequest): { jobId: string } {
     const { input } = this.trace(request?.traceId)
-    const prefetched = this.prefetched?.replay
-    if (prefetched && !prefetched.claimed) {
-      prefetched.claimed = true
-      if (replayKey(request) === prefetched.key) return { jobId: prefetched.jobId }
-      // The page wants another replay: the prefetched one would only compete with it.
-      this.cancel(prefetched.jobId)
-    }
-    return this.replayJob(input, request)
-  }
-
-  private replayJob(input: OpenedInput, request: ReplayRequest): { jobId: string } {
     let specs
     try {
       specs = parseStrategySpecs([String(request.strategies ?? '')], 'strategies')
@@ -500,12 +479,6 @@ export class AppSession {
       }
     return { jobId }
   }
-}
-
-/** What makes two replay requests ask for the same work. */
-function replayKey(r: ReplayRequest): string {
-  const cap = r.cap === undefined ? '' : String(r.cap).trim()
-  return JSON.stringify([r.traceId, String(r.strategies ?? ''), cap, r.targets?.first ?? 0, r.targets?.count ?? null, r.includeStored !== false])
 }
 
 /** The part of the parsed strategies a replay request names (ReplayRequest.targets). */
