@@ -224,7 +224,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
     const pathname = url.pathname
     if (pathname === '/' || pathname === '/index.html') {
       // A page with the token is loading: its first request will be the file named on the command
-      // line, so the host opens it (and replays its first strategy) while the page loads its code.
+      // line, so the host opens it while the page loads its code (AppSession.prefetchInitial).
       const given = url.searchParams.get('token')
       if (given !== null && sameToken(given, token)) session.prefetchInitial()
       res.writeHead(200, { 'content-type': contentTypeOf('.html'), 'cache-control': 'no-store', ...SECURITY_HEADERS })
