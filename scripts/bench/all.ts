@@ -395,8 +395,11 @@ function collect(dir: string): { header: string[]; figures: Figure[]; skipped: s
     if (!m.gpu) skipped.push(`pair latency: the GPU peers (cudaMalloc, cudaMallocAsync, PyTorch's allocator) and the real backings: ${m.no_gpu_reason ?? 'no GPU'}`)
     header.push(`pair latency: ${m.cpu}, ${m.cores} cores${m.gpu ? `, ${m.gpu.name} (driver ${m.gpu.driver_version})` : ', no GPU'}; the median of ${nativeRuns.length} run${nativeRuns.length > 1 ? 's' : ''}, each the median of its repetitions${torch ? `; PyTorch ${torch.torch} on ${torch.device}` : ''}`)
   }
-  const replay = read<ReplayRun>('replay.json')
-  if (replay) figures.push(...replayFigures(replay))
+  const replay = read<ReplayRun & { reps: number; clock: string }>('replay.json')
+  if (replay) {
+    figures.push(...replayFigures(replay))
+    header.push(`replay (vramscope_bench replay): ${replay.events.toLocaleString('en')} events, the median of ${replay.reps} runs, ${replay.clock.includes('cpu') ? "the thread's CPU time" : 'wall time'}, on the machine of the run in ${dir}`)
+  }
   for (const name of ['trace-load.json', 'import.json', 'renderer.json']) {
     const f = read<FigureFile>(name)
     if (!f) continue
