@@ -1,0 +1,96 @@
+// The views on every kind of real input, in Chromium against the real `vramscope serve`: a GPU
+// recording made by vramscope on an H100 (its recorded layout first, beside the modelled
+// strategies), and an RMM logging_resource_adaptor CSV opened from disk through the file input.
+// For each: the maps, the timeline and the metrics table are drawn, playback moves the event, and
+// a click on a map inspects a block. The PyTorch snapshots are covered by app.e2e.test.ts.
+// Screenshots go to test/e2e/output (look at them).
+import assert from 'node:assert/strict'
+import { mkdirSync } from 'node:fs'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+
+import type { Browser, Page } from 'playwright-core'
+
+import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+
+const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
+const skip = browserSkipReason()
+if (skip) console.log(`# e2e skipped: ${skip}`)
+
+async function eventPosition(page: Page): Promise<number> {
+  const text = await page.getByTestId('event-position').textContent()
+  return Number(/event ([\d,]+)/.exec(text ?? '')![1]!.replaceAll(',', ''))
+}
+
+/** Clicks across the first map until the inspector shows a block; returns its id text. */
+async function inspectSomeBlock(page: Page): Promise<string> {
+  const canvas = page.locator('.map canvas').first()
+  const box = (await canvas.boundingBox())!
+  for (let y = 2; y < box.height; y += 5)
+    for (let x = 2; x < box.width; x += 25) {
+      await canvas.click({ position: { x, y } })
+      if ((await page.getByTestId('inspected-id').count()) > 0) return (await page.getByTestId('inspected-id').textContent()) ?? ''
+    }
+  return ''
+}
+
+/** What every input must show once open: a map per strategy, the timeline, the metrics table. */
+async function checkViews(page: Page, maps: number): Promise<string[]> {
+  await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
+  await waitForCount(page.locator('.map'), (n) => n >= maps)
+  assert.ok((await page.locator('.timeline svg, .timeline canvas').count()) > 0, 'the timeline is drawn')
+  const header = await page.locator('table.metrics thead th').allTextContents()
+  assert.ok(header.length - 1 >= maps, `a metrics column per strategy: ${header.join(', ')}`)
+  return page.locator('.map h3').allTextContents()
+}
+
+describe('every kind of input in the browser', { skip }, () => {
+  let served: Served
+  let browser: Browser
+  let page: Page
+  const pageErrors: string[] = []
+
+  before(async () => {
+    mkdirSync(OUTPUT, { recursive: true })
+    served = await serve()
+    browser = await launchBrowser()
+    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+    page.on('pageerror', (e) => pageErrors.push(e.message))
+    await page.goto(served.url)
+  })
+  after(async () => {
+    await browser?.close()
+    await served?.stop()
+  })
+
+  it('a GPU recording: the recorded layout first, playback, a block inspected', async () => {
+    await page.locator('[data-sample="h100-inference-buddy.vramscope"]').click()
+    const names = await checkViews(page, 2)
+    assert.match(names[0]!, /buddy \(recorded\)/, `the recording's own layout comes first: ${names.join(', ')}`)
+    await page.keyboard.press('Home')
+    assert.equal(await eventPosition(page), 0)
+    await page.keyboard.press('ArrowRight')
+    assert.equal(await eventPosition(page), 1, 'a step moves the event')
+    await page.locator('input[aria-label="event"]').fill('200')
+    assert.equal(await eventPosition(page), 200, 'the scrubber moves the event')
+    const id = await inspectSomeBlock(page)
+    assert.ok(id !== '', 'a click on the recorded map selected a block')
+    await page.screenshot({ path: join(OUTPUT, 'source-recording.png'), fullPage: true })
+  })
+
+  it('an RMM log opened from disk: maps, metrics, a block inspected', async () => {
+    const file = join(ROOT, 'test', 'fixtures', 'rmm', 'with-failures.csv')
+    await page.getByTestId('file-input').setInputFiles(file)
+    await page.getByText('with-failures.csv').first().waitFor({ timeout: 30_000 })
+    const names = await checkViews(page, 2)
+    assert.ok(names.every((n) => !n.includes('(recorded)')), `an RMM log has no recorded layout: ${names.join(', ')}`)
+    await page.getByRole('button', { name: 'peak' }).click() // the 1 GiB block is live there
+    const id = await inspectSomeBlock(page)
+    assert.ok(id !== '', 'a click on a map selected a block')
+    await page.screenshot({ path: join(OUTPUT, 'source-rmm.png'), fullPage: true })
+  })
+
+  it('raised no uncaught errors in the page', () => {
+    assert.deepEqual(pageErrors, [])
+  })
+})
