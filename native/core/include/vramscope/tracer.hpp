@@ -7,13 +7,6 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <emmintrin.h>  // _mm_stream_si64, _mm_sfence (SSE2: every x86-64)
-#define VRAMSCOPE_STREAMING_STORES 1
-#else
-#define VRAMSCOPE_STREAMING_STORES 0
-#endif
-
 #include "vramscope/types.hpp"
 
 namespace vramscope {
@@ -72,18 +65,6 @@ class tracer {
       // op, its padding (zeroed) and aux in one 8-byte store.
       static_assert(offsetof(trace_event, aux) == 4 && offsetof(trace_event, stream) == 8, "layout");
       const std::uint64_t head = static_cast<std::uint64_t>(op) | (std::uint64_t{aux} << 32);
-#if VRAMSCOPE_STREAMING_STORES
-      if (streaming_) {
-        long long* w = reinterpret_cast<long long*>(e);
-        _mm_stream_si64(w, static_cast<long long>(head));
-        _mm_stream_si64(w + 1, static_cast<long long>(stream));
-        _mm_stream_si64(w + 2, static_cast<long long>(address));
-        _mm_stream_si64(w + 3, static_cast<long long>(size));
-        _mm_stream_si64(w + 4, static_cast<long long>(requested));
-        cursor_ = e + 1;
-        return;
-      }
-#endif
       std::memcpy(e, &head, sizeof head);
 #else
       e->op = op;
@@ -102,32 +83,16 @@ class tracer {
   // The slow path, and the only path for tracers without a buffer.
   virtual void record(const trace_event& event) = 0;
 
-  // Makes the events this thread has appended visible to other threads (an sfence after streaming
-  // stores; nothing where there are none): call it on the writing thread before another reads.
-  static void publish() noexcept {
-#if VRAMSCOPE_STREAMING_STORES
-    _mm_sfence();
-#endif
-  }
-
  protected:
   void set_buffer(trace_event* begin, trace_event* end) noexcept {
     cursor_ = begin;
     end_ = end;
   }
   trace_event* buffer_cursor() const noexcept { return cursor_; }
-  // Events written field by field go to the buffer with non-temporal stores, past the caches: for a
-  // buffer read long after it is written (a recording's ring), not one drained at once by the
-  // thread that wrote it (replay's layout_tracer). On the H100 machine's host this took tracing
-  // on from about 1.56x to 1.31x of tracing off for block_pool (docs/benchmarks.md). Stores of
-  // this kind are weakly ordered: another thread may read what was written only after the writing
-  // thread's publish().
-  void set_streaming(bool on) noexcept { streaming_ = on && VRAMSCOPE_STREAMING_STORES; }
 
  private:
   trace_event* cursor_ = nullptr;
   trace_event* end_ = nullptr;
-  bool streaming_ = false;
 };
 
 // Keeps every event in memory, in order; what tests, the binding and replay use.
@@ -157,14 +122,12 @@ class vector_tracer final : public tracer {
 };
 
 // Keeps the last `capacity` events in a ring allocated up front: a long recording never allocates
-// or grows, and every event goes through the inline buffer (with streaming stores: the ring is
-// read when the recording is, not as it is written); record() sees only the event that finds the
-// ring full and starts it over. What the benchmark's "tracing on" measures.
+// or grows, and every event goes through the inline buffer; record() sees only the event that
+// finds the ring full and starts it over. What the benchmark's "tracing on" measures.
 class ring_tracer final : public tracer {
  public:
   explicit ring_tracer(std::size_t capacity) : events_(capacity == 0 ? 1 : capacity) {
     set_buffer(events_.data(), events_.data() + events_.size());
-    set_streaming(true);
   }
   void record(const trace_event& event) override {
     ++laps_;
@@ -173,15 +136,6 @@ class ring_tracer final : public tracer {
   }
   // How many times the ring filled and started over.
   std::uint64_t laps() const noexcept { return laps_; }
-  // The events the ring holds, oldest first (the last `capacity` once it has wrapped). Call it on
-  // the recording thread, or on another after the recording thread's publish().
-  std::vector<trace_event> events() const {
-    const trace_event* at = buffer_cursor();
-    std::vector<trace_event> out;
-    if (laps_ > 0) out.assign(at, events_.data() + events_.size());
-    out.insert(out.end(), events_.data(), at);
-    return out;
-  }
 
  private:
   std::vector<trace_event> events_;
