@@ -4,43 +4,29 @@
 // exporting PNG and SVG, and opening a bad file without losing what was open. Screenshots go to
 // test/e2e/output (look at them).
 import assert from 'node:assert/strict'
-import { mkdirSync, readFileSync } from 'node:fs'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 import { inflateSync } from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
 
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, eventPosition, openApp, OUTPUT, waitForCount, type OpenedApp } from './helpers.ts'
 
-const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
-async function eventPosition(page: Page): Promise<number> {
-  const text = await page.getByTestId('event-position').textContent()
-  return Number(/event ([\d,]+)/.exec(text ?? '')![1]!.replaceAll(',', ''))
-}
-
 describe('vramscope in the browser', { skip }, () => {
-  let served: Served
-  let browser: Browser
+  let app: OpenedApp
+  let browser: OpenedApp['browser']
   let page: Page
-  const pageErrors: string[] = []
 
   before(async () => {
-    mkdirSync(OUTPUT, { recursive: true })
-    served = await serve()
-    browser = await launchBrowser()
-    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
-    page.on('pageerror', (e) => pageErrors.push(e.message))
-    await page.goto(served.url)
+    app = await openApp()
+    ;({ browser, page } = app)
   })
-  after(async () => {
-    await browser?.close()
-    await served?.stop()
-  })
+  after(() => app?.close())
 
   it('shows the samples and says that nothing leaves the machine', async () => {
     await page.getByText('Samples').waitFor()
@@ -232,6 +218,6 @@ describe('vramscope in the browser', { skip }, () => {
   })
 
   it('raised no uncaught errors in the page', () => {
-    assert.deepEqual(pageErrors, [])
+    assert.deepEqual(app.pageErrors, [])
   })
 })

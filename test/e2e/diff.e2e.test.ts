@@ -1,34 +1,25 @@
 // The diff view in Chromium against the real `vramscope serve`: open one bundled H100 snapshot,
 // diff it with the other, and read B − A per strategy in the table.
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, openApp, OUTPUT, waitForCount, type OpenedApp } from './helpers.ts'
 
-const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
 describe('diff of two traces in the browser', { skip }, () => {
-  let served: Served
-  let browser: Browser
+  let app: OpenedApp
   let page: Page
 
   before(async () => {
-    mkdirSync(OUTPUT, { recursive: true })
-    served = await serve()
-    browser = await launchBrowser()
-    page = await browser.newPage({ viewport: { width: 1400, height: 1400 } })
-    await page.goto(served.url)
+    app = await openApp({ width: 1400, height: 1400 })
+    page = app.page
   })
-  after(async () => {
-    await browser?.close()
-    await served?.stop()
-  })
+  after(() => app?.close())
 
   it('diffs the transformer snapshot with the convnet one, strategy by strategy', async () => {
     await page.locator('[data-sample="transformer_varseq.pickle"]').click()

@@ -2,13 +2,15 @@
 // bin script, a free port, the printed URL) and Debian's Chromium driven by Playwright. Where no
 // Chromium is installed the tests skip and say why.
 import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync } from 'node:fs'
+import { existsSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 
-import { chromium, type Browser } from 'playwright-core'
+import { chromium, type Browser, type Page } from 'playwright-core'
 
 export const ROOT = join(import.meta.dirname, '..', '..')
+/** Where the tests put their screenshots (look at them). */
+export const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 export const CHROMIUM = process.env['VRAMSCOPE_CHROMIUM'] ?? '/usr/bin/chromium'
 export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync']
 
@@ -67,4 +69,40 @@ export async function waitForCount(locator: { count(): Promise<number> }, ok: (n
     if (Date.now() > deadline) throw new Error(`waited ${timeoutMs} ms; the count is still ${n}`)
     await new Promise((r) => setTimeout(r, 50))
   }
+}
+
+/** A served app in a fresh browser page: what each e2e file starts from. */
+export interface OpenedApp {
+  served: Served
+  browser: Browser
+  page: Page
+  /** Uncaught errors of the page, for a last test to assert there were none. */
+  pageErrors: string[]
+  close(): Promise<void>
+}
+
+export async function openApp(viewport = { width: 1500, height: 1000 }): Promise<OpenedApp> {
+  mkdirSync(OUTPUT, { recursive: true })
+  const served = await serve()
+  const browser = await launchBrowser()
+  const page = await browser.newPage({ viewport })
+  const pageErrors: string[] = []
+  page.on('pageerror', (e) => pageErrors.push(e.message))
+  await page.goto(served.url)
+  return {
+    served,
+    browser,
+    page,
+    pageErrors,
+    async close() {
+      await browser.close()
+      await served.stop()
+    },
+  }
+}
+
+/** The event the playhead is at, as the toolbar shows it. */
+export async function eventPosition(page: Page): Promise<number> {
+  const text = await page.getByTestId('event-position').textContent()
+  return Number(/event ([\d,]+)/.exec(text ?? '')![1]!.replaceAll(',', ''))
 }

@@ -5,22 +5,15 @@
 // a click on a map inspects a block. The PyTorch snapshots are covered by app.e2e.test.ts.
 // Screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
-import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import type { Browser, Page } from 'playwright-core'
+import type { Page } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, eventPosition, openApp, OUTPUT, ROOT, waitForCount, type OpenedApp } from './helpers.ts'
 
-const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
-
-async function eventPosition(page: Page): Promise<number> {
-  const text = await page.getByTestId('event-position').textContent()
-  return Number(/event ([\d,]+)/.exec(text ?? '')![1]!.replaceAll(',', ''))
-}
 
 /** Clicks across the first map until the inspector shows a block; returns its id text. */
 async function inspectSomeBlock(page: Page): Promise<string> {
@@ -45,23 +38,14 @@ async function checkViews(page: Page, maps: number): Promise<string[]> {
 }
 
 describe('every kind of input in the browser', { skip }, () => {
-  let served: Served
-  let browser: Browser
+  let app: OpenedApp
   let page: Page
-  const pageErrors: string[] = []
 
   before(async () => {
-    mkdirSync(OUTPUT, { recursive: true })
-    served = await serve()
-    browser = await launchBrowser()
-    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
-    page.on('pageerror', (e) => pageErrors.push(e.message))
-    await page.goto(served.url)
+    app = await openApp()
+    page = app.page
   })
-  after(async () => {
-    await browser?.close()
-    await served?.stop()
-  })
+  after(() => app?.close())
 
   it('a GPU recording: the recorded layout first, playback, a block inspected', async () => {
     await page.locator('[data-sample="h100-inference-buddy.vramscope"]').click()
@@ -91,6 +75,6 @@ describe('every kind of input in the browser', { skip }, () => {
   })
 
   it('raised no uncaught errors in the page', () => {
-    assert.deepEqual(pageErrors, [])
+    assert.deepEqual(app.pageErrors, [])
   })
 })
