@@ -2,10 +2,11 @@
 // Asynchronous file system only (main never blocks); written to a temporary file and renamed, so a
 // crash mid-write leaves the previous list. A file that is missing or garbled reads as empty.
 import { randomUUID } from 'node:crypto'
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
-import { basename, dirname } from 'node:path'
+import { readFile } from 'node:fs/promises'
+import { basename } from 'node:path'
 
 import type { RecentFile } from '../ipc/contract.ts'
+import { SettingsFile } from './settings-file.ts'
 
 export const MAX_RECENT = 10
 
@@ -20,13 +21,14 @@ function isEntry(v: unknown): v is Entry {
 
 export class RecentFiles {
   private entries: Entry[] = []
-  /** Writes run one after another, the last one wins. */
-  private writing: Promise<void> = Promise.resolve()
+  private readonly out: SettingsFile
 
   constructor(
     private readonly file: string,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    this.out = new SettingsFile(file)
+  }
 
   async load(): Promise<void> {
     try {
@@ -66,15 +68,6 @@ export class RecentFiles {
   }
 
   private save(): Promise<void> {
-    const text = `${JSON.stringify(this.entries, null, 1)}\n`
-    this.writing = this.writing
-      .catch(() => {})
-      .then(async () => {
-        await mkdir(dirname(this.file), { recursive: true })
-        const temporary = `${this.file}.${process.pid}.tmp`
-        await writeFile(temporary, text)
-        await rename(temporary, this.file)
-      })
-    return this.writing
+    return this.out.write(`${JSON.stringify(this.entries, null, 1)}\n`)
   }
 }

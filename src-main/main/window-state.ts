@@ -2,8 +2,9 @@
 // user's data directory (asynchronous file system, debounced saves). Restored bounds are fitted to
 // the displays present now, so a window last seen on an unplugged monitor comes back on screen.
 
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises'
-import { dirname } from 'node:path'
+import { readFile } from 'node:fs/promises'
+
+import { SettingsFile } from './settings-file.ts'
 
 export interface Rect {
   x: number
@@ -66,12 +67,14 @@ export function fitToDisplays(saved: Rect | undefined, workAreas: readonly Rect[
 export class WindowStateStore {
   private state: WindowState | undefined
   private timer: ReturnType<typeof setTimeout> | undefined
-  private writing: Promise<void> = Promise.resolve()
+  private readonly out: SettingsFile
 
   constructor(
     private readonly file: string,
     private readonly delayMs = 500,
-  ) {}
+  ) {
+    this.out = new SettingsFile(file)
+  }
 
   async load(): Promise<WindowState | undefined> {
     try {
@@ -98,16 +101,7 @@ export class WindowStateStore {
   flush(): Promise<void> {
     clearTimeout(this.timer)
     const state = this.state
-    if (!state) return this.writing
-    const text = `${JSON.stringify(state)}\n`
-    this.writing = this.writing
-      .catch(() => {})
-      .then(async () => {
-        await mkdir(dirname(this.file), { recursive: true })
-        const temporary = `${this.file}.${process.pid}.tmp`
-        await writeFile(temporary, text)
-        await rename(temporary, this.file)
-      })
-    return this.writing
+    if (!state) return this.out.settled()
+    return this.out.write(`${JSON.stringify(state)}\n`)
   }
 }
