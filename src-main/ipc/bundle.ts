@@ -8,6 +8,7 @@
 //   bytes 8-11  JSON length in bytes (u32)
 //   then the JSON (UTF-8), padded with spaces to a multiple of 8 from the start of the buffer
 //   then the arrays at the offsets the JSON gives (from the start of the buffer)
+import { concatBytes } from './bytes.ts'
 import type { Bundle, BundleArray } from './contract.ts'
 
 const MAGIC = 0x42435356 // "VSCB" little-endian
@@ -48,14 +49,7 @@ const align8 = (n: number) => (n + 7) & ~7
 
 /** Encodes metadata and named arrays into one buffer. */
 export function encodeBundle(bundle: Bundle): Uint8Array {
-  const parts = encodeBundleParts(bundle)
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.byteLength, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.byteLength
-  }
-  return out
+  return concatBytes(encodeBundleParts(bundle), true)
 }
 
 const ZEROS = new Uint8Array(8)

@@ -2,6 +2,7 @@
 // and each strategy's records, placement and metrics. Runs in the decode worker; pure, so unit
 // tests run it in Node on bundles the real host encoded.
 import { BundleError, bundleByteLength, decodeBundle } from '../../src-main/ipc/bundle.ts'
+import { concatBytes } from '../../src-main/ipc/bytes.ts'
 import type { Bundle, TraceSummary } from '../../src-main/ipc/contract.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
@@ -110,7 +111,7 @@ export class ReplayDecoder {
     if (!this.bytes) {
       this.head.push(chunk)
       this.headBytes += chunk.byteLength
-      const head = this.head.length === 1 ? chunk : joined(this.head, this.headBytes)
+      const head = concatBytes(this.head)
       const total = bundleByteLength(head)
       if (total === undefined) return
       this.head = []
@@ -180,15 +181,6 @@ export class ReplayDecoder {
 
 const LAYOUT_COLUMNS = ['op', 'address', 'size', 'requested', 'stream', 'event'] as const
 
-function joined(parts: Uint8Array[], bytes: number): Uint8Array {
-  const out = new Uint8Array(bytes)
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.byteLength
-  }
-  return out
-}
 
 /** The frames of the stack an alloc event recorded, innermost first. */
 export function framesOf(trace: TraceData, event: number): Frame[] {

@@ -42,6 +42,7 @@
 import { open, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 
+import { concatBytes } from '../../ipc/bytes.ts'
 import { copyEvents, writeEvent } from '../trace/events-builder.ts'
 import { LayoutOp, allocateLayout, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
@@ -278,22 +279,12 @@ async function importFrom(file: string, size: number, readPass: ReadPass, option
     if (format === 'json') jsonParts.push(chunk.slice())
     else (unpickler ??= newUnpickler(file, size, mapper, options, scanner && scanner.references)).feed(chunk)
   }, size * (passes - 1), size * passes, 'parse')
-  if (format === 'json') return fromJson(concat(jsonParts, size), file, options)
+  if (format === 'json') return fromJson(concatBytes(jsonParts), file, options)
   const done = unpickler as Unpickler | null
   if (done === null) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
   return mapper.finishYielding(done.finish(), 'pickle', done.pickleProtocol)
 }
 
-function concat(parts: Uint8Array[], size: number): Uint8Array {
-  if (parts.length === 1) return parts[0]!
-  const all = new Uint8Array(size)
-  let at = 0
-  for (const part of parts) {
-    all.set(part, at)
-    at += part.length
-  }
-  return all
-}
 
 function detectFormat(head: Uint8Array, size: number, file: string): 'pickle' | 'json' {
   let i = 0

@@ -20,6 +20,7 @@ import {
   type DecodeProgress,
   type TraceFileContents,
 } from './codec.ts'
+import { concatBytes } from '../../ipc/bytes.ts'
 import { EventsBuilder } from './events-builder.ts'
 import type { LayoutOp } from './layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
@@ -323,7 +324,7 @@ export class TraceWriter {
     }
     this.pendingSummaries.clear()
     if (chunks.length === 0) return this.writes
-    this.enqueue(concat(chunks), events)
+    this.enqueue(concatBytes(chunks), events)
     return this.writes
   }
 
@@ -418,13 +419,3 @@ function intern(index: Map<string, number>, key: string, add: () => void): numbe
   return i
 }
 
-function concat(parts: Uint8Array[]): Uint8Array {
-  if (parts.length === 1) return parts[0]!
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
-}
