@@ -10,7 +10,8 @@ import { describe, it } from 'node:test'
 
 import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch-fast.ts'
 import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch.ts'
-import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation, type Rand } from './helpers/fuzz-harness.ts'
+import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation } from './helpers/fuzz-harness.ts'
+import { random } from './helpers/trace-samples.ts'
 
 const fixtures = join(import.meta.dirname, '..', 'fixtures')
 const read = (dir: string, name: string) => new Uint8Array(readFileSync(join(fixtures, dir, name)))
@@ -121,21 +122,11 @@ const swapOpcodes: Mutation = (b, r) => {
 }
 const MUTATIONS = [flipBits, setRandomBytes, truncate, deleteRange, copyRange, appendRandomBytes, zeroRange, plantOpcode, nudgeArgument, nudgeArgument, swapOpcodes]
 
-function seeded(seed: number): Rand {
-  let a = seed >>> 0
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0
-    let t = a
-    t = Math.imul(t ^ (t >>> 15), t | 1)
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
-  }
-}
 
 describe('mutated snapshots: the same import or the same error on both paths', () => {
   const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({ name: n, bytes: read('pytorch', n) }))
   it('1500 seeded cases', () => {
-    const rand = seeded(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
+    const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
     let taken = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
       const input = inputs[int(rand, inputs.length)]!
@@ -415,7 +406,7 @@ describe('mutated recordings: the same import or the same error on both paths', 
   const traces = Buffer.from(original).indexOf('device_traces')
   it('300 seeded cases in the device trace of convnet_varimg', () => {
     assert.ok(traces > 0)
-    const rand = seeded(Number(process.env['FAST_PATH_SEED'] ?? 20261122) + 1)
+    const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122) + 1)
     const from = traces + Math.floor((original.length - traces) / 10)
     let taken = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_RECORDING_CASES'] ?? 300); c++) {
