@@ -19,7 +19,7 @@ function electronBinary() {
   } catch {
     try {
       require.resolve('electron/package.json')
-      return { missing: 'its binary was not downloaded' + (process.env.ELECTRON_SKIP_BINARY_DOWNLOAD ? ' (ELECTRON_SKIP_BINARY_DOWNLOAD is set)' : '') }
+      return { missing: "Electron's binary was not downloaded" + (process.env.ELECTRON_SKIP_BINARY_DOWNLOAD ? ' (ELECTRON_SKIP_BINARY_DOWNLOAD is set)' : '') }
     } catch {
       return { missing: 'the electron package is not installed' }
     }
@@ -44,7 +44,7 @@ if (electron.path) {
   console.log(`vramscope: starting the desktop app (Electron at ${electron.path}).`)
   run(electron.path, ['.', ...(files.length > 0 ? files : [SAMPLE])])
 } else {
-  console.log(`vramscope: no desktop window here: Electron ${electron.missing}.`)
+  console.log(`vramscope: no desktop window here: ${electron.missing}.`)
   console.log('  (Fetch it with `node node_modules/electron/install.js` on a machine that can reach GitHub.)')
   console.log('  The same app runs in a browser with `npx vramscope serve [FILE]` (for GPU servers: over an SSH tunnel).')
   console.log(`  Starting it now on ${files[0] ?? `the bundled sample, ${SAMPLE}`}:\n`)
