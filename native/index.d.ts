@@ -401,3 +401,50 @@ export interface WorkloadRecordResult {
 export declare function workloads(): WorkloadInfo[]
 /** Runs a workload on a worker thread, calling onChunk on the JavaScript thread as it goes. */
 export declare function recordWorkload(spec: WorkloadRecordSpec, onChunk: (chunk: WorkloadChunk) => void): Promise<WorkloadRecordResult>
+
+/**
+ * One device's state after the native snapshot decoder (SnapshotMapper's DeviceState), its
+ * columns in `buffer`. header: device, nextId, held, heldAddress, heldSize, heldStream, heldTime,
+ * orphanEvents, synthesizedAllocs, synthesizedBlocks, synthesizedSegments, nextIndex, then a
+ * (byte offset, count) pair each for: events and synthEvents (rows laid out as the importer's
+ * eventChunk), layout and synthLayout (as its layoutChunk), requestedById, roundedById (Float64),
+ * live, pending, segments and reserveRow ((address, value) Float64 pairs), mapped (Float64).
+ */
+export interface NativeSnapshotDevice {
+  header: Float64Array
+  buffer: ArrayBuffer
+}
+
+/** What decodeSnapshot returns (native/core/include/vramscope/snapshot_pickle.hpp has the fields). */
+export interface NativeSnapshot {
+  protocol: number
+  /** The root without device_traces' events, preorder (snapshot_pickle.hpp, tape_op). */
+  tape: Int32Array
+  tapeNumbers: Float64Array
+  /** Per string id: byte offset and length of its UTF-8 in the input. */
+  strings: Uint32Array
+  frameName: Int32Array
+  frameFile: Int32Array
+  frameLine: Float64Array
+  stackFrames: Uint32Array
+  /** Stack k's frames: stackFrames[stackStart[k], stackStart[k + 1]). */
+  stackStart: Uint32Array
+  streams: Float64Array
+  /** String ids of the tags, in order. */
+  tags: Int32Array
+  /** (string id, count) pairs of unknown actions, in the order first met. */
+  unknownActions: Float64Array
+  eventCounts: Float64Array
+  markers: number
+  reallocations: number
+  earliest: number
+  missingTimes: number
+  devices: NativeSnapshotDevice[]
+}
+
+/**
+ * Decodes a PyTorch snapshot pickle held whole in memory with the importer's mapping, or returns
+ * null where it hands the input back (src-main/services/import/pytorch.ts then takes it). device:
+ * the device imported, -1 for every device. Runs on the calling thread.
+ */
+export declare function decodeSnapshot(bytes: Uint8Array, maxDepth: number, device: number): NativeSnapshot | null

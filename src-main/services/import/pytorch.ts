@@ -23,7 +23,13 @@
 // the columns, building no object per event; it takes only what Python's pickler writes for a
 // snapshot and hands anything else back, whereupon the general path below runs from the start
 // (the restricted unpickler, then the mapper), which gives the import or the error. Both fill the
-// same SnapshotMapper in the same order, so their imports are equal. A file below `wholeBelow`
+// same SnapshotMapper in the same order, so their imports are equal. Before the fast path, where
+// the addon is loaded, the native decoder (native/core/snapshot_pickle.cpp, a port of the fast
+// path and of SnapshotMapper.apply) does the same in C++ and the mapper adopts its columns
+// (adoptNative); it takes no more than the fast path and hands the rest back to it. It runs on the
+// calling thread, so the async imports give it only files of at most chunkBytes (4 MiB: a few ms
+// here), no longer than one of the fast path's steps between yields; VRAMSCOPE_SNAPSHOT_DECODER=js
+// or the option nativeDecoder: false leave it out. A file below `wholeBelow`
 // (256 MiB) is read whole for it (memory: the file, and the fast path's memo of 6 bytes an
 // entry); a larger one, or one at least `boundedAbove` where that is given, takes the general
 // path in bounded memory.
@@ -43,13 +49,15 @@ import { open, stat } from 'node:fs/promises'
 import { basename } from 'node:path'
 
 import { concatBytes } from '../../ipc/bytes.ts'
+import { loadNative, type NativeAddon } from '../../native.ts'
+import type { NativeSnapshot, NativeSnapshotDevice } from '../../../native/index.js'
 import { copyEvents, writeEvent } from '../trace/events-builder.ts'
 import { LayoutOp, allocateLayout, type LayoutTrace } from '../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 import type { StrategyResult } from '../trace/results.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
 import { decodeFast, decodeFastSteps } from './pytorch-fast.ts'
-import { MemoReferenceScanner, PickleDict, Unpickler, dictPairs, type PickleValue } from './unpickle.ts'
+import { MemoReferenceScanner, PickleDict, Unpickler, addDictPairs, decodeLong, decodeUtf8, dictPairs, type PickleValue } from './unpickle.ts'
 
 export const RECORDED_LAYOUT_NAME = 'pytorch (recorded)'
 
@@ -69,6 +77,11 @@ export interface PytorchImportOptions {
   wholeBelow?: number
   /** parsePytorchSnapshot without the fast path (tests and benchmarks compare the two). */
   generalPathOnly?: boolean
+  /**
+   * Whether the native decoder may take a pickle held whole (default: true, unless the
+   * environment has VRAMSCOPE_SNAPSHOT_DECODER=js); false leaves it to the JavaScript paths.
+   */
+  nativeDecoder?: boolean
   /** Most nested containers in the pickle (default 200). */
   maxDepth?: number
   /** Called after each chunk; bytesTotal counts every pass over the file, so bytesDone only grows. */
@@ -193,6 +206,14 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
   const size = bytes.length
   const pause = () => new Promise<void>((resolve) => setImmediate(resolve))
   if (!options.generalPathOnly && detectFormat(bytes.subarray(0, 64), size, file) === 'pickle') {
+    // Only as large as one fast path step: the native call does not let the event loop in.
+    if (size <= chunkBytes) {
+      const native = importNative(bytes, file, options)
+      if (native !== null) {
+        options.onProgress?.({ bytesDone: before + size, bytesTotal: before + size, phase: 'parse' })
+        return native.mapper.finishYielding(native.root, 'pickle', native.protocol)
+      }
+    }
     const mapper = new SnapshotMapper(file, options, size)
     const steps = decodeFastSteps(bytes, mapper, maxDepthOf(options), chunkBytes)
     for (;;) {
@@ -226,6 +247,93 @@ function maxDepthOf(options: PytorchImportOptions): number {
   return options.maxDepth ?? DEFAULT_MAX_DEPTH
 }
 
+let nativeDecode: NativeAddon['decodeSnapshot'] | null | undefined
+
+/** The addon's decodeSnapshot, or null where the addon (or that function in it) is not there. */
+function nativeDecoder(): NativeAddon['decodeSnapshot'] | null {
+  if (nativeDecode === undefined) {
+    try {
+      nativeDecode = process.env['VRAMSCOPE_SNAPSHOT_DECODER'] === 'js' ? null : (loadNative().decodeSnapshot ?? null)
+    } catch {
+      nativeDecode = null
+    }
+  }
+  return nativeDecode
+}
+
+/** The native decoder on a whole pickle: a mapper holding its events and the root, or null where it hands the input back. */
+function importNative(bytes: Uint8Array, file: string, options: PytorchImportOptions): { mapper: SnapshotMapper; root: PickleValue; protocol: number } | null {
+  if (options.nativeDecoder === false) return null
+  const decode = nativeDecoder()
+  if (decode === null) return null
+  const mapper = new SnapshotMapper(file, options, bytes.length)
+  const device = options.device
+  const decoded = decode(bytes, maxDepthOf(options), typeof device === 'number' ? device : -1)
+  if (decoded === null) return null
+  const text = nativeStrings(bytes, decoded.strings)
+  mapper.adoptNative(decoded, text)
+  return { mapper, root: rootFromTape(decoded, text, bytes), protocol: decoded.protocol }
+}
+
+/** The native decoder's strings by id, decoded on first use (its ids are UTF-8 byte ranges of the input). */
+function nativeStrings(bytes: Uint8Array, ranges: Uint32Array): (id: number) => string {
+  const strings: string[] = []
+  return (id) => (strings[id] ??= decodeUtf8(bytes, ranges[2 * id]!, ranges[2 * id + 1]!))
+}
+
+/** The root the native decoder read, from its preorder tape, as the fast path builds it (device_traces' lists empty). */
+function rootFromTape(decoded: NativeSnapshot, text: (id: number) => string, bytes: Uint8Array): PickleValue {
+  const tape = decoded.tape
+  const numbers = decoded.tapeNumbers
+  const containers: PickleValue[] = []
+  let at = 0
+  let numberAt = 0
+  // Recursive: nesting is bounded by the decoder's depth limit (at most 4092).
+  const value = (): PickleValue => {
+    switch (tape[at++]) {
+      case TapeOp.none:
+        return null
+      case TapeOp.isTrue:
+        return true
+      case TapeOp.isFalse:
+        return false
+      case TapeOp.number:
+        return numbers[numberAt++]!
+      case TapeOp.string:
+        return text(tape[at++]!)
+      case TapeOp.long: {
+        const from = tape[at++]!
+        return decodeLong(bytes, from, tape[at++]!)
+      }
+      case TapeOp.list:
+      case TapeOp.tuple: {
+        const n = tape[at++]!
+        const list: PickleValue[] = []
+        containers.push(list)
+        for (let i = 0; i < n; i++) list.push(value())
+        return list
+      }
+      case TapeOp.dict: {
+        const n = tape[at++]!
+        const dict = new PickleDict()
+        containers.push(dict)
+        if (n > 0) {
+          const pairs: PickleValue[] = []
+          for (let i = 0; i < n; i++) pairs.push(value())
+          addDictPairs(dict, pairs, 0, n)
+        }
+        return dict
+      }
+      default:
+        return containers[tape[at++]!]!
+    }
+  }
+  return value()
+}
+
+/** snapshot_pickle.hpp's tape_op. */
+const enum TapeOp { none = 0, isTrue = 1, isFalse = 2, number = 3, string = 4, long = 5, list = 6, tuple = 7, dict = 8, ref = 9 }
+
 /** The fast path on a whole pickle, or null where it hands the input back (see pytorch-fast.ts). */
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
   const mapper = new SnapshotMapper(file, options, bytes.length)
@@ -239,6 +347,8 @@ export function parsePytorchSnapshot(bytes: Uint8Array, file: string, options: P
   const format = detectFormat(bytes.subarray(0, 64), bytes.length, file)
   if (format === 'json') return fromJson(bytes, file, options)
   if (!options.generalPathOnly) {
+    const native = importNative(bytes, file, options)
+    if (native !== null) return native.mapper.finish(native.root, 'pickle', native.protocol)
     const fast = importFast(bytes, file, options)
     if (fast !== null) return fast
   }
@@ -345,6 +455,29 @@ class EventChunks {
     if (row === this.capacity) this.addRoom()
     writeEvent(this.last, row & CHUNK_MASK, kind, id, size, stream, device, time, stack, tag)
     this.length = row + 1
+  }
+
+  /**
+   * Takes n rows of columns made elsewhere (the native decoder's), as chunks of views. A last
+   * chunk shorter than CHUNK_ROWS after whole ones is copied into a whole one: push() finds a row
+   * by its chunk, so only a first chunk may be short.
+   */
+  adopt(columns: TraceEvents, n: number): void {
+    this.chunks.length = 0
+    this.capacity = 0
+    for (let from = 0; from < n; from += CHUNK_ROWS) {
+      const rows = Math.min(CHUNK_ROWS, n - from)
+      let chunk = from === 0 && rows === n ? columns : eventsRows(columns, from, from + rows)
+      if (from > 0 && rows < CHUNK_ROWS) {
+        const whole = eventChunk(CHUNK_ROWS)
+        copyEvents(chunk, 0, rows, whole, 0)
+        chunk = whole
+      }
+      this.chunks.push(chunk)
+      this.capacity += chunk.kind.length
+    }
+    this.length = n
+    this.last = this.chunks[this.chunks.length - 1] ?? EMPTY_EVENTS
   }
 
   private addRoom(): void {
@@ -455,6 +588,60 @@ function eventChunk(n: number): TraceEvents {
 }
 
 const EMPTY_LAYOUT = layoutChunk(0)
+const LAYOUT_KEYS = ['op', 'address', 'size', 'requested', 'stream', 'aux', 'time'] as const
+
+/** Rows [from, to) of event columns, as views. */
+function eventsRows(c: TraceEvents, from: number, to: number): TraceEvents {
+  return {
+    kind: c.kind.subarray(from, to),
+    id: c.id.subarray(from, to),
+    size: c.size.subarray(from, to),
+    stream: c.stream.subarray(from, to),
+    device: c.device.subarray(from, to),
+    time: c.time.subarray(from, to),
+    stack: c.stack.subarray(from, to),
+    tag: c.tag.subarray(from, to),
+  }
+}
+
+function layoutRows(c: LayoutChunk, from: number, to: number): LayoutChunk {
+  return {
+    op: c.op.subarray(from, to),
+    address: c.address.subarray(from, to),
+    size: c.size.subarray(from, to),
+    requested: c.requested.subarray(from, to),
+    stream: c.stream.subarray(from, to),
+    aux: c.aux.subarray(from, to),
+    time: c.time.subarray(from, to),
+  }
+}
+
+/** Event columns of n rows at byte `at` of a native decoder's buffer (snapshot_wrap.cpp lays them out as eventChunk). */
+function eventsAt(buffer: ArrayBuffer, at: number, n: number): TraceEvents {
+  return {
+    kind: new Uint8Array(buffer, at + 34 * n, n),
+    id: new Uint32Array(buffer, at + 16 * n, n),
+    size: new Float64Array(buffer, at, n),
+    stream: new Uint32Array(buffer, at + 20 * n, n),
+    device: new Uint16Array(buffer, at + 32 * n, n),
+    time: new Float64Array(buffer, at + 8 * n, n),
+    stack: new Int32Array(buffer, at + 24 * n, n),
+    tag: new Int32Array(buffer, at + 28 * n, n),
+  }
+}
+
+/** Layout columns of n rows at byte `at` (laid out as layoutChunk). */
+function layoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutChunk {
+  return {
+    op: new Uint8Array(buffer, at + 44 * n, n),
+    address: new Float64Array(buffer, at, n),
+    size: new Float64Array(buffer, at + 8 * n, n),
+    requested: new Float64Array(buffer, at + 16 * n, n),
+    stream: new Float64Array(buffer, at + 24 * n, n),
+    aux: new Uint32Array(buffer, at + 40 * n, n),
+    time: new Float64Array(buffer, at + 32 * n, n),
+  }
+}
 
 /** Layout events in chunks (sized as EventChunks'); addresses kept as numbers (exact: device addresses are below 2^53). */
 class LayoutChunks {
@@ -500,6 +687,25 @@ class LayoutChunks {
       this.capacity += chunk.op.length
     }
     this.last = chunk
+  }
+
+  /** EventChunks.adopt for layout rows. */
+  adopt(columns: LayoutChunk, n: number): void {
+    this.chunks.length = 0
+    this.capacity = 0
+    for (let from = 0; from < n; from += CHUNK_ROWS) {
+      const rows = Math.min(CHUNK_ROWS, n - from)
+      let chunk = from === 0 && rows === n ? columns : layoutRows(columns, from, from + rows)
+      if (from > 0 && rows < CHUNK_ROWS) {
+        const whole = layoutChunk(CHUNK_ROWS)
+        for (const key of LAYOUT_KEYS) (whole[key] as Float64Array).set((chunk[key] as Float64Array).subarray(0, rows))
+        chunk = whole
+      }
+      this.chunks.push(chunk)
+      this.capacity += chunk.op.length
+    }
+    this.length = n
+    this.last = this.chunks[this.chunks.length - 1] ?? EMPTY_LAYOUT
   }
 
   setAux(row: number, aux: number): void {
@@ -1032,6 +1238,62 @@ class SnapshotMapper {
     return id
   }
 
+  /**
+   * The tables of a native decoder's import (adoptNative): the frames and stacks are indexed only
+   * if the finish looks one up (a block live at the snapshot that the trace never saw allocated).
+   */
+  adoptNative(decoded: NativeSnapshot, text: (id: number) => string): void {
+    decoded.streams.forEach((value, i) => {
+      this.streams.push(String(value))
+      this.streamIndex.set(value, i)
+    })
+    for (let i = 0; i < decoded.frameName.length; i++) this.frames.push({ name: text(decoded.frameName[i]!), filename: text(decoded.frameFile[i]!), line: decoded.frameLine[i]! })
+    const starts = decoded.stackStart
+    for (let k = 0; k + 1 < starts.length; k++) this.stacks.push(decoded.stackFrames.slice(starts[k]!, starts[k + 1]!))
+    this.framesIndexed = this.frames.length === 0
+    this.stacksIndexed = this.stacks.length === 0
+    decoded.tags.forEach((id, i) => {
+      this.tags.push(text(id))
+      this.tagIndex.set(text(id), i)
+    })
+    for (let i = 0; i < decoded.markers; i++) this.markers.push('snapshot')
+    for (let i = 0; i < decoded.unknownActions.length; i += 2) this.unknownActions.set(text(decoded.unknownActions[i]!), decoded.unknownActions[i + 1]!)
+    decoded.eventCounts.forEach((count, device) => {
+      if (count > 0) this.eventCounts[device] = count
+    })
+    this.reallocations = decoded.reallocations
+    this.earliest = decoded.earliest
+    this.missingTimes = decoded.missingTimes
+    for (const d of decoded.devices) {
+      const s = new DeviceState(d.header[0]!, this.firstRows)
+      adoptDevice(s, d)
+      this.states.set(s.device, s)
+    }
+    this.lastState = null
+  }
+
+  private framesIndexed = true
+  private stacksIndexed = true
+
+  private indexFrames(): void {
+    this.frames.forEach((f, i) => {
+      const text = `${f.name}\u0000${f.filename}\u0000${f.line}`
+      if (!this.frameByText.has(text)) this.frameByText.set(text, i)
+    })
+    this.framesIndexed = true
+  }
+
+  private indexStacks(): void {
+    this.stacks.forEach((ids, stack) => {
+      let hash = ids.length
+      for (let i = 0; i < ids.length; i++) hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
+      const candidates = this.stacksByHash.get(hash)
+      if (candidates === undefined) this.stacksByHash.set(hash, [stack])
+      else candidates.push(stack)
+    })
+    this.stacksIndexed = true
+  }
+
   private lastStreamValue: unknown = undefined
   private lastStream = -1
 
@@ -1080,6 +1342,7 @@ class SnapshotMapper {
 
   /** Index of the stack of frame ids ids[0, n) in the stacks table, added if new (the array is not kept). */
   internStack(ids: ArrayLike<number>, n: number): number {
+    if (!this.stacksIndexed) this.indexStacks()
     let hash = n
     for (let i = 0; i < n; i++) hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
     const candidates = this.stacksByHash.get(hash)
@@ -1095,6 +1358,7 @@ class SnapshotMapper {
 
   /** Index of the frame with this name, file and line in the frames table, added if new. */
   frameId(name: string, filename: string, line: number): number {
+    if (!this.framesIndexed) this.indexFrames()
     const text = `${name}\u0000${filename}\u0000${line}`
     let i = this.frameByText.get(text)
     if (i === undefined) {
@@ -1373,6 +1637,47 @@ class SnapshotMapper {
       layout,
     }
   }
+}
+
+/** A DeviceState takes what the native decoder left of its device (NativeSnapshotDevice's header says where each part is). */
+function adoptDevice(s: DeviceState, d: NativeSnapshotDevice): void {
+  const h = d.header
+  const buffer = d.buffer
+  s.nextId = h[1]!
+  s.held = h[2]!
+  s.heldAddress = h[3]!
+  s.heldSize = h[4]!
+  s.heldStream = h[5]!
+  s.heldTime = h[6]!
+  s.overflow.orphanEvents = h[7]!
+  s.overflow.synthesizedAllocs = h[8]!
+  s.overflow.synthesizedBlocks = h[9]!
+  s.overflow.synthesizedSegments = h[10]!
+  s.nextIndex = h[11]!
+  const part = (k: number): [number, number] => [h[12 + 2 * k]!, h[13 + 2 * k]!]
+  const [events, eventRows] = part(0)
+  if (eventRows > 0) s.events.adopt(eventsAt(buffer, events, eventRows), eventRows)
+  const [synthEvents, synthEventRows] = part(1)
+  if (synthEventRows > 0) s.synthEvents.adopt(eventsAt(buffer, synthEvents, synthEventRows), synthEventRows)
+  const [layout, layoutRows] = part(2)
+  if (layoutRows > 0) s.layout.adopt(layoutAt(buffer, layout, layoutRows), layoutRows)
+  const [synthLayout, synthLayoutRows] = part(3)
+  if (synthLayoutRows > 0) s.synthLayout.adopt(layoutAt(buffer, synthLayout, synthLayoutRows), synthLayoutRows)
+  const [requested, ids] = part(4)
+  s.requestedById = new Float64Array(buffer, requested, ids)
+  s.roundedById = new Float64Array(buffer, part(5)[0], ids)
+  const pairs = (k: number, each: (address: number, value: number) => void) => {
+    const [at, n] = part(k)
+    if (n === 0) return
+    const values = new Float64Array(buffer, at, 2 * n)
+    for (let i = 0; i < 2 * n; i += 2) each(values[i]!, values[i + 1]!)
+  }
+  pairs(6, (address, id) => s.live.set(address, id))
+  pairs(7, (address, id) => s.pending.set(address, id))
+  pairs(8, (address, size) => s.segments.set(address, size))
+  pairs(9, (address, row) => s.reserveRow.set(address, row))
+  const [mapped, mappedCount] = part(10)
+  if (mappedCount > 0) for (const address of new Float64Array(buffer, mapped, mappedCount)) s.mapped.push(address)
 }
 
 function where(device: number, index: number): string {
