@@ -128,6 +128,14 @@ double small_long(const uint8_t* b, std::size_t at, std::size_t n) {
   return double(v);
 }
 
+/** A LONG1 of more than 8 bytes as decodeLong reads it: a number where its value is safe, else NaN (a bigint). */
+double wide_long(const uint8_t* b, std::size_t at, std::size_t n) {
+  uint8_t sign = (b[at + n - 1] & 0x80) ? 0xff : 0x00;
+  for (std::size_t i = 8; i < n; i++) if (b[at + i] != sign) return NaN;
+  if ((b[at + 7] & 0x80) != (sign & 0x80)) return NaN;
+  return small_long(b, at, 8);
+}
+
 bool is_safe_integer(double v) { return std::isfinite(v) && std::trunc(v) == v && std::fabs(v) <= MAX_SAFE; }
 
 /** PyTorch's round_size (pytorch.ts' roundedSize): the same double operations. */
@@ -701,8 +709,7 @@ class decoder {
         case LONG1: {
           if (!has(p, 1) || !has(p + 1, b_[p])) return -1;
           std::size_t n = b_[p];
-          if (n > 8) return -1;  // decodeLong's BigInt arithmetic: left to the JavaScript paths
-          double v = small_long(b_, std::size_t(p + 1), n);
+          double v = n <= 8 ? small_long(b_, std::size_t(p + 1), n) : wide_long(b_, std::size_t(p + 1), n);
           if (v == v) pushed = gval{g_number, 0, v};
           else pushed = gval{g_long, 0, 0, uint32_t(p + 1), uint32_t(n)};
           p += 1 + int64_t(n);
