@@ -5,6 +5,7 @@
 #include "snapshot_wrap.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 #include "columns.hpp"
 #include "vramscope/snapshot_pickle.hpp"
@@ -124,22 +125,42 @@ Napi::Value decode_snapshot_js(const Napi::CallbackInfo& info) {
   sp::decoded out;
   if (sp::decode(bytes.Data(), bytes.ByteLength(), opts, out) != sp::decode_result::decoded) return env.Null();
 
-  Napi::Object r = Napi::Object::New(env);
-  r.Set("protocol", double(out.protocol));
-  r.Set("tape", typed_array(env, out.tape));
-  r.Set("tapeNumbers", typed_array(env, out.tape_numbers));
-  r.Set("strings", typed_array(env, out.strings));
-  r.Set("frameName", typed_array(env, out.frame_name));
-  r.Set("frameFile", typed_array(env, out.frame_file));
-  r.Set("frameLine", typed_array(env, out.frame_line));
-  r.Set("stackFrames", typed_array(env, out.stack_frames));
-  r.Set("stackStart", typed_array(env, out.stack_start));
-  r.Set("streams", typed_array(env, out.streams));
-  r.Set("tags", typed_array(env, out.tags));
+  // The tables in one ArrayBuffer too, each a view of it.
   std::vector<double> unknown;
   for (auto& [id, count] : out.unknown_actions) unknown.push_back(id), unknown.push_back(count);
-  r.Set("unknownActions", typed_array(env, unknown));
-  r.Set("eventCounts", typed_array(env, out.event_counts));
+  std::size_t at = 0;
+  auto place = [&](std::size_t bytes) {
+    std::size_t start = at;
+    at += aligned(bytes);
+    return start;
+  };
+  std::size_t tape = place(4 * out.tape.size()), tape_numbers = place(8 * out.tape_numbers.size()),
+              strings = place(4 * out.strings.size()), frame_name = place(4 * out.frame_name.size()),
+              frame_file = place(4 * out.frame_file.size()), frame_line = place(8 * out.frame_line.size()),
+              stack_frames = place(4 * out.stack_frames.size()), stack_start = place(4 * out.stack_start.size()),
+              streams = place(8 * out.streams.size()), tags = place(4 * out.tags.size()),
+              unknown_at = place(8 * unknown.size()), counts = place(8 * out.event_counts.size());
+  auto tables = Napi::ArrayBuffer::New(env, std::max<std::size_t>(at, 8));
+  auto* base = static_cast<uint8_t*>(tables.Data());
+  Napi::Object r = Napi::Object::New(env);
+  auto view = [&](const char* name, auto& values, std::size_t offset) {
+    using T = typename std::decay_t<decltype(values)>::value_type;
+    put(base, offset, values);
+    r.Set(name, Napi::TypedArrayOf<T>::New(env, values.size(), tables, offset));
+  };
+  r.Set("protocol", double(out.protocol));
+  view("tape", out.tape, tape);
+  view("tapeNumbers", out.tape_numbers, tape_numbers);
+  view("strings", out.strings, strings);
+  view("frameName", out.frame_name, frame_name);
+  view("frameFile", out.frame_file, frame_file);
+  view("frameLine", out.frame_line, frame_line);
+  view("stackFrames", out.stack_frames, stack_frames);
+  view("stackStart", out.stack_start, stack_start);
+  view("streams", out.streams, streams);
+  view("tags", out.tags, tags);
+  view("unknownActions", unknown, unknown_at);
+  view("eventCounts", out.event_counts, counts);
   r.Set("markers", double(out.markers));
   r.Set("reallocations", out.reallocations);
   r.Set("earliest", out.earliest);

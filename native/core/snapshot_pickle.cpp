@@ -863,9 +863,16 @@ class decoder {
         p++;
         break;
       }
-      p = dict_key(p);
-      if (p < 0) return -1;
-      int code = key_code_;
+      // A key read back from the memo (torch's every key but an event's first), inline.
+      int code;
+      if (o == BINGET && p + 1 < end_ && b_[p + 1] < memo_next_ && memo_key_[b_[p + 1]] != 0) {
+        code = memo_key_[b_[p + 1]] - 1;
+        p += 2;
+      } else {
+        p = dict_key(p);
+        if (p < 0) return -1;
+        code = key_code_;
+      }
       if (code == c_frames) {
         if (byte(p) == FRAME) p = skip_frames(p);
         if (p < 0) return -1;
