@@ -440,11 +440,23 @@ export interface NativeSnapshot {
   earliest: number
   missingTimes: number
   devices: NativeSnapshotDevice[]
+  /**
+   * Where the import was finished natively (devices is then empty and the tape holds
+   * allocator_settings' value alone): the request events (laid out as the importer's eventChunk)
+   * and each selected device's layout (LayoutTrace's columns: address u64, size, requested,
+   * stream, time f64, aux u32, op u8) in `buffer`. header: the events' byte offset and rows, the
+   * counts of present devices, selected devices and annotation marker string ids (name, stage or
+   * -1 pairs), those values, then per selected device its layout's byte offset and rows and its
+   * orphanEvents, synthesizedAllocs, synthesizedBlocks, synthesizedSegments.
+   */
+  finished?: { header: Float64Array; buffer: ArrayBuffer }
 }
 
 /**
  * Decodes a PyTorch snapshot pickle held whole in memory with the importer's mapping, or returns
  * null where it hands the input back (src-main/services/import/pytorch.ts then takes it). device:
- * the device imported, -1 for every device. Runs on the calling thread.
+ * the device imported, -1 for every device, -2 for the importer's default (device 0 or the first
+ * present). finish (default true): finish the import where it can (NativeSnapshot.finished).
+ * Runs on the calling thread.
  */
-export declare function decodeSnapshot(bytes: Uint8Array, maxDepth: number, device: number): NativeSnapshot | null
+export declare function decodeSnapshot(bytes: Uint8Array, maxDepth: number, device: number, finish?: boolean): NativeSnapshot | null

@@ -109,6 +109,57 @@ Napi::Object device_object(Napi::Env env, const sp::device_result& s) {
   return o;
 }
 
+// The finished import (snapshot_pickle::finished_import) in one ArrayBuffer: the request events as
+// allocateEvents' columns (laid out as put_events), then each selected device's layout as
+// LayoutTrace's (address u64, size, requested, stream, time f64, aux u32, op u8: 45 bytes a row).
+// header: events' byte offset and rows, counts of present devices, selected devices and annotation
+// marker ids, those values, then per selected device its layout's byte offset and rows and its
+// overflow counts (orphanEvents, synthesizedAllocs, synthesizedBlocks, synthesizedSegments).
+Napi::Object finished_object(Napi::Env env, const sp::finished_import& f) {
+  std::size_t rows = f.events.rows();
+  std::vector<double> header = {0, double(rows), double(f.present.size()), double(f.selected.size()), double(f.annotation_markers.size())};
+  header.insert(header.end(), f.present.begin(), f.present.end());
+  header.insert(header.end(), f.selected.begin(), f.selected.end());
+  header.insert(header.end(), f.annotation_markers.begin(), f.annotation_markers.end());
+  std::size_t at = event_bytes(rows);
+  std::vector<std::size_t> layout_at;
+  for (std::size_t k = 0; k < f.layouts.size(); k++) {
+    std::size_t n = f.layouts[k].rows();
+    layout_at.push_back(at);
+    header.insert(header.end(), {double(at), double(n)});
+    header.insert(header.end(), f.overflow.begin() + std::ptrdiff_t(4 * k), f.overflow.begin() + std::ptrdiff_t(4 * k + 4));
+    at += layout_bytes(n);
+  }
+  auto buffer = Napi::ArrayBuffer::New(env, std::max<std::size_t>(at, 8));
+  auto* base = static_cast<uint8_t*>(buffer.Data());
+  const sp::event_columns& e = f.events;
+  put(base, 0, e.size);
+  put(base, 8 * rows, e.time);
+  put(base, 16 * rows, e.id);
+  put(base, 20 * rows, e.stream);
+  put(base, 24 * rows, e.stack);
+  put(base, 28 * rows, e.tag);
+  put(base, 32 * rows, f.event_device);
+  put(base, 34 * rows, e.kind);
+  for (std::size_t k = 0; k < f.layouts.size(); k++) {
+    const sp::layout_columns& l = f.layouts[k];
+    std::size_t n = l.rows(), from = layout_at[k];
+    // Addresses are integers below 2^53 (the decoder checks): exact as 64-bit words.
+    auto* words = reinterpret_cast<uint64_t*>(base + from);
+    for (std::size_t i = 0; i < n; i++) words[i] = uint64_t(l.address[i]);
+    put(base, from + 8 * n, l.size);
+    put(base, from + 16 * n, l.requested);
+    put(base, from + 24 * n, l.stream);
+    put(base, from + 32 * n, l.time);
+    put(base, from + 40 * n, l.aux);
+    put(base, from + 44 * n, l.op);
+  }
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("header", typed_array(env, header));
+  o.Set("buffer", buffer);
+  return o;
+}
+
 }  // namespace
 
 Napi::Value decode_snapshot_js(const Napi::CallbackInfo& info) {
@@ -121,7 +172,8 @@ Napi::Value decode_snapshot_js(const Napi::CallbackInfo& info) {
   double depth = info[1].As<Napi::Number>().DoubleValue();
   opts.max_depth = depth >= 1 << 20 ? 1 << 20 : depth >= 0 ? int(depth) : 0;
   double device = info[2].As<Napi::Number>().DoubleValue();
-  opts.device = device >= 0 && device < 65536 ? int64_t(device) : -1;
+  opts.device = device >= 0 && device < 65536 ? int64_t(device) : device == -2 ? -2 : -1;
+  opts.finish = !(info.Length() > 3 && info[3].IsBoolean() && !info[3].As<Napi::Boolean>().Value());
   sp::decoded out;
   if (sp::decode(bytes.Data(), bytes.ByteLength(), opts, out) != sp::decode_result::decoded) return env.Null();
 
@@ -168,6 +220,7 @@ Napi::Value decode_snapshot_js(const Napi::CallbackInfo& info) {
   Napi::Array devices = Napi::Array::New(env, out.devices.size());
   for (std::size_t i = 0; i < out.devices.size(); i++) devices.Set(uint32_t(i), device_object(env, out.devices[i]));
   r.Set("devices", devices);
+  if (out.finished.done) r.Set("finished", finished_object(env, out.finished));
   return r;
 }
 

@@ -7,6 +7,7 @@
 // itself. Positions are int64_t, -1 where it gives up; every read of the input is bounds-checked.
 #include "vramscope/snapshot_pickle.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,6 +36,10 @@ enum code : uint8_t {
   c_other, c_action, c_addr, c_size, c_stream, c_time_us, c_frames, c_user_metadata, c_name, c_filename,
   c_line, c_device_traces, c_alloc, c_free_requested, c_free, c_free_completed, c_segment_alloc,
   c_segment_free, c_segment_map, c_segment_unmap, c_oom, c_snapshot,
+  // What the finish reads outside the events (the root's segments and annotations).
+  c_segments, c_allocator_settings, c_external_annotations, c_device, c_address, c_total_size,
+  c_is_expandable, c_segment_type, c_blocks, c_state, c_requested_size, c_stage, c_active_allocated,
+  c_active_pending_free, c_small, c_large,
 };
 
 enum scalar_kind : int { s_string = 1, s_int, s_float, s_nil, s_bool };
@@ -61,17 +66,31 @@ code classify(const uint8_t* p, std::size_t n) {
       if (IS("name")) return c_name;
       if (IS("line")) return c_line;
       break;
-    case 5: if (IS("alloc")) return c_alloc; break;
-    case 6: if (IS("action")) return c_action; if (IS("stream")) return c_stream; if (IS("frames")) return c_frames; break;
-    case 7: if (IS("time_us")) return c_time_us; break;
-    case 8: if (IS("filename")) return c_filename; if (IS("snapshot")) return c_snapshot; break;
+    case 5: if (IS("alloc")) return c_alloc; if (IS("state")) return c_state; if (IS("stage")) return c_stage;
+      if (IS("small")) return c_small;
+      if (IS("large")) return c_large;
+      break;
+    case 6: if (IS("action")) return c_action; if (IS("stream")) return c_stream; if (IS("frames")) return c_frames;
+      if (IS("device")) return c_device;
+      if (IS("blocks")) return c_blocks;
+      break;
+    case 7: if (IS("time_us")) return c_time_us; if (IS("address")) return c_address; break;
+    case 8: if (IS("filename")) return c_filename; if (IS("snapshot")) return c_snapshot; if (IS("segments")) return c_segments; break;
+    case 10: if (IS("total_size")) return c_total_size; break;
     case 11: if (IS("segment_map")) return c_segment_map; break;
-    case 12: if (IS("segment_free")) return c_segment_free; break;
+    case 12: if (IS("segment_free")) return c_segment_free; if (IS("segment_type")) return c_segment_type; break;
     case 13: if (IS("user_metadata")) return c_user_metadata; if (IS("device_traces")) return c_device_traces;
       if (IS("segment_alloc")) return c_segment_alloc;
       if (IS("segment_unmap")) return c_segment_unmap;
+      if (IS("is_expandable")) return c_is_expandable;
       break;
-    case 14: if (IS("free_requested")) return c_free_requested; if (IS("free_completed")) return c_free_completed; break;
+    case 14: if (IS("free_requested")) return c_free_requested; if (IS("free_completed")) return c_free_completed;
+      if (IS("requested_size")) return c_requested_size;
+      break;
+    case 16: if (IS("active_allocated")) return c_active_allocated; break;
+    case 18: if (IS("allocator_settings")) return c_allocator_settings; break;
+    case 19: if (IS("active_pending_free")) return c_active_pending_free; break;
+    case 20: if (IS("external_annotations")) return c_external_annotations; break;
   }
   return c_other;
 #undef IS
@@ -451,7 +470,7 @@ struct mapper {
 class decoder {
  public:
   decoder(const uint8_t* bytes, std::size_t length, const options& opts, decoded& out)
-      : b_(bytes), end_(int64_t(length)), out_(out), map_(out, opts.device, length) {
+      : b_(bytes), end_(int64_t(length)), out_(out), map_(out, opts.device, length), finish_(opts.finish) {
     depth_limit_ = std::min(opts.max_depth, 1 << 12) - 4;
     std::size_t memo = std::max<std::size_t>(1024, std::min<std::size_t>(length / 20 + 1, 1u << 20));
     memo_kind_.reserve(memo);
@@ -474,7 +493,10 @@ class decoder {
     }
     if (!saw_device_traces_) return false;
     std::vector<int32_t>().swap(memo_id_);
-    emit(gval{g_dict, root_, 0, 0, 0});
+    if (finish_ && finish()) {
+      const gval* settings = dict_get(containers_[std::size_t(root_)], c_allocator_settings);
+      emit(settings != nullptr ? *settings : gval{g_none});
+    } else emit(gval{g_dict, root_, 0, 0, 0});
     return true;
   }
 
@@ -483,6 +505,7 @@ class decoder {
   int64_t end_;
   decoded& out_;
   mapper map_;
+  bool finish_;
   int depth_limit_;
 
   std::vector<uint8_t> memo_kind_;
@@ -1569,6 +1592,292 @@ class decoder {
       return ids_hash(stack_frames_.data() + stack_start_[std::size_t(j)], std::size_t(stack_length_[std::size_t(j)]));
     });
     return k;
+  }
+
+  // ---- the finish (SnapshotMapper.finishSteps, but its strings) ----
+
+  static bool is_amount(const gval* v) { return v != nullptr && v->tag == g_number && is_safe_integer(v->number) && v->number >= 0; }
+  static bool is_list(const gval* v) { return v != nullptr && (v->tag == g_list || v->tag == g_tuple); }
+  bool is_code(const gval* v, code c) const { return v != nullptr && v->tag == g_string && codes_[std::size_t(v->i)] == c; }
+  const container& items_of(const gval& v) const { return containers_[std::size_t(v.i)]; }
+
+  /** field(seg, 'device') === device || (no 'device' and device 0). */
+  bool segment_of(const container& seg, double device) const {
+    const gval* d = dict_get(seg, c_device);
+    return d == nullptr ? device == 0 : d->tag == g_number && d->number == device;
+  }
+
+  /** The mapper's stack for a block's frames (SnapshotMapper.stack): -1 none, -2 where the JS finish must say why. */
+  int32_t block_stack(const gval* frames, bool intern) {
+    if (frames == nullptr || frames->tag == g_none) return -1;
+    if (!is_list(frames)) return -2;
+    int32_t local = generic_stack(*frames);
+    if (local < -1) return -2;
+    if (local == -1) return -1;
+    // Checked before anything is added to the tables: the NUL that global_stack_of refuses.
+    std::size_t start = std::size_t(stack_start_[std::size_t(local)]), n = std::size_t(stack_length_[std::size_t(local)]);
+    for (std::size_t i = 0; i < n; i++) {
+      std::size_t f = std::size_t(stack_frames_[start + i]);
+      if (frame_global_[f] < 0 && (has_nul(frame_name_[f]) || has_nul(frame_file_[f]))) return -2;
+    }
+    return intern ? global_stack_of(local) : local;
+  }
+
+  /**
+   * The checks that would make the JavaScript finish throw (or that this one leaves to it), made
+   * before anything changes: false leaves the whole finish to JavaScript, with nothing changed.
+   */
+  bool finishable(const std::vector<const container*>& segments, const std::vector<double>& selected) {
+    for (double device : selected)
+      if (device > MAX_DEVICE) return false;
+    for (const container* seg : segments) {
+      bool mine = false;
+      for (double device : selected) mine = mine || segment_of(*seg, device);
+      if (!mine) continue;
+      if (!is_amount(dict_get(*seg, c_address)) || !is_amount(dict_get(*seg, c_total_size))) return false;
+      const gval* stream = dict_get(*seg, c_stream);
+      if (stream != nullptr && stream->tag == g_long) return false;  // a bigint stream: a table of numbers here
+      const gval* blocks = dict_get(*seg, c_blocks);
+      if (!is_list(blocks)) continue;
+      double at = dict_get(*seg, c_address)->number;
+      for (const gval& block : items_of(*blocks).items) {
+        if (block.tag != g_dict) continue;
+        const container& b = items_of(block);
+        const gval* size = dict_get(b, c_size);
+        if (!is_amount(size)) break;
+        const gval* listed = dict_get(b, c_address);
+        double address = is_amount(listed) ? listed->number : at;
+        if (!(address <= MAX_SAFE)) return false;
+        at = address + size->number;
+        if (is_code(dict_get(b, c_state), c_active_allocated) && block_stack(dict_get(b, c_frames), false) == -2) return false;
+      }
+    }
+    return true;
+  }
+
+  /** addLiveAtSnapshot: blocks and segments live at the snapshot that the trace never saw created. */
+  void add_live_at_snapshot(device_result& s, const std::vector<const container*>& segments) {
+    for (const container* seg : segments) {
+      if (!segment_of(*seg, s.device)) continue;
+      double address = dict_get(*seg, c_address)->number, total = dict_get(*seg, c_total_size)->number;
+      const gval* given = dict_get(*seg, c_stream);
+      double stream_value = given != nullptr && given->tag == g_number && std::isfinite(given->number) && std::trunc(given->number) == given->number ? given->number : 0;
+      const gval* type = dict_get(*seg, c_segment_type);
+      uint32_t pool = is_code(type, c_small) ? 1 : is_code(type, c_large) ? 2 : 0;
+      const gval* expandable = dict_get(*seg, c_is_expandable);
+      if (expandable != nullptr && expandable->tag == g_bool && expandable->i == 1) {
+        bool mapped = false;
+        for (double a : s.mapped) mapped = mapped || (a >= address && a < address + total);
+        if (!mapped) {
+          s.synth_layout.push(l_map, address, total, total, stream_value, NaN, pool);
+          s.synthesized_segments++;
+        }
+      } else if (!s.segments.has(address)) {
+        s.synth_layout.push(l_region_reserve, address, total, total, stream_value, NaN, pool);
+        s.segments.set(address, total);
+        s.synthesized_segments++;
+      } else {
+        double row = s.reserve_row.get(address);
+        if (row >= 0) s.layout.aux[std::size_t(row)] = pool;
+      }
+      const gval* blocks = dict_get(*seg, c_blocks);
+      if (!is_list(blocks)) continue;
+      double at = address;
+      for (const gval& block : items_of(*blocks).items) {
+        if (block.tag != g_dict) continue;
+        const container& b = items_of(block);
+        const gval* size_value = dict_get(b, c_size);
+        if (!is_amount(size_value)) break;
+        double size = size_value->number;
+        const gval* listed = dict_get(b, c_address);
+        double block_address = is_amount(listed) ? listed->number : at;
+        at = block_address + size;
+        const gval* state = dict_get(b, c_state);
+        const gval* requested_value = dict_get(b, c_requested_size);
+        double requested = is_amount(requested_value) ? requested_value->number : size;
+        if (is_code(state, c_active_allocated) && s.live.get(block_address) < 0) {
+          uint32_t id = map_.new_id(s, requested, size);
+          s.live.set(block_address, id);
+          uint32_t st = map_.stream(stream_value);
+          s.synth_events.push(k_alloc, id, requested, st, NaN, block_stack(dict_get(b, c_frames), true));
+          s.synth_layout.push(l_alloc, block_address, size, requested, stream_value, NaN);
+          s.synthesized_allocs++;
+          s.synthesized_blocks++;
+        } else if (is_code(state, c_active_pending_free) && s.pending.get(block_address) < 0 && s.live.get(block_address) < 0) {
+          s.synth_layout.push(l_alloc, block_address, size, requested, stream_value, NaN);
+          s.synth_layout.push(l_free_pending, block_address, size, requested, stream_value, NaN);
+          s.synthesized_blocks++;
+        }
+      }
+    }
+  }
+
+  /** The import's finish where it can be done here (finished_import); false leaves it to JavaScript, nothing changed. */
+  bool finish() {
+    const container& root = containers_[std::size_t(root_)];
+    std::vector<const container*> segments;
+    if (const gval* value = dict_get(root, c_segments)) {
+      if (!is_list(value)) return false;
+      for (const gval& seg : items_of(*value).items) {
+        if (seg.tag != g_dict) return false;
+        segments.push_back(&items_of(seg));
+      }
+    }
+    std::vector<double> present;
+    for (std::size_t d = 0; d < out_.event_counts.size(); d++)
+      if (out_.event_counts[d] > 0) present.push_back(double(d));
+    for (const container* seg : segments) {
+      const gval* d = dict_get(*seg, c_device);
+      if (d != nullptr && d->tag == g_number && std::isfinite(d->number) && std::trunc(d->number) == d->number && d->number >= 0) {
+        double device = d->number == 0 ? 0.0 : d->number;  // -0: a Set keeps 0
+        if (std::find(present.begin(), present.end(), device) == present.end()) present.push_back(device);
+      }
+    }
+    std::sort(present.begin(), present.end());
+    std::vector<double> selected;
+    if (map_.wanted == -1) selected = present;
+    else if (map_.wanted == -2) selected = {present.empty() || std::find(present.begin(), present.end(), 0.0) != present.end() ? 0.0 : present[0]};
+    else {
+      if (!present.empty() && std::find(present.begin(), present.end(), double(map_.wanted)) == present.end()) return false;
+      selected = {double(map_.wanted)};
+    }
+    if (!finishable(segments, selected)) return false;
+
+    // The selected devices' states, in the JavaScript mapper's order: by first event, then those
+    // selected with none, in order (a new state may move the others: pointers taken after).
+    for (double device : selected) {
+      bool found = false;
+      for (const device_result& s : out_.devices) found = found || s.device == device;
+      if (!found) {
+        map_.last_device = -1;
+        map_.state(uint32_t(device));
+      }
+    }
+    std::vector<device_result*> in_order;
+    for (device_result& s : out_.devices)
+      if (std::find(selected.begin(), selected.end(), double(s.device)) != selected.end()) in_order.push_back(&s);
+    for (device_result* s : in_order) {
+      if (s->held >= 0) map_.flush_held(*s);
+      add_live_at_snapshot(*s, segments);
+    }
+
+    finished_import& f = out_.finished;
+    std::vector<double> marker_times;
+    std::vector<uint32_t> marker_ids;
+    std::vector<uint16_t> marker_devices;
+    if (const gval* annotations = dict_get(root, c_external_annotations); is_list(annotations)) {
+      for (const gval& a : items_of(*annotations).items) {
+        if (a.tag != g_dict) continue;
+        const container& c = items_of(a);
+        const gval* device = dict_get(c, c_device);
+        const gval* time = dict_get(c, c_time_us);
+        const gval* name = dict_get(c, c_name);
+        if (time == nullptr || time->tag != g_number || !std::isfinite(time->number) || name == nullptr || name->tag != g_string) continue;
+        double d = device != nullptr && device->tag == g_number ? device->number : 0;
+        if (std::find(selected.begin(), selected.end(), d) == selected.end()) continue;
+        const gval* stage = dict_get(c, c_stage);
+        f.annotation_markers.push_back(name->i);
+        f.annotation_markers.push_back(stage != nullptr && stage->tag == g_string ? stage->i : -1);
+        marker_times.push_back(time->number);
+        marker_ids.push_back(out_.markers + uint32_t(marker_times.size() - 1));
+        marker_devices.push_back(uint16_t(d));
+        if (time->number < out_.earliest) out_.earliest = time->number;
+      }
+    }
+    double t0 = std::isfinite(out_.earliest) ? out_.earliest : 0;
+    std::sort(in_order.begin(), in_order.end(), [](const device_result* a, const device_result* b) { return a->device < b->device; });
+    merge(in_order, t0, marker_times, marker_ids, marker_devices);
+    for (device_result* s : in_order) {
+      layout_columns l;
+      for (const layout_columns* part : {&s->synth_layout, &s->layout}) {
+        l.op.insert(l.op.end(), part->op.begin(), part->op.end());
+        l.address.insert(l.address.end(), part->address.begin(), part->address.end());
+        l.size.insert(l.size.end(), part->size.begin(), part->size.end());
+        l.requested.insert(l.requested.end(), part->requested.begin(), part->requested.end());
+        l.stream.insert(l.stream.end(), part->stream.begin(), part->stream.end());
+        l.aux.insert(l.aux.end(), part->aux.begin(), part->aux.end());
+        for (double t : part->time) l.time.push_back(t != t ? 0 : (t - t0) * 1000);
+      }
+      f.layouts.push_back(std::move(l));
+      f.overflow.insert(f.overflow.end(), {s->orphan_events, s->synthesized_allocs, s->synthesized_blocks, s->synthesized_segments});
+    }
+    f.present = std::move(present);
+    f.selected = std::move(selected);
+    f.done = true;
+    out_.devices.clear();
+    return true;
+  }
+
+  /**
+   * mergeEvents and mergeRuns: stand-ins first, then each device's events and the markers in time
+   * order, ids following on from the devices before; runs capped as there (they decide ties).
+   */
+  void merge(const std::vector<device_result*>& states, double t0, const std::vector<double>& marker_times,
+             const std::vector<uint32_t>& marker_ids, const std::vector<uint16_t>& marker_devices) {
+    constexpr std::size_t RUN_CAP = std::size_t(128) << 12;  // YIELD_CHUNKS * CHUNK_ROWS in pytorch.ts
+    uint32_t base = 0;
+    for (device_result* s : states) {
+      if (base > 0)
+        for (event_columns* part : {&s->synth_events, &s->events})
+          for (std::size_t i = 0; i < part->rows(); i++)
+            if (part->kind[i] == k_alloc || part->kind[i] == k_free) part->id[i] += base;
+      base += s->next_id;
+    }
+    finished_import& f = out_.finished;
+    event_columns& out = f.events;
+    std::size_t total = marker_times.size();
+    for (device_result* s : states) total += s->synth_events.rows() + s->events.rows();
+    for (auto* v : {&out.size, &out.time}) v->reserve(total);
+    for (auto* v : {&out.id, &out.stream}) v->reserve(total);
+    for (auto* v : {&out.stack, &out.tag}) v->reserve(total);
+    out.kind.reserve(total);
+    f.event_device.reserve(total);
+    auto copy = [&](const event_columns& from, std::size_t a, std::size_t b, uint32_t device) {
+      out.kind.insert(out.kind.end(), from.kind.begin() + std::ptrdiff_t(a), from.kind.begin() + std::ptrdiff_t(b));
+      out.id.insert(out.id.end(), from.id.begin() + std::ptrdiff_t(a), from.id.begin() + std::ptrdiff_t(b));
+      out.size.insert(out.size.end(), from.size.begin() + std::ptrdiff_t(a), from.size.begin() + std::ptrdiff_t(b));
+      out.stream.insert(out.stream.end(), from.stream.begin() + std::ptrdiff_t(a), from.stream.begin() + std::ptrdiff_t(b));
+      out.time.insert(out.time.end(), from.time.begin() + std::ptrdiff_t(a), from.time.begin() + std::ptrdiff_t(b));
+      out.stack.insert(out.stack.end(), from.stack.begin() + std::ptrdiff_t(a), from.stack.begin() + std::ptrdiff_t(b));
+      out.tag.insert(out.tag.end(), from.tag.begin() + std::ptrdiff_t(a), from.tag.begin() + std::ptrdiff_t(b));
+      f.event_device.insert(f.event_device.end(), b - a, uint16_t(device));
+    };
+    for (device_result* s : states) copy(s->synth_events, 0, s->synth_events.rows(), s->device);
+    std::vector<std::size_t> order(marker_times.size());
+    for (std::size_t i = 0; i < order.size(); i++) order[i] = i;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return marker_times[a] < marker_times[b]; });
+    uint32_t marker_stream = order.empty() ? 0 : map_.stream(0);
+    std::vector<std::size_t> cursors(states.size(), 0);
+    std::size_t next = 0;
+    for (;;) {
+      int best = -1;
+      double best_time = INFINITY;
+      for (std::size_t d = 0; d < states.size(); d++) {
+        std::size_t c = cursors[d];
+        if (c < states[d]->events.rows() && states[d]->events.time[c] < best_time) {
+          best = int(d);
+          best_time = states[d]->events.time[c];
+        }
+      }
+      if (next < order.size() && (marker_times[order[next]] < best_time || best < 0)) {
+        std::size_t m = order[next++];
+        out.push(k_marker, marker_ids[m], 0, marker_stream, marker_times[m]);
+        f.event_device.push_back(marker_devices[m]);
+        continue;
+      }
+      if (best < 0) break;
+      double limit = next < order.size() ? marker_times[order[next]] : INFINITY;
+      for (std::size_t d = 0; d < states.size(); d++)
+        if (int(d) != best && cursors[d] < states[d]->events.rows()) limit = std::min(limit, states[d]->events.time[cursors[d]]);
+      const event_columns& part = states[std::size_t(best)]->events;
+      std::size_t from = cursors[std::size_t(best)];
+      std::size_t stop = std::min(part.rows(), from + RUN_CAP);
+      std::size_t end = from + 1;
+      while (end < stop && part.time[end] <= limit) end++;
+      copy(part, from, end, states[std::size_t(best)]->device);
+      cursors[std::size_t(best)] = end;
+    }
+    for (double& t : out.time) t = t != t ? 0 : (t - t0) * 1000;
   }
 
   // ---- the tape ----

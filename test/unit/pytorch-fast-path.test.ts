@@ -52,6 +52,8 @@ function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}, label 
   const native = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options))
   const fast = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeDecoder: false }))
   assert.deepEqual(native, fast, `${label} ${JSON.stringify(options)}: the native decoder's import (or hand-back) is the JS fast path's`)
+  const finishedHere = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeFinish: false }))
+  assert.deepEqual(finishedHere, fast, `${label} ${JSON.stringify(options)}: the native decoder's columns finished by the mapper are the JS fast path's import`)
   return [fast, outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
 }
 
@@ -60,6 +62,11 @@ const { decodeSnapshot } = loadNative()
 /** Whether the native decoder takes the input (every device). */
 function nativeTakes(bytes: Uint8Array, maxDepth = 200): boolean {
   return decodeSnapshot(bytes, maxDepth, -1) !== null
+}
+
+/** Whether the native decoder finishes the import itself (the default device). */
+function nativeFinishes(bytes: Uint8Array): boolean {
+  return decodeSnapshot(bytes, 200, -2)?.finished !== undefined
 }
 
 /** Whether the fast path takes the input (rather than handing it to the general path). */
@@ -74,6 +81,7 @@ describe('the fast path gives the general path\'s import', () => {
       const bytes = read('pytorch', name)
       assert.ok(fastTakes(bytes), 'the fast path takes a snapshot torch (or Python\'s pickler) wrote')
       assert.ok(nativeTakes(bytes), 'the native decoder takes it too')
+      assert.ok(nativeFinishes(bytes), 'and finishes the import (its segments and annotations are torch\'s)')
       for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
         const [fast, general] = bothPaths(bytes, options)
         assert.deepEqual(fast, general, JSON.stringify(options))

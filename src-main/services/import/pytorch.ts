@@ -25,8 +25,10 @@
 // (the restricted unpickler, then the mapper), which gives the import or the error. Both fill the
 // same SnapshotMapper in the same order, so their imports are equal. Before the fast path, where
 // the addon is loaded, the native decoder (native/core/snapshot_pickle.cpp, a port of the fast
-// path and of SnapshotMapper.apply) does the same in C++ and the mapper adopts its columns
-// (adoptNative); it takes no more than the fast path and hands the rest back to it. It runs on the
+// path and of SnapshotMapper.apply) does the same in C++ and, where the snapshot's segments and
+// annotations allow, the finish too (the merge and the layouts: finishedNatively builds only the
+// tables, warnings and properties); elsewhere the mapper adopts its columns (adoptNative) and
+// finishes them. It takes no more than the fast path and hands the rest back to it. It runs on the
 // calling thread, so the async imports give it only files of at most chunkBytes (4 MiB: a few ms
 // here), no longer than one of the fast path's steps between yields; VRAMSCOPE_SNAPSHOT_DECODER=js
 // or the option nativeDecoder: false leave it out. A file below `wholeBelow`
@@ -82,6 +84,11 @@ export interface PytorchImportOptions {
    * environment has VRAMSCOPE_SNAPSHOT_DECODER=js); false leaves it to the JavaScript paths.
    */
   nativeDecoder?: boolean
+  /**
+   * Whether the native decoder may finish the import itself (merge, layouts; default true): false
+   * leaves the finish to the mapper here (tests compare the two).
+   */
+  nativeFinish?: boolean
   /** Most nested containers in the pickle (default 200). */
   maxDepth?: number
   /** Called after each chunk; bytesTotal counts every pass over the file, so bytesDone only grows. */
@@ -211,7 +218,7 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
       const native = importNative(bytes, file, options)
       if (native !== null) {
         options.onProgress?.({ bytesDone: before + size, bytesTotal: before + size, phase: 'parse' })
-        return native.mapper.finishYielding(native.root, 'pickle', native.protocol)
+        return 'done' in native ? native.done : native.mapper.finishYielding(native.root, 'pickle', native.protocol)
       }
     }
     const mapper = new SnapshotMapper(file, options, size)
@@ -261,16 +268,21 @@ function nativeDecoder(): NativeAddon['decodeSnapshot'] | null {
   return nativeDecode
 }
 
-/** The native decoder on a whole pickle: a mapper holding its events and the root, or null where it hands the input back. */
-function importNative(bytes: Uint8Array, file: string, options: PytorchImportOptions): { mapper: SnapshotMapper; root: PickleValue; protocol: number } | null {
+/**
+ * The native decoder on a whole pickle: the import where it finished it, else a mapper holding its
+ * events and the root for the finish; null where it hands the input back.
+ */
+function importNative(bytes: Uint8Array, file: string, options: PytorchImportOptions): { done: PytorchImport } | { mapper: SnapshotMapper; root: PickleValue; protocol: number } | null {
   if (options.nativeDecoder === false) return null
   const decode = nativeDecoder()
   if (decode === null) return null
   const mapper = new SnapshotMapper(file, options, bytes.length)
   const device = options.device
-  const decoded = decode(bytes, maxDepthOf(options), typeof device === 'number' ? device : -1)
+  const decoded = decode(bytes, maxDepthOf(options), typeof device === 'number' ? device : device === 'all' ? -1 : -2, options.nativeFinish !== false)
   if (decoded === null) return null
   const text = nativeStrings(bytes, decoded.strings)
+  // Finished natively, the tape holds allocator_settings' value alone.
+  if (decoded.finished !== undefined) return { done: mapper.finishedNatively(decoded, decoded.finished, text, rootFromTape(decoded, text, bytes), decoded.protocol) }
   mapper.adoptNative(decoded, text)
   return { mapper, root: rootFromTape(decoded, text, bytes), protocol: decoded.protocol }
 }
@@ -348,7 +360,7 @@ export function parsePytorchSnapshot(bytes: Uint8Array, file: string, options: P
   if (format === 'json') return fromJson(bytes, file, options)
   if (!options.generalPathOnly) {
     const native = importNative(bytes, file, options)
-    if (native !== null) return native.mapper.finish(native.root, 'pickle', native.protocol)
+    if (native !== null) return 'done' in native ? native.done : native.mapper.finish(native.root, 'pickle', native.protocol)
     const fast = importFast(bytes, file, options)
     if (fast !== null) return fast
   }
@@ -627,6 +639,19 @@ function eventsAt(buffer: ArrayBuffer, at: number, n: number): TraceEvents {
     time: new Float64Array(buffer, at + 8 * n, n),
     stack: new Int32Array(buffer, at + 24 * n, n),
     tag: new Int32Array(buffer, at + 28 * n, n),
+  }
+}
+
+/** A finished layout of n rows at byte `at` of the native decoder's buffer (snapshot_wrap.cpp, finished_object). */
+function finalLayoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutTrace {
+  return {
+    op: new Uint8Array(buffer, at + 44 * n, n),
+    address: new BigUint64Array(buffer, at, n),
+    size: new Float64Array(buffer, at + 8 * n, n),
+    requested: new Float64Array(buffer, at + 16 * n, n),
+    stream: new Float64Array(buffer, at + 24 * n, n),
+    time: new Float64Array(buffer, at + 32 * n, n),
+    aux: new Uint32Array(buffer, at + 40 * n, n),
   }
 }
 
@@ -1243,6 +1268,20 @@ class SnapshotMapper {
    * if the finish looks one up (a block live at the snapshot that the trace never saw allocated).
    */
   adoptNative(decoded: NativeSnapshot, text: (id: number) => string): void {
+    this.adoptNativeTables(decoded, text)
+    decoded.eventCounts.forEach((count, device) => {
+      if (count > 0) this.eventCounts[device] = count
+    })
+    for (const d of decoded.devices) {
+      const s = new DeviceState(d.header[0]!, this.firstRows)
+      adoptDevice(s, d)
+      this.states.set(s.device, s)
+    }
+    this.lastState = null
+  }
+
+  /** The tables of a native decoder's import (streams, frames, stacks, tags, markers) and its counts for the warnings. */
+  private adoptNativeTables(decoded: NativeSnapshot, text: (id: number) => string): void {
     decoded.streams.forEach((value, i) => {
       this.streams.push(String(value))
       this.streamIndex.set(value, i)
@@ -1258,18 +1297,38 @@ class SnapshotMapper {
     })
     for (let i = 0; i < decoded.markers; i++) this.markers.push('snapshot')
     for (let i = 0; i < decoded.unknownActions.length; i += 2) this.unknownActions.set(text(decoded.unknownActions[i]!), decoded.unknownActions[i + 1]!)
-    decoded.eventCounts.forEach((count, device) => {
-      if (count > 0) this.eventCounts[device] = count
-    })
     this.reallocations = decoded.reallocations
     this.earliest = decoded.earliest
     this.missingTimes = decoded.missingTimes
-    for (const d of decoded.devices) {
-      const s = new DeviceState(d.header[0]!, this.firstRows)
-      adoptDevice(s, d)
-      this.states.set(s.device, s)
+  }
+
+  /**
+   * The import the native decoder finished (NativeSnapshot.finished: the events merged, the
+   * layouts built, as finishSteps builds them); here only its tables, names, warnings and properties.
+   */
+  finishedNatively(decoded: NativeSnapshot, finished: NonNullable<NativeSnapshot['finished']>, text: (id: number) => string, settings: PickleValue, protocol: number): PytorchImport {
+    this.adoptNativeTables(decoded, text)
+    const h = finished.header
+    const buffer = finished.buffer
+    let k = 5
+    const present = Array.from(h.subarray(k, (k += h[2]!)))
+    const selected = Array.from(h.subarray(k, (k += h[3]!)))
+    for (const end = k + h[4]!; k < end; k += 2) {
+      const name = text(h[k]!)
+      this.markers.push(h[k + 1]! >= 0 ? `${name} (${text(h[k + 1]!).toLowerCase()})` : name)
     }
-    this.lastState = null
+    const plainSettings = plainSettingsOf(settings)
+    const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
+    const recorded: StrategyResult[] = []
+    for (const device of selected) {
+      recorded.push(recordedResult(device, finalLayoutAt(buffer, h[k]!, h[k + 1]!), recorded.length === 0 ? plainSettings : plainSettingsOf(settings), selected.length > 1))
+      overflow.orphanEvents += h[k + 2]!
+      overflow.synthesizedAllocs += h[k + 3]!
+      overflow.synthesizedBlocks += h[k + 4]!
+      overflow.synthesizedSegments += h[k + 5]!
+      k += 6
+    }
+    return this.assemble(eventsAt(buffer, h[0]!, h[1]!), recorded, overflow, present, selected, settings, plainSettings, 'pickle', protocol)
   }
 
   private framesIndexed = true
@@ -1448,7 +1507,6 @@ class SnapshotMapper {
 
     const settings = field(root, 'allocator_settings')
     const plainSettings = plainSettingsOf(settings)
-    const warnings: string[] = []
     for (const s of this.states.values()) {
       if (s.held >= 0) this.flushHeld(s)
       this.addLiveAtSnapshot(s, segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)))
@@ -1477,6 +1535,12 @@ class SnapshotMapper {
       overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
       overflow.synthesizedSegments += s.overflow.synthesizedSegments
     }
+    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol)
+  }
+
+  /** The import from its finished columns: warnings, properties, tables. */
+  private assemble(events: TraceEvents, recorded: StrategyResult[], overflow: OverflowCounts, present: number[], selected: number[], settings: unknown, plainSettings: [string, unknown][], format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+    const warnings: string[] = []
     if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
       warnings.push(
         `the trace's ring buffer overflowed (record with a larger max_entries to keep everything): ${overflow.orphanEvents} events refer to blocks or segments from before the first recorded event; ` +
@@ -1628,14 +1692,19 @@ class SnapshotMapper {
     const layout = allocateLayout(n)
     const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
     yield* s.layout.moveTo(layout, synthRows, t0)
-    const params: Record<string, unknown> = { device: s.device }
-    for (const [k, v] of settings) params[k] = v
-    return {
-      name: several ? `${RECORDED_LAYOUT_NAME}, cuda:${s.device}` : RECORDED_LAYOUT_NAME,
-      strategy: 'pytorch',
-      params,
-      layout,
-    }
+    return recordedResult(s.device, layout, settings, several)
+  }
+}
+
+/** PyTorch's own layout of one device as a strategy result. */
+function recordedResult(device: number, layout: LayoutTrace, settings: [string, unknown][], several: boolean): StrategyResult {
+  const params: Record<string, unknown> = { device }
+  for (const [k, v] of settings) params[k] = v
+  return {
+    name: several ? `${RECORDED_LAYOUT_NAME}, cuda:${device}` : RECORDED_LAYOUT_NAME,
+    strategy: 'pytorch',
+    params,
+    layout,
   }
 }
 

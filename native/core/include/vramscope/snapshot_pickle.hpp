@@ -82,8 +82,31 @@ struct device_result {
 };
 
 /**
+ * The import finished here (SnapshotMapper.finishSteps but its strings, warnings and properties):
+ * the devices selected, what the snapshot's segments left live (addLiveAtSnapshot), annotations as
+ * markers, the devices' events merged in time order and each selected device's layout, times in
+ * ns from the earliest. Left out (finished false) wherever the JavaScript finish would throw or
+ * the snapshot's segments or annotations hold what is simpler to leave to it.
+ */
+struct finished_import {
+  bool done = false;
+  /** Devices with events or segments, ascending; those imported, ascending. */
+  std::vector<double> present, selected;
+  /** The request trace's events; device per row. */
+  event_columns events;
+  std::vector<uint16_t> event_device;
+  /** Per selected device (ascending): its layout (addresses below 2^53), overflow counts. */
+  std::vector<layout_columns> layouts;
+  std::vector<double> overflow;  // orphanEvents, synthesizedAllocs, synthesizedBlocks, synthesizedSegments per device
+  /** Markers from external_annotations, after the 'snapshot' ones: name string id, stage string id or -1. */
+  std::vector<int32_t> annotation_markers;
+};
+
+/**
  * The generic part of the root (everything but device_traces' events) as a preorder tape (see
  * tape_op), and the mapper's tables. Strings are (offset, length) pairs of UTF-8 in the input.
+ * Where the import finished here, the tape holds allocator_settings' value alone (None if absent)
+ * and devices is left empty.
  */
 struct decoded {
   int protocol = 0;
@@ -109,6 +132,7 @@ struct decoded {
   double reallocations = 0, earliest = 0, missing_times = 0;
   /** Devices in the order the mapper created them (their first event). */
   std::vector<device_result> devices;
+  finished_import finished;
 };
 
 /** The tape: an opcode, its arguments, values nested in preorder. */
@@ -128,8 +152,10 @@ enum tape_op : int32_t {
 struct options {
   /** The unpickler's nesting limit (maxDepth); below 16 this decoder gives up. */
   int max_depth = 200;
-  /** The device imported, or -1 where every device is (the mapper's 'all' and default). */
+  /** The device imported, or -1 where every device is (the mapper's 'all'), -2 the default (every device's events read, one imported). */
   int64_t device = -1;
+  /** Whether to finish the import here where it can (finished_import). */
+  bool finish = true;
 };
 
 enum class decode_result { decoded, gave_up };
