@@ -331,6 +331,49 @@ describe('a list of the generic part read back in events', () => {
   })
 })
 
+describe('a root dict the pickle wraps in a tuple', () => {
+  // {'device_traces': [[one alloc]]} in a tuple: TUPLE1 after it, or MARK before it and TUPLE
+  // after. The dict is built on an empty stack, as a root is; the unpickled root is the tuple.
+  function pickle(before: number[], after: number[]): Uint8Array {
+    const out: number[] = [0x80, 4, ...before, 0x7d, 0x28]
+    const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
+    text('device_traces')
+    out.push(0x5d, 0x5d, 0x28, 0x7d, 0x28)
+    text('action')
+    text('alloc')
+    text('addr')
+    out.push(0x4b, 64)
+    text('size')
+    out.push(0x4b, 100)
+    text('time_us')
+    out.push(0x4b, 1)
+    out.push(0x75, 0x65, 0x61, 0x75, ...after, 0x2e) // SETITEMS, APPENDS, APPEND, SETITEMS (the root dict), the tuple, STOP
+    return new Uint8Array(out)
+  }
+  const wrappings: [string, number[], number[]][] = [
+    ['TUPLE1', [], [0x85]],
+    ['MARK ... TUPLE', [0x28], [0x74]],
+  ]
+  for (const [what, before, after] of wrappings) {
+    it(`(${what}): handed back by both fast paths, the general path's error`, () => {
+      const bytes = pickle(before, after)
+      assert.equal(fastTakes(bytes), false, 'the JS fast path hands it back')
+      assert.equal(nativeTakes(bytes), false, 'the native decoder hands it back')
+      const [fast, general] = bothPaths(bytes)
+      assert.equal(general.ok, false)
+      assert.match((general as { error: string }).error, /the root must be a dict/)
+      assert.deepEqual(fast, general)
+    })
+  }
+  it('unwrapped, the same dict is imported by both fast paths', () => {
+    const bytes = pickle([], [])
+    assert.ok(fastTakes(bytes) && nativeTakes(bytes))
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual(fast, general)
+  })
+})
+
 describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () => {
   // The event decoder reads non-negative 6- and 7-byte LONG1s (below 2^53) itself and the rest
   // through smallLong; either way the import must be the general path's, or its error.

@@ -278,7 +278,9 @@ class FastDecoder {
       let keyCandidate = false
       switch (op) {
         case Op.STOP: {
-          if (marks.length !== 0 || stack.length !== 1 || this.root === null || p !== this.end) return -1
+          // The root dict itself must be what is left, not a tuple or list holding it: the general
+          // path would give that to the mapper, which refuses a root that is not a dict.
+          if (marks.length !== 0 || stack.length !== 1 || this.root === null || stack[0] !== this.root || p !== this.end) return -1
           this.stopped = true
           return p
         }
