@@ -158,6 +158,20 @@ function combine(runs: NativeRun[]): Map<string, NativeFigure> {
   return new Map([...groups].map(([k, g]) => [k, { ...g[0]!, median_ns: median(g.map((f) => f.median_ns)) }]))
 }
 
+/** Tracing on ÷ off for one cell: each run's own ratio (the two alternate within a run), the median over runs. */
+function tracingRatio(runs: NativeRun[], label: string, cell: NativeFigure): number {
+  const ratios: number[] = []
+  for (const r of runs) {
+    const find = (tracing: boolean): NativeFigure | undefined =>
+      r.figures.find((f) => f.measured && f.kind === 'strategy' && f.subject === label && f.backing === cell.backing &&
+        f.size === cell.size && f.live_blocks === cell.live_blocks && f.tracing === tracing)
+    const on = find(true)
+    const off = find(false)
+    if (on && off) ratios.push(on.median_ns / off.median_ns)
+  }
+  return median(ratios)
+}
+
 function pairFigures(runs: NativeRun[], torch: TorchPairs | string): Figure[] {
   const all = combine(runs)
   const figures: Figure[] = []
@@ -211,22 +225,27 @@ function pairFigures(runs: NativeRun[], torch: TorchPairs | string): Figure[] {
       met: judged.length ? judged.every((j) => j.met) : undefined,
       note: gpu ? undefined : 'no GPU here (see the last rows)',
     })
-    // Tracing: the cell where it costs most, against the same allocator with tracing off.
-    let traced: { on: NativeFigure; off: NativeFigure } | undefined
+    // Tracing: the cell where it costs most, against the same allocator with tracing off. On and
+    // off alternate within a run so that the machine's state weighs on both alike (the H100 host
+    // switches between a fast and a slow state, 9 and 16 ns for the same pair): the ratio is each
+    // run's own, and its median over runs is what the target is judged on.
+    let traced: { on: NativeFigure; off: NativeFigure; ratio: number } | undefined
     for (const off of cells) {
       const on = all.get(`strategy|${label}|${off.backing}|${off.size}|${off.live_blocks}|true`)
-      if (on && (!traced || on.median_ns / off.median_ns > traced.on.median_ns / traced.off.median_ns)) traced = { on, off }
+      if (!on) continue
+      const ratio = tracingRatio(runs, label, off)
+      if (!traced || ratio > traced.ratio) traced = { on, off, ratio }
     }
     if (traced)
       figures.push({
         area: 'pair latency',
-        what: `${label}: tracing on (events into a ring), worst of ${cells.length} cells (${cellName(traced.on.size, traced.on.live_blocks)})`,
+        what: `${label}: tracing on (events into a ring), worst of ${cells.length} cells (${cellName(traced.on.size, traced.on.live_blocks)}); on ÷ off ${traced.ratio.toFixed(2)}×${runs.length > 1 ? `, the median of each run's own ratio over ${runs.length} runs` : ''}`,
         value: traced.on.median_ns,
         unit: 'ns',
         peers: [{ name: 'tracing off, same cell', value: traced.off.median_ns }],
         better: 'lower',
         target: '≤ 1.3× tracing off',
-        met: traced.on.median_ns / traced.off.median_ns <= 1.3,
+        met: traced.ratio <= 1.3,
       })
   }
   // In-kernel allocation (GPU only): device_bump beside one atomicAdd per allocation and device malloc.

@@ -1,6 +1,7 @@
 """Combines several vramscope_bench --json runs of the same build into one table: for each cell
 the median over runs of the per-run medians, with the lowest and highest run beside it, and the
-DESIGN.md targets checked against the combined medians. Run-to-run spread on a shared GPU host is
+DESIGN.md targets checked against the combined medians; tracing on ÷ off is the median over runs of
+each run's own ratio. Run-to-run spread on a shared GPU host is
 large (the same cell moved up to 2x between runs), so one run is not a figure of record.
 
 Usage: python3 scripts/bench/combine_runs.py RUN1.json RUN2.json ... > table.md
@@ -56,9 +57,15 @@ def main(paths):
                     row.append("%s (%s–%s)" % (fmt(med[k]), fmt(min(v)), fmt(max(v))) if len(v) > 1 else fmt(med[k]))
                 else:
                     row.append("—")
-        ratios = [med[(subject, backing, s, l, True)] / med[(subject, backing, s, l, False)]
+        # Tracing on and off are measured in alternating repetitions within a run, so that the
+        # machine's state (this host switches between a fast and a slow one, 9 and 16 ns for the
+        # same pair) weighs on both alike: the ratio is taken within each run, then the median over
+        # runs. A ratio of medians taken across runs would set one run's "on" against another's "off".
+        ratios = [statistics.median(on / off for on, off in zip(cells[(subject, backing, s, l, True)],
+                                                                cells[(subject, backing, s, l, False)]))
                   for s, _ in SIZES for l in (0, 1000)
-                  if (subject, backing, s, l, True) in med and (subject, backing, s, l, False) in med]
+                  if (subject, backing, s, l, True) in cells and (subject, backing, s, l, False) in cells
+                  and len(cells[(subject, backing, s, l, True)]) == len(cells[(subject, backing, s, l, False)])]
         print("| %s | %s | %s | %s |" % (subject, backing, " | ".join(row),
                                         ("%.2f×" % max(ratios)) if ratios else "—"))
     return med
