@@ -1,9 +1,11 @@
 // libFuzzer target: any bytes through the native snapshot decoder (core/snapshot_pickle.cpp) with
-// a maxDepth and a device taken from the input's last bytes. It must return (never crash, hang or
-// read out of bounds: ASan and UBSan watch) and, where it decodes, hand back a result the
-// JavaScript side can read without checking: a tape that parses to one value, string ranges inside
-// the input, ids inside their tables, columns of one length. Anything else aborts. Seeded from
-// small snapshots written by Python's pickler, protocols 2 to 5 (native/fuzz/corpus).
+// a maxDepth and a device (one, all, or the default) taken from the input's last bytes. It must
+// return (never crash, hang or read out of bounds: ASan and UBSan watch) and, where it decodes,
+// hand back a result the JavaScript side can read without checking: a tape that parses to one
+// value, string ranges inside the input, ids inside their tables, columns of one length, and where
+// it finished the import, merged events and layouts the binding can convert (addresses integers
+// of at most 53 bits). Anything else aborts. Seeded from small snapshots written by Python's
+// pickler, protocols 2 to 5 (native/fuzz/corpus).
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
@@ -111,6 +113,31 @@ void check(const decoded& d, std::size_t input) {
     for (auto& [address, row] : s.reserve_row.entries()) require(row >= 0 && row < double(s.layout.rows()), "reserve row out of range");
     for (auto& [address, id] : s.live.entries()) require(id >= 0 && id < double(s.next_id), "live id out of range");
   }
+  const finished_import& f = d.finished;
+  if (!f.done) return;
+  require(d.devices.empty(), "a finished import still holds its devices");
+  std::size_t n = rows_of(f.events);
+  require(f.event_device.size() == n, "event devices of another length");
+  for (std::size_t i = 0; i < n; i++) {
+    require(f.events.kind[i] <= 3, "finished event kind out of range");
+    require(f.events.stream[i] < d.streams.size(), "finished event stream out of range");
+    require(f.events.stack[i] == -1 || (f.events.stack[i] >= 0 && std::size_t(f.events.stack[i]) < stacks), "finished event stack out of range");
+    require(f.events.tag[i] == -1 || (f.events.tag[i] >= 0 && std::size_t(f.events.tag[i]) < d.tags.size()), "finished event tag out of range");
+    require(f.events.time[i] == f.events.time[i], "finished event time NaN");
+  }
+  require(f.layouts.size() == f.selected.size() && f.overflow.size() == 4 * f.selected.size(), "a layout and overflow counts per selected device");
+  for (double device : f.selected) require(device >= 0 && device < 65536, "selected device out of range");
+  for (const layout_columns& l : f.layouts) {
+    std::size_t rows = rows_of(l);
+    // The binding converts addresses to 64-bit words: they must be integers in [0, 2^53].
+    for (std::size_t i = 0; i < rows; i++)
+      require(l.address[i] >= 0 && l.address[i] <= 9007199254740992.0 && l.address[i] == double(uint64_t(l.address[i])), "finished layout address not a 53-bit integer");
+  }
+  require(f.annotation_markers.size() % 2 == 0, "annotation markers of odd length");
+  for (std::size_t i = 0; i < f.annotation_markers.size(); i++) {
+    int32_t id = f.annotation_markers[i];
+    require((i % 2 == 1 && id == -1) || (id >= 0 && std::size_t(id) < string_count), "annotation marker string out of range");
+  }
 }
 
 }  // namespace
@@ -120,7 +147,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   if (size >= 2) {
     // The last two bytes pick the options (maxDepth around the limit of 16, a device or all).
     opts.max_depth = 12 + data[size - 1] % 200;
-    opts.device = data[size - 2] < 128 ? -1 : data[size - 2] % 4;
+    opts.device = data[size - 2] < 96 ? -1 : data[size - 2] < 128 ? -2 : data[size - 2] % 4;
   }
   decoded d;
   if (decode(data, size, opts, d) == decode_result::decoded) check(d, size);

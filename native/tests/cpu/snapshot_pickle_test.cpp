@@ -1,10 +1,13 @@
 // The native snapshot decoder (core/snapshot_pickle.cpp) on its own: it takes torch's recordings
-// with the mapper's counts, and gives up, never crashes, on what it must leave to the JavaScript
-// paths: other pickles, hostile ones, every truncation of a snapshot, a small maxDepth, strings
-// that are not UTF-8, frames whose names hold NUL. The import itself is compared with the
-// JavaScript paths' in test/unit/pytorch-fast-path.test.ts; here the ASan/UBSan runs see it too.
+// with the mapper's counts and finishes their imports, and gives up, never crashes, on what it must
+// leave to the JavaScript paths: other pickles, hostile ones, every truncation of a snapshot, a
+// small maxDepth, strings that are not UTF-8, frames whose names hold NUL. The import itself is
+// compared with the JavaScript paths' in test/unit/pytorch-fast-path.test.ts; here the ASan/UBSan
+// runs see it too.
 #include <dirent.h>
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -67,11 +70,19 @@ std::vector<uint8_t> tiny_snapshot(const std::string& name) {
 
 }  // namespace
 
+/** The decoder's columns left for the JavaScript mapper to finish. */
+options unfinished() {
+  options o;
+  o.finish = false;
+  return o;
+}
+
 TEST("takes torch's recordings: one device, its events and layout, frames and stacks") {
   for (const char* name : {"convnet_varimg", "inference_mixed", "mlp_varbatch", "transformer_varseq"}) {
     auto bytes = slurp(fixtures + "pytorch/" + name + ".pickle");
     decoded out;
-    CHECK(run(bytes, out) == decode_result::decoded);
+    CHECK(run(bytes, out, unfinished()) == decode_result::decoded);
+    CHECK(!out.finished.done);
     CHECK_EQ(out.devices.size(), std::size_t(1));
     if (out.devices.empty()) continue;
     const device_result& d = out.devices[0];
@@ -83,6 +94,47 @@ TEST("takes torch's recordings: one device, its events and layout, frames and st
     // Every alloc has a free or is live at the end: ids are dense from 0.
     CHECK_EQ(d.requested_by_id.size(), std::size_t(d.next_id));
     CHECK(out.tape.size() > 2 && out.tape[0] == tape_dict);
+  }
+}
+
+TEST("finishes torch's recordings: the device's events (stand-ins, events, annotation markers) merged, times in ns") {
+  for (const char* name : {"convnet_varimg", "inference_mixed", "mlp_varbatch", "transformer_varseq", "mlp_varbatch_overflowed"}) {
+    auto bytes = slurp(fixtures + "pytorch/" + name + ".pickle");
+    decoded columns, out;
+    CHECK(run(bytes, columns, unfinished()) == decode_result::decoded);
+    options by_default;
+    by_default.device = -2;
+    CHECK(run(bytes, out, by_default) == decode_result::decoded);
+    const finished_import& f = out.finished;
+    CHECK(f.done);
+    if (!f.done || columns.devices.empty()) continue;
+    CHECK(out.devices.empty());
+    CHECK_EQ(f.selected.size(), std::size_t(1));
+    CHECK_EQ(f.present.size(), std::size_t(1));
+    CHECK_EQ(f.layouts.size(), std::size_t(1));
+    CHECK_EQ(f.overflow.size(), std::size_t(4));
+    const device_result& d = columns.devices[0];
+    // Every event the decoder mapped is there once, and one marker per annotation; stand-ins only
+    // grow (blocks live at the snapshot that the trace never saw allocated).
+    std::size_t markers = f.annotation_markers.size() / 2;
+    CHECK(f.events.rows() >= d.events.rows() + d.synth_events.rows() + markers);
+    CHECK_EQ(f.event_device.size(), f.events.rows());
+    std::size_t marker_rows = 0, alloc_rows = 0;
+    for (std::size_t i = 0; i < f.events.rows(); i++) {
+      marker_rows += f.events.kind[i] == 2;
+      alloc_rows += f.events.kind[i] == 0;
+      CHECK(f.events.time[i] >= 0);
+    }
+    CHECK_EQ(marker_rows, markers);
+    CHECK(alloc_rows > 100);
+    // The earliest time, of a request or a layout event (segments come first), is the trace's start.
+    double earliest = INFINITY;
+    for (double t : f.events.time) earliest = std::min(earliest, t);
+    for (double t : f.layouts[0].time) earliest = std::min(earliest, t);
+    CHECK_EQ(earliest, 0.0);
+    CHECK(f.layouts[0].rows() >= d.layout.rows() + d.synth_layout.rows());
+    // Finished, the tape holds allocator_settings' value alone: torch writes a dict.
+    CHECK(!out.tape.empty() && out.tape[0] == tape_dict);
   }
 }
 
@@ -115,7 +167,7 @@ TEST("gives up on every truncation of a snapshot, and on a maxDepth below 16") {
 
 TEST("a frame's strings: UTF-8 taken, bytes that are not UTF-8 or a NUL given up on") {
   decoded out;
-  CHECK(run(tiny_snapshot("f\xc3\xa9"), out) == decode_result::decoded);
+  CHECK(run(tiny_snapshot("f\xc3\xa9"), out, unfinished()) == decode_result::decoded);
   CHECK_EQ(out.frame_name.size(), std::size_t(1));
   CHECK_EQ(out.devices.size(), std::size_t(1));
   if (!out.devices.empty()) CHECK_EQ(out.devices[0].events.stack[0], 0);
