@@ -45,6 +45,10 @@ fi
 # The addon Jazzer ships needs a newer glibc than Debian 12's; this preload adapts it (see the file).
 export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$root/test/fuzz/jazzer-addon.cjs"
 
+# The snapshot import tries the native decoder first (src-main/services/import/pytorch.ts): the
+# fuzzed inputs reach it through the addon of this checkout, as in the app.
+export VRAMSCOPE_ADDON="${VRAMSCOPE_ADDON:-$root/build/Release/vramscope.node}"
+
 # Largest input per target: the seeds fit; larger inputs only slow libFuzzer down and swell the corpus.
 max_len() {
   case "$1" in trace-file) echo 24576 ;; pytorch-snapshot) echo 16384 ;; *) echo 4096 ;; esac
@@ -58,7 +62,11 @@ for target in $targets; do
   bundle=$build/$target.fuzz.cjs
   kept=$root/test/fuzz/corpus/$target.b64
   work=$build/corpus/$target
+  # import.meta.url is the bundle's own URL (a CommonJS bundle has no import.meta: the addon's loader,
+  # src-main/native.ts, reads it when loaded); the addon is named by VRAMSCOPE_ADDON below, since
+  # its path relative to the bundle is not the one relative to the source.
   node_modules/.bin/esbuild "test/fuzz/$target.fuzz.ts" --bundle --platform=node --format=cjs --packages=external \
+    --define:import.meta.url=__bundle_url '--banner:js=const __bundle_url = require("node:url").pathToFileURL(__filename).href;' \
     --sourcemap --log-level=warning "--outfile=$bundle"
   rm -rf "$work" "$work.new"
   unpack "$kept" "$work"
