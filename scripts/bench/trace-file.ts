@@ -10,6 +10,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
+import { concatBytes } from '../../src-main/ipc/bytes.ts'
 import { TraceWriter, readTrace, writeTrace } from '../../src-main/services/trace/file.ts'
 import { EventKind, allocateEvents, type RequestTrace, type TraceEvents } from '../../src-main/services/trace/model.ts'
 import { FigureLog } from './figures.ts'
@@ -65,14 +66,7 @@ const COLUMNS = ['kind', 'id', 'size', 'stream', 'device', 'time', 'stack', 'tag
 function rawBytes(e: TraceEvents): Uint8Array {
   // Widest columns first keeps every column aligned for zero-copy views.
   const order = ['size', 'time', 'id', 'stream', 'stack', 'tag', 'device', 'kind'] as const
-  const parts = order.map((k) => new Uint8Array(e[k].buffer, e[k].byteOffset, e[k].byteLength))
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0))
-  let at = 0
-  for (const p of parts) {
-    out.set(p, at)
-    at += p.length
-  }
-  return out
+  return concatBytes(order.map((k) => new Uint8Array(e[k].buffer, e[k].byteOffset, e[k].byteLength)), true)
 }
 
 async function readRaw(path: string, n: number): Promise<TraceEvents> {

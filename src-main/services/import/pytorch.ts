@@ -570,33 +570,21 @@ interface LayoutChunk {
   time: Float64Array
 }
 
-/** A chunk's columns share one ArrayBuffer (each costs about a microsecond to allocate), the widest first. */
+/** Bytes a row of eventsAt's and layoutAt's columns takes (snapshot_wrap.cpp lays its columns out the same way). */
+const EVENT_ROW_BYTES = 2 * 8 + 4 * 4 + 2 + 1
+const LAYOUT_ROW_BYTES = 5 * 8 + 4 + 1
+
+/** A chunk's columns share one ArrayBuffer (each costs about a microsecond to allocate), the widest first: layoutAt's layout. */
 function layoutChunk(n: number): LayoutChunk {
-  const buffer = new ArrayBuffer(n * (5 * 8 + 4 + 1))
-  return {
-    op: new Uint8Array(buffer, 44 * n, n),
-    address: new Float64Array(buffer, 0, n),
-    size: new Float64Array(buffer, 8 * n, n),
-    requested: new Float64Array(buffer, 16 * n, n),
-    stream: new Float64Array(buffer, 24 * n, n),
-    aux: new Uint32Array(buffer, 40 * n, n),
-    time: new Float64Array(buffer, 32 * n, n),
-  }
+  return layoutAt(new ArrayBuffer(n * LAYOUT_ROW_BYTES), 0, n)
 }
 
-/** allocateEvents' columns for a chunk, in one ArrayBuffer as layoutChunk's. */
+/** allocateEvents' columns for a chunk, in one ArrayBuffer laid out as eventsAt's. */
 function eventChunk(n: number): TraceEvents {
-  const buffer = new ArrayBuffer(n * (2 * 8 + 4 * 4 + 2 + 1))
-  return {
-    kind: new Uint8Array(buffer, 34 * n, n),
-    id: new Uint32Array(buffer, 16 * n, n),
-    size: new Float64Array(buffer, 0, n),
-    stream: new Uint32Array(buffer, 20 * n, n),
-    device: new Uint16Array(buffer, 32 * n, n),
-    time: new Float64Array(buffer, 8 * n, n),
-    stack: new Int32Array(buffer, 24 * n, n).fill(-1),
-    tag: new Int32Array(buffer, 28 * n, n).fill(-1),
-  }
+  const chunk = eventsAt(new ArrayBuffer(n * EVENT_ROW_BYTES), 0, n)
+  chunk.stack.fill(-1)
+  chunk.tag.fill(-1)
+  return chunk
 }
 
 const EMPTY_LAYOUT = layoutChunk(0)
@@ -628,7 +616,7 @@ function layoutRows(c: LayoutChunk, from: number, to: number): LayoutChunk {
   }
 }
 
-/** Event columns of n rows at byte `at` of a native decoder's buffer (snapshot_wrap.cpp lays them out as eventChunk). */
+/** Event columns of n rows at byte `at` of `buffer`: eventChunk's, and the native decoder's (snapshot_wrap.cpp). */
 function eventsAt(buffer: ArrayBuffer, at: number, n: number): TraceEvents {
   return {
     kind: new Uint8Array(buffer, at + 34 * n, n),
@@ -655,7 +643,7 @@ function finalLayoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutTrace 
   }
 }
 
-/** Layout columns of n rows at byte `at` (laid out as layoutChunk). */
+/** Layout columns of n rows at byte `at` of `buffer`: layoutChunk's, and the native decoder's. */
 function layoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutChunk {
   return {
     op: new Uint8Array(buffer, at + 44 * n, n),
