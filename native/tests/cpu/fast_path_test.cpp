@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <random>
@@ -411,6 +412,109 @@ TEST("spin_lock: excludes across threads, and a thread started while it is held 
     });
   for (auto& w : workers) w.join();
   CHECK_EQ(counter, 200000u);
+}
+
+
+// The biased lock (spin_lock.hpp): once other threads exist, the first thread to take the lock
+// owns it and takes it with plain stores; another thread's first lock revokes that for good.
+TEST("spin_lock: biased to its first user; another thread's lock waits for the owner, then revokes") {
+  std::thread([] {}).join();  // the process has had a second thread: no single-thread shortcut
+  spin_lock lock;
+  CHECK(lock.bias() == spin_lock::bias_state::none);
+  lock.lock();
+  lock.unlock();
+  if (!spin_lock::biasing_available()) {
+    std::printf("  (no bias in this build or process: membarrier(2) unavailable, or ThreadSanitizer)\n");
+    CHECK(lock.bias() != spin_lock::bias_state::biased);
+  } else {
+    CHECK(lock.bias() == spin_lock::bias_state::biased);
+  }
+  lock.lock();  // the owner's plain-store path where biased
+  std::atomic<bool> entered{false};
+  std::thread other([&] {
+    lock.lock();
+    entered = true;
+    lock.unlock();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  CHECK(!entered.load());
+  lock.unlock();
+  other.join();
+  CHECK(entered.load());
+  if (spin_lock::biasing_available()) CHECK(lock.bias() == spin_lock::bias_state::revoked);
+  else CHECK(lock.bias() != spin_lock::bias_state::biased);
+
+  // After the revocation the owner and the others share one lock: no increment lost.
+  std::uint64_t counter = 0;
+  std::vector<std::thread> workers;
+  for (int t = 0; t < 3; ++t)
+    workers.emplace_back([&] {
+      for (int i = 0; i < 30000; ++i) {
+        lock.lock();
+        ++counter;
+        lock.unlock();
+      }
+    });
+  for (int i = 0; i < 30000; ++i) {
+    lock.lock();
+    ++counter;
+    lock.unlock();
+  }
+  for (auto& w : workers) w.join();
+  CHECK_EQ(counter, 120000u);
+}
+
+TEST("spin_lock: a revocation racing the owner's locks and unlocks loses no update (400 races)") {
+  std::mt19937 rng(7);
+  std::uint64_t biased_races = 0;
+  for (int round = 0; round < 400; ++round) {
+    spin_lock lock;
+    std::uint64_t counter = 0;
+    volatile bool inside = false;
+    std::atomic<int> overlaps{0};
+    std::atomic<bool> owner_ready{false}, stop{false};
+    std::atomic<std::uint64_t> owner_ops{0};
+    std::atomic<bool> biased_first{false};
+    const unsigned delay = rng() % 4000;
+    const int contenders = 1 + static_cast<int>(rng() % 2);
+    auto once = [&] {
+      lock.lock();
+      if (inside) overlaps.fetch_add(1, std::memory_order_relaxed);
+      inside = true;
+      ++counter;
+      inside = false;
+      lock.unlock();
+    };
+    // The contenders wait for the owner, then start after a random delay, so that their first lock
+    // (the revocation) lands at a different point of the owner's loop each round.
+    std::vector<std::thread> others;
+    for (int c = 0; c < contenders; ++c)
+      others.emplace_back([&, c] {
+        while (!owner_ready.load()) std::this_thread::yield();
+        for (unsigned spin = 0; spin < delay * static_cast<unsigned>(c + 1); ++spin)
+          std::atomic_signal_fence(std::memory_order_seq_cst);
+        for (int i = 0; i < 2000; ++i) once();
+      });
+    std::thread owner([&] {
+      once();  // becomes the owner (where biasing is available)
+      biased_first = lock.bias() == spin_lock::bias_state::biased;  // nobody else has locked yet
+      owner_ready = true;
+      std::uint64_t n = 1;
+      while (!stop.load(std::memory_order_relaxed)) {
+        once();
+        ++n;
+      }
+      owner_ops = n;
+    });
+    for (auto& o : others) o.join();
+    stop = true;
+    owner.join();
+    if (biased_first.load()) ++biased_races;
+    CHECK_EQ(overlaps.load(), 0);
+    CHECK_EQ(counter, owner_ops.load() + 2000u * static_cast<unsigned>(contenders));
+    CHECK(lock.bias() != spin_lock::bias_state::biased);
+  }
+  if (spin_lock::biasing_available()) CHECK_EQ(biased_races, 400u);
 }
 
 }  // namespace
