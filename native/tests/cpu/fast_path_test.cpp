@@ -384,11 +384,10 @@ TEST("caching free index: take_exact, insert, erase, lower_bound and ascending a
   check_contents();
 }
 
-TEST("spin_lock: excludes across threads, and a thread started while it is held waits") {
-  spin_lock lock;
-  lock.lock();
+// The caller holds `lock`: another thread's lock() waits until the caller gives it back.
+void check_other_thread_waits(spin_lock& lock) {
   std::atomic<bool> entered{false};
-  std::thread waiter([&] {
+  std::thread other([&] {
     lock.lock();
     entered = true;
     lock.unlock();
@@ -396,22 +395,34 @@ TEST("spin_lock: excludes across threads, and a thread started while it is held 
   std::this_thread::sleep_for(std::chrono::milliseconds(30));
   CHECK(!entered.load());
   lock.unlock();
-  waiter.join();
+  other.join();
   CHECK(entered.load());
+}
 
-  // Plain increments under the lock from several threads: none is lost.
+// Plain increments under the lock from `threads` new threads (and the caller too, when asked):
+// none is lost.
+void check_no_increment_lost(spin_lock& lock, int threads, bool caller_too) {
+  constexpr int each = 30000;
   std::uint64_t counter = 0;
+  auto work = [&] {
+    for (int i = 0; i < each; ++i) {
+      lock.lock();
+      ++counter;
+      lock.unlock();
+    }
+  };
   std::vector<std::thread> workers;
-  for (int t = 0; t < 4; ++t)
-    workers.emplace_back([&] {
-      for (int i = 0; i < 50000; ++i) {
-        lock.lock();
-        ++counter;
-        lock.unlock();
-      }
-    });
+  for (int t = 0; t < threads; ++t) workers.emplace_back(work);
+  if (caller_too) work();
   for (auto& w : workers) w.join();
-  CHECK_EQ(counter, 200000u);
+  CHECK_EQ(counter, static_cast<std::uint64_t>(each) * static_cast<std::uint64_t>(threads + (caller_too ? 1 : 0)));
+}
+
+TEST("spin_lock: excludes across threads, and a thread started while it is held waits") {
+  spin_lock lock;
+  lock.lock();
+  check_other_thread_waits(lock);
+  check_no_increment_lost(lock, 4, false);
 }
 
 
@@ -430,38 +441,11 @@ TEST("spin_lock: biased to its first user; another thread's lock waits for the o
     CHECK(lock.bias() == spin_lock::bias_state::biased);
   }
   lock.lock();  // the owner's plain-store path where biased
-  std::atomic<bool> entered{false};
-  std::thread other([&] {
-    lock.lock();
-    entered = true;
-    lock.unlock();
-  });
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
-  CHECK(!entered.load());
-  lock.unlock();
-  other.join();
-  CHECK(entered.load());
+  check_other_thread_waits(lock);
   if (spin_lock::biasing_available()) CHECK(lock.bias() == spin_lock::bias_state::revoked);
   else CHECK(lock.bias() != spin_lock::bias_state::biased);
-
-  // After the revocation the owner and the others share one lock: no increment lost.
-  std::uint64_t counter = 0;
-  std::vector<std::thread> workers;
-  for (int t = 0; t < 3; ++t)
-    workers.emplace_back([&] {
-      for (int i = 0; i < 30000; ++i) {
-        lock.lock();
-        ++counter;
-        lock.unlock();
-      }
-    });
-  for (int i = 0; i < 30000; ++i) {
-    lock.lock();
-    ++counter;
-    lock.unlock();
-  }
-  for (auto& w : workers) w.join();
-  CHECK_EQ(counter, 120000u);
+  // After the revocation the owner and the others share one lock.
+  check_no_increment_lost(lock, 3, true);
 }
 
 TEST("spin_lock: a revocation racing the owner's locks and unlocks loses no update (400 races)") {
