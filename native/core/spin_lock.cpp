@@ -7,7 +7,6 @@
 #include <cstdlib>
 
 #ifdef VRAMSCOPE_BIASED_LOCK
-#include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
@@ -17,29 +16,44 @@ namespace vramscope {
 #ifdef VRAMSCOPE_BIASED_LOCK
 namespace {
 
-long membarrier(int command) { return syscall(__NR_membarrier, command, 0, 0); }
+// membarrier(2)'s commands (Linux ABI, <linux/membarrier.h>; spelled out so that old kernel headers,
+// which lack the expedited ones, still build: where the system call itself is unknown there is no bias).
+constexpr int cmd_query = 0;
+constexpr int cmd_global = 1 << 0;
+constexpr int cmd_private_expedited = 1 << 3;
+constexpr int cmd_register_private_expedited = 1 << 4;
+
+long membarrier(int command) {
+#ifdef __NR_membarrier
+  return syscall(__NR_membarrier, command, 0, 0);
+#else
+  (void)command;
+  errno = ENOSYS;
+  return -1;
+#endif
+}
 
 // The private expedited barrier: an interrupt to each CPU now running one of this process's
 // threads (the others pass a barrier when they are next scheduled). A process registers once.
 bool register_private_expedited() {
-  const long supported = membarrier(MEMBARRIER_CMD_QUERY);
-  if (supported < 0 || (supported & MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0 ||
-      (supported & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
+  const long supported = membarrier(cmd_query);
+  if (supported < 0 || (supported & cmd_private_expedited) == 0 ||
+      (supported & cmd_register_private_expedited) == 0)
     return false;
-  return membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+  return membarrier(cmd_register_private_expedited) == 0;
 }
 
 // Every thread of the process has executed a full memory barrier between the call and its return.
 void process_wide_barrier() {
-  if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0) return;
+  if (membarrier(cmd_private_expedited) == 0) return;
   // A child after fork() may have to register again.
   if (errno == EPERM && register_private_expedited() &&
-      membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0)
+      membarrier(cmd_private_expedited) == 0)
     return;
   // The slow global barrier (a grace period of every CPU) gives the same guarantee.
-  const long supported = membarrier(MEMBARRIER_CMD_QUERY);
-  if (supported > 0 && (supported & MEMBARRIER_CMD_GLOBAL) != 0 &&
-      membarrier(MEMBARRIER_CMD_GLOBAL) == 0)
+  const long supported = membarrier(cmd_query);
+  if (supported > 0 && (supported & cmd_global) != 0 &&
+      membarrier(cmd_global) == 0)
     return;
   // The owner could be inside its critical section unseen: going on would break the exclusion.
   std::fputs("vramscope: membarrier(2) failed while revoking a lock's bias; cannot continue safely\n",
