@@ -469,25 +469,11 @@ class EventChunks {
     this.length = row + 1
   }
 
-  /**
-   * Takes n rows of columns made elsewhere (the native decoder's), as chunks of views. A last
-   * chunk shorter than CHUNK_ROWS after whole ones is copied into a whole one: push() finds a row
-   * by its chunk, so only a first chunk may be short.
-   */
+  /** Takes n rows of columns made elsewhere (the native decoder's): see adoptedChunks. */
   adopt(columns: TraceEvents, n: number): void {
     this.chunks.length = 0
-    this.capacity = 0
-    for (let from = 0; from < n; from += CHUNK_ROWS) {
-      const rows = Math.min(CHUNK_ROWS, n - from)
-      let chunk = from === 0 && rows === n ? columns : eventsRows(columns, from, from + rows)
-      if (from > 0 && rows < CHUNK_ROWS) {
-        const whole = eventChunk(CHUNK_ROWS)
-        copyEvents(chunk, 0, rows, whole, 0)
-        chunk = whole
-      }
-      this.chunks.push(chunk)
-      this.capacity += chunk.kind.length
-    }
+    this.chunks.push(...adoptedChunks(columns, n, eventChunk))
+    this.capacity = this.chunks.reduce((rows, c) => rows + c.kind.length, 0)
     this.length = n
     this.last = this.chunks[this.chunks.length - 1] ?? EMPTY_EVENTS
   }
@@ -588,32 +574,32 @@ function eventChunk(n: number): TraceEvents {
 }
 
 const EMPTY_LAYOUT = layoutChunk(0)
-const LAYOUT_KEYS = ['op', 'address', 'size', 'requested', 'stream', 'aux', 'time'] as const
-
-/** Rows [from, to) of event columns, as views. */
-function eventsRows(c: TraceEvents, from: number, to: number): TraceEvents {
-  return {
-    kind: c.kind.subarray(from, to),
-    id: c.id.subarray(from, to),
-    size: c.size.subarray(from, to),
-    stream: c.stream.subarray(from, to),
-    device: c.device.subarray(from, to),
-    time: c.time.subarray(from, to),
-    stack: c.stack.subarray(from, to),
-    tag: c.tag.subarray(from, to),
-  }
+/** Rows [from, to) of every column, as views. */
+function columnRows<C extends object>(c: C, from: number, to: number): C {
+  const rows: Record<string, Uint8Array> = {}
+  for (const [key, column] of Object.entries(c)) rows[key] = (column as Uint8Array).subarray(from, to)
+  return rows as C
 }
 
-function layoutRows(c: LayoutChunk, from: number, to: number): LayoutChunk {
-  return {
-    op: c.op.subarray(from, to),
-    address: c.address.subarray(from, to),
-    size: c.size.subarray(from, to),
-    requested: c.requested.subarray(from, to),
-    stream: c.stream.subarray(from, to),
-    aux: c.aux.subarray(from, to),
-    time: c.time.subarray(from, to),
+/**
+ * n rows of columns made elsewhere (the native decoder's) as chunks of CHUNK_ROWS views. push()
+ * finds a row by its chunk, so only a first chunk may be short: a short last chunk after whole
+ * ones is copied into a whole one from `whole`.
+ */
+function adoptedChunks<C extends object>(columns: C, n: number, whole: (rows: number) => C): C[] {
+  const chunks: C[] = []
+  for (let from = 0; from < n; from += CHUNK_ROWS) {
+    const rows = Math.min(CHUNK_ROWS, n - from)
+    const part = from === 0 && rows === n ? columns : columnRows(columns, from, from + rows)
+    if (from === 0 || rows === CHUNK_ROWS) {
+      chunks.push(part)
+      continue
+    }
+    const chunk = whole(CHUNK_ROWS)
+    for (const [key, column] of Object.entries(part)) (chunk[key as keyof C] as Uint8Array).set(column as Uint8Array)
+    chunks.push(chunk)
   }
+  return chunks
 }
 
 /** Event columns of n rows at byte `at` of `buffer`: eventChunk's, and the native decoder's (snapshot_wrap.cpp). */
@@ -630,17 +616,9 @@ function eventsAt(buffer: ArrayBuffer, at: number, n: number): TraceEvents {
   }
 }
 
-/** A finished layout of n rows at byte `at` of the native decoder's buffer (snapshot_wrap.cpp, finished_object). */
+/** A finished layout of n rows at byte `at` of the native decoder's buffer (snapshot_wrap.cpp, finished_object): layoutAt's columns, addresses as 64-bit integers. */
 function finalLayoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutTrace {
-  return {
-    op: new Uint8Array(buffer, at + 44 * n, n),
-    address: new BigUint64Array(buffer, at, n),
-    size: new Float64Array(buffer, at + 8 * n, n),
-    requested: new Float64Array(buffer, at + 16 * n, n),
-    stream: new Float64Array(buffer, at + 24 * n, n),
-    time: new Float64Array(buffer, at + 32 * n, n),
-    aux: new Uint32Array(buffer, at + 40 * n, n),
-  }
+  return { ...layoutAt(buffer, at, n), address: new BigUint64Array(buffer, at, n) }
 }
 
 /** Layout columns of n rows at byte `at` of `buffer`: layoutChunk's, and the native decoder's. */
@@ -705,18 +683,8 @@ class LayoutChunks {
   /** EventChunks.adopt for layout rows. */
   adopt(columns: LayoutChunk, n: number): void {
     this.chunks.length = 0
-    this.capacity = 0
-    for (let from = 0; from < n; from += CHUNK_ROWS) {
-      const rows = Math.min(CHUNK_ROWS, n - from)
-      let chunk = from === 0 && rows === n ? columns : layoutRows(columns, from, from + rows)
-      if (from > 0 && rows < CHUNK_ROWS) {
-        const whole = layoutChunk(CHUNK_ROWS)
-        for (const key of LAYOUT_KEYS) (whole[key] as Float64Array).set((chunk[key] as Float64Array).subarray(0, rows))
-        chunk = whole
-      }
-      this.chunks.push(chunk)
-      this.capacity += chunk.op.length
-    }
+    this.chunks.push(...adoptedChunks(columns, n, layoutChunk))
+    this.capacity = this.chunks.reduce((rows, c) => rows + c.op.length, 0)
     this.length = n
     this.last = this.chunks[this.chunks.length - 1] ?? EMPTY_LAYOUT
   }

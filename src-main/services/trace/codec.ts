@@ -22,6 +22,7 @@ import {
   type DataType,
 } from 'apache-arrow'
 
+import { concatArrays } from '../../ipc/bytes.ts'
 import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type ArrowType, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
@@ -951,13 +952,7 @@ class Decoder {
       const arrays = parts.map((p) =>
         asNumbers ? this.uint64Numbers(p[column] as BigUint64Array, `metrics ${column}`, c) : (p[column] as Float64Array),
       )
-      const out = new Float64Array(arrays.reduce((n, a) => n + a.length, 0))
-      let at = 0
-      for (const a of arrays) {
-        out.set(a, at)
-        at += a.length
-      }
-      return out
+      return concatArrays(arrays, (n) => new Float64Array(n))
     }
     return {
       time: concat('time', false),
