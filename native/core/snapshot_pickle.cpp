@@ -805,9 +805,8 @@ class decoder {
         p = device_list(p, outer);
         if (p < 0) return -1;
         if (depth_ > deepest) deepest = depth_;
-        p = skip_frames(p);
-        if (p < 0 || byte(p) != APPEND) return -1;
-        p++;
+        p = after_append(p);
+        if (p < 0) return -1;
       } else break;
     }
     generic_[std::size_t(g)].depth = depth_ = deepest + 1;
@@ -839,9 +838,8 @@ class decoder {
         p = event(p, device, wanted);
         if (p < 0) return -1;
         if (depth_ > deepest) deepest = depth_;
-        p = skip_frames(p);
-        if (p < 0 || byte(p) != APPEND) return -1;
-        p++;
+        p = after_append(p);
+        if (p < 0) return -1;
       } else break;
     }
     generic_[std::size_t(g)].depth = depth_ = deepest + 1;
@@ -1136,9 +1134,8 @@ class decoder {
         if (n == scratch_.size()) scratch_.resize(std::max<std::size_t>(256, n * 2));
         scratch_[n++] = frame;
         if (single) {
-          p = skip_frames(p);
-          if (p < 0 || byte(p) != APPEND) return -1;
-          p++;
+          p = after_append(p);
+          if (p < 0) return -1;
           break;
         }
       }
@@ -1475,6 +1472,12 @@ class decoder {
   int32_t add_number(double v) {
     numbers_.push_back(v);
     return int32_t(numbers_.size() - 1);
+  }
+
+  // Past the APPEND that ends a one-item list append (frames before it skipped); -1 if not there.
+  int64_t after_append(int64_t p) {
+    p = skip_frames(p);
+    return p < 0 || byte(p) != APPEND ? -1 : p + 1;
   }
 
   int64_t skip_frames(int64_t p) {

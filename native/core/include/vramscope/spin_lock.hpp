@@ -92,7 +92,8 @@ class spin_lock {
     if (VRAMSCOPE_UNLIKELY(parked_.load(std::memory_order_relaxed) != 0)) wake_one();
   }
 
-  // For tests and diagnostics: whether the lock is biased to a thread, and whether that ended.
+  // For tests and diagnostics: whether the lock is biased to a thread; revoked once that ended, or
+  // once the shared lock was first taken in a process that cannot bias.
   bias_state bias() const noexcept {
     if (revoked_.load(std::memory_order_acquire)) return bias_state::revoked;
     return owner_.load(std::memory_order_acquire) != 0 ? bias_state::biased : bias_state::none;
