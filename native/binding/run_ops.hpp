@@ -10,7 +10,7 @@ namespace vramscope::binding {
 
 class allocator_wrap;
 
-// Mirrored by src-main/services/allocators.ts (RunOpKind, RunOpStatus); a test checks they agree.
+// Mirrored by src-main/services/replay/allocators.ts (RunOpKind, RunOpStatus); a test checks they agree.
 enum class run_op_kind : std::uint8_t {
   alloc = 0,     // size bytes on stream
   free = 1,      // the block of the alloc op at index `target`, on stream

@@ -1,7 +1,7 @@
 /* The log libvramscope_intercept.so appends to: a 64-byte header, then fixed-size 64-byte records,
  * little-endian, in the order their calls returned (sequence numbers say so). Fixed sizes let a
  * reader tail the file while the program runs and stop at the last whole record when it was
- * killed. Read by src-main/services/record/intercept-log.ts and native/tests/intercept/; described
+ * killed. Read by src-main/services/import/intercept-log.ts and native/tests/intercept/; described
  * in docs/trace-format.md (Recording). Plain C so that any tool can include it. */
 #ifndef VRAMSCOPE_INTERCEPT_LOG_H
 #define VRAMSCOPE_INTERCEPT_LOG_H

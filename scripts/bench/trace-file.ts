@@ -10,7 +10,7 @@ import { mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { loadavg, tmpdir } from 'node:os'
 import { join } from 'node:path'
 
-import { concatBytes } from '../../src-main/ipc/bytes.ts'
+import { concatBytes } from '../../src-shared/bytes.ts'
 import { TraceWriter, readTrace, writeTrace } from '../../src-main/services/trace/file.ts'
 import { EventKind, allocateEvents, type RequestTrace, type TraceEvents } from '../../src-main/services/trace/model.ts'
 import { FigureLog } from './figures.ts'

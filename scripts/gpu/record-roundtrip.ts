@@ -6,7 +6,7 @@
 //   node --import tsx scripts/gpu/record-roundtrip.ts RECORDING  -> JSON line; exit 1 on a difference
 import { loadNative } from '../../src-main/native.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
-import { LayoutOp } from '../../src-main/services/trace/layout.ts'
+import { LayoutOp } from '../../src-shared/layout.ts'
 
 const file = process.argv[2]!
 const { trace, strategies } = await readTrace(file)

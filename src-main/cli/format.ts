@@ -1,5 +1,5 @@
 // Printing for people: figures in their units and plain-text tables with aligned columns.
-import type { MetricUnit } from '../services/compare.ts'
+import type { MetricUnit } from '../../src-shared/compare.ts'
 import { formatBytes, formatCount, formatDuration } from '../services/units.ts'
 
 export type Unit = MetricUnit | 'ns'

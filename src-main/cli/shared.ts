@@ -1,10 +1,10 @@
 // What the CLI's commands share: the output streams, progress on a terminal, option parsing that
 // fails as bad input (exit code 2), and opening and replaying a file with progress shown.
 import { InputError } from '../services/input-error.ts'
-import { openInput, type OpenedInput } from '../services/open-input.ts'
-import { replayInput, type ReplayedInput } from '../services/replay-input.ts'
-import { parseStrategySpecs, type StrategySpec } from '../services/strategy-spec.ts'
-import type { StrategyResult } from '../services/trace/results.ts'
+import { openInput, type OpenedInput } from '../services/import/open-input.ts'
+import { replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
+import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
+import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from '../services/units.ts'
 import { ProgressBar } from './progress.ts'
 

@@ -9,7 +9,7 @@ import { fileURLToPath } from 'node:url'
 
 import { app, BrowserWindow, dialog, ipcMain, Menu, nativeTheme, protocol, screen, session, type IpcMainInvokeEvent } from 'electron'
 
-import { CHANNELS, type AppCommand } from '../ipc/contract.ts'
+import { CHANNELS, type AppCommand } from '../../src-shared/contract.ts'
 import { WorkerClient } from '../utility/client.ts'
 import { forkElectronWorker } from './electron-worker.ts'
 import { IpcRouter, type SenderInfo } from './ipc-router.ts'

@@ -3,7 +3,7 @@
 // pages, the payload must match its channel's schema, and a window may open by path only files
 // the user chose (dialog, command line, file association, recent files). Everything else goes to
 // the worker process; recent files stay here, where they outlive any worker.
-import { CHANNELS, type AppInfo, type Channel, type ChannelArg, type RecentFile, type TraceSummary } from '../ipc/contract.ts'
+import { CHANNELS, type AppInfo, type Channel, type ChannelArg, type RecentFile, type TraceSummary } from '../../src-shared/contract.ts'
 import type { WorkerClient } from '../utility/client.ts'
 import { parsePayload } from './ipc-schemas.ts'
 import { isAppUrl } from './security.ts'

@@ -3,7 +3,7 @@
 // here does not compile. Objects are strict (no extra keys) and every string has a length limit.
 import { z } from 'zod'
 
-import type { Channel, ChannelArg } from '../ipc/contract.ts'
+import type { Channel, ChannelArg } from '../../src-shared/contract.ts'
 
 const id = z.string().min(1).max(128)
 /** Largest file a window may hand over as bytes (a drop); bigger files go by path. */

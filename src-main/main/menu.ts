@@ -5,7 +5,7 @@ import { basename } from 'node:path'
 
 import type { MenuItemConstructorOptions } from 'electron'
 
-import type { AppCommand } from '../ipc/contract.ts'
+import type { AppCommand } from '../../src-shared/contract.ts'
 
 export type ThemeChoice = 'system' | 'light' | 'dark'
 export type ViewName = Extract<AppCommand, { command: 'show' }>['view']

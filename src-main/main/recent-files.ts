@@ -5,7 +5,7 @@ import { randomUUID } from 'node:crypto'
 import { readFile } from 'node:fs/promises'
 import { basename } from 'node:path'
 
-import type { RecentFile } from '../ipc/contract.ts'
+import type { RecentFile } from '../../src-shared/contract.ts'
 import { SettingsFile } from './settings-file.ts'
 
 export const MAX_RECENT = 10

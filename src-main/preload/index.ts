@@ -1,10 +1,10 @@
-// The preload: the app's API (src-main/ipc/contract.ts) as one method per channel on
+// The preload: the app's API (src-shared/contract.ts) as one method per channel on
 // `window.vramscope`, and one subscribe method per event that returns its unsubscribe. The page
 // never gets ipcRenderer, an IPC event or anything of Node; it runs sandboxed with context
 // isolation, so only what is exposed here crosses.
 import { contextBridge, ipcRenderer, type IpcRendererEvent } from 'electron'
 
-import { BUNDLE_CHANNELS, CHANNELS, EVENTS, type Channel, type EventName, type Events } from '../ipc/contract.ts'
+import { BUNDLE_CHANNELS, CHANNELS, EVENTS, type Channel, type EventName, type Events } from '../../src-shared/contract.ts'
 
 type Reply = { ok: true; value: unknown } | { ok: false; error: { code: string; message: string } }
 

@@ -1,4 +1,4 @@
-// The app's API (src-main/ipc/contract.ts) over the services, for any host: the web host maps HTTP
+// The app's API (src-shared/contract.ts) over the services, for any host: the web host maps HTTP
 // requests onto it, the Electron shell maps IPC channels. It keeps the opened traces and the jobs
 // (opening, replaying) of one session; long work runs as a job with progress and cancel, so no
 // host ever waits on it. Nothing here knows about HTTP or Electron.
@@ -7,20 +7,20 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
-import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../ipc/contract.ts'
-import { listStrategies } from './allocators.ts'
+import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
+import { listStrategies } from './replay/allocators.ts'
 import { loadNative } from '../native.ts'
 import { nvidiaDriverPresent } from './record/program.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
-import { describeTrace } from './inspect.ts'
+import { describeTrace } from './analysis/inspect.ts'
 import { InputError } from './input-error.ts'
-import { openInput, type OpenedInput } from './open-input.ts'
-import { placementFor } from './replay-input.ts'
-import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay.ts'
-import { parseStrategySpecs } from './strategy-spec.ts'
-import { LayoutOp } from './trace/layout.ts'
+import { openInput, type OpenedInput } from './import/open-input.ts'
+import { placementFor } from './replay/replay-input.ts'
+import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay/replay.ts'
+import { parseStrategySpecs } from './replay/strategy-spec.ts'
+import { LayoutOp } from '../../src-shared/layout.ts'
 import type { RequestTrace } from './trace/model.ts'
-import type { StrategyResult } from './trace/results.ts'
+import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from './units.ts'
 
 export const PRIVACY_STATEMENT =

@@ -2,7 +2,7 @@
 // latest status (pushed by the worker), and recovery. If the worker dies (a crash, a CUDA fault, a
 // kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
 // doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
-import type { ChannelResult, JobStatus, TraceSummary } from '../ipc/contract.ts'
+import type { ChannelResult, JobStatus, TraceSummary } from '../../src-shared/contract.ts'
 import type { HostTransport, WorkerChannel, WorkerExit, WorkerInit, WorkerMessage } from './protocol.ts'
 
 /** A call (or a job) lost because the worker process ended. */

@@ -2,8 +2,8 @@
 // is answered with a reply of the same id; every job the session starts is watched and its status
 // pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
 // how far a job got if this process dies.
-import { encodeBundle } from '../ipc/bundle.ts'
-import type { JobStatus, RecordRequest, ReplayRequest } from '../ipc/contract.ts'
+import { encodeBundle } from '../../src-shared/bundle.ts'
+import type { JobStatus, RecordRequest, ReplayRequest } from '../../src-shared/contract.ts'
 import { AppSession } from '../services/app-session.ts'
 import type { HostPort, WorkerChannel, WorkerInit, WorkerRequest } from './protocol.ts'
 

@@ -2,7 +2,7 @@
 // and the worker process that hosts the native module and the AppSession. The same messages run
 // over Electron's utilityProcess (parentPort) and Node's child_process.fork (IPC channel): each
 // side sees only a `HostTransport` / `HostPort`, never the process API underneath.
-import type { Channel, JobStatus } from '../ipc/contract.ts'
+import type { Channel, JobStatus } from '../../src-shared/contract.ts'
 import type { SessionOptions } from '../services/app-session.ts'
 
 /**

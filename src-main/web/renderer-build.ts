@@ -6,7 +6,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs'
 import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url))
+export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 export const RENDERER_DIR = join(REPO_ROOT, 'dist', 'renderer')
 const SOURCES = ['src-renderer', 'src-main/ipc', 'vite.renderer.config.ts']
 

@@ -11,9 +11,9 @@ import { tmpdir } from 'node:os'
 import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
-import { encodeBundleParts } from '../ipc/bundle.ts'
+import { encodeBundleParts } from '../../src-shared/bundle.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
-import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../ipc/contract.ts'
+import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../../src-shared/contract.ts'
 import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
 
 export interface WebHostOptions {

@@ -1,7 +1,7 @@
-// The renderer's side of the API contract (src-main/ipc/contract.ts): over HTTP to the web host,
+// The renderer's side of the API contract (src-shared/contract.ts): over HTTP to the web host,
 // or through the Electron preload's bridge when the page runs in the desktop app. Bundles come
 // back as ArrayBuffers, decoded in the worker.
-import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-main/ipc/contract.ts'
+import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
 
 export class ApiCallError extends Error {
   constructor(

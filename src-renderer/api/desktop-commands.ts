@@ -1,7 +1,7 @@
 // What the desktop app's main process asks of a window (its menu; a worker process that died),
 // through the preload's `app:command` subscription. In a browser (vramscope serve) there is no
 // such subscription and nothing happens.
-import type { AppCommand } from '../../src-main/ipc/contract.ts'
+import type { AppCommand } from '../../src-shared/contract.ts'
 import type { AppState } from '../state/app.svelte.ts'
 
 type Subscribe = (listener: (command: AppCommand) => void) => () => void

@@ -1,6 +1,6 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-main/ipc/contract.ts'
+import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import { peakReservedEvent } from '../viz/peak.ts'

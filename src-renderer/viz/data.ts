@@ -1,9 +1,9 @@
 // Decoding what the host sends into the renderer's model: the request trace (columns and tables)
 // and each strategy's records, placement and metrics. Runs in the decode worker; pure, so unit
 // tests run it in Node on bundles the real host encoded.
-import { BundleError, bundleByteLength, decodeBundle } from '../../src-main/ipc/bundle.ts'
-import { concatBytes } from '../../src-main/ipc/bytes.ts'
-import type { Bundle, TraceSummary } from '../../src-main/ipc/contract.ts'
+import { BundleError, bundleByteLength, decodeBundle } from '../../src-shared/bundle.ts'
+import { concatBytes } from '../../src-shared/bytes.ts'
+import type { Bundle, TraceSummary } from '../../src-shared/contract.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from './requested.ts'

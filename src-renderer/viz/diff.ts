@@ -1,7 +1,7 @@
 // Two traces (or two runs) replayed through the same strategies, side by side: for every strategy
 // both hold (matched by name), each compared metric of A and B, B − A and (B − A) / A. The metric
-// list and which way is better are the CLI's (src-main/services/compare.ts), one definition.
-import { COMPARED_METRICS, type MetricDefinition } from '../../src-main/services/compare.ts'
+// list and which way is better are the CLI's (src-shared/compare.ts), one definition.
+import { COMPARED_METRICS, type MetricDefinition } from '../../src-shared/compare.ts'
 
 export interface SideStrategy {
   name: string

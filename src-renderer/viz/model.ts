@@ -3,10 +3,10 @@
 // layout events (in the decode worker), it answers "what was in memory after event e" for any e by
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
-import { LayoutOp as Op } from '../../src-main/services/trace/layout.ts'
+import { LayoutOp as Op } from '../../src-shared/layout.ts'
 import { aliveAt, buildIntervalIndex, type IntervalIndex } from './interval-index.ts'
 
-/** Layout op codes: the trace file's and the native tracer's (src-main/services/trace/layout.ts). */
+/** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
 export { Op }
 
 /** The layout columns of one strategy, as the host sends them. */

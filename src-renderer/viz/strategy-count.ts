@@ -1,7 +1,7 @@
 // The renderer's count of the strategies a spec names, to hold a map pane for each while their
-// replays run. The host parses and checks specs (src-main/services/strategy-spec.ts); this only
+// replays run. The host parses and checks specs (src-main/services/replay/strategy-spec.ts); this only
 // counts, with the same splitter, and a unit test holds it to the host's parser.
-import { splitTopLevel } from '../../src-main/services/strategy-text.ts'
+import { splitTopLevel } from '../../src-shared/strategy-text.ts'
 
 /**
  * How many strategies a spec in the CLI's syntax names: items at top-level commas that start a

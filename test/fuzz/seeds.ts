@@ -11,7 +11,7 @@ import { encodeTrace } from '../../src-main/services/trace/file.ts'
 import { concat } from '../unit/helpers/bytes.ts'
 import { sampleStrategies, sampleTrace } from '../unit/helpers/trace-samples.ts'
 
-const fixtures = fileURLToPath(new URL('../fixtures/', import.meta.url))
+const fixtures = fileURLToPath(new URL('../fixtures', import.meta.url))
 const MAX_SEED_BYTES = 24 * 1024
 
 function files(dir: string, pattern: RegExp): Uint8Array[] {

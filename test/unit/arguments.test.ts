@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
 
-import { Allocator, listStrategies, type NativeError, type OpColumns } from '../../src-main/services/allocators.ts'
+import { Allocator, listStrategies, type NativeError, type OpColumns } from '../../src-main/services/replay/allocators.ts'
 
 // Any strategy with a size parameter serves; the first one listed is taken, whichever it is.
 const withSize = listStrategies().find((s) => s.params.some((p) => p.kind === 'size'))!

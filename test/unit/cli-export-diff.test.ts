@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import { describeTrace } from '../../src-main/services/inspect.ts'
-import { openInput } from '../../src-main/services/open-input.ts'
+import { describeTrace } from '../../src-main/services/analysis/inspect.ts'
+import { openInput } from '../../src-main/services/import/open-input.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
 import { fixture, shown, vramscope, vramscopeJson } from './helpers/cli.ts'
 

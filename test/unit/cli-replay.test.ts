@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import { openInput } from '../../src-main/services/open-input.ts'
-import { replayInput } from '../../src-main/services/replay-input.ts'
-import { parseStrategySpecs } from '../../src-main/services/strategy-spec.ts'
+import { openInput } from '../../src-main/services/import/open-input.ts'
+import { replayInput } from '../../src-main/services/replay/replay-input.ts'
+import { parseStrategySpecs } from '../../src-main/services/replay/strategy-spec.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
 import { fixture, PYTORCH_WORKLOADS, shown, vramscope, vramscopeJson } from './helpers/cli.ts'
 

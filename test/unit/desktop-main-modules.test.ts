@@ -10,7 +10,7 @@ import { fileURLToPath } from 'node:url'
 
 import type { MenuItemConstructorOptions } from 'electron'
 
-import type { AppCommand } from '../../src-main/ipc/contract.ts'
+import type { AppCommand } from '../../src-shared/contract.ts'
 import { filesFromArgv } from '../../src-main/main/launch.ts'
 import { menuTemplate, RECORD_HELP, type MenuActions } from '../../src-main/main/menu.ts'
 import { MAX_RECENT, RecentFiles } from '../../src-main/main/recent-files.ts'
@@ -18,7 +18,7 @@ import { DEFAULT_SIZE, fitToDisplays, WindowStateStore } from '../../src-main/ma
 import { WorkerClient } from '../../src-main/utility/client.ts'
 import { forkNodeWorker } from '../../src-main/utility/node-transport.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 
 describe('desktop main-process modules', () => {
   let dir = ''

@@ -10,10 +10,10 @@ import { describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 import vm from 'node:vm'
 
-import { CHANNELS, EVENTS } from '../../src-main/ipc/contract.ts'
+import { CHANNELS, EVENTS } from '../../src-shared/contract.ts'
 import { APP_ENTRY, appUrlToFile, CONTENT_SECURITY_POLICY, denyAllPermissions, guardWebContents, isAppUrl } from '../../src-main/main/security.ts'
 
-const OUT = fileURLToPath(new URL('../../out/', import.meta.url))
+const OUT = fileURLToPath(new URL('../../out', import.meta.url))
 const BUILT = ['main/index.js', 'main/worker.js', 'preload/index.cjs', 'renderer/index.html'].map((f) => join(OUT, f))
 const missing = BUILT.filter((f) => !existsSync(f))
 if (missing.length > 0) throw new Error(`the desktop app is not built (${missing.join(', ')} missing): run npm run build:app (npm test does)`)

@@ -9,7 +9,7 @@ import { join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
-import { CHANNELS, type AppInfo, type JobStatus, type RecentFile, type TraceSummary } from '../../src-main/ipc/contract.ts'
+import { CHANNELS, type AppInfo, type JobStatus, type RecentFile, type TraceSummary } from '../../src-shared/contract.ts'
 import { IpcRouter, type IpcReply, type SenderInfo } from '../../src-main/main/ipc-router.ts'
 import { RecentFiles } from '../../src-main/main/recent-files.ts'
 import { APP_ENTRY } from '../../src-main/main/security.ts'

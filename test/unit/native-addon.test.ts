@@ -16,9 +16,9 @@ import {
   listStrategies,
   traceOpNames,
   type NativeError,
-} from '../../src-main/services/allocators.ts'
+} from '../../src-main/services/replay/allocators.ts'
 
-const repoRoot = new URL('../../', import.meta.url)
+const repoRoot = new URL('../..', import.meta.url)
 
 it('loads the addon from build/Release, once', () => {
   const [path = ''] = addonCandidates()

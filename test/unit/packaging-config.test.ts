@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url'
 
 import { FILE_TYPES } from '../../src-main/main/launch.ts'
 
-const ROOT = fileURLToPath(new URL('../../', import.meta.url))
+const ROOT = fileURLToPath(new URL('../..', import.meta.url))
 const require = createRequire(import.meta.url)
 
 type Config = Record<string, any>

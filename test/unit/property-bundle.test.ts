@@ -1,4 +1,4 @@
-// Property tests (fast-check) for the column bundle codec (src-main/ipc/bundle.ts): any metadata and
+// Property tests (fast-check) for the column bundle codec (src-shared/bundle.ts): any metadata and
 // any named typed arrays survive encode → decode exactly, every array viewed in place 8-byte
 // aligned; and a damaged bundle (bytes flipped, cut, or a header rewritten with hostile JSON) either
 // decodes or throws BundleError, never another exception, and never an array outside the buffer.
@@ -7,8 +7,8 @@ import { it } from 'node:test'
 
 import fc from 'fast-check'
 
-import { BundleError, decodeBundle, encodeBundle } from '../../src-main/ipc/bundle.ts'
-import type { BundleArray } from '../../src-main/ipc/contract.ts'
+import { BundleError, decodeBundle, encodeBundle } from '../../src-shared/bundle.ts'
+import type { BundleArray } from '../../src-shared/contract.ts'
 
 const runs = Number(process.env['VRAMSCOPE_PROPERTY_RUNS'] ?? 300)
 // A fixed seed by default, so that CI runs the same cases every time (a failure prints its seed and

@@ -18,7 +18,7 @@ import {
 } from '../../src-main/services/import/pytorch.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from '../../src-main/services/import/snapshot-error.ts'
 import { PickleDict, unpickle, type PickleValue } from '../../src-main/services/import/unpickle.ts'
-import { LayoutOp, type LayoutTrace } from '../../src-main/services/trace/layout.ts'
+import { LayoutOp, type LayoutTrace } from '../../src-shared/layout.ts'
 import { EventKind, type TraceEvents } from '../../src-main/services/trace/model.ts'
 
 const dir = join(import.meta.dirname, '..', 'fixtures', 'pytorch')

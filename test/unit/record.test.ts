@@ -18,11 +18,11 @@ import { fileURLToPath } from 'node:url'
 
 import { nvidiaDriverPresent } from '../../src-main/services/record/program.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
-import { LayoutOp } from '../../src-main/services/trace/layout.ts'
+import { LayoutOp } from '../../src-shared/layout.ts'
 import { EventKind } from '../../src-main/services/trace/model.ts'
 import { BIN, shown, vramscope } from './helpers/cli.ts'
 
-const root = fileURLToPath(new URL('../../', import.meta.url))
+const root = fileURLToPath(new URL('../..', import.meta.url))
 const build = join(root, process.env['VRAMSCOPE_NATIVE_BUILD'] ?? join('native', 'build'))
 const library = join(build, 'libvramscope_intercept.so')
 const program = join(build, 'intercept_fake_program')

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { encodeBundle } from '../../src-main/ipc/bundle.ts'
+import { encodeBundle } from '../../src-shared/bundle.ts'
 import { replayBundle } from '../../src-main/services/app-session.ts'
-import { openInput, recordedRegionPlacement } from '../../src-main/services/open-input.ts'
-import { replayTrace } from '../../src-main/services/replay.ts'
+import { openInput, recordedRegionPlacement } from '../../src-main/services/import/open-input.ts'
+import { replayTrace } from '../../src-main/services/replay/replay.ts'
 import { decodeReplay } from '../../src-renderer/viz/data.ts'
 import { figuresAt } from '../../src-renderer/viz/model.ts'
 

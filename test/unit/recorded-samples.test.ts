@@ -7,10 +7,10 @@ import { readdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { isRecorded } from '../../src-main/services/compare.ts'
-import { openInput } from '../../src-main/services/open-input.ts'
-import { replayInput } from '../../src-main/services/replay-input.ts'
-import { LayoutOp, type LayoutTrace } from '../../src-main/services/trace/layout.ts'
+import { isRecorded } from '../../src-shared/compare.ts'
+import { openInput } from '../../src-main/services/import/open-input.ts'
+import { replayInput } from '../../src-main/services/replay/replay-input.ts'
+import { LayoutOp, type LayoutTrace } from '../../src-shared/layout.ts'
 
 const SAMPLES = join(import.meta.dirname, '..', '..', 'resources', 'samples')
 const recordings = readdirSync(SAMPLES).filter((f) => f.startsWith('h100-') && f.endsWith('.vramscope'))

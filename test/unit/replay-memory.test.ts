@@ -9,7 +9,7 @@ import { spawnSync } from 'node:child_process'
 import { it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
-import { listStrategies } from '../../src-main/services/allocators.ts'
+import { listStrategies } from '../../src-main/services/replay/allocators.ts'
 
 const child = fileURLToPath(new URL('./helpers/replay-memory-child.ts', import.meta.url))
 const EVENTS = Number(process.env['VRAMSCOPE_REPLAY_EVENTS'] ?? 2_000_000)

@@ -1,4 +1,4 @@
-// Replay through the real addon (src-main/services/replay.ts -> native/binding/replay_wrap.cpp):
+// Replay through the real addon (src-main/services/replay/replay.ts -> native/binding/replay_wrap.cpp):
 // for every strategy the per-event counters equal the same calls made one by one on an Allocator;
 // progress is reported; an AbortSignal cancels with a coded error; bad arguments are named; a cap
 // given as "24GiB" makes requests fail; region placement reaches the simulated device; the same
@@ -6,8 +6,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { Allocator, traceOpNames, type NativeError } from '../../src-main/services/allocators.ts'
-import { NO_STREAM, replayTrace, toStrategyResult, type ReplayTarget } from '../../src-main/services/replay.ts'
+import { Allocator, traceOpNames, type NativeError } from '../../src-main/services/replay/allocators.ts'
+import { NO_STREAM, replayTrace, toStrategyResult, type ReplayTarget } from '../../src-main/services/replay/replay.ts'
 import { EventKind, allocateEvents, type RequestTrace } from '../../src-main/services/trace/model.ts'
 import { random } from './helpers/trace-samples.ts'
 import { CAPACITY, MiB, strategyConfigs } from './strategy-configs.ts'

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { RunOpKind, RunOpStatus, type Allocator, type NativeError, type OpColumns } from '../../src-main/services/allocators.ts'
+import { RunOpKind, RunOpStatus, type Allocator, type NativeError, type OpColumns } from '../../src-main/services/replay/allocators.ts'
 import { checkLayout, makeAllocator, strategyConfigs } from './strategy-configs.ts'
 
 const SIZES = [256, 512, 1000, 4096, 5000, 16384, 65536, 200_000]

@@ -4,7 +4,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { listStrategies, traceOpNames, type Allocator, type NativeError } from '../../src-main/services/allocators.ts'
+import { listStrategies, traceOpNames, type Allocator, type NativeError } from '../../src-main/services/replay/allocators.ts'
 import { CAPACITY, MiB, checkLayout, makeAllocator, strategyConfigs, unchangedPart } from './strategy-configs.ts'
 
 const SIZES = [1, 256, 1000, 4096, 5000, 65536]

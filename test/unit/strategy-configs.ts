@@ -3,7 +3,7 @@
 // allocator's layout (walk) agrees with its stats and with the blocks a test holds.
 import assert from 'node:assert/strict'
 
-import { Allocator, BlockState, listStrategies, type StrategyParams } from '../../src-main/services/allocators.ts'
+import { Allocator, BlockState, listStrategies, type StrategyParams } from '../../src-main/services/replay/allocators.ts'
 
 export const MiB = 1024 * 1024
 /** The simulated device of every test: small, so that exhaustion takes a few hundred requests. */

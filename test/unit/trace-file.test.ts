@@ -22,7 +22,7 @@ import {
   type TraceFileErrorCode,
 } from '../../src-main/services/trace/file.ts'
 import { EventKind, type RequestTrace } from '../../src-main/services/trace/model.ts'
-import type { StrategyResult } from '../../src-main/services/trace/results.ts'
+import type { StrategyResult } from '../../src-shared/results.ts'
 import { concat } from './helpers/bytes.ts'
 import { eventsEqual, sampleStrategies, sampleTrace } from './helpers/trace-samples.ts'
 

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, it } from 'node:test'
 
-import { decodeBundle } from '../../src-main/ipc/bundle.ts'
-import type { JobStatus } from '../../src-main/ipc/contract.ts'
+import { decodeBundle } from '../../src-shared/bundle.ts'
+import type { JobStatus } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 

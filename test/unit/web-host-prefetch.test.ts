@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import type { AppInfo, JobStatus, TraceSummary } from '../../src-main/ipc/contract.ts'
+import type { AppInfo, JobStatus, TraceSummary } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 

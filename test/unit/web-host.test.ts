@@ -9,9 +9,9 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import { decodeBundle } from '../../src-main/ipc/bundle.ts'
+import { decodeBundle } from '../../src-shared/bundle.ts'
 import { CONTENT_SECURITY_POLICY } from '../../src-main/ipc/page-policy.ts'
-import type { JobStatus } from '../../src-main/ipc/contract.ts'
+import type { JobStatus } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 

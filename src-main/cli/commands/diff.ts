@@ -1,7 +1,7 @@
 // `vramscope diff A B [--strategies ...]`: two traces, or two files of results, side by side with
 // their differences; with --strategies both are replayed first.
 import { diffTraces, type DiffRow, type DiffSide } from '../../services/export/diff.ts'
-import { describeTrace } from '../../services/inspect.ts'
+import { describeTrace } from '../../services/analysis/inspect.ts'
 import { formatDelta, formatRelative, formatValue, renderTable } from '../format.ts'
 import { openAndReplay, parseReplayOptions, printJson, type Io, type ReplayRequest, type ReplayingOptions } from '../shared.ts'
 

@@ -1,6 +1,6 @@
 // `vramscope import FILE -o OUT`: a PyTorch snapshot or RMM log (or a trace file, rewritten whole)
 // saved as a .vramscope trace file, with PyTorch's recorded layout as "pytorch (recorded)".
-import { describeTrace } from '../../services/inspect.ts'
+import { describeTrace } from '../../services/analysis/inspect.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import { formatBytes } from '../../services/units.ts'
 import { formatValue } from '../format.ts'

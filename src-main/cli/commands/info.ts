@@ -1,6 +1,6 @@
 // `vramscope info FILE`: what a trace file, PyTorch snapshot or RMM log holds.
-import { describeTrace } from '../../services/inspect.ts'
-import type { OpenedInput } from '../../services/open-input.ts'
+import { describeTrace } from '../../services/analysis/inspect.ts'
+import type { OpenedInput } from '../../services/import/open-input.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
 import { formatValue } from '../format.ts'
 import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'

@@ -6,7 +6,7 @@
 import { InputError } from '../../services/input-error.ts'
 import { findInterceptLibrary, nvidiaDriverPresent, recordProgram } from '../../services/record/program.ts'
 import { recordWorkloadInChild, type WorkloadSpec } from '../../services/record/workload.ts'
-import { parseStrategySpecs } from '../../services/strategy-spec.ts'
+import { parseStrategySpecs } from '../../services/replay/strategy-spec.ts'
 import { parseByteSize } from '../../services/units.ts'
 import { OptionError, printJson, type CommonOptions, type Io } from '../shared.ts'
 

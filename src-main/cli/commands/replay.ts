@@ -1,11 +1,11 @@
 // `vramscope replay FILE --strategies ... [--cap 24GiB] [-o OUT.vramscope]`: the trace through
 // every strategy, a table of the compared metrics side by side with the winner of each marked,
 // and PyTorch's own recorded figures beside the model's when the input has them.
-import { compareResults, isRecorded } from '../../services/compare.ts'
-import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay-input.ts'
-import type { StrategySpec } from '../../services/strategy-spec.ts'
+import { compareResults, isRecorded } from '../../../src-shared/compare.ts'
+import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay/replay-input.ts'
+import type { StrategySpec } from '../../services/replay/strategy-spec.ts'
 import { writeTrace } from '../../services/trace/file.ts'
-import type { StrategyResult } from '../../services/trace/results.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 import { formatBytes } from '../../services/units.ts'
 import { formatValue, renderTable } from '../format.ts'
 import { openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'

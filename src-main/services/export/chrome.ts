@@ -5,7 +5,7 @@
 // first process named "trace". Timestamps are microseconds since the trace's start, as the format
 // wants. Written as a sequence of strings so a large export never has to be one string in memory.
 import { EventKind, type RequestTrace } from '../trace/model.ts'
-import type { MetricsSeries, StrategyResult } from '../trace/results.ts'
+import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
 
 export interface ChromeExportInput {
   trace: RequestTrace

@@ -1,10 +1,10 @@
 // Each strategy's summary as CSV (RFC 4180), one row per strategy, for spreadsheets and scripts.
-// Columns: name, strategy, params (a JSON object), the compared metrics (services/compare.ts) in
+// Columns: name, strategy, params (a JSON object), the compared metrics (src-shared/compare.ts) in
 // their order, then every other summary figure any strategy has, in the order first met. Numbers
 // are written as JavaScript prints them (exact for bytes below 2^53); a figure a strategy lacks is
 // an empty field.
-import { COMPARED_METRICS } from '../compare.ts'
-import type { StrategyResult } from '../trace/results.ts'
+import { COMPARED_METRICS } from '../../../src-shared/compare.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export function summaryColumns(results: readonly StrategyResult[]): string[] {
   const columns = COMPARED_METRICS.map((m) => m.key)

@@ -1,9 +1,9 @@
 // Two traces, or two sets of results, side by side with their differences: what the programs asked
 // for (events, blocks, peak requested...) and, for strategies both sides hold (matched by name),
 // the compared metrics. "b - a" everywhere; relative differences are against a.
-import { COMPARED_METRICS, type MetricUnit } from '../compare.ts'
-import type { TraceDescription } from '../inspect.ts'
-import type { StrategyResult } from '../trace/results.ts'
+import { COMPARED_METRICS, type MetricUnit } from '../../../src-shared/compare.ts'
+import type { TraceDescription } from '../analysis/inspect.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export interface DiffSide {
   /** The file, as the user named it. */

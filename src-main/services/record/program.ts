@@ -13,8 +13,8 @@ import { fileURLToPath } from 'node:url'
 import { addonCandidates } from '../../native.ts'
 import { InputError } from '../input-error.ts'
 import { TraceWriter } from '../trace/file.ts'
-import { InterceptConverter, type InterceptSummary } from './intercept-converter.ts'
-import { InterceptLogReader } from './intercept-log.ts'
+import { InterceptConverter, type InterceptSummary } from '../import/intercept-converter.ts'
+import { InterceptLogReader } from '../import/intercept-log.ts'
 
 export const INTERCEPT_LIBRARY_NAME = 'libvramscope_intercept.so'
 
@@ -22,7 +22,7 @@ export const INTERCEPT_LIBRARY_NAME = 'libvramscope_intercept.so'
 export function interceptCandidates(): string[] {
   const fromEnv = process.env['VRAMSCOPE_INTERCEPT']
   if (fromEnv) return [resolve(fromEnv)]
-  const root = fileURLToPath(new URL('../../../', import.meta.url))
+  const root = fileURLToPath(new URL('../../..', import.meta.url))
   return [
     ...addonCandidates().map((addon) => join(dirname(addon), INTERCEPT_LIBRARY_NAME)),
     join(root, 'build', 'Release', INTERCEPT_LIBRARY_NAME),

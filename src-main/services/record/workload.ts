@@ -1,43 +1,20 @@
 // `vramscope record --workload NAME`: runs a built-in GPU workload (native/cuda/workloads/) through
-// a strategy on its real backing, in a child process (workload-child.ts): a CUDA fault or crash
-// there never takes the caller down, and the trace file it streams (TraceWriter) opens whatever
-// happens. The child reports progress and its result as JSON lines on stdout.
+// a strategy on its real backing, in a child process (workload-child.ts runs workload-recorder.ts):
+// a CUDA fault or crash there never takes the caller down, and the trace file it streams
+// (TraceWriter) opens whatever happens. The child reports progress and its result as JSON lines on stdout.
 import { spawn } from 'node:child_process'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
-import type { StrategyParams, WorkloadRecordResult } from '../../../native/index.js'
+import type { WorkloadRun, WorkloadSpec } from './workload-recorder.ts'
 
-export interface WorkloadSpec {
-  workload: string
-  strategy?: string
-  strategyParams?: StrategyParams
-  workloadParams?: Record<string, string>
-  device?: number
-  /** Bytes the backing may hand out (a cap below the device's memory). */
-  capacity?: number
-}
-
-/** What a recorded workload did (the native result), and how many events the file holds. */
-export interface WorkloadOutcome extends WorkloadRecordResult {
-  events: number
-  layoutEvents: number
-}
-
-export type WorkloadRun =
-  | { kind: 'done'; outcome: WorkloadOutcome }
-  /** No GPU or driver (or a build without CUDA): nothing was recorded. */
-  | { kind: 'no-device'; reason: string }
-  /** A bad workload, strategy or parameter: nothing was recorded. */
-  | { kind: 'bad-input'; message: string }
-  /** The recorder died (a signal) or failed; the trace file holds what was streamed before. */
-  | { kind: 'crashed'; message: string }
+export type { WorkloadOutcome, WorkloadRun, WorkloadSpec } from './workload-recorder.ts'
 
 const CHILD = fileURLToPath(new URL('./workload-child.mjs', import.meta.url))
 
 /** The same recording in this process (the desktop app's worker, which is isolated already). */
 export async function recordWorkloadInProcess(spec: WorkloadSpec, output: string, onProgress?: (events: number) => void): Promise<WorkloadRun> {
-  const { recordWorkloadHere } = await import('./workload-child.ts')
+  const { recordWorkloadHere } = await import('./workload-recorder.ts')
   let last: WorkloadRun | undefined
   try {
     await recordWorkloadHere(spec, output, (message) => {

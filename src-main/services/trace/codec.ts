@@ -22,13 +22,13 @@ import {
   type DataType,
 } from 'apache-arrow'
 
-import { concatArrays } from '../../ipc/bytes.ts'
+import { concatArrays } from '../../../src-shared/bytes.ts'
 import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type ArrowType, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
-import { allocateLayout, type LayoutTrace } from './layout.ts'
+import { allocateLayout, type LayoutTrace } from '../../../src-shared/layout.ts'
 import { EventKind, type Frame, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
-import type { MetricsSeries, StrategyResult } from './results.ts'
+import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
 
 export const FORMAT_NAME = 'vramscope-trace'
 /** major.minor: a reader reads every minor version of its major (unknown sections and columns are skipped). */

@@ -20,11 +20,11 @@ import {
   type DecodeProgress,
   type TraceFileContents,
 } from './codec.ts'
-import { concatBytes } from '../../ipc/bytes.ts'
+import { concatBytes } from '../../../src-shared/bytes.ts'
 import { EventsBuilder } from './events-builder.ts'
-import type { LayoutOp } from './layout.ts'
+import type { LayoutOp } from '../../../src-shared/layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
-import type { StrategyResult } from './results.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export {
   FORMAT_VERSION,

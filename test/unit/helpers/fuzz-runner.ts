@@ -143,7 +143,7 @@ const rmmMutations: Mutation[] = [
 ]
 
 function rmmInputs(): Uint8Array[] {
-  const dir = fileURLToPath(new URL('../../fixtures/rmm/', import.meta.url))
+  const dir = fileURLToPath(new URL('../../fixtures/rmm', import.meta.url))
   const fixtures = readdirSync(dir)
     .filter((f) => f.endsWith('.csv') || f.endsWith('.bin'))
     .sort()

@@ -1,7 +1,7 @@
 // The renderer's data for a file, made as the app makes it: the host's AppSession opens and
 // replays it, and the bundles it would send are decoded as the decode worker decodes them.
-import { encodeBundle } from '../../../src-main/ipc/bundle.ts'
-import type { Bundle } from '../../../src-main/ipc/contract.ts'
+import { encodeBundle } from '../../../src-shared/bundle.ts'
+import type { Bundle } from '../../../src-shared/contract.ts'
 import { AppSession } from '../../../src-main/services/app-session.ts'
 import { decodeReplay, decodeTraceData, type StrategyView, type TraceData } from '../../../src-renderer/viz/data.ts'
 

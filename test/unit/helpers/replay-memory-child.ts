@@ -3,8 +3,8 @@
 // from getrusage), and each strategy's time and summary. Run by replay-memory.test.ts in a child so
 // that its peak RSS is this replay's alone.
 //   node --import tsx replay-memory-child.ts EVENTS
-import { listStrategies } from '../../../src-main/services/allocators.ts'
-import { replayTrace, type ReplayTarget } from '../../../src-main/services/replay.ts'
+import { listStrategies } from '../../../src-main/services/replay/allocators.ts'
+import { replayTrace, type ReplayTarget } from '../../../src-main/services/replay/replay.ts'
 import { allocateEvents, EventKind, type RequestTrace } from '../../../src-main/services/trace/model.ts'
 import { random } from './trace-samples.ts'
 

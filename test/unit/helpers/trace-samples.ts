@@ -1,8 +1,8 @@
 // Deterministic sample traces and strategy results for the trace file tests, fuzzers and the
 // benchmark: every table filled, every event kind, addresses beyond 2^53.
 import { EventKind, allocateEvents, type RequestTrace, type TraceEvents } from '../../../src-main/services/trace/model.ts'
-import { allocateLayout, type LayoutTrace } from '../../../src-main/services/trace/layout.ts'
-import type { StrategyResult } from '../../../src-main/services/trace/results.ts'
+import { allocateLayout, type LayoutTrace } from '../../../src-shared/layout.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 /** mulberry32: a small seeded generator, so a failing case can be replayed from its seed. */
 export function random(seed: number): () => number {

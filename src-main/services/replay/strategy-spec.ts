@@ -6,9 +6,9 @@
 // Brackets protect a value's own commas and colons: `caching:roundup_power2_divisions=[256:1,512:2]`.
 // Every name and value is checked against the native library before anything runs.
 import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
-import { InputError } from './input-error.ts'
+import { InputError } from '../input-error.ts'
 import { defaultLabel } from './replay.ts'
-import { splitTopLevel } from './strategy-text.ts'
+import { splitTopLevel } from '../../../src-shared/strategy-text.ts'
 
 export interface StrategySpec {
   /** Unique among the specs: "caching (pytorch)", "buddy (pool_size=4GiB)". */

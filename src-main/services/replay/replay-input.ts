@@ -2,11 +2,11 @@
 // the CLI and the app both want it: PyTorch-policy targets get the recorded segment placement
 // when the input has one, so they reproduce PyTorch's own choices, and the results come back as
 // the trace file stores them, ready to print, export or save.
-import { isRecorded } from './compare.ts'
-import { recordedRegionPlacement, regionAddresses, type OpenedInput } from './open-input.ts'
+import { isRecorded } from '../../../src-shared/compare.ts'
+import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
 import { replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayTarget } from './replay.ts'
 import type { StrategySpec } from './strategy-spec.ts'
-import type { StrategyResult } from './trace/results.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export interface ReplayInputOptions {
   /** Device memory cap in bytes for every strategy. */

@@ -5,7 +5,7 @@
 // virtual-memory reservations and maps, with the host latency of each call in `aux`. Pinned host
 // memory is counted, not traced: it is not device memory.
 import type { TraceWriter } from '../trace/file.ts'
-import { LayoutOp } from '../trace/layout.ts'
+import { LayoutOp } from '../../../src-shared/layout.ts'
 import { EventKind } from '../trace/model.ts'
 import { INTERCEPT_OP_NAMES, InterceptOp, type InterceptHeader, type InterceptRecord } from './intercept-log.ts'
 

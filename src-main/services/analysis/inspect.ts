@@ -2,8 +2,8 @@
 // app's file panel): event counts, blocks, streams, frames, duration, the peak of requested bytes
 // (which needs no allocator: it is the program's own demand) and the strategy results stored
 // beside it. One pass over the event columns.
-import { EventKind, type RequestTrace } from './trace/model.ts'
-import type { StrategyResult } from './trace/results.ts'
+import { EventKind, type RequestTrace } from '../trace/model.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export interface TraceDescription {
   source: string

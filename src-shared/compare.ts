@@ -2,7 +2,7 @@
 // replay table, the CSV export and diff: the summary key, how to print it, and which way is better.
 // Winners are picked among modelled strategies only; a recorded allocator ("pytorch (recorded)")
 // is the reference they are measured against, not a contestant.
-import type { StrategyResult } from './trace/results.ts'
+import type { StrategyResult } from './results.ts'
 
 export type MetricUnit = 'bytes' | 'ratio' | 'count' | 'rate'
 

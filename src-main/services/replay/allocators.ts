@@ -13,8 +13,8 @@ import type {
   StrategyInfo,
   StrategyParams,
   TraceColumns,
-} from '../../native/index.js'
-import { loadNative } from '../native.ts'
+} from '../../../native/index.js'
+import { loadNative } from '../../native.ts'
 
 export type {
   AllocatorStats,
@@ -30,7 +30,7 @@ export type {
   StrategyInfo,
   StrategyParams,
   TraceColumns,
-} from '../../native/index.js'
+} from '../../../native/index.js'
 
 export const BACKING_KINDS: readonly BackingKind[] = ['simulated', 'cuda_malloc', 'cuda_vmm', 'cuda_async']
 

@@ -8,15 +8,15 @@ import type {
   ReplaySummary,
   ReplayTargetSpec,
   StrategyParams,
-} from '../../native/index.js'
-import { loadNative } from '../native.ts'
+} from '../../../native/index.js'
+import { loadNative } from '../../native.ts'
 import { badArgument, checkCount, checkParams, describe, findStrategy, isPlainObject } from './allocators.ts'
-import type { LayoutTrace } from './trace/layout.ts'
-import { EventKind, type RequestTrace } from './trace/model.ts'
-import type { MetricsSeries, StrategyResult } from './trace/results.ts'
-import { parseByteSize } from './units.ts'
+import type { LayoutTrace } from '../../../src-shared/layout.ts'
+import { EventKind, type RequestTrace } from '../trace/model.ts'
+import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
+import { parseByteSize } from '../units.ts'
 
-export type { ReplayBuckets, ReplayFullMetrics, ReplayLayoutColumns, ReplayResult, ReplaySummary } from '../../native/index.js'
+export type { ReplayBuckets, ReplayFullMetrics, ReplayLayoutColumns, ReplayResult, ReplaySummary } from '../../../native/index.js'
 
 /** ReplayLayoutColumns.stream where a layout event has no stream (regions, maps). */
 export const NO_STREAM = 0xffffffff

@@ -8,8 +8,8 @@
 // remainders it does not split), so the waste and the free runs between blocks would be guesses
 // that look like measurements. The rounded series is kept (it is what the layout says) but no
 // summary figure is made of it.
-import { LayoutOp, type LayoutTrace } from './trace/layout.ts'
-import type { MetricsSeries, StrategyResult } from './trace/results.ts'
+import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
+import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
 
 export interface LayoutMetrics {
   metrics: MetricsSeries
