@@ -1,42 +1,21 @@
 // Trace files on disk (docs/trace-format.md): writeTrace saves a whole trace, readTrace opens one
 // with progress, TraceWriter streams a recording to disk as it happens so that a recorder killed
 // at any moment leaves a file that opens with every event up to its last flush (at most
-// flushIntervalMs old). The byte-level format lives in codec.ts.
+// flushIntervalMs old). The byte-level format lives in schema.ts, encoder.ts and decoder.ts.
 import { open, rename, rm } from 'node:fs/promises'
 
-import {
-  decodeTrace,
-  encodeChunk,
-  encodeEvents,
-  encodeFrames,
-  encodeMetaChunk,
-  encodeNames,
-  encodeStacks,
-  encodeTrace,
-  MetaKey,
-  metaRows,
-  SectionCounter,
-  TraceFileError,
-  type DecodeProgress,
-  type TraceFileContents,
-} from './codec.ts'
+import { decodeTrace, TraceFileError, type DecodeProgress, type TraceFileContents } from './decoder.ts'
+import { encodeChunk, encodeEvents, encodeFrames, encodeMetaChunk, encodeNames, encodeStacks, encodeTrace, metaRows, SectionCounter } from './encoder.ts'
+import { MetaKey } from './schema.ts'
 import { concatBytes } from '../../../src-shared/bytes.ts'
 import { EventsBuilder } from './events-builder.ts'
 import type { LayoutOp } from '../../../src-shared/layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 
-export {
-  FORMAT_VERSION,
-  TRACE_FILE_EXTENSIONS,
-  TraceFileError,
-  decodeTrace,
-  encodeTrace,
-  type DecodeProgress,
-  type TraceFileContents,
-  type TraceFileErrorCode,
-  type TraceFileInfo,
-} from './codec.ts'
+export { TraceFileError, decodeTrace, type DecodeProgress, type TraceFileContents, type TraceFileErrorCode, type TraceFileInfo } from './decoder.ts'
+export { encodeTrace } from './encoder.ts'
+export { FORMAT_VERSION, TRACE_FILE_EXTENSIONS } from './schema.ts'
 
 /** Bytes read per call: progress reports this often, and a huge file never blocks long. */
 const READ_PIECE = 8 << 20
