@@ -169,6 +169,23 @@ describe('round trip', () => {
     assert.equal(read.strategies[0]!.layout!.address[1], 0xffff_8000_0000_0100n)
   })
 
+  it('reads back tables of any length the writer takes: 300,000 stacks, streams, tags and markers (issue: a spread of 130,000 rows overflowed the call stack)', async () => {
+    const rows = 300_000
+    const trace = sampleTrace(10)
+    trace.tables.stacks = Array.from({ length: rows }, (_, i) => new Uint32Array([i % 3]))
+    trace.tables.streams = Array.from({ length: rows }, (_, i) => `0x${i.toString(16)}`)
+    trace.tables.tags = Array.from({ length: rows }, (_, i) => `tag ${i}`)
+    trace.tables.markers = Array.from({ length: rows }, (_, i) => `step ${i}`)
+    const path = join(dir, 'many-rows.vramscope')
+    await writeTrace(path, trace)
+    const read = await readTrace(path)
+    assert.equal(read.trace.tables.stacks.length, rows)
+    assert.deepEqual(read.trace.tables.stacks[rows - 1], new Uint32Array([(rows - 1) % 3]))
+    assert.equal(read.trace.tables.streams.length, rows)
+    assert.equal(read.trace.tables.tags[rows - 1], `tag ${rows - 1}`)
+    assert.equal(read.trace.tables.markers[rows - 1], `step ${rows - 1}`)
+  })
+
   it('refuses to write strategies with the same name twice', () => {
     const [first] = sampleStrategies()
     assert.throws(() => encodeTrace(sampleTrace(10), [first!, { ...first! }]), /appears twice/)

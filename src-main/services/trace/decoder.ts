@@ -257,7 +257,7 @@ class Decoder {
       case 'streams':
       case 'tags':
       case 'markers':
-        for (const p of parts) this.tables[name].push(...(p['name'] as string[]))
+        for (const p of parts) appendAll(this.tables[name], p['name'] as string[])
         break
       case 'frames':
         for (const p of parts) {
@@ -268,7 +268,7 @@ class Decoder {
         }
         break
       case 'stacks':
-        for (const p of parts) this.tables.stacks.push(...(p['frames'] as Uint32Array[]))
+        for (const p of parts) appendAll(this.tables.stacks, p['frames'] as Uint32Array[])
         break
       case 'events':
         for (const [i, p] of parts.entries()) this.eventParts.push({ columns: p, chunk, rows: chunk.batches[i]!.header.length })
@@ -303,7 +303,7 @@ class Decoder {
             for (let i = 0; i < keys.length; i++) s.summary[keys[i]!] = (p['value'] as Float64Array)[i]!
           }
         } else {
-          s[name].push(...parts)
+          appendAll(s[name], parts)
         }
         break
       }
@@ -608,6 +608,12 @@ class Decoder {
         this.fail('corrupt', `the end section lists ${l.chunks} chunks of ${section}, the file holds none`, end.offset, end)
     }
   }
+}
+
+/** Appends in a loop: a spread (`push(...items)`) passes every item as an argument and overflows the
+ * call stack past about 100,000 of them, and a table may hold millions of rows. */
+function appendAll<T>(target: T[], items: readonly T[]): void {
+  for (const item of items) target.push(item)
 }
 
 function countNodes(field: ArrowField): number {
