@@ -3,13 +3,14 @@
 // error object on stdout; nothing is printed as a crash. A pickle that would run a command runs
 // nothing. `record` without a GPU says so.
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { existsSync, rmSync } from 'node:fs'
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import { writeTrace } from '../../src-main/services/trace/file.ts'
+import { readTrace, writeTrace } from '../../src-main/services/trace/file.ts'
 import { allocateEvents, EventKind } from '../../src-main/services/trace/model.ts'
 import { fixture, shown, vramscope, type CliRun } from './helpers/cli.ts'
 
@@ -37,6 +38,33 @@ describe('bad files', () => {
     const path = join(scratch, 'damaged.vramscope')
     await writeFile(path, bytes)
     refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: byte \\d+, chunk \\d+ \\(\\w+\\): .*`, 'm'))
+  })
+
+  it('a 3 GB file that is not a trace is refused at byte 0, without being read whole', async () => {
+    const path = join(scratch, 'huge.vramscope')
+    await writeFile(path, 'this is not a trace file\n')
+    await truncate(path, 3e9) // sparse: costs no disk
+    const started = Date.now()
+    refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: byte 0: .*not an Arrow IPC stream`, 'm'))
+    const rssBefore = process.resourceUsage().maxRSS
+    await assert.rejects(readTrace(path), /byte 0.*not an Arrow IPC stream/)
+    const grownKiB = process.resourceUsage().maxRSS - rssBefore
+    assert.ok(grownKiB < 256 * 1024, `reading the start of a 3 GB file grew the peak memory by ${Math.round(grownKiB / 1024)} MiB`)
+    assert.ok(Date.now() - started < 20_000, 'within seconds')
+  })
+
+  it('a FIFO or a directory given as input is refused at once, not waited on forever', async () => {
+    const fifo = join(scratch, 'pipe.vramscope')
+    execFileSync('mkfifo', [fifo])
+    for (const args of [['info', fifo], ['replay', fifo, '-s', 'slab']]) refused(await vramscope(args, { timeoutMs: 30_000 }), /FIFO \(named pipe\); vramscope reads regular files only/)
+    await assert.rejects(readTrace(fifo), /FIFO/)
+    refused(await vramscope(['info', scratch], { timeoutMs: 30_000 }), /is a directory/)
+  })
+
+  it('a torch.save zip archive says what it is and what to record instead', async () => {
+    const path = join(scratch, 'model.pt')
+    await writeFile(path, Buffer.concat([Buffer.from([0x50, 0x4b, 0x03, 0x04]), Buffer.alloc(60, 1)]))
+    refused(await vramscope(['info', path]), /byte 0: this is a zip archive, as torch\.save writes.*_dump_snapshot/)
   })
 
   it('a truncated trace file', async () => {

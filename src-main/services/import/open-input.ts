@@ -3,11 +3,11 @@
 // content decides what a file is where it can (Arrow's continuation marker, a pickle's PROTO
 // opcode, a JSON object); the name decides only where the content cannot (a protocol 0 pickle is
 // text, an empty file is nothing). Every problem with the file is an InputError naming it.
-import { open } from 'node:fs/promises'
+import { open, stat } from 'node:fs/promises'
 import { extname } from 'node:path'
 
 import { findUnknownFree } from '../analysis/inspect.ts'
-import { InputError } from '../input-error.ts'
+import { InputError, notARegularFile } from '../input-error.ts'
 import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './pytorch.ts'
 import { importRmmLog, type BadLine } from './rmm.ts'
 import { withLayoutMetrics } from '../analysis/layout-metrics.ts'
@@ -54,6 +54,8 @@ const LOG_EXTENSIONS = new Set(['.csv', '.log', '.txt'])
 export async function detectInputKind(path: string): Promise<InputKind> {
   let head: Uint8Array
   try {
+    const problem = notARegularFile(await stat(path))
+    if (problem) throw new UnknownInputError(path, '', problem)
     const handle = await open(path, 'r')
     try {
       const buffer = new Uint8Array(SNIFF_BYTES)
@@ -63,6 +65,7 @@ export async function detectInputKind(path: string): Promise<InputKind> {
       await handle.close()
     }
   } catch (e) {
+    if (e instanceof InputError) throw e
     throw new InputError(path, '', `cannot be read: ${(e as Error).message}`)
   }
   return kindOf(head, path)
@@ -92,6 +95,14 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
   while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
   if (head[i] === 0x7b /* { */) return 'pytorch-snapshot'
   if (startsWith(0x1f, 0x8b)) throw new UnknownInputError(path, 'byte 0', 'the file is gzip-compressed; decompress it first (gunzip)')
+  // Before the name decides: torch.save writes a zip archive, often named .pt or .pickle.
+  if (startsWith(0x50, 0x4b, 0x03, 0x04))
+    throw new UnknownInputError(
+      path,
+      'byte 0',
+      'this is a zip archive, as torch.save writes (a model or tensors), not a memory snapshot; record one with ' +
+        'torch.cuda.memory._record_memory_history() and save it with torch.cuda.memory._dump_snapshot("snapshot.pickle")',
+    )
   const named = byName()
   if (named) return named
   if (!head.includes(0) && looksLikeCsv(head)) return 'rmm-log'

@@ -106,6 +106,19 @@ export function decodeTrace(bytes: Uint8Array, file: string, onProgress?: (p: De
   return new Decoder(bytes, file, onProgress).run()
 }
 
+/** Bytes of a file's start that checkTraceStart needs: the first chunk's schema message and more. */
+export const TRACE_START_BYTES = 64 * 1024
+
+/**
+ * Checks a file's first message (the meta section's schema) before the rest is read, with the
+ * errors decodeTrace gives, so a file that is not a vramscope trace is refused at byte 0 without
+ * being loaded. `start` is the file's first bytes (TRACE_START_BYTES, or the whole file if
+ * shorter); `size` the whole file's size. Returns when the start is a trace's or cannot tell.
+ */
+export function checkTraceStart(start: Uint8Array, file: string, size: number): void {
+  new Decoder(start, file).checkStart(size)
+}
+
 class Decoder {
   private writer: WriterKind = 'file'
   private version = FORMAT_VERSION
@@ -127,17 +140,36 @@ class Decoder {
     private readonly onProgress?: (p: DecodeProgress) => void,
   ) {}
 
-  private fail(code: TraceFileErrorCode, problem: string, offset?: number, chunk?: Chunk | number, section?: string): never {
+  private fail(code: TraceFileErrorCode, problem: string, offset?: number, chunk?: Pick<Chunk, 'index' | 'metadata'> | number, section?: string): never {
     const index = typeof chunk === 'number' ? chunk : chunk?.index
     const name = section ?? (typeof chunk === 'object' ? chunk.metadata.get(MetaKey.section) : undefined)
     throw new TraceFileError(this.file, code, problem, offset, index, name)
   }
 
+  checkStart(size: number): void {
+    this.checkMagic()
+    let first: FramedMessage
+    try {
+      first = readMessage(this.bytes, 0)
+    } catch (e) {
+      if (!(e instanceof MessageError)) throw e
+      if (e.kind === 'truncated' && this.bytes.length < size) return // the first message is longer than the start read
+      if (e.kind === 'corrupt' && e.offset === 0) this.fail('not-arrow', `not an Arrow IPC stream (it starts with bytes ${hexBytes(this.bytes, 0, 8)})`, 0)
+      return // decodeTrace reports it with its position in context
+    }
+    if (first.header.kind !== 'schema') this.fail('not-arrow', `not an Arrow IPC stream (it starts with bytes ${hexBytes(this.bytes, 0, 8)})`, 0)
+    this.checkFormat({ index: 0, offset: 0, fields: first.header.fields, metadata: first.header.metadata })
+  }
+
+  private checkMagic(): void {
+    if (this.bytes.length === 0) this.fail('empty', 'the file is empty (0 bytes)', 0)
+    if (startsWith(this.bytes, 'ARROW1'))
+      this.fail('not-arrow', 'this is an Arrow IPC *file* (random-access format); vramscope traces are Arrow IPC streams', 0)
+  }
+
   run(): TraceFileContents {
     const bytes = this.bytes
-    if (bytes.length === 0) this.fail('empty', 'the file is empty (0 bytes)', 0)
-    if (startsWith(bytes, 'ARROW1'))
-      this.fail('not-arrow', 'this is an Arrow IPC *file* (random-access format); vramscope traces are Arrow IPC streams', 0)
+    this.checkMagic()
     let offset = 0
     let complete = false
     while (offset < bytes.length) {
@@ -205,7 +237,8 @@ class Decoder {
     return { index: this.chunkCount, offset, end: at, schemaMessage: first, fields: first.header.fields, metadata: first.header.metadata, batches }
   }
 
-  private readChunk(chunk: Chunk): void {
+  /** The format, version and (first chunk) section of a chunk's schema metadata. */
+  private checkFormat(chunk: Pick<Chunk, 'index' | 'offset' | 'fields' | 'metadata'>): string {
     const md = chunk.metadata
     const format = md.get(MetaKey.format)
     if (format !== FORMAT_NAME) {
@@ -231,6 +264,11 @@ class Decoder {
       if (writer !== 'file' && writer !== 'stream') this.fail('corrupt', `unknown writer ${JSON.stringify(writer)}`, chunk.offset, chunk)
       this.writer = writer
     }
+    return section
+  }
+
+  private readChunk(chunk: Chunk): void {
+    const section = this.checkFormat(chunk)
     this.checkCrc(chunk)
     const rows = chunk.batches.reduce((n, b) => n + b.header.length, 0)
     if (section === 'end') {

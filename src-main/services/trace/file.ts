@@ -2,13 +2,14 @@
 // with progress, TraceWriter streams a recording to disk as it happens so that a recorder killed
 // at any moment leaves a file that opens with every event up to its last flush (at most
 // flushIntervalMs old). The byte-level format lives in schema.ts, encoder.ts and decoder.ts.
-import { open, rename, rm } from 'node:fs/promises'
+import { open, rename, rm, stat } from 'node:fs/promises'
 
-import { decodeTrace, TraceFileError, type DecodeProgress, type TraceFileContents } from './decoder.ts'
+import { checkTraceStart, decodeTrace, TraceFileError, TRACE_START_BYTES, type DecodeProgress, type TraceFileContents } from './decoder.ts'
 import { encodeChunk, encodeEvents, encodeFrames, encodeMetaChunk, encodeNames, encodeStacks, encodeTrace, metaRows, SectionCounter } from './encoder.ts'
 import { MetaKey } from './schema.ts'
 import { concatBytes } from '../../../src-shared/bytes.ts'
 import { EventsBuilder } from './events-builder.ts'
+import { notARegularFile } from '../input-error.ts'
 import type { LayoutOp } from '../../../src-shared/layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -29,13 +30,20 @@ export interface ReadTraceOptions {
 export async function readTrace(path: string, options: ReadTraceOptions = {}): Promise<TraceFileContents> {
   let handle
   try {
+    const problem = notARegularFile(await stat(path))
+    if (problem) throw new TraceFileError(path, 'unreadable', problem)
     handle = await open(path, 'r')
   } catch (e) {
+    if (e instanceof TraceFileError) throw e
     throw new TraceFileError(path, 'unreadable', (e as Error).message)
   }
   let bytes: Uint8Array
   try {
     const { size } = await handle.stat()
+    // The start first: a file that is not a trace is refused at byte 0 before its size is allocated.
+    const start = new Uint8Array(Math.min(size, TRACE_START_BYTES))
+    const { bytesRead: startRead } = await handle.read(start, 0, start.length, 0)
+    checkTraceStart(start.subarray(0, startRead), path, size)
     // Not a pooled Buffer: offset 0 keeps every Arrow buffer 8-byte aligned, so columns are views.
     bytes = new Uint8Array(new ArrayBuffer(size))
     let done = 0
@@ -48,7 +56,7 @@ export async function readTrace(path: string, options: ReadTraceOptions = {}): P
     }
     if (done < size) bytes = bytes.subarray(0, done)
   } catch (e) {
-    if (options.signal?.aborted) throw e
+    if (options.signal?.aborted || e instanceof TraceFileError) throw e
     throw new TraceFileError(path, 'unreadable', (e as Error).message)
   } finally {
     await handle.close()
