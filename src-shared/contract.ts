@@ -3,7 +3,7 @@
 // with its argument's schema, its result and where it runs (CONTRACT); no channel name is written
 // anywhere else. One dispatcher (src-main/ipc/dispatch.ts) checks arguments against these schemas
 // for every host. The renderer imports this file for its types and the channel list only: the
-// schemas are functions of a zod namespace the dispatcher passes in, so no zod code reaches a page.
+// schemas are functions of the zod functions the dispatcher passes in, so no zod reaches a page.
 //
 // Long work (opening a file, replaying) is a job: the call returns a job id at once, the renderer
 // polls `job:status` for progress and may `job:cancel`; a finished job's result is fetched once.
@@ -119,12 +119,16 @@ export interface Returns<T> {
 }
 
 /**
- * What is declared of one channel. The argument's schema is a function of the zod namespace it is
- * given: this file imports zod's types only, so the renderer and the preload, which import the
- * channel table, carry no zod; the dispatcher (src-main/ipc/dispatch.ts) builds the schemas.
+ * The part of zod the argument schemas are built with. The dispatcher (src-main/ipc/dispatch.ts)
+ * passes zod's own functions; this file imports zod's types only, so the renderer and the preload,
+ * which import the channel table, carry no zod, and the hosts carry only the zod these need.
  */
+export type SchemaKit = Pick<typeof z, 'strictObject' | 'string' | 'number' | 'boolean' | 'undefined' | 'custom' | 'record'>
+
+/** What is declared of one channel. */
 export interface ChannelSpec<Arg = unknown, Result = unknown> {
-  arg: (zod: typeof z) => ZodType<Arg>
+  /** The argument's schema, built from the kit it is given. */
+  arg: (zod: SchemaKit) => ZodType<Arg>
   result: Returns<Result>
   /**
    * The call starts a job and returns its id at once: 'trace' opens a trace (the job's result is a
@@ -147,9 +151,9 @@ export interface ChannelSpec<Arg = unknown, Result = unknown> {
 const json = <T>(): Returns<T> => ({ kind: 'json' })
 const bundle: Returns<Bundle> = { kind: 'bundle' }
 const started = json<{ jobId: string }>()
-const none = (zod: typeof z) => zod.undefined()
+const none = (zod: SchemaKit) => zod.undefined()
 /** Trace, job and recent-file ids. */
-const id = (zod: typeof z) => zod.string().min(1).max(128)
+const id = (zod: SchemaKit) => zod.string().min(1).max(128)
 
 /** Largest file a window may hand over as bytes (a drop); bigger files go by path. */
 export const MAX_OPEN_BYTES = 2 * 1024 ** 3

@@ -3,9 +3,9 @@
 // The web host, the worker process and Electron's main process are transports over it: each
 // reads a call off its own wire, dispatches it, and writes the result back as the contract says
 // (JSON or a bundle). Nothing here knows which transport it serves.
-import { z, type ZodType } from 'zod'
+import { boolean, custom, number, record, strictObject, string, undefined as undefinedSchema, type z, type ZodType } from 'zod'
 
-import { CONTRACT, isChannel, type Bundle, type BundleChannel, type Channel, type ChannelArg, type ChannelResult } from '../../src-shared/contract.ts'
+import { CONTRACT, isChannel, type Bundle, type BundleChannel, type Channel, type ChannelArg, type ChannelResult, type SchemaKit } from '../../src-shared/contract.ts'
 import { ApiError } from '../services/api-error.ts'
 
 /** What a handler returns: the channel's result, or for a bundle, its encoded bytes (a worker's). */
@@ -24,11 +24,14 @@ export class ArgumentError extends ApiError {
   }
 }
 
+// Named functions, not the namespace: a bundle then carries only the zod these need.
+const KIT: SchemaKit = { strictObject, string, number, boolean, undefined: undefinedSchema, custom, record }
+
 const schemas = new Map<Channel, ZodType>()
 
 function schemaOf(channel: Channel): ZodType {
   let schema = schemas.get(channel)
-  if (!schema) schemas.set(channel, (schema = CONTRACT[channel].arg(z) as ZodType))
+  if (!schema) schemas.set(channel, (schema = CONTRACT[channel].arg(KIT) as ZodType))
   return schema
 }
 
