@@ -289,8 +289,5 @@ export type EventName = keyof Events
 
 export const EVENTS: readonly EventName[] = ['app:command']
 
-/** The renderer's view of the API: one async method per channel. */
-export type Api = { [C in Channel]: (arg: ChannelArg<C>) => Promise<ChannelResult<C>> }
-
 /** Error codes an API call can fail with, besides the native library's own. */
 export type ApiErrorCode = 'BAD_INPUT' | 'NOT_FOUND' | 'CANCELLED' | 'UNAUTHORIZED' | 'INTERNAL'
