@@ -25,8 +25,6 @@ import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
 
-export { ApiError }
-
 export const PRIVACY_STATEMENT =
   'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
