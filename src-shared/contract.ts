@@ -185,7 +185,7 @@ export const CONTRACT = {
   },
   'trace:openRecent': { arg: (zod) => zod.strictObject({ key: id(zod) }), result: started, job: 'trace', runs: 'main' },
   'trace:recent': { arg: none, result: json<RecentFile[]>(), runs: 'main' },
-  /** The request trace's columns and tables (wire.ts, traceDataBundle). */
+  /** The request trace's columns and tables (wire.ts, packTraceData). */
   'trace:data': { arg: (zod) => zod.strictObject({ traceId: id(zod) }), result: bundle, runs: 'utility' },
   /** Starts a replay; the job's result is fetched with `replay:result`. */
   'replay:start': {
@@ -201,7 +201,7 @@ export const CONTRACT = {
     job: 'replay',
     runs: 'utility',
   },
-  /** A finished replay's strategies, recorded and replayed (wire.ts, encodeReplay). */
+  /** A finished replay's strategies, recorded and replayed (wire.ts, packReplay). */
   'replay:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: bundle, runs: 'utility' },
   /**
    * Records a built-in workload on the GPU in a process of its own (a CUDA fault there never takes

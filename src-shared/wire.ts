@@ -50,7 +50,7 @@ export interface TraceDataSent {
   stackFrames: Uint32Array
 }
 
-export function traceDataBundle(summary: TraceSummary, trace: TraceToSend): Bundle {
+export function packTraceData(summary: TraceSummary, trace: TraceToSend): Bundle {
   const e = trace.events
   const t = trace.tables
   const stackOffsets = new Uint32Array(t.stacks.length + 1)
@@ -185,7 +185,7 @@ function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutSent
 }
 
 /** The replay:result bundle of `strategies`, in order; `piece`: layout events a piece (tests make it small). */
-export function replayBundle(strategies: readonly StrategyToSend[], piece = LAYOUT_PIECE): Bundle {
+export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT_PIECE): Bundle {
   const arrays: Record<string, BundleArray> = {}
   const listed: ListedStrategy[] = strategies.map((s, i) => {
     if (s.metrics) for (const name of METRICS) arrays[`s${i}.m.${name}`] = s.metrics[name]

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
 import type { AppInfo, Bundle, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
-import { traceDataBundle } from '../../src-shared/wire.ts'
+import { packTraceData } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from './api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
@@ -328,7 +328,7 @@ export class AppSession {
   /** The request trace's columns, with its tables in the metadata (src-shared/wire.ts). */
   traceData(traceId: string): Bundle {
     const { input, summary } = this.trace(traceId)
-    return traceDataBundle(summary, input.trace)
+    return packTraceData(summary, input.trace)
   }
 
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */

@@ -33,7 +33,7 @@ export function decodeTraceData(buffer: ArrayBuffer): TraceData {
   return { ...sent, requested: requestedSeries(sent.kind, sent.id, sent.size) }
 }
 
-/** A replay bundle (src-shared/wire.ts, replayBundle) held whole. */
+/** A replay bundle (src-shared/wire.ts, packReplay) held whole. */
 export function decodeReplay(buffer: ArrayBuffer): StrategyView[] {
   const decoder = new ReplayDecoder()
   decoder.push(new Uint8Array(buffer))

@@ -7,7 +7,7 @@ import { isRecorded } from '../../../src-shared/compare.ts'
 import type { Bundle } from '../../../src-shared/contract.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
-import { LAYOUT_PIECE, replayBundle as encodeReplay, type MetricsSent, type StrategyToSend } from '../../../src-shared/wire.ts'
+import { LAYOUT_PIECE, packReplay, type MetricsSent, type StrategyToSend } from '../../../src-shared/wire.ts'
 import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
 import type { RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
@@ -184,8 +184,8 @@ export function replayedOnEvents(result: ReplayResult): StrategyToSend {
 
 /**
  * Stored results with a layout (recorded ones) then replay results, as one `replay:result` bundle
- * (src-shared/wire.ts, replayBundle); `piece`: layout events a piece.
+ * (src-shared/wire.ts, packReplay); `piece`: layout events a piece.
  */
 export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[], piece = LAYOUT_PIECE): Bundle {
-  return encodeReplay([...stored.map((s) => recordedOnEvents(trace, s)), ...results.map(replayedOnEvents)], piece)
+  return packReplay([...stored.map((s) => recordedOnEvents(trace, s)), ...results.map(replayedOnEvents)], piece)
 }
