@@ -1,11 +1,15 @@
 // The one API the renderer talks to, whoever hosts it: the web host (`vramscope serve`, HTTP on
 // 127.0.0.1 with a token) and the Electron preload both implement it. Every channel is listed here
-// with its argument and result; no channel name is written anywhere else. The renderer imports this
-// file with `import type` only, apart from the CHANNELS table.
+// with its argument's schema, its result and where it runs (CONTRACT); no channel name is written
+// anywhere else. One dispatcher (src-main/ipc/dispatch.ts) checks arguments against these schemas
+// for every host. The renderer imports this file for its types and the channel list only: the
+// schemas are functions of the zod functions the dispatcher passes in, so no zod reaches a page.
 //
 // Long work (opening a file, replaying) is a job: the call returns a job id at once, the renderer
 // polls `job:status` for progress and may `job:cancel`; a finished job's result is fetched once.
-// Large results (event columns, layouts) cross as a column bundle (bundle.ts), not as JSON.
+// Large results (event columns, layouts) cross as a column bundle (bundle.ts, keys laid out by
+// wire.ts), not as JSON.
+import type { z, ZodType } from 'zod'
 
 /** What the app says about itself on start: shown in the empty state and the about line. */
 export interface AppInfo {
@@ -107,42 +111,131 @@ export interface RecentFile {
   openedAt: number
 }
 
+/** How a channel's result crosses, with its type (`type` is only for the compiler: never set). */
+export interface Returns<T> {
+  /** 'json': a JSON value; 'bundle': a column bundle (bundle.ts), binary on the wire. */
+  kind: 'json' | 'bundle'
+  readonly type?: T
+}
+
 /**
- * Every channel: argument and result. `Bundle` results are column bundles (bundle.ts); `Bytes`
- * arguments are raw file bytes.
+ * The part of zod the argument schemas are built with. The dispatcher (src-main/ipc/dispatch.ts)
+ * passes zod's own functions; this file imports zod's types only, so the renderer and the preload,
+ * which import the channel table, carry no zod, and the hosts carry only the zod these need.
  */
-export interface Channels {
-  'app:info': { arg: void; result: AppInfo }
+export type SchemaKit = Pick<typeof z, 'strictObject' | 'string' | 'number' | 'boolean' | 'undefined' | 'custom' | 'record'>
+
+/** What is declared of one channel. */
+export interface ChannelSpec<Arg = unknown, Result = unknown> {
+  /** The argument's schema, built from the kit it is given. */
+  arg: (zod: SchemaKit) => ZodType<Arg>
+  result: Returns<Result>
+  /**
+   * The call starts a job and returns its id at once: 'trace' opens a trace (the job's result is a
+   * TraceSummary, from `job:result`), 'replay' replays one (its bundle comes from `replay:result`).
+   */
+  job?: 'trace' | 'replay'
+  /**
+   * Which process of the desktop app serves it: 'utility', the worker process that holds the
+   * native library, the opened traces and the jobs; 'main', the app's own state (recent files, which
+   * outlive any worker). `vramscope serve` serves every channel in its one process.
+   */
+  runs: 'utility' | 'main'
+  /**
+   * The argument is a file's bytes: over HTTP they are the request body itself (streamed to disk,
+   * the file's name in the x-file-name header), not JSON.
+   */
+  upload?: true
+}
+
+const json = <T>(): Returns<T> => ({ kind: 'json' })
+const bundle: Returns<Bundle> = { kind: 'bundle' }
+const started = json<{ jobId: string }>()
+const none = (zod: SchemaKit) => zod.undefined()
+/** Trace, job and recent-file ids. */
+const id = (zod: SchemaKit) => zod.string().min(1).max(128)
+
+/** Largest file a window may hand over as bytes (a drop); bigger files go by path. */
+export const MAX_OPEN_BYTES = 2 * 1024 ** 3
+
+/**
+ * Every channel, declared once: its argument's schema (what any host accepts: objects are strict,
+ * every string has a length limit), how its result crosses, whether it starts a job, and where the
+ * desktop app serves it. The argument and result types derive from here (ChannelArg, ChannelResult).
+ */
+export const CONTRACT = {
+  'app:info': { arg: none, result: json<AppInfo>(), runs: 'utility' },
   /** Opens a bundled sample. Result: a job whose result is a TraceSummary. */
-  'trace:openSample': { arg: { name: string }; result: { jobId: string } }
+  'trace:openSample': { arg: (zod) => zod.strictObject({ name: zod.string().min(1).max(255) }), result: started, job: 'trace', runs: 'utility' },
   /** Opens a file by path (Electron's dialog and drops; the web host only for its FILE and recent files). */
-  'trace:openPath': { arg: { path: string }; result: { jobId: string } }
+  'trace:openPath': { arg: (zod) => zod.strictObject({ path: zod.string().min(1).max(4096) }), result: started, job: 'trace', runs: 'utility' },
   /** Opens a file's bytes (a browser's drop or file input). */
-  'trace:openBytes': { arg: { name: string; bytes: Uint8Array }; result: { jobId: string } }
-  'trace:openRecent': { arg: { key: string }; result: { jobId: string } }
-  'trace:recent': { arg: void; result: RecentFile[] }
-  /** The request trace's columns and tables. */
-  'trace:data': { arg: { traceId: string }; result: Bundle }
+  'trace:openBytes': {
+    arg: (zod) =>
+      zod.strictObject({
+        name: zod.string().max(255),
+        bytes: zod
+          .custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'must be bytes (a Uint8Array)' })
+          .refine((v) => v.byteLength <= MAX_OPEN_BYTES, { message: `at most ${MAX_OPEN_BYTES} bytes` }),
+      }),
+    result: started,
+    job: 'trace',
+    runs: 'utility',
+    upload: true,
+  },
+  'trace:openRecent': { arg: (zod) => zod.strictObject({ key: id(zod) }), result: started, job: 'trace', runs: 'main' },
+  'trace:recent': { arg: none, result: json<RecentFile[]>(), runs: 'main' },
+  /** The request trace's columns and tables (wire.ts, packTraceData). */
+  'trace:data': { arg: (zod) => zod.strictObject({ traceId: id(zod) }), result: bundle, runs: 'utility' },
   /** Starts a replay; the job's result is fetched with `replay:result`. */
-  'replay:start': { arg: ReplayRequest; result: { jobId: string } }
+  'replay:start': {
+    arg: (zod): ZodType<ReplayRequest> =>
+      zod.strictObject({
+        traceId: id(zod),
+        strategies: zod.string().min(1).max(4096),
+        cap: zod.string().max(64).optional(),
+        includeStored: zod.boolean().optional(),
+        targets: zod.strictObject({ first: zod.number().int().min(0), count: zod.number().int().min(0).optional() }).optional(),
+      }),
+    result: started,
+    job: 'replay',
+    runs: 'utility',
+  },
+  /** A finished replay's strategies, recorded and replayed (wire.ts, packReplay). */
+  'replay:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: bundle, runs: 'utility' },
   /**
    * Records a built-in workload on the GPU in a process of its own (a CUDA fault there never takes
    * the host down); the job's result (`job:result`) is the recording, opened as a trace.
    */
-  'record:workload': { arg: RecordRequest; result: { jobId: string } }
-  'replay:result': { arg: { jobId: string }; result: Bundle }
+  'record:workload': {
+    arg: (zod): ZodType<RecordRequest> =>
+      zod.strictObject({
+        workload: zod.string().min(1).max(64),
+        strategy: zod.string().min(1).max(1024).optional(),
+        params: zod.record(zod.string().max(64), zod.string().max(256)).optional(),
+      }),
+    result: started,
+    job: 'trace',
+    runs: 'utility',
+  },
   /**
-   * waitMs (the web host; at most 1000): answer once the job settles or that long has passed,
-   * so a poller learns of the end at once.
+   * waitMs (honoured by the web host, at most 1000): answer once the job settles or that long has
+   * passed, so a poller learns of the end at once.
    */
-  'job:status': { arg: { jobId: string; waitMs?: number }; result: JobStatus }
-  'job:result': { arg: { jobId: string }; result: TraceSummary }
-  'job:cancel': { arg: { jobId: string }; result: { cancelled: boolean } }
-}
+  'job:status': { arg: (zod) => zod.strictObject({ jobId: id(zod), waitMs: zod.number().min(0).optional() }), result: json<JobStatus>(), runs: 'utility' },
+  'job:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<TraceSummary>(), runs: 'utility' },
+  'job:cancel': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<{ cancelled: boolean }>(), runs: 'utility' },
+} as const satisfies Record<string, ChannelSpec>
 
-export type Channel = keyof Channels
-export type ChannelArg<C extends Channel> = Channels[C]['arg']
-export type ChannelResult<C extends Channel> = Channels[C]['result']
+export type Channel = keyof typeof CONTRACT
+/** A channel's argument; `void` where it takes none (the call is made without one). */
+export type ChannelArg<C extends Channel> = z.output<ReturnType<(typeof CONTRACT)[C]['arg']>> extends infer A ? (undefined extends A ? (A extends undefined ? void : A) : A) : never
+export type ChannelResult<C extends Channel> = (typeof CONTRACT)[C]['result'] extends Returns<infer T> ? T : never
+/** Every channel's argument and result types. */
+export type Channels = { [C in Channel]: { arg: ChannelArg<C>; result: ChannelResult<C> } }
+/** The channels whose result is a bundle; the channels the desktop app's main process serves. */
+export type BundleChannel = { [C in Channel]: (typeof CONTRACT)[C]['result'] extends Returns<Bundle> ? C : never }[Channel]
+export type MainChannel = { [C in Channel]: (typeof CONTRACT)[C]['runs'] extends 'main' ? C : never }[Channel]
 
 /** A decoded column bundle: JSON metadata plus named typed arrays. */
 export interface Bundle {
@@ -159,24 +252,20 @@ export type BundleArray =
   | Float64Array
   | BigUint64Array
 
-/** Channels whose result is a bundle (binary on the wire). */
-export const BUNDLE_CHANNELS: ReadonlySet<Channel> = new Set<Channel>(['trace:data', 'replay:result'])
+export const CHANNELS = Object.keys(CONTRACT) as readonly Channel[]
 
-export const CHANNELS: readonly Channel[] = [
-  'app:info',
-  'trace:openSample',
-  'trace:openPath',
-  'trace:openBytes',
-  'trace:openRecent',
-  'trace:recent',
-  'trace:data',
-  'replay:start',
-  'replay:result',
-  'record:workload',
-  'job:status',
-  'job:result',
-  'job:cancel',
-]
+/** Channels whose result is a bundle (binary on the wire). */
+export const BUNDLE_CHANNELS: ReadonlySet<Channel> = new Set(CHANNELS.filter((c) => specOf(c).result.kind === 'bundle'))
+
+/** What the contract declares of `channel`, as the general shape every entry has. */
+export function specOf(channel: Channel): ChannelSpec {
+  return CONTRACT[channel]
+}
+
+/** Whether `name` is a channel (not merely a property every object has, such as "toString"). */
+export function isChannel(name: unknown): name is Channel {
+  return typeof name === 'string' && Object.hasOwn(CONTRACT, name)
+}
 
 /**
  * What the desktop app's main process tells a window (its menu, a crashed worker); the web host
@@ -199,9 +288,6 @@ export interface Events {
 export type EventName = keyof Events
 
 export const EVENTS: readonly EventName[] = ['app:command']
-
-/** The renderer's view of the API: one async method per channel. */
-export type Api = { [C in Channel]: (arg: ChannelArg<C>) => Promise<ChannelResult<C>> }
 
 /** Error codes an API call can fail with, besides the native library's own. */
 export type ApiErrorCode = 'BAD_INPUT' | 'NOT_FOUND' | 'CANCELLED' | 'UNAUTHORIZED' | 'INTERNAL'

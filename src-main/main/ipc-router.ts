@@ -1,11 +1,13 @@
 // Main's side of the API contract, written without Electron so it can be tested in Node: a call is
 // (sender, channel, payload) → reply. The sender must be the main frame of one of the app's own
-// pages, the payload must match its channel's schema, and a window may open by path only files
-// the user chose (dialog, command line, file association, recent files). Everything else goes to
-// the worker process; recent files stay here, where they outlive any worker.
-import { CHANNELS, type AppInfo, type Channel, type ChannelArg, type RecentFile, type TraceSummary } from '../../src-shared/contract.ts'
+// pages; then the one dispatcher (src-main/ipc/dispatch.ts) checks the payload against its
+// channel's schema and calls main's handler. What is Electron's stays here: recent files (they
+// outlive any worker), the files the user chose, and the rule that a window may open by path only
+// those (dialog, command line, file association, recent files). Everything else goes to the worker.
+import { specOf, type AppInfo, type MainChannel, type RecentFile } from '../../src-shared/contract.ts'
+import { dispatch, type Handlers } from '../ipc/dispatch.ts'
 import type { WorkerClient } from '../utility/client.ts'
-import { parsePayload } from './ipc-schemas.ts'
+import { WORKER_CHANNELS, type WorkerChannel } from '../utility/protocol.ts'
 import { isAppUrl } from './security.ts'
 
 /** What main knows about the frame that sent a message (from event.senderFrame). */
@@ -85,53 +87,49 @@ export class IpcRouter {
   async handle(sender: SenderInfo, channel: unknown, payload: unknown): Promise<IpcReply> {
     const refused = senderRejection(sender, this.options.devServerUrl)
     if (refused !== undefined) return { ok: false, error: { code: 'UNAUTHORIZED', message: `refused: ${refused}` } }
-    if (typeof channel !== 'string' || !CHANNELS.includes(channel as Channel))
-      return { ok: false, error: { code: 'NOT_FOUND', message: `no channel ${JSON.stringify(channel)?.slice(0, 100)}` } }
-    const parsed = parsePayload(channel as Channel, payload)
-    if (!parsed.ok) return { ok: false, error: { code: 'BAD_INPUT', message: parsed.message } }
     try {
-      return { ok: true, value: await this.serve(sender.windowId!, channel as Channel, parsed.arg) }
+      return { ok: true, value: await dispatch(this.handlers(sender.windowId!), channel as string, payload) }
     } catch (e) {
       const error = e as Error & { code?: unknown }
       return { ok: false, error: { code: typeof error.code === 'string' ? error.code : 'INTERNAL', message: error.message ?? String(e) } }
     }
   }
 
-  private async serve(windowId: number, channel: Channel, arg: ChannelArg<Channel>): Promise<unknown> {
+  /**
+   * What main does with each channel for window `windowId`: the channels that run in main, its
+   * own; the others go to the worker, those that open a trace noted for the recent list, and
+   * app:info and trace:openPath with main's part added (the window's file, the allow-list).
+   */
+  private handlers(windowId: number): Handlers {
     const worker = this.options.worker
-    switch (channel) {
-      case 'app:info': {
-        const info = (await worker.call('app:info', undefined)) as AppInfo
+    const forwarded: Partial<Record<WorkerChannel, (arg: unknown) => Promise<unknown>>> = {}
+    for (const channel of WORKER_CHANNELS)
+      forwarded[channel] = specOf(channel).job === 'trace' ? async (arg) => this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string }) : (arg) => worker.call(channel, arg)
+    const own: Pick<Handlers, MainChannel | 'app:info' | 'trace:openPath' | 'job:result'> = {
+      'app:info': async () => {
+        const info = await worker.call('app:info', undefined)
         const initial = this.initialKeys.get(windowId)
         const { initialFile: _workerInitial, ...rest } = info
         return { ...rest, host: 'electron', ...(initial !== undefined && { initialFile: initial }) } satisfies AppInfo
-      }
-      case 'trace:recent':
-        return this.options.recent.list()
-      case 'trace:openRecent': {
-        const { key } = arg as ChannelArg<'trace:openRecent'>
+      },
+      'trace:recent': () => this.options.recent.list(),
+      'trace:openRecent': async ({ key }) => {
         const path = this.chosen.get(key) ?? this.options.recent.pathOf(key)
         if (path === undefined) throw Object.assign(new Error(`recent: no recent file ${JSON.stringify(key)}`), { code: 'NOT_FOUND' })
         return this.track(windowId, path, await worker.call('trace:openPath', { path }))
-      }
-      case 'trace:openPath': {
-        const { path } = arg as ChannelArg<'trace:openPath'>
+      },
+      'trace:openPath': async ({ path }) => {
         const known = [...this.chosen.values()].includes(path) || this.options.recent.list().some((r) => this.options.recent.pathOf(r.key) === path)
         if (!known) throw Object.assign(new Error('path: a window opens only files you chose (File › Open, the command line, a file association or recent files)'), { code: 'BAD_INPUT' })
         return this.track(windowId, path, await worker.call('trace:openPath', { path }))
-      }
-      case 'trace:openSample':
-      case 'trace:openBytes':
-      case 'record:workload':
-        return this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string })
-      case 'job:result': {
-        const summary = (await worker.call('job:result', arg)) as TraceSummary
-        await this.opened((arg as ChannelArg<'job:result'>).jobId)
+      },
+      'job:result': async (arg) => {
+        const summary = await worker.call('job:result', arg)
+        await this.opened(arg.jobId)
         return summary
-      }
-      default:
-        return worker.call(channel, arg)
+      },
     }
+    return { ...(forwarded as Handlers), ...own }
   }
 
   private track(windowId: number, path: string | undefined, started: { jobId: string }): { jobId: string } {

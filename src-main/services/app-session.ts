@@ -1,13 +1,18 @@
-// The app's API (src-shared/contract.ts) over the services, for any host: the web host maps HTTP
-// requests onto it, the Electron shell maps IPC channels. It keeps the opened traces and the jobs
-// (opening, replaying) of one session; long work runs as a job with progress and cancel, so no
-// host ever waits on it. Nothing here knows about HTTP or Electron.
+// The app's API (src-shared/contract.ts) over the services, for any host: sessionHandlers() gives
+// the dispatcher (src-main/ipc/dispatch.ts) one handler per channel, and the web host and the
+// desktop app's worker process carry calls to it. It keeps the opened traces and the jobs (opening,
+// replaying) of one session; long work runs as a job with progress and cancel, so no host ever
+// waits on it; the bundles it answers with are packed by src-shared/wire.ts. Nothing here knows
+// about HTTP or Electron.
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join } from 'node:path'
 
-import type { AppInfo, Bundle, BundleArray, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
+import type { AppInfo, Bundle, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
+import { packTraceData } from '../../src-shared/wire.ts'
+import type { Handlers } from '../ipc/dispatch.ts'
+import { ApiError } from './api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
 import { loadNative } from '../native.ts'
 import { nvidiaDriverPresent } from './record/program.ts'
@@ -15,12 +20,9 @@ import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } fro
 import { describeTrace } from './analysis/inspect.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor } from './replay/replay-input.ts'
-import { NO_STREAM, replayTrace, type ReplayResult, type ReplayTarget } from './replay/replay.ts'
+import { placementFor, replayBundle } from './replay/replay-input.ts'
+import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
-import { LayoutOp } from '../../src-shared/layout.ts'
-import type { RequestTrace } from './trace/model.ts'
-import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from './units.ts'
 
 export const PRIVACY_STATEMENT =
@@ -29,15 +31,8 @@ export const PRIVACY_STATEMENT =
 /** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
 export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=seed,slab,buddy,vmm_growable'
 
-/** An API call that failed for a reason the user can act on. */
-export class ApiError extends Error {
-  constructor(
-    readonly code: 'BAD_INPUT' | 'NOT_FOUND' | 'CANCELLED',
-    message: string,
-  ) {
-    super(message)
-  }
-}
+/** The longest a `job:status` call with waitMs holds its answer back. */
+const MAX_STATUS_WAIT_MS = 1000
 
 interface Job<T> {
   status: JobStatus
@@ -330,30 +325,10 @@ export class AppSession {
     return t
   }
 
-  /** The request trace's columns, with its tables in the metadata. */
+  /** The request trace's columns, with its tables in the metadata (src-shared/wire.ts). */
   traceData(traceId: string): Bundle {
     const { input, summary } = this.trace(traceId)
-    const e = input.trace.events
-    const t = input.trace.tables
-    const stackOffsets = new Uint32Array(t.stacks.length + 1)
-    for (let i = 0; i < t.stacks.length; i++) stackOffsets[i + 1] = stackOffsets[i]! + t.stacks[i]!.length
-    const stackFrames = new Uint32Array(stackOffsets[t.stacks.length]!)
-    t.stacks.forEach((s, i) => stackFrames.set(s, stackOffsets[i]!))
-    return {
-      meta: { summary, streams: t.streams, frames: t.frames, tags: t.tags, markers: t.markers, meta: input.trace.meta },
-      arrays: {
-        kind: e.kind,
-        id: e.id,
-        size: e.size,
-        stream: e.stream,
-        device: e.device,
-        time: e.time,
-        stack: e.stack,
-        tag: e.tag,
-        stackOffsets,
-        stackFrames,
-      },
-    }
+    return packTraceData(summary, input.trace)
   }
 
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
@@ -490,172 +465,25 @@ function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
   return specs.slice(first, count === undefined ? undefined : first + count)
 }
 
-/** Index of the last request event at or before `time` (events ascending in time); 0 if none. */
-function eventAt(times: Float64Array, time: number): number {
-  let lo = 0
-  let hi = times.length - 1
-  if (hi < 0 || time < times[0]!) return 0
-  while (lo < hi) {
-    const mid = (lo + hi + 1) >> 1
-    if (times[mid]! <= time) lo = mid
-    else hi = mid - 1
-  }
-  return lo
-}
-
-export interface ReplayBundleStrategy {
-  name: string
-  strategy: string
-  params: Record<string, unknown>
-  recorded: boolean
-  summary: Record<string, number>
-  /** The layout's pieces, and its allocs and region events (what the renderer sizes its records by). */
-  layout: { pieces: number; allocs: number; regionEvents: number }
-}
-
 /**
- * Index of the last request event at or before each of `times`: a forward walk while they ascend
- * (a layout's events do), a binary search where one steps back.
+ * The session as the dispatcher's handlers (src-main/ipc/dispatch.ts): one per channel of the
+ * contract, given its checked argument. The web host serves them all; the desktop app's worker
+ * process those that run there.
  */
-function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>, ops?: ArrayLike<number>): Uint32Array {
-  const out = new Uint32Array(times.length)
-  const last = eventTimes.length - 1
-  let e = 0
-  let previous = -Infinity
-  for (let k = 0; k < times.length; k++) {
-    const time = times[k]!
-    if (time < previous) e = eventAt(eventTimes, time)
-    else while (e < last && eventTimes[e + 1]! <= time) e++
-    let at = last < 0 || time < eventTimes[0]! ? 0 : e
-    // Memory obtained between two requests was obtained for the next one (PyTorch logs a segment
-    // just before the allocation that needed it, a microsecond or so earlier): a replay counts it
-    // at that allocation too, so the recorded and replayed maps agree event by event.
-    const op = ops?.[k]
-    if ((op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) && at < last && eventTimes[at]! < time) at++
-    out[k] = at
-    previous = time
+export function sessionHandlers(session: AppSession): Handlers {
+  return {
+    'app:info': () => session.info(),
+    'trace:openSample': ({ name }) => session.openSample(name),
+    'trace:openPath': ({ path }) => session.openPath(path),
+    'trace:openBytes': ({ name, bytes }) => session.openBytes(name, bytes),
+    'trace:openRecent': ({ key }) => session.openRecent(key),
+    'trace:recent': () => session.recentFiles(),
+    'trace:data': ({ traceId }) => session.traceData(traceId),
+    'replay:start': (request) => session.startReplay(request),
+    'replay:result': ({ jobId }) => session.replayResult(jobId),
+    'record:workload': (request) => session.recordWorkload(request),
+    'job:status': ({ jobId, waitMs }) => (waitMs ? session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)),
+    'job:result': ({ jobId }) => session.jobResult(jobId),
+    'job:cancel': ({ jobId }) => session.cancel(jobId),
   }
-  return out
-}
-
-/**
- * A byte-count column as 32-bit integers when every value is one (sizes below 4 GiB: nearly every
- * layout), else as it is: half the bytes to send, and the reader sees the same numbers.
- */
-export function narrowed(values: Float64Array): Float64Array | Uint32Array {
-  for (let k = 0; k < values.length; k++) {
-    const v = values[k]!
-    if (!(v >= 0 && v <= 0xffffffff && Math.floor(v) === v)) return values
-  }
-  return Uint32Array.from(values)
-}
-
-/** Layout events in each piece of a replay bundle's layout (see replayBundle). */
-export const LAYOUT_PIECE = 1 << 17
-
-interface LayoutToSend {
-  op: Uint8Array
-  address: BigUint64Array
-  size: Float64Array
-  requested: Float64Array
-  stream: Uint32Array
-  event: Uint32Array
-}
-
-/**
- * One strategy's layout as pieces of `piece` events, each piece's six columns one after
- * another (views, no copies): a reader of the bundle as it arrives builds the model piece by
- * piece while the rest is still on its way. Returns the counts the reader sizes its records by.
- */
-function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutToSend, piece: number): { pieces: number; allocs: number; regionEvents: number } {
-  const n = l.op.length
-  const size = narrowed(l.size)
-  const requested = narrowed(l.requested)
-  let pieces = 0
-  for (let start = 0; pieces === 0 || start < n; start += piece, pieces++) {
-    const end = Math.min(n, start + piece)
-    const p = `s${i}.l${pieces}`
-    arrays[`${p}.op`] = l.op.subarray(start, end)
-    arrays[`${p}.address`] = l.address.subarray(start, end)
-    arrays[`${p}.size`] = size.subarray(start, end)
-    arrays[`${p}.requested`] = requested.subarray(start, end)
-    arrays[`${p}.stream`] = l.stream.subarray(start, end)
-    arrays[`${p}.event`] = l.event.subarray(start, end)
-  }
-  let allocs = 0
-  let regionEvents = 0
-  for (let k = 0; k < n; k++) {
-    const op = l.op[k]!
-    if (op === LayoutOp.alloc) allocs++
-    else if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
-  }
-  return { pieces, allocs, regionEvents }
-}
-
-/**
- * Stored results (recorded layouts) and replay results as one bundle the renderer reads the same
- * way: per strategy i, metric buckets `s{i}.m.*` (end: exclusive event index), then its layout in
- * pieces `s{i}.l{k}.op/address/size/requested/stream/event` (event: the request event it belongs
- * to; putLayout, `piece` events each), the strategy's `layout` in the metadata giving the number
- * of pieces. The
- * layouts' aux column is left out (the renderer does not read it: on a million-event trace it was
- * a tenth of the bundle), and sizes travel as u32 where exact (narrowed).
- */
-export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[], piece = LAYOUT_PIECE): Bundle {
-  const arrays: Record<string, BundleArray> = {}
-  const strategies: ReplayBundleStrategy[] = []
-  const times = trace.events.time
-  const streamIndex = new Map<number, number>()
-  trace.tables.streams.forEach((name, i) => {
-    const v = Number(name)
-    streamIndex.set(Number.isFinite(v) ? v : i, i)
-  })
-  for (const s of stored) {
-    const i = strategies.length
-    const l = s.layout!
-    const n = l.op.length
-    const event = eventsAt(times, l.time, l.op)
-    const stream = new Uint32Array(n)
-    for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
-    const m = s.metrics
-    if (m) {
-      const end = new Uint32Array(m.time.length)
-      for (let k = 0; k < end.length; k++) end[k] = eventAt(times, m.time[k]!) + 1
-      Object.assign(arrays, {
-        [`s${i}.m.end`]: end,
-        [`s${i}.m.requestedMax`]: m.requested,
-        [`s${i}.m.roundedMax`]: m.rounded,
-        [`s${i}.m.reservedMax`]: m.reserved,
-        [`s${i}.m.requestedMin`]: m.requested,
-        [`s${i}.m.roundedMin`]: m.rounded,
-        [`s${i}.m.reservedMin`]: m.reserved,
-        [`s${i}.m.fragmentation`]: m.externalFragmentation,
-        [`s${i}.m.deviceCalls`]: m.deviceCalls,
-      })
-    }
-    const layout = putLayout(arrays, i, { op: l.op, address: l.address, size: l.size, requested: l.requested, stream, event }, piece)
-    strategies.push({ name: s.name, strategy: s.strategy, params: s.params, recorded: true, summary: s.summary ?? {}, layout })
-  }
-  for (const r of results) {
-    const i = strategies.length
-    const l = r.layout
-    const b = r.buckets
-    Object.assign(arrays, {
-      [`s${i}.m.end`]: b.end,
-      [`s${i}.m.requestedMax`]: b.requestedMax,
-      [`s${i}.m.roundedMax`]: b.roundedMax,
-      [`s${i}.m.reservedMax`]: b.reservedMax,
-      [`s${i}.m.requestedMin`]: b.requestedMin,
-      [`s${i}.m.roundedMin`]: b.roundedMin,
-      [`s${i}.m.reservedMin`]: b.reservedMin,
-      [`s${i}.m.fragmentation`]: b.externalFragmentation,
-      [`s${i}.m.deviceCalls`]: b.deviceCalls,
-    })
-    const summary: Record<string, number> = {}
-    for (const [k, v] of Object.entries(r.summary)) if (typeof v === 'number') summary[k] = v
-    summary['firstFailureEvent'] = r.summary.firstFailures.length > 0 ? r.summary.firstFailures[0]! : -1
-    const layout = putLayout(arrays, i, l, piece)
-    strategies.push({ name: r.label, strategy: r.strategy, params: r.params, recorded: false, summary, layout })
-  }
-  return { meta: { strategies }, arrays }
 }

@@ -2,7 +2,7 @@
 // latest status (pushed by the worker), and recovery. If the worker dies (a crash, a CUDA fault, a
 // kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
 // doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
-import type { ChannelResult, JobStatus, TraceSummary } from '../../src-shared/contract.ts'
+import { specOf, type BundleChannel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
 import type { HostTransport, WorkerChannel, WorkerExit, WorkerInit, WorkerMessage } from './protocol.ts'
 
 /** A call (or a job) lost because the worker process ended. */
@@ -17,7 +17,7 @@ export class WorkerExitedError extends Error {
 }
 
 /** The worker's result for a channel: bundles arrive as the bytes of one ArrayBuffer. */
-export type WorkerResult<C extends WorkerChannel> = C extends 'trace:data' | 'replay:result' ? ArrayBuffer : ChannelResult<C>
+export type WorkerResult<C extends WorkerChannel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
 
 interface Pending {
   resolve(value: unknown): void
@@ -127,8 +127,7 @@ export class WorkerClient {
 
   private note(channel: WorkerChannel, generation: number, value: unknown): void {
     if (channel === 'job:result') this.traces.set((value as TraceSummary).traceId, generation)
-    const started = channel === 'trace:openSample' || channel === 'trace:openPath' || channel === 'trace:openBytes' || channel === 'replay:start' || channel === 'record:workload'
-    if (!started) return
+    if (!specOf(channel).job) return
     const { jobId } = value as { jobId: string }
     // The worker's first status push may have arrived before this reply.
     if (!this.jobs.has(jobId)) this.jobs.set(jobId, { generation, status: { jobId, state: 'running', fraction: 0, phase: 'starting' } })

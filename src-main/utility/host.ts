@@ -1,25 +1,32 @@
 // The worker's side: one AppSession (and with it the native module) behind a HostPort. Each call
-// is answered with a reply of the same id; every job the session starts is watched and its status
+// is dispatched (src-main/ipc/dispatch.ts: checked against the contract, then the session) and
+// answered with a reply of the same id; every job the session starts is watched and its status
 // pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
 // how far a job got if this process dies.
 import { encodeBundle } from '../../src-shared/bundle.ts'
-import type { JobStatus, RecordRequest, ReplayRequest } from '../../src-shared/contract.ts'
-import { AppSession } from '../services/app-session.ts'
-import type { HostPort, WorkerChannel, WorkerInit, WorkerRequest } from './protocol.ts'
+import { specOf, type Bundle, type JobStatus } from '../../src-shared/contract.ts'
+import { dispatch, type Handlers } from '../ipc/dispatch.ts'
+import { AppSession, sessionHandlers } from '../services/app-session.ts'
+import { WORKER_CHANNELS, type HostPort, type WorkerChannel, type WorkerInit, type WorkerRequest } from './protocol.ts'
 
 /** How often a running job's status is looked at (and pushed when it changed). */
 const JOB_POLL_MS = 50
-
-type Arg = Record<string, unknown>
 
 function errorOf(e: unknown): { code: string; message: string } {
   const error = e as Error & { code?: unknown }
   return { code: typeof error.code === 'string' ? error.code : 'INTERNAL', message: error.message ?? String(e) }
 }
 
+/** The session's handlers for the channels that run in the worker; main serves the others. */
+function workerHandlers(session: AppSession): Partial<Handlers> {
+  const all = sessionHandlers(session)
+  return Object.fromEntries(WORKER_CHANNELS.map((c) => [c, all[c]]))
+}
+
 /** Serves calls on `port` until the process ends; `createSession` is for tests that stub it. */
 export function serveWorker(port: HostPort, createSession: (init: WorkerInit) => AppSession = (init) => new AppSession(init)): void {
   let session: AppSession | undefined
+  let handlers: Partial<Handlers> | undefined
   const queued: WorkerRequest[] = []
 
   function watchJob(jobId: string): void {
@@ -39,42 +46,19 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     })
   }
 
-  function job(result: { jobId: string }): { jobId: string } {
-    watchJob(result.jobId)
-    return result
-  }
-
-  async function call(channel: WorkerChannel, arg: Arg): Promise<{ value: unknown } | { bundle: Uint8Array }> {
-    const s = session!
-    switch (channel) {
-      case 'app:info':
-        return { value: await s.info() }
-      case 'trace:openSample':
-        return { value: job(s.openSample(arg['name'] as string)) }
-      case 'trace:openPath':
-        return { value: job(s.openPath(arg['path'] as string)) }
-      case 'trace:openBytes':
-        return { value: job(s.openBytes(arg['name'] as string, arg['bytes'] as Uint8Array)) }
-      case 'trace:data':
-        return { bundle: encodeBundle(s.traceData(arg['traceId'] as string)) }
-      case 'replay:start':
-        return { value: job(s.startReplay(arg as unknown as ReplayRequest)) }
-      case 'replay:result':
-        return { bundle: encodeBundle(s.replayResult(arg['jobId'] as string)) }
-      case 'record:workload':
-        return { value: job(s.recordWorkload(arg as unknown as RecordRequest)) }
-      case 'job:status':
-        return { value: s.jobStatus(arg['jobId'] as string) }
-      case 'job:result':
-        return { value: s.jobResult(arg['jobId'] as string) }
-      case 'job:cancel':
-        return { value: s.cancel(arg['jobId'] as string) }
-    }
+  /** A call as the contract says it crosses: a job is watched, a bundle goes as its bytes. */
+  async function call(channel: WorkerChannel, arg: unknown): Promise<{ value: unknown } | { bundle: Uint8Array }> {
+    const result = await dispatch(handlers!, channel, arg)
+    const spec = specOf(channel)
+    if (spec.job) watchJob((result as { jobId: string }).jobId)
+    if (spec.result.kind === 'bundle') return { bundle: encodeBundle(result as Bundle) }
+    return { value: result }
   }
 
   async function handle(request: WorkerRequest): Promise<void> {
     if (request.type === 'init') {
       session = createSession(request.options)
+      handlers = workerHandlers(session)
       return
     }
     if (!session) {
@@ -83,7 +67,7 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
       return
     }
     try {
-      const out = await call(request.channel, (request.arg ?? {}) as Arg)
+      const out = await call(request.channel, request.arg)
       if ('bundle' in out) {
         // encodeBundle's buffer holds exactly the bundle: it can be moved, not copied.
         const buffer = out.bundle.buffer as ArrayBuffer

@@ -2,28 +2,17 @@
 // and the worker process that hosts the native module and the AppSession. The same messages run
 // over Electron's utilityProcess (parentPort) and Node's child_process.fork (IPC channel): each
 // side sees only a `HostTransport` / `HostPort`, never the process API underneath.
-import type { Channel, JobStatus } from '../../src-shared/contract.ts'
+import { CHANNELS, specOf, type Channel, type JobStatus, type MainChannel } from '../../src-shared/contract.ts'
 import type { SessionOptions } from '../services/app-session.ts'
 
 /**
- * The channels the worker serves. Recent files are the app's (persisted by main, not by a worker
- * that may be restarted at any time), so `trace:recent` and `trace:openRecent` stay in main.
+ * The channels the worker serves: every channel the contract runs in the utility process. Recent
+ * files are the app's (persisted by main, not by a worker that may be restarted at any time), so
+ * the channels that run in main stay there.
  */
-export type WorkerChannel = Exclude<Channel, 'trace:recent' | 'trace:openRecent'>
+export type WorkerChannel = Exclude<Channel, MainChannel>
 
-export const WORKER_CHANNELS: readonly WorkerChannel[] = [
-  'app:info',
-  'trace:openSample',
-  'trace:openPath',
-  'trace:openBytes',
-  'trace:data',
-  'replay:start',
-  'replay:result',
-  'record:workload',
-  'job:status',
-  'job:result',
-  'job:cancel',
-]
+export const WORKER_CHANNELS: readonly WorkerChannel[] = CHANNELS.filter((c): c is WorkerChannel => specOf(c).runs === 'utility')
 
 /** What the worker's AppSession is created with (sent once, before any call). */
 export type WorkerInit = Omit<SessionOptions, 'allowedPaths'>

@@ -2,7 +2,10 @@
 // GPU server reached through an SSH tunnel. It listens on 127.0.0.1 by default, on a random port,
 // and every API call must carry the random token printed in the URL; requests whose Host header
 // is not the one it serves are refused (DNS rebinding), and the page runs under a strict CSP.
-// Long work runs as jobs in the AppSession, so a request never waits for a replay.
+// Each call is dispatched (src-main/ipc/dispatch.ts): checked against its channel's schema, as the
+// desktop app checks it, then served by the AppSession; long work runs as jobs there, so a request
+// never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
+// file's bytes.
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdtemp, readFile, stat } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
@@ -12,9 +15,11 @@ import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
 import { encodeBundleParts } from '../../src-shared/bundle.ts'
+import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
+import { ArgumentError, channelNamed, dispatch } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
-import { CHANNELS, type Bundle, type Channel, type ReplayRequest } from '../../src-shared/contract.ts'
-import { ApiError, uploadName, type AppSession } from '../services/app-session.ts'
+import { ApiError } from '../services/api-error.ts'
+import { sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
 
 export interface WebHostOptions {
   session: AppSession
@@ -47,8 +52,6 @@ const SECURITY_HEADERS = {
 }
 
 const MAX_JSON_BYTES = 1 << 20
-/** The longest a `job:status` call with waitMs holds its answer back. */
-const MAX_STATUS_WAIT_MS = 1000
 
 class HttpError extends Error {
   constructor(
@@ -123,17 +126,6 @@ function drainedOrClosed(res: ServerResponse): Promise<void> {
   })
 }
 
-function object(arg: unknown): Record<string, unknown> {
-  if (arg === null || typeof arg !== 'object' || Array.isArray(arg)) throw new HttpError(400, 'BAD_INPUT', 'the request body must be a JSON object')
-  return arg as Record<string, unknown>
-}
-
-function text(arg: Record<string, unknown>, name: string): string {
-  const v = arg[name]
-  if (typeof v !== 'string') throw new HttpError(400, 'BAD_INPUT', `${name} must be a string`)
-  return v
-}
-
 export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   const { session, staticDir } = options
   const host = options.host ?? '127.0.0.1'
@@ -144,8 +136,12 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   // Listening on every interface (--host 0.0.0.0): any Host is accepted and the token is the only guard.
   const anyHost = host === '0.0.0.0' || host === '::'
 
+  const handlers = sessionHandlers(session)
+
   async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
-    if (channel === 'trace:openBytes') {
+    const spec = specOf(channel)
+    if (spec.upload) {
+      // The bytes are the body: streamed to a private file, which the session opens and deletes.
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
       const declared = Number(req.headers['content-length'] ?? NaN)
       if (declared > maxUpload) throw new HttpError(413, 'BAD_INPUT', `upload of ${declared} bytes is larger than the ${maxUpload}-byte limit`)
@@ -159,65 +155,9 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       await pipeline(req, createWriteStream(path))
       return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name) })
     }
-    const arg = await readJson(req)
-    switch (channel) {
-      case 'app:info':
-        return sendJson(res, 200, { ok: true, result: await session.info() })
-      case 'trace:openSample':
-        return sendJson(res, 200, { ok: true, result: session.openSample(text(object(arg), 'name')) })
-      case 'trace:openPath':
-        return sendJson(res, 200, { ok: true, result: session.openPath(text(object(arg), 'path')) })
-      case 'trace:openRecent':
-        return sendJson(res, 200, { ok: true, result: session.openRecent(text(object(arg), 'key')) })
-      case 'trace:recent':
-        return sendJson(res, 200, { ok: true, result: session.recentFiles() })
-      case 'trace:data':
-        return sendBundle(res, session.traceData(text(object(arg), 'traceId')))
-      case 'replay:start': {
-        const a = object(arg)
-        return sendJson(res, 200, {
-          ok: true,
-          result: session.startReplay({
-            traceId: text(a, 'traceId'),
-            strategies: text(a, 'strategies'),
-            ...(typeof a['cap'] === 'string' && { cap: a['cap'] }),
-            ...(a['includeStored'] === false && { includeStored: false }),
-            // Checked by the session (whole numbers from 0).
-            ...(a['targets'] !== undefined && { targets: a['targets'] as ReplayRequest['targets'] }),
-          }),
-        })
-      }
-      case 'record:workload': {
-        const a = object(arg)
-        const params = a['params']
-        if (params !== undefined && (params === null || typeof params !== 'object' || Array.isArray(params) || Object.values(params).some((v) => typeof v !== 'string')))
-          throw new HttpError(400, 'BAD_INPUT', 'params must be an object of strings')
-        return sendJson(res, 200, {
-          ok: true,
-          result: session.recordWorkload({
-            workload: text(a, 'workload'),
-            ...(typeof a['strategy'] === 'string' && { strategy: a['strategy'] }),
-            ...(params !== undefined && { params: params as Record<string, string> }),
-          }),
-        })
-      }
-      case 'replay:result':
-        return sendBundle(res, session.replayResult(text(object(arg), 'jobId')))
-      case 'job:status': {
-        const a = object(arg)
-        const waitMs = a['waitMs']
-        if (waitMs !== undefined && (typeof waitMs !== 'number' || !(waitMs >= 0))) throw new HttpError(400, 'BAD_INPUT', 'waitMs must be a number of milliseconds from 0')
-        const jobId = text(a, 'jobId')
-        const status = waitMs ? await session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)
-        return sendJson(res, 200, { ok: true, result: status })
-      }
-      case 'job:result':
-        return sendJson(res, 200, { ok: true, result: session.jobResult(text(object(arg), 'jobId')) })
-      case 'job:cancel':
-        return sendJson(res, 200, { ok: true, result: session.cancel(text(object(arg), 'jobId')) })
-      default:
-        throw new HttpError(404, 'NOT_FOUND', `no channel ${channel}`)
-    }
+    const result = await dispatch(handlers, channel, await readJson(req))
+    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle)
+    return sendJson(res, 200, { ok: true, result })
   }
 
   async function serveStatic(url: URL, res: ServerResponse): Promise<void> {
@@ -261,9 +201,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           if (req.method !== 'POST') throw new HttpError(405, 'BAD_INPUT', 'API calls are POST requests')
           const auth = String(req.headers.authorization ?? '')
           if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), token)) throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong token: open the URL vramscope serve printed')
-          const channel = decoded(url.pathname.slice(5), 'the channel') as Channel
-          if (!CHANNELS.includes(channel)) throw new HttpError(404, 'NOT_FOUND', `no channel ${channel}`)
-          await api(channel, req, res)
+          await api(channelNamed(decoded(url.pathname.slice(5), 'the channel')), req, res)
           return
         }
         if (req.method !== 'GET' && req.method !== 'HEAD') throw new HttpError(405, 'BAD_INPUT', 'only GET here')
@@ -280,6 +218,8 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           req.resume()
         }
         if (e instanceof HttpError) return sendJson(res, e.status, { ok: false, error: { code: e.code, message: e.message } })
+        // The URL names the channel already: the problems alone (`targets.first: …`).
+        if (e instanceof ArgumentError) return sendJson(res, 400, { ok: false, error: { code: e.code, message: e.problems } })
         if (e instanceof ApiError) return sendJson(res, e.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: e.code, message: e.message } })
         const error = e as Error & { code?: string }
         // Argument errors of the services (TypeError/RangeError with code INVALID_ARGUMENT) are the caller's.

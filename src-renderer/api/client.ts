@@ -1,7 +1,8 @@
 // The renderer's side of the API contract (src-shared/contract.ts): over HTTP to the web host,
-// or through the Electron preload's bridge when the page runs in the desktop app. Bundles come
-// back as ArrayBuffers, decoded in the worker.
-import type { Api, AppInfo, Channel, ChannelArg, ChannelResult, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
+// or through the Electron preload's bridge when the page runs in the desktop app. Either way one
+// generic call per channel, shaped by the contract (a bundle comes back as an ArrayBuffer, decoded
+// in the worker); only what differs by transport (a file's upload, a streamed bundle) is its own.
+import { BUNDLE_CHANNELS, type BundleChannel, type Channel, type ChannelArg, type ChannelResult, type JobStatus } from '../../src-shared/contract.ts'
 
 export class ApiCallError extends Error {
   constructor(
@@ -12,33 +13,26 @@ export class ApiCallError extends Error {
   }
 }
 
-/** The calls the UI makes; bundle channels return raw buffers. */
+/** What a call brings back: a channel's result, or a bundle's bytes (decoded in the worker). */
+export type Received<C extends Channel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
+
+/** A call's argument list: none for a channel that takes none. */
+export type CallArgs<C extends Channel> = ChannelArg<C> extends void ? [] : [arg: ChannelArg<C>]
+
+/** The API as the UI calls it, over whichever host serves the page. */
 export interface Client {
-  info(): Promise<AppInfo>
-  openSample(name: string): Promise<{ jobId: string }>
-  openPath(path: string): Promise<{ jobId: string }>
+  /** One call of the contract (src-shared/contract.ts); files go by openFile. */
+  call<C extends Channel>(channel: C, ...arg: CallArgs<C>): Promise<Received<C>>
+  /** Opens a file the user dropped or picked (`trace:openBytes`; over HTTP, the bytes are the body). */
   openFile(file: File): Promise<{ jobId: string }>
-  openRecent(key: string): Promise<{ jobId: string }>
-  recent(): Promise<RecentFile[]>
-  traceData(traceId: string): Promise<ArrayBuffer>
-  startReplay(request: ReplayRequest): Promise<{ jobId: string }>
-  replayResult(jobId: string): Promise<ArrayBuffer>
-  /** The same bytes as they arrive (the web host), for a reader that starts before the end. */
+  /** A replay's bundle as it arrives (the web host), for a reader that starts before the end. */
   replayResultStream?(jobId: string): Promise<ReadableStream<Uint8Array>>
-  recordWorkload(request: RecordRequest): Promise<{ jobId: string }>
-  /** waitMs: a host that can (the web host) answers once the job settles or that long has passed. */
-  jobStatus(jobId: string, waitMs?: number): Promise<JobStatus>
-  /** Whether jobStatus honours waitMs (then polling needs no pause between calls). */
+  /** Whether `job:status` honours waitMs (then polling needs no pause between calls). */
   readonly statusWaits: boolean
-  jobResult(jobId: string): Promise<TraceSummary>
-  cancel(jobId: string): Promise<{ cancelled: boolean }>
 }
 
-/** What the Electron preload exposes (issue 5): the Api, with bundles as ArrayBuffers. */
-type BridgeApi = Omit<Api, 'trace:data' | 'replay:result'> & {
-  'trace:data': (arg: ChannelArg<'trace:data'>) => Promise<ArrayBuffer>
-  'replay:result': (arg: ChannelArg<'replay:result'>) => Promise<ArrayBuffer>
-}
+/** What the Electron preload exposes: one method per channel, bundles as ArrayBuffers. */
+type BridgeApi = { [C in Channel]: (arg: ChannelArg<C>) => Promise<Received<C>> }
 
 function tokenFromPage(): string {
   const url = new URL(location.href)
@@ -75,58 +69,32 @@ function httpClient(): Client {
     }
     return response
   }
-  async function call<C extends Channel>(channel: C, arg?: ChannelArg<C>): Promise<ChannelResult<C>> {
+  async function call<C extends Channel>(channel: C, ...[arg]: CallArgs<C>): Promise<Received<C>> {
     const response = await post(channel, arg === undefined ? undefined : JSON.stringify(arg), { 'content-type': 'application/json' })
-    const j = (await response.json()) as { result: ChannelResult<C> }
-    return j.result
-  }
-  async function bundle(channel: 'trace:data' | 'replay:result', arg: object): Promise<ArrayBuffer> {
-    const response = await post(channel, JSON.stringify(arg), { 'content-type': 'application/json' })
-    return response.arrayBuffer()
+    if (BUNDLE_CHANNELS.has(channel)) return (await response.arrayBuffer()) as Received<C>
+    return ((await response.json()) as { result: Received<C> }).result
   }
   return {
-    info: () => call('app:info'),
-    openSample: (name) => call('trace:openSample', { name }),
-    openPath: (path) => call('trace:openPath', { path }),
+    call,
     openFile: async (file) => {
       const response = await post('trace:openBytes', file, { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(file.name) })
       return ((await response.json()) as { result: { jobId: string } }).result
     },
-    openRecent: (key) => call('trace:openRecent', { key }),
-    recent: () => call('trace:recent'),
-    traceData: (traceId) => bundle('trace:data', { traceId }),
-    startReplay: (request) => call('replay:start', request),
-    replayResult: (jobId) => bundle('replay:result', { jobId }),
     replayResultStream: async (jobId) => {
       const response = await post('replay:result', JSON.stringify({ jobId }), { 'content-type': 'application/json' })
       if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
       return response.body
     },
-    recordWorkload: (request) => call('record:workload', request),
-    jobStatus: (jobId, waitMs) => call('job:status', { jobId, ...(waitMs !== undefined && { waitMs }) }),
     statusWaits: true,
-    jobResult: (jobId) => call('job:result', { jobId }),
-    cancel: (jobId) => call('job:cancel', { jobId }),
   }
 }
 
 function bridgeClient(bridge: BridgeApi): Client {
   return {
-    info: () => bridge['app:info'](),
-    openSample: (name) => bridge['trace:openSample']({ name }),
-    openPath: (path) => bridge['trace:openPath']({ path }),
+    call: (channel, ...[arg]) => (bridge[channel] as (arg: unknown) => Promise<never>)(arg),
     openFile: async (file) => bridge['trace:openBytes']({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) }),
-    openRecent: (key) => bridge['trace:openRecent']({ key }),
-    recent: () => bridge['trace:recent'](),
-    traceData: (traceId) => bridge['trace:data']({ traceId }),
-    startReplay: (request) => bridge['replay:start'](request),
-    replayResult: (jobId) => bridge['replay:result']({ jobId }),
-    recordWorkload: (request) => bridge['record:workload'](request),
     // The desktop app's main process answers from the status its worker pushes: no waiting there.
-    jobStatus: (jobId) => bridge['job:status']({ jobId }),
     statusWaits: false,
-    jobResult: (jobId) => bridge['job:result']({ jobId }),
-    cancel: (jobId) => bridge['job:cancel']({ jobId }),
   }
 }
 
@@ -142,7 +110,7 @@ export async function waitForJob(client: Client, jobId: string, onStatus: (s: Jo
   // first, then every intervalMs: a short job (a small file, the first strategy of a replay) is
   // not kept waiting for a full interval, a long one costs no more requests.
   for (let wait = 5; ; wait = Math.min(intervalMs, wait * 2)) {
-    const status = await client.jobStatus(jobId, client.statusWaits ? intervalMs : undefined)
+    const status = await client.call('job:status', { jobId, ...(client.statusWaits && { waitMs: intervalMs }) })
     onStatus(status)
     if (status.state === 'done') return status
     if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())

@@ -105,10 +105,10 @@ export class AppState {
 
   async start(): Promise<void> {
     try {
-      this.info = await this.client.info()
+      this.info = await this.client.call('app:info')
       this.strategySpec = this.info.defaultStrategies
       // The recent list is not needed to open the file the host was started with: both at once.
-      const recent = this.client.recent()
+      const recent = this.client.call('trace:recent')
       recent.then((r) => (this.recent = r)).catch(() => {})
       if (this.info.initialFile === undefined) await recent
     } catch (e) {
@@ -126,11 +126,11 @@ export class AppState {
     try {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
-      const summary = await this.client.jobResult(jobId)
+      const summary = await this.client.call('job:result', { jobId })
       // The first map's replay runs on the host while the trace's columns travel and decode here.
       const firstReplay = this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true)
       firstReplay.catch(() => {})
-      const data = await this.decoder.decode<TraceData>('trace', await this.client.traceData(summary.traceId))
+      const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
       this.trace = data
       this.strategies = []
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
@@ -138,7 +138,7 @@ export class AppState {
       this.range = null
       this.event = Math.max(0, data.kind.length - 1)
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
-      void this.client.recent().then((recent) => (this.recent = recent))
+      void this.client.call('trace:recent').then((recent) => (this.recent = recent))
       await this.replay(firstReplay)
     } catch (e) {
       this.job = null
@@ -147,7 +147,7 @@ export class AppState {
   }
 
   openSample(name: string) {
-    return this.open(() => this.client.openSample(name))
+    return this.open(() => this.client.call('trace:openSample', { name }))
   }
   openFile(file: File) {
     return this.open(() => this.client.openFile(file))
@@ -155,14 +155,14 @@ export class AppState {
   /** Records a built-in workload on this host's GPU, then opens the recording like any file. */
   recordWorkload(request: RecordRequest) {
     this.showRecord = false
-    return this.open(() => this.client.recordWorkload(request))
+    return this.open(() => this.client.call('record:workload', request))
   }
   openRecent(key: string) {
-    return this.open(() => this.client.openRecent(key))
+    return this.open(() => this.client.call('trace:openRecent', { key }))
   }
 
   private startReplay(traceId: string, targets: { first: number; count?: number }, includeStored: boolean): Promise<{ jobId: string }> {
-    return this.client.startReplay({
+    return this.client.call('replay:start', {
       traceId,
       strategies: this.strategySpec,
       ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
@@ -176,7 +176,7 @@ export class AppState {
     await waitForJob(this.client, jobId, (s) => (this.job = s))
     this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
     if (this.client.replayResultStream) return this.decoder.decodeReplayStream<StrategyView[]>(await this.client.replayResultStream(jobId))
-    return this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(jobId))
+    return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', { jobId }))
   }
 
   /**
@@ -221,14 +221,14 @@ export class AppState {
     try {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
-      const summary = await this.client.jobResult(jobId)
-      const replay = await this.client.startReplay({
+      const summary = await this.client.call('job:result', { jobId })
+      const replay = await this.client.call('replay:start', {
         traceId: summary.traceId,
         strategies: this.strategySpec,
         ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
       })
       await waitForJob(this.client, replay.jobId, (s) => (this.job = s))
-      const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.replayResult(replay.jobId))
+      const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', { jobId: replay.jobId }))
       this.diff = { name: summary.name, events: summary.events, allocs: summary.allocs, durationNs: summary.durationNs, strategies }
       this.job = null
     } catch (e) {
@@ -238,7 +238,7 @@ export class AppState {
   }
 
   async cancelJob(): Promise<void> {
-    if (this.job) await this.client.cancel(this.job.jobId)
+    if (this.job) await this.client.call('job:cancel', { jobId: this.job.jobId })
   }
 
   seek(event: number): void {

@@ -3,46 +3,18 @@
 // tests run it in Node on bundles the real host encoded.
 import { BundleError, bundleByteLength, decodeBundle } from '../../src-shared/bundle.ts'
 import { concatBytes } from '../../src-shared/bytes.ts'
-import type { Bundle, TraceSummary } from '../../src-shared/contract.ts'
+import type { Bundle } from '../../src-shared/contract.ts'
+import { layoutPiece, layoutPieceEnd, listedStrategies, readTraceData, strategyMetrics, type Frame, type ListedStrategy, type StrategyMetrics, type TraceDataSent } from '../../src-shared/wire.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from './requested.ts'
 
-export interface Frame {
-  name: string
-  filename: string
-  line: number
-}
+export type { Frame, StrategyMetrics }
 
-export interface TraceData {
-  summary: TraceSummary
-  streams: string[]
-  frames: Frame[]
-  tags: string[]
-  markers: string[]
-  kind: Uint8Array
-  id: Uint32Array
-  size: Float64Array
-  stream: Uint32Array
-  time: Float64Array
-  stack: Int32Array
-  tag: Int32Array
-  stackOffsets: Uint32Array
-  stackFrames: Uint32Array
+/** A trace's data as the host sent it (src-shared/wire.ts), and what the renderer derives at once. */
+export interface TraceData extends TraceDataSent {
   /** The program's requested bytes over the trace, from these columns (drawn before any replay). */
   requested: RequestedSeries
-}
-
-export interface StrategyMetrics {
-  /** Exclusive end event of each bucket. */
-  end: Uint32Array
-  requestedMax: Float64Array
-  requestedMin: Float64Array
-  roundedMax: Float64Array
-  reservedMax: Float64Array
-  reservedMin: Float64Array
-  fragmentation: Float64Array
-  deviceCalls: Float64Array
 }
 
 export interface StrategyView {
@@ -57,36 +29,16 @@ export interface StrategyView {
 }
 
 export function decodeTraceData(buffer: ArrayBuffer): TraceData {
-  const { meta, arrays } = decodeBundle(buffer)
-  const m = meta as { summary: TraceSummary; streams: string[]; frames: Frame[]; tags: string[]; markers: string[] }
-  const a = arrays as unknown as Omit<TraceData, 'summary' | 'streams' | 'frames' | 'tags' | 'markers' | 'requested'>
-  return {
-    summary: m.summary,
-    streams: m.streams,
-    frames: m.frames,
-    tags: m.tags,
-    markers: m.markers,
-    kind: a.kind,
-    id: a.id,
-    size: a.size,
-    stream: a.stream,
-    time: a.time,
-    stack: a.stack,
-    tag: a.tag,
-    stackOffsets: a.stackOffsets,
-    stackFrames: a.stackFrames,
-    requested: requestedSeries(a.kind, a.id, a.size),
-  }
+  const sent = readTraceData(decodeBundle(buffer))
+  return { ...sent, requested: requestedSeries(sent.kind, sent.id, sent.size) }
 }
 
-/** A replay bundle (src-main/services/app-session.ts, replayBundle) held whole. */
+/** A replay bundle (src-shared/wire.ts, packReplay) held whole. */
 export function decodeReplay(buffer: ArrayBuffer): StrategyView[] {
   const decoder = new ReplayDecoder()
   decoder.push(new Uint8Array(buffer))
   return decoder.finish()
 }
-
-type ListedStrategy = Omit<StrategyView, 'model' | 'placed' | 'metrics'> & { layout: { pieces: number; allocs: number; regionEvents: number } }
 
 /**
  * A replay bundle read as it arrives: push() each piece of bytes in order, finish() at the end.
@@ -133,53 +85,31 @@ export class ReplayDecoder {
   private start(): void {
     const { meta, arrays } = decodeBundle(this.bytes!.buffer as ArrayBuffer)
     this.arrays = arrays
-    this.listed = (meta as { strategies: ListedStrategy[] }).strategies
+    this.listed = listedStrategies(meta)
     this.listed.forEach((s, i) => {
       this.builders.push(new StrategyModelBuilder(reuseKindOf(s.strategy, s.params), s.layout.allocs, s.layout.regionEvents))
-      for (let k = 0; k < s.layout.pieces; k++) {
-        let end = 0
-        for (const column of LAYOUT_COLUMNS) {
-          const a = arrays[`s${i}.l${k}.${column}`]
-          if (!a) throw new BundleError(`bundle: strategy ${i} has no layout column ${column} in piece ${k}`)
-          end = Math.max(end, a.byteOffset + a.byteLength)
-        }
-        this.pieces.push({ strategy: i, piece: k, end })
-      }
+      for (let k = 0; k < s.layout.pieces; k++) this.pieces.push({ strategy: i, piece: k, end: layoutPieceEnd(arrays, i, k) })
     })
   }
 
   private buildArrived(): void {
     while (this.nextPiece < this.pieces.length && this.pieces[this.nextPiece]!.end <= this.received) {
       const { strategy, piece } = this.pieces[this.nextPiece++]!
-      const get = <T>(column: string) => this.arrays[`s${strategy}.l${piece}.${column}`] as T
-      this.builders[strategy]!.add({ op: get('op'), address: get('address'), size: get('size'), requested: get('requested'), stream: get('stream'), event: get('event') })
+      this.builders[strategy]!.add(layoutPiece(this.arrays, strategy, piece))
     }
   }
 
   finish(): StrategyView[] {
     if (!this.bytes || this.received !== this.bytes.byteLength) throw new BundleError(`bundle: ended after ${this.bytes ? this.received : this.headBytes} bytes, short of its header's length`)
     return this.listed.map(({ layout: _, ...s }, i) => {
-      const get = <T>(name: string) => this.arrays[`s${i}.${name}`] as T
       const model = this.builders[i]!.finish()
       const view: StrategyView = { ...s, model, placed: placeModel(model) }
-      const end = get<Uint32Array | undefined>('m.end')
-    if (end)
-      view.metrics = {
-        end,
-        requestedMax: get('m.requestedMax'),
-        requestedMin: get('m.requestedMin'),
-        roundedMax: get('m.roundedMax'),
-        reservedMax: get('m.reservedMax'),
-        reservedMin: get('m.reservedMin'),
-        fragmentation: get('m.fragmentation'),
-        deviceCalls: get('m.deviceCalls'),
-      }
+      const metrics = strategyMetrics(this.arrays, i)
+      if (metrics) view.metrics = metrics
       return view
     })
   }
 }
-
-const LAYOUT_COLUMNS = ['op', 'address', 'size', 'requested', 'stream', 'event'] as const
 
 
 /** The frames of the stack an alloc event recorded, innermost first. */

@@ -13,7 +13,7 @@ export { Op }
 export interface LayoutColumns {
   op: Uint8Array
   address: BigUint64Array
-  /** Bytes; u32 when the host found every value fits (src-main/services/app-session.ts, narrowed). */
+  /** Bytes; u32 when the host found every value fits (src-shared/wire.ts, narrowed). */
   size: Float64Array | Uint32Array
   requested: Float64Array | Uint32Array
   /** Stream index in the trace's stream table; NO_STREAM for region events. */

@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { encodeBundle } from '../../src-shared/bundle.ts'
-import { replayBundle } from '../../src-main/services/app-session.ts'
+import { replayBundle } from '../../src-main/services/replay/replay-input.ts'
 import { openInput, recordedRegionPlacement } from '../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../src-main/services/replay/replay.ts'
 import { decodeReplay } from '../../src-renderer/viz/data.ts'

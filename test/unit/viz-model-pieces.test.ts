@@ -8,7 +8,7 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { BundleError, bundleByteLength, encodeBundle, encodeBundleParts } from '../../src-shared/bundle.ts'
-import { replayBundle } from '../../src-main/services/app-session.ts'
+import { replayBundle } from '../../src-main/services/replay/replay-input.ts'
 import { openInput } from '../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../src-main/services/replay/replay.ts'
 import { LayoutOp } from '../../src-shared/layout.ts'

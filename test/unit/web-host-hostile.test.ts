@@ -1,8 +1,9 @@
 // Hostile and broken requests to the web host (`vramscope serve`): payloads of wrong types on every
 // channel, bodies and uploads over their limits, malformed percent-encoding in the path and the
 // upload's file name. Each gets a 4xx reply whose message names the problem (never a 500 or a
-// dropped connection where a reply can be sent), and the host keeps answering. The Electron side's
-// channels get the same from the zod schemas: ipc-router.test.ts.
+// dropped connection where a reply can be sent), and the host keeps answering. The arguments are
+// checked by the contract's schemas through the one dispatcher, as on the Electron side:
+// ipc-router.test.ts.
 import assert from 'node:assert/strict'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { request } from 'node:http'

@@ -1,12 +1,17 @@
 // Replays an opened input (trace file, snapshot, log) through strategies given as specs, the way
 // the CLI and the app both want it: PyTorch-policy targets get the recorded segment placement
 // when the input has one, so they reproduce PyTorch's own choices, and the results come back as
-// the trace file stores them, ready to print, export or save.
+// the trace file stores them, ready to print, export or save. Recorded layouts and replays meet
+// on the request events here too (recordedOnEvents), for the app's replay bundle.
 import { isRecorded } from '../../../src-shared/compare.ts'
-import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
-import { replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayTarget } from './replay.ts'
-import type { StrategySpec } from './strategy-spec.ts'
+import type { Bundle } from '../../../src-shared/contract.ts'
+import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
+import { LAYOUT_PIECE, packReplay, type MetricsSent, type StrategyToSend } from '../../../src-shared/wire.ts'
+import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
+import type { RequestTrace } from '../trace/model.ts'
+import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
+import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
   /** Device memory cap in bytes for every strategy. */
@@ -72,4 +77,115 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.signal && { signal: options.signal }),
   })
   return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed }
+}
+
+/** Index of the last request event at or before `time` (events ascending in time); 0 if none. */
+function eventAt(times: Float64Array, time: number): number {
+  let lo = 0
+  let hi = times.length - 1
+  if (hi < 0 || time < times[0]!) return 0
+  while (lo < hi) {
+    const mid = (lo + hi + 1) >> 1
+    if (times[mid]! <= time) lo = mid
+    else hi = mid - 1
+  }
+  return lo
+}
+
+/**
+ * Index of the last request event at or before each of `times`: a forward walk while they ascend
+ * (a layout's events do), a binary search where one steps back.
+ */
+function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>, ops?: ArrayLike<number>): Uint32Array {
+  const out = new Uint32Array(times.length)
+  const last = eventTimes.length - 1
+  let e = 0
+  let previous = -Infinity
+  for (let k = 0; k < times.length; k++) {
+    const time = times[k]!
+    if (time < previous) e = eventAt(eventTimes, time)
+    else while (e < last && eventTimes[e + 1]! <= time) e++
+    let at = last < 0 || time < eventTimes[0]! ? 0 : e
+    // Memory obtained between two requests was obtained for the next one (PyTorch logs a segment
+    // just before the allocation that needed it, a microsecond or so earlier): a replay counts it
+    // at that allocation too, so the recorded and replayed maps agree event by event.
+    const op = ops?.[k]
+    if ((op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) && at < last && eventTimes[at]! < time) at++
+    out[k] = at
+    previous = time
+  }
+  return out
+}
+
+/**
+ * A recorded layout (a snapshot's `pytorch (recorded)`, a recording's) placed on the request
+ * events it stands beside, by time, with PyTorch's timing rule above, and its metrics as buckets
+ * that end at those events: what a replay yields on its own, so the two are drawn alike.
+ */
+export function recordedOnEvents(trace: RequestTrace, stored: StrategyResult): StrategyToSend {
+  const times = trace.events.time
+  const streamIndex = new Map<number, number>()
+  trace.tables.streams.forEach((name, i) => {
+    const v = Number(name)
+    streamIndex.set(Number.isFinite(v) ? v : i, i)
+  })
+  const l = stored.layout!
+  const n = l.op.length
+  const stream = new Uint32Array(n)
+  for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
+  const layout = { op: l.op, address: l.address, size: l.size, requested: l.requested, stream, event: eventsAt(times, l.time, l.op) }
+  const m = stored.metrics
+  let metrics: MetricsSent | undefined
+  if (m) {
+    const end = new Uint32Array(m.time.length)
+    for (let k = 0; k < end.length; k++) end[k] = eventAt(times, m.time[k]!) + 1
+    // One sample a bucket: its maximum and minimum are the sample.
+    metrics = {
+      end,
+      requestedMax: m.requested,
+      roundedMax: m.rounded,
+      reservedMax: m.reserved,
+      requestedMin: m.requested,
+      roundedMin: m.rounded,
+      reservedMin: m.reserved,
+      fragmentation: m.externalFragmentation,
+      deviceCalls: m.deviceCalls,
+    }
+  }
+  return { name: stored.name, strategy: stored.strategy, params: stored.params, recorded: true, summary: stored.summary ?? {}, ...(metrics && { metrics }), layout }
+}
+
+/** A replay's result as the renderer reads it: its buckets, its layout, its numeric summary. */
+export function replayedOnEvents(result: ReplayResult): StrategyToSend {
+  const b = result.buckets
+  const summary: Record<string, number> = {}
+  for (const [k, v] of Object.entries(result.summary)) if (typeof v === 'number') summary[k] = v
+  summary['firstFailureEvent'] = result.summary.firstFailures.length > 0 ? result.summary.firstFailures[0]! : -1
+  return {
+    name: result.label,
+    strategy: result.strategy,
+    params: result.params,
+    recorded: false,
+    summary,
+    metrics: {
+      end: b.end,
+      requestedMax: b.requestedMax,
+      roundedMax: b.roundedMax,
+      reservedMax: b.reservedMax,
+      requestedMin: b.requestedMin,
+      roundedMin: b.roundedMin,
+      reservedMin: b.reservedMin,
+      fragmentation: b.externalFragmentation,
+      deviceCalls: b.deviceCalls,
+    },
+    layout: result.layout,
+  }
+}
+
+/**
+ * Stored results with a layout (recorded ones) then replay results, as one `replay:result` bundle
+ * (src-shared/wire.ts, packReplay); `piece`: layout events a piece.
+ */
+export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[], piece = LAYOUT_PIECE): Bundle {
+  return packReplay([...stored.map((s) => recordedOnEvents(trace, s)), ...results.map(replayedOnEvents)], piece)
 }
