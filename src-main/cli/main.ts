@@ -7,6 +7,8 @@ import { readFileSync } from 'node:fs'
 import { Command, CommanderError, Option } from 'commander'
 
 import { InputError } from '../services/input-error.ts'
+import { OutputError } from '../services/output-file.ts'
+import { TraceWriteError } from '../services/trace/file.ts'
 import { diffCommand } from './commands/diff.ts'
 import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
@@ -142,6 +144,11 @@ export async function runCli(argv: readonly string[], io: Io): Promise<number> {
     if (error instanceof RecorderCrashError) {
       io.stderr.write(`${error.message}\n`)
       if (wantsJson(argv)) io.stdout.write(`${JSON.stringify({ error: { kind: 'recorder', message: error.message } })}\n`)
+      return EXIT_INTERNAL
+    }
+    if (error instanceof OutputError || error instanceof TraceWriteError) {
+      io.stderr.write(`vramscope: ${error.message}\n`)
+      if (wantsJson(argv)) io.stdout.write(`${JSON.stringify({ error: { kind: 'output', file: error.path, code: error.code, message: error.message } })}\n`)
       return EXIT_INTERNAL
     }
     if (error instanceof InputError) {

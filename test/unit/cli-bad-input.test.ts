@@ -3,16 +3,16 @@
 // error object on stdout; nothing is printed as a crash. A pickle that would run a command runs
 // nothing. `record` without a GPU says so.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
+import { execFileSync, spawnSync } from 'node:child_process'
 import { existsSync, rmSync } from 'node:fs'
-import { mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises'
+import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import { readTrace, writeTrace } from '../../src-main/services/trace/file.ts'
 import { allocateEvents, EventKind } from '../../src-main/services/trace/model.ts'
-import { fixture, shown, vramscope, type CliRun } from './helpers/cli.ts'
+import { BIN, fixture, shown, vramscope, type CliRun } from './helpers/cli.ts'
 
 let scratch: string
 before(async () => {
@@ -65,6 +65,25 @@ describe('bad files', () => {
     const path = join(scratch, 'model.pt')
     await writeFile(path, Buffer.concat([Buffer.from([0x50, 0x4b, 0x03, 0x04]), Buffer.alloc(60, 1)]))
     refused(await vramscope(['info', path]), /byte 0: this is a zip archive, as torch\.save writes.*_dump_snapshot/)
+  })
+
+  it('a full disk (a 64 KiB file size limit) during export and import -o: a clear error, no partial output, an older file kept', async () => {
+    const limited = (args: string[]) =>
+      spawnSync('bash', ['-c', `trap '' XFSZ; ulimit -f 64; exec "$0" "$@"`, process.execPath, BIN, ...args], { encoding: 'utf8', timeout: 120_000 })
+    const snapshot = fixture('pytorch/transformer_varseq.pickle')
+    for (const [args, output] of [
+      [['export', snapshot, '--format', 'chrome', '-s', 'caching:preset=pytorch'], join(scratch, 'full.json')],
+      [['import', snapshot], join(scratch, 'full.vramscope')],
+    ] as const) {
+      await writeFile(output, 'an older file')
+      const run = limited([...args, '-o', output])
+      const shownRun = `exit ${run.status} ${run.signal ?? ''}\n${run.stderr}`
+      assert.equal(run.status, 1, shownRun)
+      assert.match(run.stderr, new RegExp(`^vramscope: ${escape(output)}: the file reached the size limit.*nothing was written`, 'm'), shownRun)
+      assert.doesNotMatch(run.stderr, /internal error|\n\s+at /, 'no crash, no stack')
+      assert.equal(await readFile(output, 'utf8'), 'an older file', 'the older file is unchanged')
+      assert.deepEqual((await readdir(scratch)).filter((f) => f.endsWith('.partial')), [], 'no temporary file left')
+    }
   })
 
   it('a truncated trace file', async () => {

@@ -2,11 +2,11 @@
 // Event JSON (counter tracks per strategy, opens in Perfetto) or a CSV of each strategy's summary.
 // Uses the results the file holds, or replays it first when --strategies is given.
 import { once } from 'node:events'
-import { createWriteStream } from 'node:fs'
 
 import { chromeTraceChunks } from '../../services/export/chrome.ts'
 import { summaryCsv } from '../../services/export/csv.ts'
 import { InputError } from '../../services/input-error.ts'
+import { writeFileAtomically } from '../../services/output-file.ts'
 import { OptionError, openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'
 
 export const EXPORT_FORMATS = ['chrome', 'csv'] as const
@@ -30,17 +30,7 @@ export async function exportCommand(io: Io, file: string, options: ExportCommand
   const pieces = format === 'chrome' ? chromeTraceChunks({ trace: input.trace, strategies }) : [summaryCsv(strategies)]
   let bytes = 0
   if (options.output !== undefined) {
-    const out = createWriteStream(options.output)
-    const failed = once(out, 'error').then(([e]) => {
-      throw e as Error
-    })
-    failed.catch(() => undefined) // awaited in the races below; never unhandled in between
-    for (const piece of pieces) {
-      bytes += Buffer.byteLength(piece)
-      if (!out.write(piece)) await Promise.race([once(out, 'drain'), failed])
-    }
-    out.end()
-    await Promise.race([once(out, 'finish'), failed])
+    bytes = await writeFileAtomically(options.output, pieces)
   } else {
     for (const piece of pieces) {
       bytes += Buffer.byteLength(piece)

@@ -2,7 +2,7 @@
 // with progress, TraceWriter streams a recording to disk as it happens so that a recorder killed
 // at any moment leaves a file that opens with every event up to its last flush (at most
 // flushIntervalMs old). The byte-level format lives in schema.ts, encoder.ts and decoder.ts.
-import { open, rename, rm, stat } from 'node:fs/promises'
+import { open, stat } from 'node:fs/promises'
 
 import { checkTraceStart, decodeTrace, TraceFileError, TRACE_START_BYTES, type DecodeProgress, type TraceFileContents } from './decoder.ts'
 import { encodeChunk, encodeEvents, encodeFrames, encodeMetaChunk, encodeNames, encodeStacks, encodeTrace, metaRows, SectionCounter } from './encoder.ts'
@@ -10,6 +10,7 @@ import { MetaKey } from './schema.ts'
 import { concatBytes } from '../../../src-shared/bytes.ts'
 import { EventsBuilder } from './events-builder.ts'
 import { notARegularFile } from '../input-error.ts'
+import { writeFailureReason, writeFileAtomically } from '../output-file.ts'
 import type { LayoutOp } from '../../../src-shared/layout.ts'
 import type { EventKind, Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -66,22 +67,11 @@ export async function readTrace(path: string, options: ReadTraceOptions = {}): P
 
 /**
  * Saves a whole trace (and strategy results). Written to a temporary file beside it and renamed,
- * so `path` holds either the old file or the complete new one, never a part.
+ * so `path` holds either the old file or the complete new one, never a part; OutputError when the
+ * file system refuses.
  */
 export async function writeTrace(path: string, trace: RequestTrace, strategies: StrategyResult[] = []): Promise<void> {
-  const chunks = encodeTrace(trace, strategies)
-  const temporary = `${path}.${process.pid}.partial`
-  const handle = await open(temporary, 'w')
-  try {
-    for (const chunk of chunks) await writeAll(handle, chunk)
-    await handle.sync()
-  } catch (e) {
-    await handle.close()
-    await rm(temporary, { force: true })
-    throw e
-  }
-  await handle.close()
-  await rename(temporary, path)
+  await writeFileAtomically(path, encodeTrace(trace, strategies))
 }
 
 type Handle = Awaited<ReturnType<typeof open>>
@@ -106,11 +96,8 @@ export class TraceWriteError extends Error {
     /** Events whose writes had completed: the file holds exactly these. */
     readonly eventsOnDisk: number,
   ) {
-    const code = cause.code ?? 'EIO'
-    const why =
-      code === 'ENOSPC' ? 'the disk is full' : code === 'EFBIG' ? 'the file reached the size limit (ulimit -f or the file system\'s largest file)' : code === 'EDQUOT' ? 'the disk quota is used up' : `writing failed (${cause.message})`
-    super(`${path}: ${why}; recording stopped with ${eventsOnDisk} events on disk, which stay readable`, { cause })
-    this.code = code
+    super(`${path}: ${writeFailureReason(cause)}; recording stopped with ${eventsOnDisk} events on disk, which stay readable`, { cause })
+    this.code = cause.code ?? 'EIO'
   }
 }
 
