@@ -1,4 +1,4 @@
-// The figures strategies are compared on (DESIGN.md, metrics), in one list used by the CLI's
+// The figures strategies are compared on (docs/architecture.md#metrics), in one list used by the CLI's
 // replay table, the CSV export and diff: the summary key, how to print it, and which way is better.
 // Winners are picked among modelled strategies only; a recorded allocator ("pytorch (recorded)")
 // is the reference they are measured against, not a contestant.

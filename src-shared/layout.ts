@@ -1,6 +1,7 @@
-// The layout trace in memory: what one strategy did with a request trace's requests (DESIGN.md,
-// data flow). Columns of typed arrays mirroring the native tracer's trace_event
-// (native/core/include/vramscope/tracer.hpp) plus the time of each event, one row per event.
+// The layout trace in memory: what one strategy did with a request trace's requests
+// (docs/architecture.md#layout-trace). Columns of typed arrays mirroring the native tracer's
+// trace_event (native/core/include/vramscope/tracer.hpp) plus the time of each event, one row per
+// event.
 // Replay and real recordings produce it; the trace file stores it beside the request trace.
 
 /** trace_op codes of native/core/include/vramscope/tracer.hpp, same numbers. */

@@ -1,6 +1,6 @@
 // What replaying a request trace through one strategy (or recording a real allocator) yields, as a
 // trace file stores it beside the request trace: the layout events, the metrics time series and a
-// summary. Metric definitions are DESIGN.md's (one definition, used everywhere).
+// summary. Metric definitions: docs/architecture.md#metrics (one definition, used everywhere).
 import type { LayoutTrace } from './layout.ts'
 
 /** One row per sample, all columns the same length, time ascending. */
@@ -22,7 +22,7 @@ export interface MetricsSeries {
 export interface StrategyResult {
   /** Unique within a file: "caching (pytorch)", "pytorch (recorded)". */
   name: string
-  /** Strategy id (DESIGN.md table), or what recorded it. */
+  /** Strategy id (docs/strategies.md), or what recorded it. */
   strategy: string
   /** The parameters it ran with, as JSON values. */
   params: Record<string, unknown>

@@ -278,7 +278,8 @@ std::size_t allocator::requested_size(const void* ptr) const {
 }
 
 allocator::free_summary allocator::do_free_summary() const {
-  // Collect free runs, merge neighbours, and measure.
+  // Collect free runs, merge neighbours, and measure: free bytes and the largest free block of
+  // docs/architecture.md#external-fragmentation.
   struct collector final : layout_visitor {
     std::vector<std::pair<address_t, std::uint64_t>> free_runs;
     std::uint64_t unusable = 0;

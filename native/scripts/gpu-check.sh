@@ -125,7 +125,8 @@ if step "configure (CUDA, Release)" "$(limit_for 120 "$BENCH_RESERVE_S")" \
 fi
 
 if [ "$BUILT" -eq 1 ]; then
-  # --- no libcuda: the library must load where there is no NVIDIA driver (DESIGN.md).
+  # --- no libcuda: the library must load where there is no NVIDIA driver
+  # (docs/architecture.md#loading-without-a-gpu).
   check_no_libcuda() {
     local bad=0 f needed
     for f in "$1"/*; do

@@ -1,6 +1,6 @@
 """Combines several vramscope_bench --json runs of the same build into one table: for each cell
 the median over runs of the per-run medians, with the lowest and highest run beside it, and the
-DESIGN.md targets checked against the combined medians; tracing on ÷ off is the median over runs of
+targets (docs/benchmarks.md#targets) checked against the combined medians; tracing on ÷ off is the median over runs of
 each run's own ratio. Run-to-run spread on a shared GPU host is
 large (the same cell moved up to 2x between runs), so one run is not a figure of record.
 

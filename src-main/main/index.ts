@@ -4,7 +4,7 @@
 // asynchronously, and reading and replaying traces happen in the worker (a utility process), so
 // a crash there never takes the app down.
 import { readFile } from 'node:fs/promises'
-import { basename, dirname, extname, join, sep } from 'node:path'
+import { basename, dirname, join, sep } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { app, BrowserWindow, dialog, ipcMain, Menu, nativeTheme, protocol, screen, session, type IpcMainInvokeEvent } from 'electron'
@@ -14,18 +14,16 @@ import { WorkerClient } from '../utility/client.ts'
 import { forkElectronWorker } from './electron-worker.ts'
 import { IpcRouter, type SenderInfo } from './ipc-router.ts'
 import { filesFromArgv, OPEN_DIALOG_EXTENSIONS } from './launch.ts'
-import { contentTypeOf } from '../ipc/page-policy.ts'
 import { menuTemplate, RECORD_HELP, type ThemeChoice } from './menu.ts'
 import { RecentFiles } from './recent-files.ts'
-import { APP_ENTRY, APP_RESPONSE_HEADERS, APP_SCHEME, appUrlToFile, denyAllPermissions, guardWebContents, secureWebPreferences } from './security.ts'
+import { APP_SCHEME, appProtocolHandler, denyAllPermissions, devServerUrlOf, pageUrl, secureApp, secureWebPreferences } from './security.ts'
 import { fitToDisplays, MIN_SIZE, WindowStateStore } from './window-state.ts'
 
 const HERE = dirname(fileURLToPath(import.meta.url))
 const RENDERER_DIR = join(HERE, '..', 'renderer')
 const PRELOAD = join(HERE, '..', 'preload', 'index.cjs')
 const WORKER_ENTRY = join(HERE, 'worker.js')
-/** `electron-vite dev` serves the renderer with hot reload; never trusted in a packaged app. */
-const DEV_SERVER_URL = app.isPackaged ? undefined : process.env['ELECTRON_RENDERER_URL']
+const DEV_SERVER_URL = devServerUrlOf(app.isPackaged, process.env)
 
 /**
  * out/ is the app as packaged (out/package.json, out/native): the addon sits beside main, unpacked
@@ -36,10 +34,8 @@ const ADDON = join(HERE, '..', 'native', 'vramscope.node').replace(`app.asar${se
 const SAMPLES_DIR = app.isPackaged ? join(process.resourcesPath, 'samples') : join(HERE, '..', '..', 'resources', 'samples')
 
 
-// Before ready: app:// is a standard, secure origin (so module workers and fetch of its own
-// files work), and every renderer is sandboxed.
-protocol.registerSchemesAsPrivileged([{ scheme: APP_SCHEME, privileges: { standard: true, secure: true, supportFetchAPI: true, codeCache: true } }])
-app.enableSandbox()
+// Before ready: app:// privileged, every renderer sandboxed, every web contents held to the app's pages.
+secureApp(app, protocol, DEV_SERVER_URL)
 
 if (!app.requestSingleInstanceLock()) app.quit()
 
@@ -114,7 +110,7 @@ function createWindow(initialFile?: string): BrowserWindow {
   for (const event of ['resize', 'move', 'maximize', 'unmaximize'] as const) window.on(event as 'resize', remember)
   window.on('focus', updateMenu)
   window.on('closed', () => router.forgetWindow(id))
-  void window.loadURL(DEV_SERVER_URL ?? APP_ENTRY)
+  void window.loadURL(pageUrl(DEV_SERVER_URL))
   return window
 }
 
@@ -197,22 +193,6 @@ function updateMenu(): void {
   Menu.setApplicationMenu(Menu.buildFromTemplate(template))
 }
 
-function serveAppProtocol(): void {
-  protocol.handle(APP_SCHEME, async (request) => {
-    const file = appUrlToFile(request.url, RENDERER_DIR)
-    if (file === undefined) return new Response('not found', { status: 404 })
-    try {
-      const body = await readFile(file)
-      return new Response(body, { status: 200, headers: { 'content-type': contentTypeOf(extname(file)), ...APP_RESPONSE_HEADERS } })
-    } catch {
-      return new Response('not found', { status: 404 })
-    }
-  })
-}
-
-// Every web contents, whoever creates it, is held to the app's pages.
-app.on('web-contents-created', (_event, contents) => guardWebContents(contents, DEV_SERVER_URL))
-
 app.on('second-instance', (_event, argv, cwd) => {
   const files = filesFromArgv(argv, { packaged: app.isPackaged, cwd })
   if (files.length > 0) openFiles(files)
@@ -249,7 +229,7 @@ async function start(): Promise<void> {
   // Exports are downloads: a save dialog asks where, unless a test run names a folder for them.
   const downloadDir = process.env['VRAMSCOPE_DOWNLOAD_DIR']
   if (downloadDir) session.defaultSession.on('will-download', (_event, item) => item.setSavePath(join(downloadDir, basename(item.getFilename()))))
-  serveAppProtocol()
+  protocol.handle(APP_SCHEME, appProtocolHandler(RENDERER_DIR, readFile))
   for (const channel of CHANNELS) ipcMain.handle(channel, (event, payload: unknown) => router.handle(senderOf(event), channel, payload))
   ready = true
   updateMenu()

@@ -1,12 +1,13 @@
 // The desktop shell's security settings in one place (Electron's security checklist): the window's
-// web preferences, the Content-Security-Policy, the app:// origin the pages come from, and the
-// guards on navigation, new windows, webviews and permissions. The pure parts are tested directly;
-// test/unit/electron-security.test.ts also reads them back out of the BUILT bundles.
-import { isAbsolute, join, normalize, relative, sep } from 'node:path'
+// web preferences, the Content-Security-Policy, the app:// origin the pages come from and its
+// handler, the sandbox, and the guards on navigation, new windows, webviews and permissions.
+// main/index.ts only calls these; test/unit/electron-security.test.ts tests them as exported, and
+// test/e2e/electron.e2e.test.ts checks a running window against them.
+import { extname, isAbsolute, join, normalize, relative, sep } from 'node:path'
 
-import type { Session, WebContents, WebPreferences } from 'electron'
+import type { App, Protocol, Session, WebContents, WebPreferences } from 'electron'
 
-import { CONTENT_SECURITY_POLICY } from '../ipc/page-policy.ts'
+import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 
 /** Pages come from app://vramscope/…, never file:// (a file:// page may read any local file). */
 export const APP_SCHEME = 'app'
@@ -18,23 +19,48 @@ export const APP_ENTRY = `${APP_ORIGIN}/index.html`
 // header by the app:// handler and as a <meta> in the built index.html.
 export { CONTENT_SECURITY_POLICY }
 
-/** Every window's web preferences. */
+/** Every window's web preferences, but for the preload script's path (secureWebPreferences adds it). */
+export const SECURE_WEB_PREFERENCES = Object.freeze({
+  contextIsolation: true,
+  sandbox: true,
+  nodeIntegration: false,
+  nodeIntegrationInWorker: false,
+  nodeIntegrationInSubFrames: false,
+  webSecurity: true,
+  allowRunningInsecureContent: false,
+  experimentalFeatures: false,
+  enableBlinkFeatures: '',
+  webviewTag: false,
+  navigateOnDragDrop: false,
+  spellcheck: false,
+} as const satisfies WebPreferences)
+
+/** The webPreferences of every BrowserWindow main creates. */
 export function secureWebPreferences(preload: string): WebPreferences {
-  return {
-    preload,
-    contextIsolation: true,
-    sandbox: true,
-    nodeIntegration: false,
-    nodeIntegrationInWorker: false,
-    nodeIntegrationInSubFrames: false,
-    webSecurity: true,
-    allowRunningInsecureContent: false,
-    experimentalFeatures: false,
-    enableBlinkFeatures: '',
-    webviewTag: false,
-    navigateOnDragDrop: false,
-    spellcheck: false,
-  }
+  return { preload, ...SECURE_WEB_PREFERENCES }
+}
+
+/** app:// is a standard, secure origin (module workers and fetch of its own files work). */
+export const PRIVILEGED_SCHEMES = [{ scheme: APP_SCHEME, privileges: { standard: true, secure: true, supportFetchAPI: true, codeCache: true } }] as const
+
+/** `electron-vite dev` serves the renderer with hot reload: its URL, never trusted in a packaged app. */
+export function devServerUrlOf(packaged: boolean, env: Readonly<Record<string, string | undefined>>): string | undefined {
+  return packaged ? undefined : env['ELECTRON_RENDERER_URL']
+}
+
+/** The page every window loads: the built renderer from app://, or the dev server when there is one. */
+export function pageUrl(devServerUrl: string | undefined): string {
+  return devServerUrl ?? APP_ENTRY
+}
+
+/**
+ * What must happen before the app is ready: app:// registered as privileged, every renderer
+ * sandboxed (whoever creates it), and every web contents held to the app's pages.
+ */
+export function secureApp(app: Pick<App, 'enableSandbox' | 'on'>, protocol: Pick<Protocol, 'registerSchemesAsPrivileged'>, devServerUrl?: string): void {
+  protocol.registerSchemesAsPrivileged(PRIVILEGED_SCHEMES.map((s) => ({ scheme: s.scheme, privileges: { ...s.privileges } })))
+  app.enableSandbox()
+  app.on('web-contents-created', (_event, contents) => guardWebContents(contents, devServerUrl))
 }
 
 /** Whether a URL is one of the app's own pages (the dev server's in `electron-vite dev`). */
@@ -86,6 +112,23 @@ export const APP_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
   'x-content-type-options': 'nosniff',
   'cross-origin-opener-policy': 'same-origin',
   'referrer-policy': 'no-referrer',
+}
+
+/**
+ * The app:// handler (protocol.handle): the built renderer's files and nothing else, each with
+ * APP_RESPONSE_HEADERS (the CSP among them); 404 for any other URL or a file that cannot be read.
+ */
+export function appProtocolHandler(rendererDir: string, readFile: (path: string) => Promise<Uint8Array>): (request: Request) => Promise<Response> {
+  return async (request) => {
+    const file = appUrlToFile(request.url, rendererDir)
+    if (file === undefined) return new Response('not found', { status: 404 })
+    try {
+      const body = await readFile(file)
+      return new Response(body, { status: 200, headers: { 'content-type': contentTypeOf(extname(file)), ...APP_RESPONSE_HEADERS } })
+    } catch {
+      return new Response('not found', { status: 404 })
+    }
+  }
 }
 
 /** Denies every permission (camera, notifications, clipboard reads, …): the app needs none. */

@@ -509,6 +509,7 @@ export function isLive(from: number, to: number, e: number): boolean {
 }
 
 /** Bytes in memory after event `e`: what the metrics table shows as the playhead moves. */
+/** The byte figures after an event, as docs/architecture.md#metrics defines them (waste = rounded - requested). */
 export interface StateFigures {
   liveBlocks: number
   requested: number
@@ -574,8 +575,9 @@ export function liveBlocksAt(model: StrategyModel, e: number): Uint32Array {
 }
 
 /**
- * External fragmentation after event `e`, exactly (DESIGN.md: 1 - largest free block / free bytes
- * inside reserved memory; 0 when nothing is free), with the free bytes and largest free block.
+ * External fragmentation after event `e`, exactly, as docs/architecture.md#external-fragmentation
+ * defines it (1 - largest free block / free bytes inside reserved memory; 0 when nothing is free),
+ * with the free bytes and largest free block.
  * Dead space of bump allocators is not free (it is not reusable). Sorts the blocks: meant for a
  * paused playhead, not every frame of playback.
  */

@@ -32,6 +32,8 @@ async function checkViews(page: Page, maps: number): Promise<string[]> {
   await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
   await waitForCount(page.locator('.map'), (n) => n >= maps)
   assert.ok((await page.locator('.timeline svg, .timeline canvas').count()) > 0, 'the timeline is drawn')
+  // The table renders after the maps: wait for it rather than read it at once (a loaded machine lags).
+  await waitForCount(page.locator('table.metrics thead th'), (n) => n - 1 >= maps, 30_000).catch(() => 0)
   const header = await page.locator('table.metrics thead th').allTextContents()
   assert.ok(header.length - 1 >= maps, `a metrics column per strategy: ${header.join(', ')}`)
   return page.locator('.map h3').allTextContents()

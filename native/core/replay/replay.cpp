@@ -137,8 +137,9 @@ class layout_tracer final : public tracer {
 };
 
 // Free bytes inside reserved memory and the largest contiguous run of them, by the definition of
-// allocator::stats() (adjacent free blocks form one run, across regions too). Blocks usually come
-// in address order: then runs are merged as they come; otherwise they are sorted first.
+// docs/architecture.md#external-fragmentation that allocator::stats() follows (adjacent free
+// blocks form one run, across regions too). Blocks usually come in address order: then runs are
+// merged as they come; otherwise they are sorted first.
 class free_space_meter final : public layout_visitor {
  public:
   struct result {
@@ -476,7 +477,7 @@ class target_replay {
     replay_summary& s = r_.summary;
     s.peak_reserved = c.reserved_live;
     s.peak_reserved_event = i;
-    s.internal_waste_at_peak = c.rounded_live - c.requested_live;
+    s.internal_waste_at_peak = c.rounded_live - c.requested_live;  // docs/architecture.md#metrics
     peak_measured_ = peak_budget_.allows(expected_walk_cost_, i + 1);
     if (peak_measured_) note_peak_free_space(walk(i, peak_budget_));
   }

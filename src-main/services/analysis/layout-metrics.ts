@@ -3,10 +3,11 @@
 // layout events, no allocator involved, so the recorded allocator gets the same figures as the
 // replayed ones and stands beside them in tables, exports and diffs.
 //
-// Internal waste and external fragmentation are not derived: a snapshot's trace gives each block
-// PyTorch's 512-byte rounding of the request, not the block PyTorch actually carved (it keeps
-// remainders it does not split), so the waste and the free runs between blocks would be guesses
-// that look like measurements. The rounded series is kept (it is what the layout says) but no
+// The metrics are those of docs/architecture.md#metrics, as the native replay computes them (a
+// pending block counts in neither requested nor rounded bytes). Internal waste and external
+// fragmentation are not derived: a snapshot's trace gives each block PyTorch's 512-byte rounding
+// of the request, not the block PyTorch actually carved (it keeps remainders it does not split),
+// so the waste and the free runs between blocks would be guesses that look like measurements. The rounded series is kept (it is what the layout says) but no
 // summary figure is made of it.
 import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
 import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
@@ -47,11 +48,11 @@ export function layoutMetrics(layout: LayoutTrace, maxSamples = DEFAULT_MAX_SAMP
         req -= layout.requested[i]!
         rnd -= size
         break
-      case LayoutOp.freePending: // the program let go; the block stays taken until its stream is done
+      case LayoutOp.freePending: // the program let go; the block is pending until its stream is done, neither requested nor rounded
         req -= layout.requested[i]!
-        break
-      case LayoutOp.freeCompleted:
         rnd -= size
+        break
+      case LayoutOp.freeCompleted: // pending → free: no longer counted in either already
         break
       case LayoutOp.regionReserve:
         res += size

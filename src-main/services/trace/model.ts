@@ -1,5 +1,5 @@
 // The request trace in memory: what a program asked of the allocator, independent of any
-// allocator (DESIGN.md, data flow). Columns of typed arrays, one row per event, so a million
+// allocator (docs/architecture.md#request-trace). Columns of typed arrays, one row per event, so a million
 // events cost tens of megabytes and cross to workers and the native replay without copying
 // objects. Importers (PyTorch snapshots, RMM logs, recordings) produce it; the trace file
 // (Arrow IPC, docs/trace-format.md) stores it; replay consumes it.

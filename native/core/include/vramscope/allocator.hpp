@@ -23,6 +23,8 @@
 
 namespace vramscope {
 
+// Every figure as docs/architecture.md#metrics defines it (the one definition the replay, the
+// TypeScript services and the renderer share).
 struct allocator_stats {
   // Invariant: reserved_live == rounded_live + pending_bytes + free_bytes + unusable_bytes.
   std::uint64_t requested_live = 0;  // bytes the callers asked for, live now

@@ -1,7 +1,8 @@
-// Replay: a request trace (what a program asked for, DESIGN.md) run through any list of strategies,
-// each on its own simulated backing, giving per strategy the layout events, a metrics time series
-// and a summary. One thread, no shared state between targets; the same input gives the same bytes
-// out (the wall-time fields of the summary excepted).
+// Replay: a request trace (what a program asked for, docs/architecture.md#request-trace) run
+// through any list of strategies, each on its own simulated backing, giving per strategy the layout
+// events, a metrics time series and a summary (docs/architecture.md#metrics). One thread, no
+// shared state between targets; the same input gives the same bytes out (the wall-time fields of
+// the summary excepted).
 #pragma once
 
 #include <atomic>
