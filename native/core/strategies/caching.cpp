@@ -446,10 +446,7 @@ const strategy_registration registration{
        "cap on reserved memory, as PyTorch's per-process memory fraction; 0: the device's memory"},
       {"release_threshold", "size", "0",
        "trim() keeps this many bytes reserved; 0 releases every unused segment (empty_cache)"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<caching>(b, p);
     }};
