@@ -258,7 +258,7 @@ std::vector<row> strategy_rows(const options& o) {
     for (auto& p : info.params) has_preset = has_preset || p.name == "preset";
     // The caching strategy's two presets are two different allocators (DESIGN.md): measure both.
     if (info.name == "caching" && has_preset) {
-      rows.push_back({"caching.seed", info.name, {{"preset", "seed"}}});
+      rows.push_back({"caching.pow2", info.name, {{"preset", "pow2"}}});
       rows.push_back({"caching.pytorch", info.name, {{"preset", "pytorch"}}});
     } else {
       rows.push_back({info.name, info.name, {}});

@@ -42,7 +42,7 @@ cells() {
       echo "512 0"; echo "1MiB 0"; echo "64MiB 0"; echo "512 1000"
       echo "1MiB 1000 pool_size=2147483648"
       echo "64MiB 1000 pool_size=4294967296" ;;
-    caching.seed|caching.pytorch)
+    caching.pow2|caching.seed|caching.pytorch)
       for c in "512 0" "1MiB 0" "64MiB 0" "512 1000" "1MiB 1000" "64MiB 1000"; do
         echo "$c preset=${1#caching.}"; done ;;
     device_bump)
@@ -55,7 +55,7 @@ cells() {
 }
 
 rows=("$@")
-[ ${#rows[@]} -eq 0 ] && rows=(block_pool slab buddy arena caching.seed caching.pytorch device_bump)
+[ ${#rows[@]} -eq 0 ] && rows=(block_pool slab buddy arena caching.pow2 caching.pytorch device_bump)
 printf "%-16s %-6s %-5s %10s %10s\n" strategy size live "off Ir" "on Ir"
 for row in "${rows[@]}"; do
   strategy=${row%%.*}

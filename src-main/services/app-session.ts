@@ -27,7 +27,7 @@ export const PRIVACY_STATEMENT =
   'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
 /** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
-export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=seed,slab,buddy,vmm_growable'
+export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable'
 
 /** An API call that failed for a reason the user can act on. */
 export class ApiError extends Error {
