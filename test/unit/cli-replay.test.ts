@@ -155,7 +155,8 @@ describe('vramscope replay', () => {
     const renamed = await vramscopeJson<ReplayJson>(['replay', csv, '-s', 'caching:preset=pow2'])
     const result = JSON.parse(old.stdout) as ReplayJson
     assert.deepEqual(result.strategies.map((s) => [s.name, s.params]), [['caching (pow2)', { preset: 'pow2' }]])
-    assert.deepEqual(summaryOf(result, 'caching (pow2)'), summaryOf(renamed, 'caching (pow2)'))
+    for (const key of ['peakRequested', 'peakReserved', 'internalWasteAtPeak', 'externalFragmentationAtPeak', 'failures', 'deviceCalls'])
+      assert.equal(summaryOf(result, 'caching (pow2)')[key], summaryOf(renamed, 'caching (pow2)')[key], key)
   })
 
   it('replays several --strategies options and repeated strategies with distinct labels', async () => {
