@@ -13,12 +13,10 @@ build=$(cd "$1" && pwd)
 shift
 pairs=${PAIRS:-20000}
 bin="$build/pair_cost"
-# A build with the CUDA backings needs the static CUDA runtime as well (it stays idle here).
-cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-extra_libs=()
-[ -n "$cudart" ] && extra_libs=("$cudart" -ldl -lrt)
+# Core alone, in any build: the CUDA backings are a library of their own (vramscope_cuda), so no
+# CUDA runtime is needed here.
 g++ -std=c++17 -O3 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
-  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive "${extra_libs[@]}" \
+  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive \
   -pthread -o "$bin"
 [ "${PAIR_COST_BUILD_ONLY:-0}" = 1 ] && { echo "built $bin"; exit 0; }
 
