@@ -34,7 +34,7 @@ export type ParamKind = 'size' | 'uint' | 'double' | 'bool' | 'string' | 'size_l
 export interface ParamInfo {
   name: string
   kind: ParamKind
-  /** As the library parses it: "2MiB", "512", "true", "seed". */
+  /** As the library parses it: "2MiB", "512", "true", "pow2". */
   default: string
   description: string
 }

@@ -130,7 +130,7 @@ std::vector<bench_row> bench_rows() {
       {"slab.defaults", "slab", {}, 0},
       {"arena", "arena", {}, 10e6},
       {"buddy", "buddy", {{"pool_size", "64GiB"}}, 3e6},
-      {"caching.seed", "caching", {{"preset", "seed"}}, 3e6},
+      {"caching.pow2", "caching", {{"preset", "pow2"}}, 3e6},
       {"caching.pytorch", "caching", {{"preset", "pytorch"}}, 3e6},
       {"cuda_malloc", "cuda_malloc", {}, 0},
       {"async_pool", "async_pool", {}, 0},
@@ -242,7 +242,7 @@ void usage(const char* why) {
                "usage: vramscope_bench replay [options]\n"
                "  --events N        events in the synthetic trace (default 1000000)\n"
                "  --reps N          repetitions per figure, the median is reported (default 5)\n"
-               "  --only a,b        only these rows (block_pool, slab, caching.seed, ...)\n"
+               "  --only a,b        only these rows (block_pool, slab, caching.pow2, ...)\n"
                "  --clock wall|cpu  wall time (default) or this thread's CPU time (busy machine)\n"
                "  --quick           smoke run: 100000 events, 1 repetition\n"
                "  --walk-budget N   blocks the walks at bucket ends may visit per event (replay_options)\n"

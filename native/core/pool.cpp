@@ -13,8 +13,9 @@ params to_params(const PoolConfig& c) {
            {"thread_safe", c.thread_safe ? "true" : "false"},
            {"max_reserved", std::to_string(c.max_pool_size)},
            {"release_threshold", std::to_string(c.release_threshold == never_release ? 0 : c.release_threshold)}};
-  // Passed on for the seed, and for another preset only when set, so that it is refused by name.
-  if (c.preset == "seed" || c.segment_size != PoolConfig{}.segment_size)
+  // Passed on for pow2 (or its former name), and for another preset only when set, so that it is
+  // refused by name.
+  if (c.preset == "pow2" || c.preset == "seed" || c.segment_size != PoolConfig{}.segment_size)
     p.set("segment_size", std::to_string(c.segment_size));
   return p;
 }

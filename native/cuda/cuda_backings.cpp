@@ -1,9 +1,10 @@
-// The CUDA side of the backing factory: whether CUDA is usable here (never throwing, never
-// aborting where there is no driver), the plain cudaMalloc backing, and a description of the
-// device for the first line of GPU tests and benchmarks.
+// The CUDA backings' entry: whether CUDA is usable here (never throwing, never aborting where there
+// is no driver), the plain cudaMalloc backing, the registration of all three CUDA backings with
+// core's backing registry, and a description of the device for GPU tests and benchmarks.
 #include <string>
 
 #include "cuda_common.hpp"
+#include "vramscope/backing_registry.hpp"
 #include "vramscope/cuda_backing.hpp"
 
 namespace vramscope {
@@ -48,17 +49,16 @@ void require_device(int device) {
                          std::to_string(count) + " present");
 }
 
-}  // namespace
-
-bool built_with_cuda() noexcept { return true; }
-
-bool cuda_device_available(std::string* reason) noexcept {
+// The probe behind cuda_device_available (core asks it through the registry).
+bool probe_cuda_device(std::string* reason) noexcept {
   try {
     return device_count(reason) > 0;
   } catch (...) {  // std::string may throw bad_alloc; this function must not
     return false;
   }
 }
+
+}  // namespace
 
 std::unique_ptr<backing> make_cuda_backing(backing_kind kind, const cuda_options& options) {
   require_device(options.device);
@@ -71,6 +71,27 @@ std::unique_ptr<backing> make_cuda_backing(backing_kind kind, const cuda_options
   throw invalid_argument(std::string("make_cuda_backing: '") + backing_kind_name(kind) +
                          "' is not a CUDA backing");
 }
+
+namespace {
+
+// Registered at static initialisation: linking this library is what gives a program the CUDA
+// backings (and makes built_with_cuda() true). Nothing here touches the driver, so a program still
+// loads where there is none.
+std::unique_ptr<backing> make_malloc(const cuda_options& o) {
+  return make_cuda_backing(backing_kind::cuda_malloc, o);
+}
+std::unique_ptr<backing> make_vmm(const cuda_options& o) {
+  return make_cuda_backing(backing_kind::cuda_vmm, o);
+}
+std::unique_ptr<backing> make_async(const cuda_options& o) {
+  return make_cuda_backing(backing_kind::cuda_async, o);
+}
+const device_probe_registration cuda_probe{probe_cuda_device};
+const backing_registration cuda_malloc_registration{backing_kind::cuda_malloc, make_malloc};
+const backing_registration cuda_vmm_registration{backing_kind::cuda_vmm, make_vmm};
+const backing_registration cuda_async_registration{backing_kind::cuda_async, make_async};
+
+}  // namespace
 
 std::string describe_cuda_device(int device) {
   require_device(device);

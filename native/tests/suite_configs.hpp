@@ -27,7 +27,7 @@ inline std::vector<suite_config> suite_configs() {
       {"buddy", "buddy", {{"pool_size", "32MiB"}, {"min_block", "256"}}, 16 * MiB, 64 * MiB},
       {"arena", "arena", {{"reserve", "256MiB"}}, 4 * MiB, 64 * MiB},
       {"vmm_growable", "vmm_growable", {{"reserve", "256MiB"}}, 8 * MiB, 64 * MiB},
-      {"caching.seed", "caching", {{"preset", "seed"}}, 8 * MiB, 64 * MiB},
+      {"caching.pow2", "caching", {{"preset", "pow2"}}, 8 * MiB, 64 * MiB},
       {"caching.pytorch", "caching", {{"preset", "pytorch"}}, 12 * MiB, 64 * MiB},
       {"device_bump", "device_bump", {{"capacity", "32MiB"}}, 2 * MiB, 64 * MiB},
   };

@@ -13,12 +13,10 @@ build=$(cd "$1" && pwd)
 shift
 pairs=${PAIRS:-20000}
 bin="$build/pair_cost"
-# A build with the CUDA backings needs the static CUDA runtime as well (it stays idle here).
-cudart=$(sed -n 's/^CUDA_cudart_static_LIBRARY:FILEPATH=//p' "$build/CMakeCache.txt" 2>/dev/null || true)
-extra_libs=()
-[ -n "$cudart" ] && extra_libs=("$cudart" -ldl -lrt)
+# Core alone, in any build: the CUDA backings are a library of their own (vramscope_cuda), so no
+# CUDA runtime is needed here.
 g++ -std=c++17 -O3 -DNDEBUG -I"$here/core/include" "$here/tools/pair_cost.cpp" \
-  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive "${extra_libs[@]}" \
+  -Wl,--whole-archive "$build/libvramscope_core.a" -Wl,--no-whole-archive \
   -pthread -o "$bin"
 [ "${PAIR_COST_BUILD_ONLY:-0}" = 1 ] && { echo "built $bin"; exit 0; }
 
@@ -42,7 +40,7 @@ cells() {
       echo "512 0"; echo "1MiB 0"; echo "64MiB 0"; echo "512 1000"
       echo "1MiB 1000 pool_size=2147483648"
       echo "64MiB 1000 pool_size=4294967296" ;;
-    caching.seed|caching.pytorch)
+    caching.pow2|caching.seed|caching.pytorch)
       for c in "512 0" "1MiB 0" "64MiB 0" "512 1000" "1MiB 1000" "64MiB 1000"; do
         echo "$c preset=${1#caching.}"; done ;;
     device_bump)
@@ -55,7 +53,7 @@ cells() {
 }
 
 rows=("$@")
-[ ${#rows[@]} -eq 0 ] && rows=(block_pool slab buddy arena caching.seed caching.pytorch device_bump)
+[ ${#rows[@]} -eq 0 ] && rows=(block_pool slab buddy arena caching.pow2 caching.pytorch device_bump)
 printf "%-16s %-6s %-5s %10s %10s\n" strategy size live "off Ir" "on Ir"
 for row in "${rows[@]}"; do
   strategy=${row%%.*}

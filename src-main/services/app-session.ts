@@ -29,7 +29,7 @@ export const PRIVACY_STATEMENT =
   'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
 /** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
-export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=seed,slab,buddy,vmm_growable'
+export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable'
 
 /** The longest a `job:status` call with waitMs holds its answer back. */
 const MAX_STATUS_WAIT_MS = 1000

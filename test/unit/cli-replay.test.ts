@@ -145,6 +145,20 @@ describe('vramscope replay', () => {
     )
   })
 
+  it('accepts caching:preset=seed as pow2 (its former name) with a one-line deprecation warning on stderr', async () => {
+    const csv = fixture('rmm/clock-time.csv')
+    const old = await vramscope(['replay', csv, '--json', '-s', 'caching:preset=seed'])
+    assert.equal(old.code, 0, shown(old))
+    const warnings = old.stderr.split('\n').filter((line) => line !== '')
+    assert.equal(warnings.length, 1, old.stderr)
+    assert.match(warnings[0]!, /warning: .*preset=seed is deprecated, use preset=pow2/)
+    const renamed = await vramscopeJson<ReplayJson>(['replay', csv, '-s', 'caching:preset=pow2'])
+    const result = JSON.parse(old.stdout) as ReplayJson
+    assert.deepEqual(result.strategies.map((s) => [s.name, s.params]), [['caching (pow2)', { preset: 'pow2' }]])
+    for (const key of ['peakRequested', 'peakReserved', 'internalWasteAtPeak', 'externalFragmentationAtPeak', 'failures', 'deviceCalls'])
+      assert.equal(summaryOf(result, 'caching (pow2)')[key], summaryOf(renamed, 'caching (pow2)')[key], key)
+  })
+
   it('replays several --strategies options and repeated strategies with distinct labels', async () => {
     const result = await vramscopeJson<ReplayJson>(['replay', fixture('rmm/clock-time.csv'), '-s', 'slab', '-s', 'slab:slab_size=4MiB,slab'])
     assert.deepEqual(

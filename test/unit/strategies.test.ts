@@ -23,6 +23,25 @@ function freeAll(allocator: Allocator, held: Map<bigint, number>): void {
   held.clear()
 }
 
+it('caching\'s default preset is pow2, and the library still takes its former name seed as the same preset', () => {
+  const preset = listStrategies().find((s) => s.name === 'caching')!.params.find((p) => p.name === 'preset')!
+  assert.equal(preset.default, 'pow2')
+  const trace = (params: Record<string, string>): number[] => {
+    const allocator = makeAllocator({ label: 'caching', strategy: 'caching', params })
+    try {
+      const sizes = [1, 513, 3000, 5 * MiB, 100, 64 * MiB]
+      const addresses = sizes.map((size) => allocator.allocate(size))
+      const stats = allocator.stats()
+      for (const address of addresses) allocator.deallocate(address)
+      return [...addresses.map(Number), stats.roundedLive, stats.reservedLive]
+    } finally {
+      allocator.dispose()
+    }
+  }
+  assert.deepEqual(trace({ preset: 'seed' }), trace({ preset: 'pow2' }))
+  assert.deepEqual(trace({}), trace({ preset: 'pow2' }))
+})
+
 it('the library lists strategies, each with a description and typed parameters', () => {
   const all = listStrategies()
   assert.ok(all.length > 0)

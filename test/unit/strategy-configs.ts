@@ -48,7 +48,7 @@ export function strategyConfigs(): StrategyConfig[] {
 }
 
 function presetNames(description: string, defaultName: string): string[] {
-  // The description lists presets as "seed: ...; pytorch: ...".
+  // The description lists presets as "pow2: ...; pytorch: ...".
   const names = description.split(';').map((part) => /^\s*([a-z0-9_]+):/i.exec(part)?.[1])
   return names.filter((name): name is string => name !== undefined && name !== defaultName)
 }

@@ -97,7 +97,7 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         assert.equal((await settle(client, open.jobId)).state, 'done')
         const summary = await client.call('job:result', { jobId: open.jobId })
         const firstPid = client.pid!
-        const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,caching:preset=seed,slab,buddy,vmm_growable' })
+        const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable' })
         const midway = await settle(client, replay.jobId, (s) => s.state !== 'running' || (s.fraction > 0.05 && s.phase.startsWith('replaying')))
         assert.equal(midway.state, 'running', 'the replay was still running when the worker was killed (make the trace bigger if not)')
 

@@ -1,6 +1,7 @@
 // Defaults of the backing interface (capabilities a backing lacks) and the backing factory.
 #include "vramscope/backing.hpp"
 
+#include "vramscope/backing_registry.hpp"
 #include "vramscope/errors.hpp"
 #include "vramscope/simulated_backing.hpp"
 
@@ -45,27 +46,14 @@ std::unique_ptr<simulated_backing> make_simulated_backing(const simulated_option
   return std::make_unique<simulated_backing>(options);
 }
 
-#ifndef VRAMSCOPE_WITH_CUDA
-bool built_with_cuda() noexcept { return false; }
-bool cuda_device_available(std::string* reason) noexcept {
-  if (reason) *reason = "this build of vramscope has no CUDA support";
-  return false;
-}
-#else
-// Defined in native/cuda/cuda_backings.cpp.
-std::unique_ptr<backing> make_cuda_backing(backing_kind kind, const cuda_options& options);
-#endif
-
+// Device backings come from the registry (backing_registry.cpp), filled by whatever device backings
+// the program links (native/cuda/ registers the CUDA ones); core itself knows no device runtime.
 std::unique_ptr<backing> make_backing(backing_kind kind, const simulated_options& simulated,
                                       const cuda_options& cuda) {
   if (kind == backing_kind::simulated) return make_simulated_backing(simulated);
-#ifdef VRAMSCOPE_WITH_CUDA
-  return make_cuda_backing(kind, cuda);
-#else
-  (void)cuda;
+  if (device_backing_factory make = find_device_backing(kind)) return make(cuda);
   throw unsupported(std::string("backing '") + backing_kind_name(kind) +
                     "' needs CUDA, and this build of vramscope has none");
-#endif
 }
 
 }  // namespace vramscope

@@ -172,10 +172,7 @@ const strategy_registration registration{
       {"release_on_reset", "bool", "false", "true: reset() unmaps down to keep_mapped bytes"},
       {"keep_mapped", "size", "0", "bytes that stay mapped through a reset when release_on_reset is true"},
       {"lifo_reclaim", "bool", "true", "freeing the topmost block pops the pointer back"}},
-     true,
-     false,
-     true,
-     backing_kind::cuda_vmm},
+     strategy_traits().needs_vmm().supports_reset().runs_on(backing_kind::cuda_vmm)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<arena_allocator>(b, p);
     }};

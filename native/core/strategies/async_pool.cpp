@@ -158,10 +158,7 @@ const strategy_registration registration{
        "(no attribute queries, for timing the driver itself)"},
       {"remember_frees", "uint", "4096",
        "how many freed addresses are remembered to report a double free as such"}},
-     false,
-     true,
-     false,
-     backing_kind::cuda_async},
+     strategy_traits().needs_async().runs_on(backing_kind::cuda_async)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<async_pool_strategy>(b, p);
     }};

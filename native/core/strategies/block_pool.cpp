@@ -168,10 +168,7 @@ const strategy_registration registration{
      {{"block_size", "size", "1MiB", "size of every block; larger requests fail"},
       {"pool_size", "size", "256MiB", "bytes of each region"},
       {"max_regions", "uint", "1", "regions the pool may grow to when exhausted"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<block_pool>(b, p);
     }};

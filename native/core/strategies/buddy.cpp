@@ -349,10 +349,7 @@ const strategy_registration registration{
      {{"min_block", "size", "256", "smallest block, a power of two of at least 256 B"},
       {"pool_size", "size", "1GiB", "bytes of each pool, one buddy tree (a power of two)"},
       {"max_pools", "uint", "1", "pools obtained on demand; trim() returns pools that are entirely free"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<buddy_allocator>(b, p);
     }};

@@ -2,7 +2,7 @@
 // request and merged again when freed, cached per stream (a segment and every block cut from it
 // belong to the stream it was obtained for). Preset `pytorch` reproduces PyTorch's
 // CUDACachingAllocator decision by decision (caching_policy.hpp holds the rules that differ between
-// presets; the comments name the PyTorch function each branch follows); preset `seed` rounds to
+// presets; the comments name the PyTorch function each branch follows); preset `pow2` rounds to
 // power-of-two classes. Thread-safe through the base class's lock. Cross-stream frees are deferred
 // by the base class; a block reaches do_deallocate once it may be reused on its own stream.
 #include <map>
@@ -83,8 +83,8 @@ class caching final : public allocator {
                                               stream_t stream, free_index& index,
                                               std::uint32_t& cookie) {
     if (size == 0) {
-      if (policy_.kind == preset::seed)
-        fail(bytes, 0, "the seed preset's largest size class is 2 GiB");
+      if (policy_.kind == preset::pow2)
+        fail(bytes, 0, "the pow2 preset's largest size class is 2 GiB");
       fail(bytes, 0, "request too large to round");
     }
     std::uint32_t n = get_free_block(index, size);
@@ -425,11 +425,12 @@ class caching final : public allocator {
 const strategy_registration registration{
     {"caching",
      "size-class pool with splitting and coalescing inside cached segments, per-stream free lists, "
-     "thread-safe; presets seed (power-of-two classes) and pytorch (CUDACachingAllocator's policy)",
-     {{"preset", "string", "seed",
-       "seed: power-of-two classes 512 B - 2 GiB; pytorch: PyTorch's CUDACachingAllocator policy"},
+     "thread-safe; presets pow2 (power-of-two classes) and pytorch (CUDACachingAllocator's policy)",
+     {{"preset", "string", "pow2",
+       "pow2: power-of-two classes 512 B - 2 GiB; pytorch: PyTorch's CUDACachingAllocator policy "
+       "(seed: pow2's former name, deprecated)"},
       {"thread_safe", "bool", "true", "lock every call, so that any thread may allocate and free"},
-      {"segment_size", "size", "2MiB", "seed: smallest segment obtained from the device"},
+      {"segment_size", "size", "2MiB", "pow2: smallest segment obtained from the device"},
       {"max_split_size", "size", "unlimited",
        "pytorch (max_split_size_mb): cached blocks this large are never split and serve only "
        "requests this large; at least 20 MiB"},
@@ -446,10 +447,7 @@ const strategy_registration registration{
        "cap on reserved memory, as PyTorch's per-process memory fraction; 0: the device's memory"},
       {"release_threshold", "size", "0",
        "trim() keeps this many bytes reserved; 0 releases every unused segment (empty_cache)"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<caching>(b, p);
     }};

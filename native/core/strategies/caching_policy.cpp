@@ -11,7 +11,7 @@ namespace vramscope::caching_detail {
 
 namespace {
 
-const char* const seed_only[] = {"segment_size"};
+const char* const pow2_only[] = {"segment_size"};
 const char* const pytorch_only[] = {"max_split_size", "max_non_split_rounding_size",
                                     "roundup_power2_divisions", "garbage_collection_threshold"};
 
@@ -84,31 +84,32 @@ std::array<std::uint64_t, roundup_intervals> parse_divisions(std::string text) {
 
 policy parse_policy(const params& p) {
   policy pol;
-  const std::string name = p.get_string("preset", "seed");
-  if (name == "seed") {
-    pol.kind = preset::seed;
+  const std::string name = p.get_string("preset", "pow2");
+  // `seed` is pow2's former name, still accepted (the TypeScript side warns that it is deprecated).
+  if (name == "pow2" || name == "seed") {
+    pol.kind = preset::pow2;
   } else if (name == "pytorch") {
     pol.kind = preset::pytorch;
   } else {
-    throw invalid_argument("caching: parameter 'preset' must be seed or pytorch, got '" + name + "'");
+    throw invalid_argument("caching: parameter 'preset' must be pow2 or pytorch, got '" + name + "'");
   }
 
-  if (pol.kind == preset::seed) {
+  if (pol.kind == preset::pow2) {
     for (const char* key : pytorch_only)
       if (p.has(key))
         throw invalid_argument(std::string("caching: parameter '") + key +
-                               "' belongs to the pytorch preset, not seed");
+                               "' belongs to the pytorch preset, not pow2");
     pol.segment_size = p.get_size("segment_size", 2 * MiB);
-    if (pol.segment_size < seed_min_class || pol.segment_size % seed_min_class != 0)
+    if (pol.segment_size < pow2_min_class || pol.segment_size % pow2_min_class != 0)
       throw invalid_argument("caching: parameter 'segment_size' must be a multiple of 512 B, got " +
                              format_bytes(pol.segment_size));
     return pol;
   }
 
-  for (const char* key : seed_only)
+  for (const char* key : pow2_only)
     if (p.has(key))
       throw invalid_argument(std::string("caching: parameter '") + key +
-                             "' belongs to the seed preset; pytorch segments are 2 MiB (small pool) "
+                             "' belongs to the pow2 preset; pytorch segments are 2 MiB (small pool) "
                              "and 20 MiB or the rounded request (large pool)");
   // PyTorch refuses max_split_size_mb and max_non_split_rounding_mb below kLargeBuffer (20 MiB).
   const std::string split = p.get_string("max_split_size", "unlimited");

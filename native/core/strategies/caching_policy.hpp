@@ -1,7 +1,8 @@
 // The decisions that tell the caching strategy's two presets apart: how a request is rounded, which
 // pool serves it, how large a new segment is, when a cached block may serve a request and when it
 // is split. `pytorch` reproduces c10/cuda/CUDACachingAllocator.cpp (constants and functions named
-// after PyTorch's in the comments); `seed` is the power-of-two class pool of the seed design.
+// after PyTorch's in the comments); `pow2` is a pool of power-of-two size classes (called `seed`
+// before, a name still accepted).
 #pragma once
 
 #include <array>
@@ -14,7 +15,7 @@
 
 namespace vramscope::caching_detail {
 
-enum class preset : std::uint8_t { seed, pytorch };
+enum class preset : std::uint8_t { pow2, pytorch };
 
 // PyTorch's constants (CUDACachingAllocator.cpp).
 constexpr std::uint64_t min_block_size = 512;          // kMinBlockSize: every size rounds to 512 B
@@ -28,9 +29,9 @@ constexpr std::uint64_t round_large = 2 * MiB;         // kRoundLarge: larger se
 constexpr std::size_t roundup_intervals = 16;
 constexpr unsigned roundup_first_log2 = 20;
 
-// Seed preset: power-of-two classes from 512 B to 2 GiB.
-constexpr std::uint64_t seed_min_class = 512;
-constexpr std::uint64_t seed_max_class = 2 * GiB;
+// pow2 preset: power-of-two classes from 512 B to 2 GiB.
+constexpr std::uint64_t pow2_min_class = 512;
+constexpr std::uint64_t pow2_max_class = 2 * GiB;
 
 // Above this no size is rounded (it would overflow); such a request simply fails.
 constexpr std::uint64_t largest_request = std::uint64_t{1} << 60;
@@ -40,8 +41,8 @@ constexpr unsigned large_pool = 1;
 constexpr std::uint64_t unlimited = std::numeric_limits<std::uint64_t>::max();
 
 struct policy {
-  preset kind = preset::seed;
-  std::uint64_t segment_size = 2 * MiB;  // seed: smallest segment
+  preset kind = preset::pow2;
+  std::uint64_t segment_size = 2 * MiB;  // pow2: smallest segment
   // pytorch: blocks at least this large are never split, and serve only requests that large.
   std::uint64_t max_split_size = unlimited;
   // pytorch: how much larger than an oversize request an oversize cached block may be.
@@ -54,9 +55,9 @@ struct policy {
 
   // The block size a request is served with; 0 when no class holds it (the request fails).
   std::uint64_t round_size(std::uint64_t bytes) const noexcept {
-    if (kind == preset::seed) {
-      if (VRAMSCOPE_UNLIKELY(bytes > seed_max_class)) return 0;
-      return bytes <= seed_min_class ? seed_min_class : next_power_of_two(bytes);
+    if (kind == preset::pow2) {
+      if (VRAMSCOPE_UNLIKELY(bytes > pow2_max_class)) return 0;
+      return bytes <= pow2_min_class ? pow2_min_class : next_power_of_two(bytes);
     }
     // PyTorch round_size: 512 B minimum, then either the next power-of-two division (when
     // roundup_power2_divisions is set for this size) or a multiple of 512 B.
@@ -70,14 +71,14 @@ struct policy {
     return align_up(bytes, min_block_size);
   }
 
-  // PyTorch get_pool: the small pool holds requests up to kSmallSize. The seed has one pool.
+  // PyTorch get_pool: the small pool holds requests up to kSmallSize. pow2 has one pool.
   unsigned pool_of(std::uint64_t size) const noexcept {
     return kind == preset::pytorch && size > small_size ? large_pool : small_pool;
   }
 
   // The segment obtained from the device when no cached block serves `size`.
   std::uint64_t allocation_size(std::uint64_t size) const noexcept {
-    if (kind == preset::seed) return size > segment_size ? size : segment_size;
+    if (kind == preset::pow2) return size > segment_size ? size : segment_size;
     // PyTorch get_allocation_size.
     if (size <= small_size) return small_buffer;
     if (size < min_large_alloc) return large_buffer;
@@ -95,10 +96,10 @@ struct policy {
 
   // PyTorch should_split: in the small pool any remainder of 512 B or more is split off; in the
   // large pool only a remainder above kSmallSize, and never for requests of max_split_size or more.
-  // The seed splits whenever the remainder can hold its smallest class.
+  // pow2 splits whenever the remainder can hold its smallest class.
   bool should_split(std::uint64_t block_size, std::uint64_t size, unsigned pool) const noexcept {
     const std::uint64_t remaining = block_size - size;
-    if (kind == preset::seed || pool == small_pool) return remaining >= min_block_size;
+    if (kind == preset::pow2 || pool == small_pool) return remaining >= min_block_size;
     return size < max_split_size && remaining > small_size;
   }
 

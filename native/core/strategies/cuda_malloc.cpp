@@ -78,10 +78,7 @@ const strategy_registration registration{
      {{"rounding", "size", "512", "requests are rounded up to a multiple of this (power of two)"},
       {"remember_frees", "uint", "4096",
        "how many freed addresses are remembered to report a double free as such"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<cuda_malloc_strategy>(b, p);
     }};

@@ -132,10 +132,7 @@ const strategy_registration registration{
      "atomicAdd bump allocation from inside kernels; host frees mark blocks unusable, reset() frees all",
      {{"capacity", "size", "1GiB", "bytes of the one region, obtained at the first allocation"},
       {"alignment", "size", "256", "every allocation is rounded to this (power of two)"}},
-     false,
-     false,
-     true,
-     backing_kind::cuda_malloc},
+     strategy_traits().supports_reset().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       device_bump_options o;
       o.capacity = p.get_size("capacity", o.capacity);

@@ -317,10 +317,7 @@ const strategy_registration registration{
        "false: trim() releases empty slabs; true: a slab goes back as soon as it is empty"},
       {"large", "string", "region",
        "above the largest class: 'region' (a dedicated region, 512 B rounding) or 'fail'"}},
-     false,
-     false,
-     false,
-     backing_kind::cuda_malloc},
+     strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<slab_allocator>(b, p);
     }};

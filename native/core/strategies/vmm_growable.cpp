@@ -251,10 +251,7 @@ const strategy_registration registration{
       {"unmap_free_granules", "bool", "true",
        "unmap a granule as soon as no live block touches it (false: only trim() unmaps)"},
       {"keep_mapped", "size", "0", "hysteresis: bytes of empty granules that stay mapped until trim()"}},
-     true,
-     false,
-     false,
-     backing_kind::cuda_vmm},
+     strategy_traits().needs_vmm().runs_on(backing_kind::cuda_vmm)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<vmm_growable>(b, p);
     }};

@@ -1,7 +1,7 @@
 // The decisions of the caching strategy, one test each: for preset `pytorch` every expected number
 // comes from PyTorch's c10/cuda/CUDACachingAllocator.cpp (round_size, get_allocation_size,
 // should_split, get_free_block, free_block, release_available_cached_blocks,
-// release_cached_blocks, garbage_collect_cached_blocks); for preset `seed` from its power-of-two
+// release_cached_blocks, garbage_collect_cached_blocks); for preset `pow2` from its power-of-two
 // classes. The last tests replay traces recorded with real PyTorch on an H100, giving the strategy
 // the segment addresses PyTorch got, and require every block at PyTorch's address.
 #include <deque>
@@ -401,33 +401,33 @@ TEST("pytorch: garbage collection releases the cached segments unused longest, d
   CHECK_EQ(t.block_at(a).size, 0u);  // gone
 }
 
-// --- seed preset --------------------------------------------------------------------------------
+// --- pow2 preset --------------------------------------------------------------------------------
 
-TEST("seed: requests round up to a power of two of at least 512 B") {
-  CHECK_EQ(rounded_size_of(1, "seed"), 512u);
-  CHECK_EQ(rounded_size_of(512, "seed"), 512u);
-  CHECK_EQ(rounded_size_of(513, "seed"), 1024u);
-  CHECK_EQ(rounded_size_of(3000, "seed"), 4096u);
-  CHECK_EQ(rounded_size_of(1 * MiB + 1, "seed"), 2 * MiB);
-  CHECK_EQ(rounded_size_of(5 * MiB, "seed"), 8 * MiB);
+TEST("pow2: requests round up to a power of two of at least 512 B") {
+  CHECK_EQ(rounded_size_of(1, "pow2"), 512u);
+  CHECK_EQ(rounded_size_of(512, "pow2"), 512u);
+  CHECK_EQ(rounded_size_of(513, "pow2"), 1024u);
+  CHECK_EQ(rounded_size_of(3000, "pow2"), 4096u);
+  CHECK_EQ(rounded_size_of(1 * MiB + 1, "pow2"), 2 * MiB);
+  CHECK_EQ(rounded_size_of(5 * MiB, "pow2"), 8 * MiB);
 }
 
-TEST("seed: segments are max(class, segment_size)") {
-  pool_under_test t("seed");
+TEST("pow2: segments are max(class, segment_size)") {
+  pool_under_test t("pow2");
   t.allocate(100);
   t.allocate(3 * MiB);  // class 4 MiB
   auto segs = t.segments();
   REQUIRE(segs.size() == 2);
   CHECK_EQ(segs[0].size + segs[1].size, 2 * MiB + 4 * MiB);
-  pool_under_test u("seed", {{"segment_size", "8MiB"}});
+  pool_under_test u("pow2", {{"segment_size", "8MiB"}});
   u.allocate(100);
   auto useg = u.segments();
   REQUIRE(useg.size() == 1);
   CHECK_EQ(useg[0].size, 8 * MiB);
 }
 
-TEST("seed: a larger cached block is split for a smaller class, and coalesces again on free") {
-  pool_under_test t("seed");
+TEST("pow2: a larger cached block is split for a smaller class, and coalesces again on free") {
+  pool_under_test t("pow2");
   void* big = t.allocate(4 * MiB);
   t.deallocate(big);
   void* p = t.allocate(1000);
@@ -447,8 +447,8 @@ TEST("seed: a larger cached block is split for a smaller class, and coalesces ag
   CHECK(t.consistent());
 }
 
-TEST("seed: requests above 2 GiB fail with out_of_memory naming the limit; 2 GiB is served") {
-  pool_under_test t("seed", {}, 8 * GiB);
+TEST("pow2: requests above 2 GiB fail with out_of_memory naming the limit; 2 GiB is served") {
+  pool_under_test t("pow2", {}, 8 * GiB);
   try {
     t.allocate(2 * GiB + 1);
     ::check::report(__FILE__, __LINE__, "no out_of_memory");
@@ -459,11 +459,21 @@ TEST("seed: requests above 2 GiB fail with out_of_memory naming the limit; 2 GiB
   CHECK(t.allocate(2 * GiB) != nullptr);
 }
 
+TEST("seed, pow2's former name, is still accepted and behaves exactly as pow2") {
+  for (std::size_t request : {std::size_t{1}, std::size_t{513}, std::size_t{3000}, 5 * MiB})
+    CHECK_EQ(rounded_size_of(request, "seed"), rounded_size_of(request, "pow2"));
+  pool_under_test t("seed", {{"segment_size", "8MiB"}});
+  t.allocate(100);
+  auto segs = t.segments();
+  REQUIRE(segs.size() == 1);
+  CHECK_EQ(segs[0].size, 8 * MiB);
+}
+
 TEST("each preset rejects the other preset's parameters by name") {
   auto b = make_simulated_backing();
   try {
-    make_allocator("caching", *b, {{"preset", "seed"}, {"max_split_size", "64MiB"}});
-    ::check::report(__FILE__, __LINE__, "seed accepted max_split_size");
+    make_allocator("caching", *b, {{"preset", "pow2"}, {"max_split_size", "64MiB"}});
+    ::check::report(__FILE__, __LINE__, "pow2 accepted max_split_size");
   } catch (const invalid_argument& e) {
     CHECK(std::string(e.what()).find("max_split_size") != std::string::npos);
   }

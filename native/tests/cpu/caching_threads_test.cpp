@@ -213,8 +213,8 @@ void stress(const std::string& preset) {
                (unsigned long long)observer_walks.load(), format_bytes(s.reserved_peak).c_str());
 }
 
-TEST("8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact (seed)") {
-  stress("seed");
+TEST("8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact (pow2)") {
+  stress("pow2");
 }
 
 TEST("8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact (pytorch)") {

@@ -113,7 +113,7 @@ TEST("process_deferred releases unused segments down to the release threshold; t
   CHECK_EQ(pool.stats().reserved_live, 4 * MiB);  // trim honours the threshold too
 }
 
-TEST("the pytorch preset is available through PoolConfig; a seed-only setting is refused by name") {
+TEST("the pytorch preset is available through PoolConfig; a pow2-only setting is refused by name") {
   auto d = device();
   PoolConfig c;
   c.preset = "pytorch";

@@ -216,7 +216,7 @@ TEST("replay: per-event counters, peaks and fragmentation equal a direct run of 
 }
 
 TEST("replay: a peak the walk budget skipped is measured exactly by the re-run") {
-  const suite_config c = suite_configs()[7];  // caching.seed
+  const suite_config c = suite_configs()[7];  // caching.pow2
   const trace t = random_trace(6000, c.max_request, 11);
   replay_options unlimited;
   unlimited.walk_budget_per_event = 0;

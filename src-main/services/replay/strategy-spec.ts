@@ -4,7 +4,9 @@
 // `key=value` adds a parameter to the strategy before it; any other item continues the previous
 // parameter's value, so a size list reads as it does elsewhere: `slab:classes=256,1KiB,4KiB`.
 // Brackets protect a value's own commas and colons: `caching:roundup_power2_divisions=[256:1,512:2]`.
-// Every name and value is checked against the native library before anything runs.
+// Every name and value is checked against the native library before anything runs. Deprecated
+// spellings (caching:preset=seed, now pow2) are accepted with a one-line warning and read as the
+// new name, so labels and results carry it.
 import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
 import { InputError } from '../input-error.ts'
 import { defaultLabel } from './replay.ts'
@@ -29,15 +31,30 @@ function knownList(all: readonly StrategyInfo[]): string {
   return all.map((s) => s.name).join(', ')
 }
 
+/** Parameter values renamed: still accepted, read as the new name, with a warning. */
+const renamedValues: readonly { strategy: string; key: string; from: string; to: string }[] = [
+  { strategy: 'caching', key: 'preset', from: 'seed', to: 'pow2' },
+]
+
+/** Where parseStrategySpecs reports a deprecated spelling it accepted: one line on stderr. */
+export function warnOnStderr(message: string): void {
+  process.stderr.write(`vramscope: warning: ${message}\n`)
+}
+
 function paramList(info: StrategyInfo): string {
   return info.params.length > 0 ? `it takes: ${info.params.map((p) => p.name).join(', ')}` : 'it takes none'
 }
 
 /**
  * Parses one or more --strategies values (each may list several strategies) into checked specs.
- * `source` names the option in errors.
+ * `source` names the option in errors; `warn` receives a line for each deprecated spelling
+ * accepted (default: stderr).
  */
-export function parseStrategySpecs(values: readonly string[], source = '--strategies'): StrategySpec[] {
+export function parseStrategySpecs(
+  values: readonly string[],
+  source = '--strategies',
+  warn: (message: string) => void = warnOnStderr,
+): StrategySpec[] {
   const all = listStrategies()
   const specs: { strategy: StrategyInfo; params: Record<string, string> }[] = []
   for (const value of values) {
@@ -67,6 +84,7 @@ export function parseStrategySpecs(values: readonly string[], source = '--strate
   }
   if (specs.length === 0) throw new StrategySpecError(source, '', `no strategy given (known: ${knownList(all)})`)
   const result = specs.map((s) => ({ label: '', strategy: s.strategy.name, params: s.params }))
+  for (const spec of result) renameDeprecated(source, spec, warn)
   for (const spec of result) checkWithLibrary(source, spec)
   assignLabels(result)
   return result
@@ -90,6 +108,14 @@ function addParam(
   if (value === '') throw new StrategySpecError(source, item, `parameter '${key}' has no value`)
   spec.params[key] = value
   return { spec, key }
+}
+
+function renameDeprecated(source: string, spec: StrategySpec, warn: (message: string) => void): void {
+  for (const r of renamedValues) {
+    if (spec.strategy !== r.strategy || spec.params[r.key] !== r.from) continue
+    spec.params[r.key] = r.to
+    warn(`${source}: ${r.strategy}:${r.key}=${r.from} is deprecated, use ${r.key}=${r.to} (the same ${r.key})`)
+  }
 }
 
 /**

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "vramscope/address_map.hpp"
@@ -345,7 +346,35 @@ struct param_info {
   std::string description;
 };
 
+// What a strategy needs from its backing and offers, named where it registers:
+//   strategy_traits().needs_vmm().supports_reset().runs_on(backing_kind::cuda_vmm)
+// Unnamed needs are absent; a strategy runs on cuda_malloc unless it names another backing.
+class strategy_traits {
+ public:
+  strategy_traits& needs_vmm() { vmm_ = true; return *this; }
+  strategy_traits& needs_async() { async_ = true; return *this; }
+  strategy_traits& supports_reset() { reset_ = true; return *this; }
+  strategy_traits& runs_on(backing_kind kind) { cuda_backing_ = kind; return *this; }
+
+ private:
+  friend struct strategy_info;
+  bool vmm_ = false;
+  bool async_ = false;
+  bool reset_ = false;
+  backing_kind cuda_backing_ = backing_kind::cuda_malloc;
+};
+
 struct strategy_info {
+  strategy_info(std::string name, std::string description, std::vector<param_info> params,
+                const strategy_traits& traits)
+      : name(std::move(name)),
+        description(std::move(description)),
+        params(std::move(params)),
+        needs_vmm(traits.vmm_),
+        needs_async(traits.async_),
+        supports_reset(traits.reset_),
+        cuda_backing(traits.cuda_backing_) {}
+
   std::string name;
   std::string description;
   std::vector<param_info> params;

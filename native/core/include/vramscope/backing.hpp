@@ -121,8 +121,10 @@ struct simulated_options {
 class simulated_backing;
 std::unique_ptr<simulated_backing> make_simulated_backing(const simulated_options& options = {});
 
-// CUDA backings. Throw unsupported when the library was built without CUDA and no_cuda_device when
-// there is no driver or device; never at load time.
+// Any backing by kind. The CUDA kinds come from the backing registry (backing_registry.hpp), filled
+// by the CUDA backings (native/cuda/) where the program links them: asking for one throws
+// unsupported where it does not (a build without CUDA) and no_cuda_device where there is no driver
+// or device; never at load time.
 struct cuda_options {
   int device = 0;
   std::size_t capacity = 0;                 // 0: the device's free memory at creation
@@ -131,8 +133,8 @@ struct cuda_options {
 std::unique_ptr<backing> make_backing(backing_kind kind, const simulated_options& simulated = {},
                                       const cuda_options& cuda = {});
 
-// Whether this build has the CUDA backings, and whether a device can be used now. The second is
-// false, with a reason, where there is no driver or no device; it never throws.
+// Whether this program links the CUDA backings, and whether a device can be used now. The second
+// is false, with a reason, where there is no driver, no device or no CUDA built; it never throws.
 bool built_with_cuda() noexcept;
 bool cuda_device_available(std::string* reason = nullptr) noexcept;
 

@@ -1,4 +1,4 @@
-// Strategy parameters: a flat map from name to text ("2MiB", "512", "true", "seed"), parsed by the
+// Strategy parameters: a flat map from name to text ("2MiB", "512", "true", "pow2"), parsed by the
 // strategy that owns them. Every key must be known to that strategy: a misspelt parameter is an
 // error that names it, never silently ignored.
 #pragma once

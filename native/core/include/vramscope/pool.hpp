@@ -16,10 +16,10 @@
 namespace vramscope {
 
 struct PoolConfig {
-  std::string preset = "seed";           // "seed" (power-of-two classes) or "pytorch"
+  std::string preset = "pow2";           // "pow2" (power-of-two classes) or "pytorch"
   std::size_t initial_pool_size = 0;     // cached at construction, on stream 0: one segment at least this large
   std::size_t max_pool_size = 0;         // cap on reserved memory; 0: the device's memory
-  std::size_t segment_size = 2 * MiB;    // seed preset: smallest segment obtained from the device
+  std::size_t segment_size = 2 * MiB;    // pow2 preset: smallest segment obtained from the device
   // At each process_deferred() unused segments are released until at most this much stays
   // reserved (cudaMemPool's release threshold). The default never releases there; trim() still
   // does.
