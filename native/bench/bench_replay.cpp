@@ -116,7 +116,7 @@ struct bench_row {
   std::string label;
   std::string strategy;
   params parameters;
-  double target_events_per_second;  // DESIGN.md / issue 3; 0: none stated
+  double target_events_per_second;  // docs/benchmarks.md#targets; 0: none stated
 };
 
 // Parameters that let each strategy serve the trace's requests (up to 64 MiB, up to 1000 live):

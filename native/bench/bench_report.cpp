@@ -322,7 +322,7 @@ std::string markdown_tables(const std::vector<figure>& figures, const run_descri
     }
   }
 
-  md << "\n### Targets (DESIGN.md)\n\n";
+  md << "\n### Targets (docs/benchmarks.md#targets)\n\n";
   if (!m.gpu)
     md << "Checked on the simulated backing of a machine without a GPU: the targets are for an "
           "H100; these rows show the code paths, not the GPU figures.\n\n";
