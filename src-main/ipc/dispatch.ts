@@ -6,7 +6,7 @@
 import { boolean, custom, number, record, strictObject, string, undefined as undefinedSchema, type z, type ZodType } from 'zod'
 
 import { CONTRACT, isChannel, type Bundle, type BundleChannel, type Channel, type ChannelArg, type ChannelResult, type SchemaKit } from '../../src-shared/contract.ts'
-import { ApiError } from '../services/api-error.ts'
+import { ApiError } from '../../src-shared/api-error.ts'
 
 /** What a handler returns: the channel's result, or for a bundle, its encoded bytes (a worker's). */
 export type Handled<C extends Channel> = C extends BundleChannel ? Bundle | ArrayBuffer : ChannelResult<C>

@@ -18,7 +18,7 @@ import { encodeBundleParts } from '../../src-shared/bundle.ts'
 import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
 import { ArgumentError, channelNamed, dispatch } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
-import { ApiError } from '../services/api-error.ts'
+import { ApiError } from '../../src-shared/api-error.ts'
 import { sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
 
 export interface WebHostOptions {

@@ -7,7 +7,7 @@ import { describe, it } from 'node:test'
 
 import { BUNDLE_CHANNELS, CHANNELS, CONTRACT } from '../../src-shared/contract.ts'
 import { ArgumentError, dispatch, type Handlers } from '../../src-main/ipc/dispatch.ts'
-import { ApiError } from '../../src-main/services/api-error.ts'
+import { ApiError } from '../../src-shared/api-error.ts'
 
 describe('dispatch', () => {
   const seen: unknown[] = []

@@ -20,7 +20,9 @@ const { getConfig, validateConfiguration } = require('app-builder-lib/out/util/c
   getConfig(projectDir: string, configPath: string | null, fromOptions: Config | null): Promise<Config>
   validateConfiguration(config: Config, debugLogger: unknown): Promise<void>
 }
-const { DebugLogger } = require('builder-util') as { DebugLogger: new (enabled: boolean) => unknown }
+const { DebugLogger, log } = require('builder-util') as { DebugLogger: new (enabled: boolean) => unknown; log: { stream: NodeJS.WritableStream } }
+// electron-builder logs to stdout, which the test runner reads as its own protocol: to stderr instead.
+log.stream = process.stderr
 
 const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; main: string; devDependencies: Record<string, string> }
 
