@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, sep } from 'node:path'
 
 import type { AppInfo, Bundle, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
 import { packTraceData } from '../../src-shared/wire.ts'
@@ -65,9 +65,13 @@ export interface SessionOptions {
 
 const MAX_JOBS_KEPT = 64
 
-/** An upload's error as the user knows the file: its name, not the private temporary path it was read from. */
+/**
+ * An error about the file at `path` as the user knows the file: `shown` (a sample's name, an
+ * upload's file name) where the message names the path, and no folder of this host left in it
+ * (a page of the web host may be another user's, who has no business knowing them).
+ */
 function withoutPath(e: unknown, path: string, shown: string): unknown {
-  if (e instanceof Error) e.message = e.message.split(path).join(shown)
+  if (e instanceof Error) e.message = e.message.split(path).join(shown).split(dirname(path) + sep).join('')
   return e
 }
 
@@ -237,9 +241,7 @@ export class AppSession {
       try {
         const path = join(dir, shown)
         await writeFile(path, bytes)
-        return await this.open(path, shown, job, false).catch((e: unknown) => {
-          throw withoutPath(e, path, shown)
-        })
+        return await this.open(path, shown, job, false)
       } finally {
         await rm(dir, { recursive: true, force: true })
       }
@@ -254,9 +256,7 @@ export class AppSession {
     const shown = uploadName(name)
     return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
       try {
-        return await this.open(path, shown, job, false).catch((e: unknown) => {
-          throw withoutPath(e, path, shown)
-        })
+        return await this.open(path, shown, job, false)
       } finally {
         await rm(dirname(path), { recursive: true, force: true })
       }
@@ -281,6 +281,7 @@ export class AppSession {
     return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true))
   }
 
+  /** Opens `path` as the trace the user knows as `shown`; its errors name `shown`, never `path`. */
   private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
     const input = await openInput(path, {
       signal: job.controller.signal,
@@ -288,6 +289,8 @@ export class AppSession {
         job.status.phase = `${p.phase} ${shown}`
         job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
       },
+    }).catch((e: unknown) => {
+      throw withoutPath(e, path, shown)
     })
     const d = describeTrace(input.trace, input.strategies)
     const traceId = randomUUID()

@@ -7,7 +7,7 @@
 // never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
 // file's bytes.
 import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdtemp, readFile, stat } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { tmpdir } from 'node:os'
@@ -32,6 +32,10 @@ export interface WebHostOptions {
   token?: string
   /** Largest upload accepted, bytes (default 8 GiB). */
   maxUploadBytes?: number
+  /** Where uploads are written while they arrive, each in a vramscope-upload-* folder (default: the temp directory). */
+  uploadDir?: string
+  /** An upload whose body sends nothing for this long is dropped (default 60 s). */
+  uploadIdleMs?: number
 }
 
 export interface WebHost {
@@ -52,6 +56,9 @@ const SECURITY_HEADERS = {
 }
 
 const MAX_JSON_BYTES = 1 << 20
+
+/** How long a refused upload's remaining body is read and dropped before the connection is cut. */
+const REFUSED_BODY_GRACE_MS = 1000
 
 class HttpError extends Error {
   constructor(
@@ -79,19 +86,78 @@ function sameToken(given: string, token: string): boolean {
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
+  // Listened to rather than iterated: leaving a for-await loop early destroys the request, and the
+  // client would read a reset rather than the 413.
   const chunks: Buffer[] = []
   let total = 0
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    total += chunk.length
-    if (total > MAX_JSON_BYTES) throw new HttpError(413, 'BAD_INPUT', `request body larger than ${MAX_JSON_BYTES} bytes`)
-    chunks.push(chunk)
-  }
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      total += chunk.length
+      chunks.push(chunk)
+      if (total <= MAX_JSON_BYTES) return
+      req.off('data', onData)
+      reject(new HttpError(413, 'BAD_INPUT', `request body larger than ${MAX_JSON_BYTES} bytes`))
+    }
+    req.on('data', onData)
+    req.once('end', resolve)
+    req.once('error', reject)
+    // A client gone before the end: nothing more will come (after 'end' this does nothing).
+    req.once('close', () => reject(new HttpError(400, 'BAD_INPUT', 'the request ended before its body did')))
+  })
   if (total === 0) return undefined
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'))
   } catch (e) {
     throw new HttpError(400, 'BAD_INPUT', `request body is not JSON: ${(e as Error).message}`)
   }
+}
+
+/**
+ * Writes an upload's body to `path`. Rejects, with the file closed, when the body passes
+ * `maxBytes` (413: the rest of the body is left unread, for the caller to drop after replying),
+ * sends nothing for `idleMs` (408), or ends early (the client went away); the caller removes the file.
+ */
+function receiveUpload(req: IncomingMessage, path: string, maxBytes: number, idleMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const file = createWriteStream(path)
+    let received = 0
+    let settled = false
+    let idle: NodeJS.Timeout | undefined
+    const finish = (error?: Error) => {
+      if (settled) return
+      settled = true
+      clearTimeout(idle)
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('close', onClose)
+      req.off('error', finish)
+      if (!error) return void file.end(() => resolve())
+      if (file.closed) return reject(error)
+      file.once('close', () => reject(error))
+      file.destroy()
+    }
+    const idleSince = () => {
+      clearTimeout(idle)
+      idle = setTimeout(() => finish(new HttpError(408, 'BAD_INPUT', `the upload sent nothing for ${idleMs} ms`)), idleMs)
+    }
+    const onData = (chunk: Buffer) => {
+      received += chunk.length
+      if (received > maxBytes) return finish(new HttpError(413, 'BAD_INPUT', `upload larger than the ${maxBytes}-byte limit`))
+      idleSince()
+      if (!file.write(chunk)) {
+        req.pause()
+        file.once('drain', () => req.resume())
+      }
+    }
+    const onEnd = () => finish()
+    const onClose = () => finish(new HttpError(400, 'BAD_INPUT', 'the upload ended before its last byte'))
+    file.on('error', finish)
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('close', onClose)
+    req.on('error', finish)
+    idleSince()
+  })
 }
 
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
@@ -131,6 +197,10 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   const host = options.host ?? '127.0.0.1'
   const token = options.token ?? randomBytes(24).toString('hex')
   const maxUpload = options.maxUploadBytes ?? 8 * 1024 ** 3
+  const uploadDir = options.uploadDir ?? tmpdir()
+  const uploadIdleMs = options.uploadIdleMs ?? 60_000
+  /** Upload folders still being written: removed whatever ends the request, and on close. */
+  const receiving = new Set<string>()
   const indexHtml = await readFile(join(staticDir, 'index.html'))
   let allowedHosts = new Set<string>()
   // Listening on every interface (--host 0.0.0.0): any Host is accepted and the token is the only guard.
@@ -145,14 +215,18 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
       const declared = Number(req.headers['content-length'] ?? NaN)
       if (declared > maxUpload) throw new HttpError(413, 'BAD_INPUT', `upload of ${declared} bytes is larger than the ${maxUpload}-byte limit`)
-      const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
+      const dir = await mkdtemp(join(uploadDir, 'vramscope-upload-'))
       const path = join(dir, name)
-      let received = 0
-      req.on('data', (chunk: Buffer) => {
-        received += chunk.length
-        if (received > maxUpload) req.destroy(new HttpError(413, 'BAD_INPUT', `upload larger than the ${maxUpload}-byte limit`))
-      })
-      await pipeline(req, createWriteStream(path))
+      receiving.add(dir)
+      try {
+        await receiveUpload(req, path, maxUpload, uploadIdleMs)
+      } catch (e) {
+        await rm(dir, { recursive: true, force: true })
+        throw e
+      } finally {
+        receiving.delete(dir)
+      }
+      // From here the session owns the file: it deletes it once opened or failed.
       return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name) })
     }
     const result = await dispatch(handlers, channel, await readJson(req))
@@ -211,11 +285,16 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           res.destroy()
           return
         }
-        if (e instanceof HttpError && e.status === 413) {
-          // The rest of the body is still coming: the connection cannot carry another request.
-          // Reading and dropping it lets the client read this reply rather than a reset.
-          res.setHeader('connection', 'close')
+        if (e instanceof HttpError && (e.status === 413 || e.status === 408)) {
+          // The rest of the body may still be coming. Reading and dropping it lets the client read
+          // this reply: closing now would cut the connection with its bytes unread, which the
+          // client sees as a reset, not a reply. A client that goes on sending is cut off shortly after.
           req.resume()
+          res.once('finish', () =>
+            setTimeout(() => {
+              if (!req.complete) req.socket.destroy()
+            }, REFUSED_BODY_GRACE_MS).unref(),
+          )
         }
         if (e instanceof HttpError) return sendJson(res, e.status, { ok: false, error: { code: e.code, message: e.message } })
         // The URL names the channel already: the problems alone (`targets.first: …`).
@@ -249,6 +328,8 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       new Promise<void>((resolve) => {
         server.closeAllConnections?.()
         server.close(() => resolve())
+      }).then(async () => {
+        await Promise.all([...receiving].map((dir) => rm(dir, { recursive: true, force: true })))
       }),
   }
 }
