@@ -19,7 +19,7 @@ import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
 import { ArgumentError, channelNamed, dispatch } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { ApiError } from '../services/api-error.ts'
-import { sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
+import { DEFAULT_PAGE, sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
 
 export interface WebHostOptions {
   session: AppSession
@@ -36,7 +36,16 @@ export interface WebHostOptions {
   uploadDir?: string
   /** An upload whose body sends nothing for this long is dropped (default 60 s). */
   uploadIdleMs?: number
+  /**
+   * A page (the id its client sends in x-vramscope-page) that makes no request for this long is
+   * closed, its traces freed (default 5 min; the page's client calls `page:alive` every 30 s).
+   */
+  pageIdleMs?: number
 }
+
+/** The header a page's client names itself in: its traces and jobs are that page's. */
+export const PAGE_HEADER = 'x-vramscope-page'
+const PAGE_ID = /^[\w-]{1,64}$/
 
 export interface WebHost {
   url: string
@@ -206,10 +215,17 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   // Listening on every interface (--host 0.0.0.0): any Host is accepted and the token is the only guard.
   const anyHost = host === '0.0.0.0' || host === '::'
 
-  const handlers = sessionHandlers(session)
+  const pageIdleMs = options.pageIdleMs ?? 5 * 60_000
+  const idleSweep = setInterval(() => session.closeIdlePages(pageIdleMs), Math.max(50, Math.min(pageIdleMs / 4, 30_000)))
+  idleSweep.unref()
 
   async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const spec = specOf(channel)
+    const named = req.headers[PAGE_HEADER]
+    if (named !== undefined && (typeof named !== 'string' || !PAGE_ID.test(named))) throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
+    const page = named ?? DEFAULT_PAGE
+    session.seen(page)
+    const handlers = sessionHandlers(session, page)
     if (spec.upload) {
       // The bytes are the body: streamed to a private file, which the session opens and deletes.
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
@@ -227,7 +243,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
         receiving.delete(dir)
       }
       // From here the session owns the file: it deletes it once opened or failed.
-      return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name) })
+      return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name, page) })
     }
     const result = await dispatch(handlers, channel, await readJson(req))
     if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle)
@@ -326,6 +342,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
     server,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(idleSweep)
         server.closeAllConnections?.()
         server.close(() => resolve())
       }).then(async () => {
