@@ -12,6 +12,8 @@ export interface ServeOptions {
   host: string
   port: string
   json?: boolean
+  uploadDir?: string
+  pageIdleMs?: string
 }
 
 export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
@@ -22,6 +24,13 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
     initial = resolve(file)
     if (!existsSync(initial)) throw new OptionError(file, 'no such file')
   }
+  let pageIdleMs: number | undefined
+  if (options.pageIdleMs !== undefined) {
+    pageIdleMs = Number(options.pageIdleMs)
+    if (!Number.isSafeInteger(pageIdleMs) || pageIdleMs < 1) throw new OptionError('--page-idle-ms', `must be a whole number of milliseconds, got ${JSON.stringify(options.pageIdleMs)}`)
+  }
+  const uploadDir = options.uploadDir !== undefined ? resolve(options.uploadDir) : undefined
+  if (uploadDir !== undefined && !existsSync(uploadDir)) throw new OptionError('--upload-dir', `no such directory: ${options.uploadDir}`)
   await ensureRendererBuilt((line) => io.stderr.write(`${line}\n`))
   const version = (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version
   const session = new AppSession({
@@ -33,7 +42,7 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
   })
   let host
   try {
-    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port })
+    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port, ...(uploadDir !== undefined && { uploadDir }), ...(pageIdleMs !== undefined && { pageIdleMs }) })
   } catch (e) {
     const error = e as NodeJS.ErrnoException
     if (error.code === 'EADDRINUSE') throw new OptionError('--port', `port ${port} is in use on ${options.host}`)
