@@ -306,6 +306,16 @@ export class AppSession {
    * than it brought the first map forward (docs/benchmarks.md, Renderer). Does nothing without an
    * initial file or while an earlier prefetch has not been taken by a page.
    */
+  /** The prefetched open's job, if one was started. */
+  get prefetchedJob(): string | undefined {
+    return this.prefetched?.openJobId
+  }
+
+  /** The dispatcher's handlers for calls from `page` (sessionHandlers). */
+  handlers(page = DEFAULT_PAGE): Handlers {
+    return sessionHandlers(this, page)
+  }
+
   prefetchInitial(): void {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)

@@ -3,8 +3,9 @@
 // and every API call must carry the random token printed in the URL; requests whose Host header
 // is not the one it serves are refused (DNS rebinding), and the page runs under a strict CSP.
 // Each call is dispatched (src-main/ipc/dispatch.ts): checked against its channel's schema, as the
-// desktop app checks it, then served by the AppSession; long work runs as jobs there, so a request
-// never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
+// desktop app checks it, then served by the session: `vramscope serve` runs it in a worker process
+// (worker-session.ts), so no import or replay runs on this process's event loop; long work runs as
+// jobs there, so a request never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
 // file's bytes.
 import { createReadStream, createWriteStream } from 'node:fs'
 import { mkdtemp, readFile, rm, stat } from 'node:fs/promises'
@@ -16,13 +17,28 @@ import { pipeline } from 'node:stream/promises'
 
 import { encodeBundleParts } from '../../src-shared/bundle.ts'
 import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
-import { ArgumentError, channelNamed, dispatch } from '../ipc/dispatch.ts'
+import { ArgumentError, channelNamed, dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { ApiError } from '../services/api-error.ts'
-import { DEFAULT_PAGE, sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
+import { DEFAULT_PAGE, uploadName } from '../services/app-session.ts'
+
+/**
+ * What the web host serves: an AppSession in this process (tests), or one in a worker process
+ * (WorkerSession: `vramscope serve`).
+ */
+export interface WebSession {
+  /** The dispatcher's handlers for calls from `page`. */
+  handlers(page: string): Partial<Handlers>
+  /** A page was heard from. */
+  seen(page: string): void
+  closeIdlePages(idleMs: number): void
+  prefetchInitial(): void
+  /** Opens a file the host wrote as `page`'s; the session deletes it once opened or failed. */
+  openUploadedFile(path: string, name: string, page: string): { jobId: string } | Promise<{ jobId: string }>
+}
 
 export interface WebHostOptions {
-  session: AppSession
+  session: WebSession
   /** Built renderer (index.html and assets/). */
   staticDir: string
   host?: string
@@ -175,10 +191,11 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-async function sendBundle(res: ServerResponse, bundle: Bundle): Promise<void> {
+async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer): Promise<void> {
   // Piece by piece from the arrays themselves: no copy of the whole bundle first, and the page
-  // starts reading (a replay's layout streams into its model) while the rest is on its way.
-  const parts = encodeBundleParts(bundle)
+  // starts reading (a replay's layout streams into its model) while the rest is on its way. A
+  // worker's bundle arrives encoded already.
+  const parts = bundle instanceof ArrayBuffer ? [new Uint8Array(bundle)] : encodeBundleParts(bundle)
   const length = parts.reduce((n, p) => n + p.byteLength, 0)
   res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': length, 'cache-control': 'no-store', ...SECURITY_HEADERS })
   for (const part of parts) {
@@ -225,7 +242,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
     if (named !== undefined && (typeof named !== 'string' || !PAGE_ID.test(named))) throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
     const page = named ?? DEFAULT_PAGE
     session.seen(page)
-    const handlers = sessionHandlers(session, page)
+    const handlers = session.handlers(page)
     if (spec.upload) {
       // The bytes are the body: streamed to a private file, which the session opens and deletes.
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
@@ -243,10 +260,18 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
         receiving.delete(dir)
       }
       // From here the session owns the file: it deletes it once opened or failed.
-      return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name, page) })
+      let started: { jobId: string }
+      try {
+        started = await session.openUploadedFile(path, name, page)
+      } catch (e) {
+        // The session never took it (its worker was gone).
+        await rm(dir, { recursive: true, force: true })
+        throw e
+      }
+      return sendJson(res, 200, { ok: true, result: started })
     }
     const result = await dispatch(handlers, channel, await readJson(req))
-    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle)
+    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle | ArrayBuffer)
     return sendJson(res, 200, { ok: true, result })
   }
 

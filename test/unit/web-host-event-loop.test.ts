@@ -1,6 +1,6 @@
-// The web host (`vramscope serve`) keeps answering while it opens a large PyTorch snapshot: a
-// timer in the host's process fires close to on time and `app:info` answers within a bound while
-// the open runs. The snapshot (about 12 MB) is written by scripts/fixtures/make_large_snapshot.py
+// The web host as `vramscope serve` runs it (its session in a worker process) keeps answering
+// while it opens a large PyTorch snapshot: a timer in the host's process fires close to on time
+// and `app:info` answers within a bound while the open runs. The snapshot (about 12 MB) is written by scripts/fixtures/make_large_snapshot.py
 // once into the temp directory; without python3 the test is skipped.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -12,8 +12,8 @@ import { join } from 'node:path'
 import { after, before, it } from 'node:test'
 
 import type { JobStatus } from '../../src-shared/contract.ts'
-import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
+import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const SNAPSHOT = join(tmpdir(), 'vramscope-test-snapshot-12mb.pickle')
@@ -30,6 +30,7 @@ function python(): boolean {
 }
 
 let host: WebHost
+let session: WorkerSession
 let dir: string
 
 function post(channel: string, body: string): Promise<{ status: number; body: string }> {
@@ -55,11 +56,14 @@ before(async () => {
   }
   dir = await mkdtemp(join(tmpdir(), 'vramscope-loop-'))
   await writeFile(join(dir, 'index.html'), '<!doctype html><title>vramscope</title>')
-  const session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), initialFile: SNAPSHOT, allowedPaths: new Set([SNAPSHOT]) })
+  session = workerSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), initialFile: SNAPSHOT, allowedPaths: new Set([SNAPSHOT]) })
   host = await startWebHost({ session, staticDir: dir })
+  // The worker started and ready, as serve starts it before printing its URL.
+  await session.client.call('app:info', undefined)
 })
 after(async () => {
   await host?.close()
+  await session?.close()
   if (dir) await rm(dir, { recursive: true, force: true })
 })
 
