@@ -138,7 +138,7 @@ export interface ChannelSpec<Arg = unknown, Result = unknown> {
   /**
    * Which process of the desktop app serves it: 'utility', the worker process that holds the
    * native library, the opened traces and the jobs; 'main', the app's own state (recent files, which
-   * outlive any worker). `vramscope serve` serves every channel in its one process.
+   * outlive any worker). `vramscope serve` serves every channel from its worker process.
    */
   runs: 'utility' | 'main'
   /**

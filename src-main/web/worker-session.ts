@@ -3,6 +3,9 @@
 // and replaying never run on the event loop that answers the pages. The worker serves every
 // channel (serve has no main process of its own to keep recent files); a worker that dies is
 // replaced on the next call, as in the desktop app.
+import { rm } from 'node:fs/promises'
+import { dirname } from 'node:path'
+
 import { CHANNELS, type AppInfo, type Channel, type JobStatus } from '../../src-shared/contract.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import type { SessionOptions } from '../services/app-session.ts'
@@ -14,10 +17,15 @@ import type { WebSession } from './server.ts'
 const MAX_STATUS_WAIT_MS = 1000
 /** How often a held `job:status` looks at the status the worker pushes. */
 const STATUS_LOOK_MS = 20
+/** How often uploads handed to the worker are looked at, to remove those it left behind. */
+const UPLOAD_WATCH_MS = 1000
 
 export class WorkerSession implements WebSession {
   private lastInfo: AppInfo | undefined
   private refreshingInfo: Promise<AppInfo> | undefined
+  /** Uploads handed to the worker and not yet settled: removed here too, should the worker die first. */
+  private readonly uploads = new Map<string, string>()
+  private uploadWatch: NodeJS.Timeout | undefined
 
   constructor(readonly client: WorkerClient) {}
 
@@ -68,11 +76,26 @@ export class WorkerSession implements WebSession {
   }
 
   async openUploadedFile(path: string, name: string, page: string): Promise<{ jobId: string }> {
-    return (await this.client.session({ op: 'openUploadedFile', path, name, page })) as { jobId: string }
+    const started = (await this.client.session({ op: 'openUploadedFile', path, name, page })) as { jobId: string }
+    this.uploads.set(started.jobId, dirname(path))
+    this.uploadWatch ??= setInterval(() => void this.removeSettledUploads(), UPLOAD_WATCH_MS).unref()
+    return started
   }
 
-  close(): Promise<void> {
-    return this.client.close()
+  /** Removes the folders of uploads whose open has settled (the worker removes them too; this is for one that died). */
+  private async removeSettledUploads(all = false): Promise<void> {
+    const settled = [...this.uploads].filter(([jobId]) => all || this.client.knownJob(jobId)?.state !== 'running')
+    for (const [jobId] of settled) this.uploads.delete(jobId)
+    if (this.uploads.size === 0) {
+      clearInterval(this.uploadWatch)
+      this.uploadWatch = undefined
+    }
+    await Promise.all(settled.map(([, dir]) => rm(dir, { recursive: true, force: true })))
+  }
+
+  async close(): Promise<void> {
+    await this.client.close()
+    await this.removeSettledUploads(true)
   }
 }
 

@@ -85,4 +85,26 @@ describe('web host with its session in a worker process', () => {
     for (let i = 0; i < 50 && (await readdir(uploadDir)).length > 0; i++) await new Promise((r) => setTimeout(r, 20))
     assert.deepEqual(await readdir(uploadDir), [])
   })
+
+  it('an upload the worker is opening when it is closed leaves no file', async () => {
+    const own = workerSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set() })
+    const ownHost = await startWebHost({ session: own, staticDir, uploadDir })
+    try {
+      const bytes = await readFile(join(ROOT, 'test', 'fixtures', 'pytorch', 'transformer_varseq.pickle'))
+      const r = await new Promise<{ status: number }>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port: ownHost.port, method: 'POST', path: '/api/trace:openBytes', headers: { authorization: `Bearer ${ownHost.token}`, 'x-file-name': 'big.pickle' } }, (res) => {
+          res.resume()
+          res.on('end', () => resolve({ status: res.statusCode ?? 0 }))
+        })
+        req.on('error', reject)
+        req.end(bytes)
+      })
+      assert.equal(r.status, 200)
+      assert.equal((await readdir(uploadDir)).length, 1, 'the worker is opening it')
+    } finally {
+      await ownHost.close()
+      await own.close()
+    }
+    assert.deepEqual(await readdir(uploadDir), [], 'removed by the time close() resolves')
+  })
 })
