@@ -138,7 +138,7 @@ export interface ChannelSpec<Arg = unknown, Result = unknown> {
   /**
    * Which process of the desktop app serves it: 'utility', the worker process that holds the
    * native library, the opened traces and the jobs; 'main', the app's own state (recent files, which
-   * outlive any worker). `vramscope serve` serves every channel in its one process.
+   * outlive any worker). `vramscope serve` serves every channel from its worker process.
    */
   runs: 'utility' | 'main'
   /**
@@ -222,6 +222,15 @@ export const CONTRACT = {
    * waitMs (honoured by the web host, at most 1000): answer once the job settles or that long has
    * passed, so a poller learns of the end at once.
    */
+  /** Frees an open trace and its replays' results (a newer file replaced it in the page). */
+  'trace:close': { arg: (zod) => zod.strictObject({ traceId: id(zod) }), result: json<{ closed: boolean }>(), runs: 'utility' },
+  /**
+   * A page of the web host is still there (its client calls this now and then): a page that stops
+   * calling is closed after the host's idle time. The desktop app's windows never call it.
+   */
+  'page:alive': { arg: none, result: json<{ ok: true }>(), runs: 'utility' },
+  /** The page is going away (its client calls this as it unloads): its traces and jobs are freed. */
+  'page:close': { arg: none, result: json<{ closed: number }>(), runs: 'utility' },
   'job:status': { arg: (zod) => zod.strictObject({ jobId: id(zod), waitMs: zod.number().min(0).optional() }), result: json<JobStatus>(), runs: 'utility' },
   'job:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<TraceSummary>(), runs: 'utility' },
   'job:cancel': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<{ cancelled: boolean }>(), runs: 'utility' },

@@ -115,6 +115,8 @@ function buildProgram(io: Io): Command {
     .option('--host <host>', 'interface to listen on (0.0.0.0: every interface, guarded by the token only)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: a free one)', '0')
     .option('--json', 'print {url, port, token} as JSON')
+    .option('--upload-dir <dir>', 'where uploads are written while they arrive (default: the temp directory)')
+    .addOption(new Option('--page-idle-ms <ms>', 'close a page that makes no request for this long').hideHelp())
     .action((file: string | undefined, options) => serveCommand(io, file, options))
 
   return program

@@ -7,7 +7,7 @@
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { basename, dirname, join } from 'node:path'
+import { basename, dirname, join, sep } from 'node:path'
 
 import type { AppInfo, Bundle, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
 import { packTraceData } from '../../src-shared/wire.ts'
@@ -40,12 +40,31 @@ interface Job<T> {
   result?: T
   /** Settles when the job does (never rejects). */
   done: Promise<void>
+  /** The page that started it (DEFAULT_PAGE: a host without pages). */
+  page: string
+  /** The trace a replay replays: closing the trace drops the job and its result. */
+  traceId?: string
 }
 
 interface OpenedTrace {
   summary: TraceSummary
   input: OpenedInput
+  page: string
+  /** When it was last used, in calls to the session (the least recently used is closed first). */
+  lastUsed: number
 }
+
+/**
+ * The page of a host that does not tell its pages apart (the desktop app, whose windows share one
+ * worker): only the session's limit applies to it, and it is never closed as idle.
+ */
+export const DEFAULT_PAGE = ''
+/** Traces a page keeps open: the one shown, a second for the diff, one being replaced. */
+export const MAX_TRACES_PER_PAGE = 3
+/** Traces the session keeps open in all. */
+export const MAX_TRACES_OPEN = 24
+/** Why closed traces were closed, kept for this many, for the error a later request about one gets. */
+const CLOSED_REMEMBERED = 4096
 
 export interface SessionOptions {
   version: string
@@ -61,13 +80,21 @@ export interface SessionOptions {
   recordInProcess?: boolean
   /** Paths `trace:openPath` may open; undefined: any (Electron, where the user picked the file). */
   allowedPaths?: Set<string>
+  /** Open traces a page keeps (MAX_TRACES_PER_PAGE); an older one of the page is closed first. */
+  maxTracesPerPage?: number
+  /** Open traces the session keeps in all (MAX_TRACES_OPEN); the least recently used is closed first. */
+  maxTracesOpen?: number
 }
 
 const MAX_JOBS_KEPT = 64
 
-/** An upload's error as the user knows the file: its name, not the private temporary path it was read from. */
+/**
+ * An error about the file at `path` as the user knows the file: `shown` (a sample's name, an
+ * upload's file name) where the message names the path, and no folder of this host left in it
+ * (a page of the web host may be another user's, who has no business knowing them).
+ */
 function withoutPath(e: unknown, path: string, shown: string): unknown {
-  if (e instanceof Error) e.message = e.message.split(path).join(shown)
+  if (e instanceof Error) e.message = e.message.split(path).join(shown).split(dirname(path) + sep).join('')
   return e
 }
 
@@ -79,7 +106,12 @@ export function uploadName(name: unknown): string {
 
 export class AppSession {
   private readonly traces = new Map<string, OpenedTrace>()
+  /** Why each recently closed trace was closed. */
+  private readonly closed = new Map<string, string>()
   private readonly jobs = new Map<string, Job<unknown>>()
+  /** When each page was last heard from (Date.now()). */
+  private readonly pages = new Map<string, number>()
+  private uses = 0
   private readonly recent: (RecentFile & { path: string })[] = []
 
   /** Recent-file key of the file named on the command line. */
@@ -139,7 +171,7 @@ export class AppSession {
    * crash there never takes this one down) and streams into a file that opens whatever happens;
    * the job's result is the recording, opened like any file (and listed among the recent ones).
    */
-  recordWorkload(request: RecordRequest): { jobId: string } {
+  recordWorkload(request: RecordRequest, page = DEFAULT_PAGE): { jobId: string } {
     const known = this.workloads()
     const workload = known.find((w) => w.name === request?.workload)
     if (!workload) throw new ApiError('BAD_INPUT', `workload: ${JSON.stringify(request?.workload)} is not a built-in workload (known: ${known.map((w) => w.name).join(', ') || 'none in this build'})`)
@@ -158,7 +190,7 @@ export class AppSession {
       spec.strategyParams = specs[0]!.params
     }
     const available = this.recordingAvailable()
-    return this.startJob<TraceSummary>(`recording ${workload.name}`, async (job) => {
+    return this.startJob<TraceSummary>(page, `recording ${workload.name}`, async (job) => {
       if (!available.available) throw new ApiError('BAD_INPUT', available.reason!)
       const dir = this.options.recordingsDir ?? join(tmpdir(), 'vramscope-recordings')
       await mkdir(dir, { recursive: true })
@@ -200,29 +232,37 @@ export class AppSession {
     return out
   }
 
-  openSample(name: string): { jobId: string } {
+  openSample(name: string, page = DEFAULT_PAGE): { jobId: string } {
     if (typeof name !== 'string' || name.includes('/') || name.includes('\\') || name.startsWith('.'))
       throw new ApiError('BAD_INPUT', `sample: ${JSON.stringify(name)} is not a sample name`)
-    return this.openPathJob(join(this.options.samplesDir, name), name)
+    return this.openPathJob(page, join(this.options.samplesDir, name), name)
   }
 
-  openPath(path: string): { jobId: string } {
+  openPath(path: string, page = DEFAULT_PAGE): { jobId: string } {
     if (typeof path !== 'string' || path === '') throw new ApiError('BAD_INPUT', 'path: a file path is needed')
     const allowed = this.options.allowedPaths
     if (allowed && !allowed.has(path) && !this.recent.some((r) => r.path === path))
       throw new ApiError('BAD_INPUT', `path: this host opens only the file it was started with, samples and uploads, not ${JSON.stringify(path)}`)
-    return this.openPathJob(path, basename(path))
+    return this.openPathJob(page, path, basename(path))
   }
 
-  openRecent(key: string): { jobId: string } {
+  openRecent(key: string, page = DEFAULT_PAGE): { jobId: string } {
     const p = this.prefetched
     if (p && !p.claimed && key === this.initialKey) {
       p.claimed = true
-      return { jobId: p.openJobId }
+      // The page takes the prefetched job, and the trace it opened (or opens), as its own.
+      const job = this.jobs.get(p.openJobId)
+      if (job) {
+        job.page = page
+        const traceId = (job.result as TraceSummary | undefined)?.traceId
+        const trace = traceId !== undefined ? this.traces.get(traceId) : undefined
+        if (trace) trace.page = page
+        return { jobId: p.openJobId }
+      }
     }
     const entry = this.recent.find((r) => r.key === key)
     if (!entry) throw new ApiError('NOT_FOUND', `recent: no recent file ${JSON.stringify(key)}`)
-    return this.openPathJob(entry.path, entry.name)
+    return this.openPathJob(page, entry.path, entry.name)
   }
 
   recentFiles(): RecentFile[] {
@@ -230,16 +270,14 @@ export class AppSession {
   }
 
   /** Opens uploaded bytes: written to a private temporary directory, opened, then deleted. */
-  openBytes(name: string, bytes: Uint8Array): { jobId: string } {
+  openBytes(name: string, bytes: Uint8Array, page = DEFAULT_PAGE): { jobId: string } {
     const shown = uploadName(name)
-    return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
+    return this.startJob<TraceSummary>(page, `opening ${shown}`, async (job) => {
       const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
       try {
         const path = join(dir, shown)
         await writeFile(path, bytes)
-        return await this.open(path, shown, job, false).catch((e: unknown) => {
-          throw withoutPath(e, path, shown)
-        })
+        return await this.open(path, shown, job, false)
       } finally {
         await rm(dir, { recursive: true, force: true })
       }
@@ -250,13 +288,11 @@ export class AppSession {
    * Opens a file a host has already written (a streamed upload) and deletes it, with its
    * directory, once opened or failed: the session owns it from here.
    */
-  openUploadedFile(path: string, name: string): { jobId: string } {
+  openUploadedFile(path: string, name: string, page = DEFAULT_PAGE): { jobId: string } {
     const shown = uploadName(name)
-    return this.startJob<TraceSummary>(`opening ${shown}`, async (job) => {
+    return this.startJob<TraceSummary>(page, `opening ${shown}`, async (job) => {
       try {
-        return await this.open(path, shown, job, false).catch((e: unknown) => {
-          throw withoutPath(e, path, shown)
-        })
+        return await this.open(path, shown, job, false)
       } finally {
         await rm(dirname(path), { recursive: true, force: true })
       }
@@ -270,17 +306,28 @@ export class AppSession {
    * than it brought the first map forward (docs/benchmarks.md, Renderer). Does nothing without an
    * initial file or while an earlier prefetch has not been taken by a page.
    */
+  /** The prefetched open's job, if one was started. */
+  get prefetchedJob(): string | undefined {
+    return this.prefetched?.openJobId
+  }
+
+  /** The dispatcher's handlers for calls from `page` (sessionHandlers). */
+  handlers(page = DEFAULT_PAGE): Handlers {
+    return sessionHandlers(this, page)
+  }
+
   prefetchInitial(): void {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)
     if (!entry || (this.prefetched && !this.prefetched.claimed)) return
-    this.prefetched = { openJobId: this.openPathJob(entry.path, entry.name).jobId, claimed: false }
+    this.prefetched = { openJobId: this.openPathJob(DEFAULT_PAGE, entry.path, entry.name).jobId, claimed: false }
   }
 
-  private openPathJob(path: string, shown: string): { jobId: string } {
-    return this.startJob<TraceSummary>(`opening ${shown}`, (job) => this.open(path, shown, job, true))
+  private openPathJob(page: string, path: string, shown: string): { jobId: string } {
+    return this.startJob<TraceSummary>(page, `opening ${shown}`, (job) => this.open(path, shown, job, true))
   }
 
+  /** Opens `path` as the trace the user knows as `shown`; its errors name `shown`, never `path`. */
   private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
     const input = await openInput(path, {
       signal: job.controller.signal,
@@ -288,6 +335,8 @@ export class AppSession {
         job.status.phase = `${p.phase} ${shown}`
         job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
       },
+    }).catch((e: unknown) => {
+      throw withoutPath(e, path, shown)
     })
     const d = describeTrace(input.trace, input.strategies)
     const traceId = randomUUID()
@@ -306,9 +355,73 @@ export class AppSession {
       stored: input.strategies.map((s) => s.name),
       ...(d.gpu !== undefined && { gpu: d.gpu }),
     }
-    this.traces.set(traceId, { summary, input })
+    // A page closed while this opened has no use for it.
+    job.controller.signal.throwIfAborted()
+    this.admit(traceId, { summary, input, page: job.page, lastUsed: ++this.uses })
     if (remember) this.remember(path, shown)
     return summary
+  }
+
+  /** Keeps a newly opened trace, closing the least recently used beyond the page's and the session's limits. */
+  private admit(traceId: string, trace: OpenedTrace): void {
+    this.traces.set(traceId, trace)
+    const byAge = (page?: string) => [...this.traces].filter(([id, t]) => id !== traceId && (page === undefined || t.page === page)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)
+    const perPage = this.options.maxTracesPerPage ?? MAX_TRACES_PER_PAGE
+    if (trace.page !== DEFAULT_PAGE) {
+      const older = byAge(trace.page)
+      for (const [id] of older.slice(0, Math.max(0, older.length + 1 - perPage)))
+        this.closeTrace(id, `vramscope keeps at most ${perPage} open traces a page (maxTracesPerPage) and this page opened newer ones`)
+    }
+    const inAll = this.options.maxTracesOpen ?? MAX_TRACES_OPEN
+    const older = byAge()
+    for (const [id] of older.slice(0, Math.max(0, older.length + 1 - inAll)))
+      this.closeTrace(id, `vramscope keeps at most ${inAll} open traces in all (maxTracesOpen) and newer ones were opened`)
+  }
+
+  /** How many traces are open (all pages). */
+  get openTraces(): number {
+    return this.traces.size
+  }
+
+  /**
+   * Closes a trace: it, and its replays (running ones cancelled, finished ones' results), are
+   * freed; a later request about it fails with `reason`.
+   */
+  closeTrace(traceId: string, reason = 'it was closed'): { closed: boolean } {
+    if (!this.traces.delete(traceId)) return { closed: false }
+    this.closed.set(traceId, reason)
+    if (this.closed.size > CLOSED_REMEMBERED) this.closed.delete(this.closed.keys().next().value!)
+    for (const [id, job] of this.jobs)
+      if (job.traceId === traceId) {
+        job.controller.abort(new Error(`its trace was closed: ${reason}`))
+        this.jobs.delete(id)
+      }
+    return { closed: true }
+  }
+
+  /** A page was heard from (any call it makes): it is not idle. */
+  seen(page: string): void {
+    if (page !== DEFAULT_PAGE) this.pages.set(page, Date.now())
+  }
+
+  /** Closes a page: its traces and jobs (running ones cancelled) are freed. */
+  closePage(page: string, reason = 'its page was closed'): { closed: number } {
+    this.pages.delete(page)
+    let closed = 0
+    for (const [id, trace] of this.traces) if (trace.page === page && this.closeTrace(id, reason).closed) closed++
+    for (const [id, job] of this.jobs)
+      if (job.page === page) {
+        job.controller.abort(new Error(reason))
+        this.jobs.delete(id)
+      }
+    return { closed }
+  }
+
+  /** Closes every page not heard from for `idleMs` (a browser tab closed without saying so). */
+  closeIdlePages(idleMs: number): void {
+    const now = Date.now()
+    for (const [page, seenAt] of this.pages)
+      if (now - seenAt > idleMs) this.closePage(page, `its page made no request for ${Math.round(idleMs / 1000)} s and was closed`)
   }
 
   private remember(path: string, name: string): void {
@@ -321,7 +434,11 @@ export class AppSession {
 
   private trace(traceId: string): OpenedTrace {
     const t = this.traces.get(traceId)
-    if (!t) throw new ApiError('NOT_FOUND', `trace: no open trace ${JSON.stringify(traceId)}`)
+    if (!t) {
+      const closed = this.closed.get(traceId)
+      throw new ApiError('NOT_FOUND', closed !== undefined ? `trace: ${JSON.stringify(traceId)} was closed: ${closed}; open the file again` : `trace: no open trace ${JSON.stringify(traceId)}`)
+    }
+    t.lastUsed = ++this.uses
     return t
   }
 
@@ -332,7 +449,7 @@ export class AppSession {
   }
 
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
-  startReplay(request: ReplayRequest): { jobId: string } {
+  startReplay(request: ReplayRequest, page = DEFAULT_PAGE): { jobId: string } {
     const { input } = this.trace(request?.traceId)
     let specs
     try {
@@ -354,7 +471,7 @@ export class AppSession {
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
     })
     const includeStored = request.includeStored !== false
-    return this.startJob<Bundle>('replaying', async (job) => {
+    return this.startJob<Bundle>(page, 'replaying', async (job) => {
       const results = targets.length === 0 ? [] : await replayTrace(input.trace, targets, {
         ...(cap !== undefined && { cap }),
         layout: true,
@@ -366,7 +483,7 @@ export class AppSession {
       })
       const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
       return replayBundle(input.trace, stored, results)
-    })
+    }, request.traceId)
   }
 
   replayResult(jobId: string): Bundle {
@@ -421,12 +538,14 @@ export class AppSession {
     return { cancelled: true }
   }
 
-  private startJob<T>(phase: string, work: (job: Job<T>) => Promise<T>): { jobId: string } {
+  private startJob<T>(page: string, phase: string, work: (job: Job<T>) => Promise<T>, traceId?: string): { jobId: string } {
     const jobId = randomUUID()
     const job: Job<T> = {
       status: { jobId, state: 'running', fraction: 0, phase },
       controller: new AbortController(),
       done: Promise.resolve(),
+      page,
+      ...(traceId !== undefined && { traceId }),
     }
     job.done = (async () => {
       try {
@@ -467,21 +586,24 @@ function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
 
 /**
  * The session as the dispatcher's handlers (src-main/ipc/dispatch.ts): one per channel of the
- * contract, given its checked argument. The web host serves them all; the desktop app's worker
- * process those that run there.
+ * contract, given its checked argument, for calls from `page` (what they open is that page's). The
+ * web host serves them all; the desktop app's worker process those that run there.
  */
-export function sessionHandlers(session: AppSession): Handlers {
+export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handlers {
   return {
     'app:info': () => session.info(),
-    'trace:openSample': ({ name }) => session.openSample(name),
-    'trace:openPath': ({ path }) => session.openPath(path),
-    'trace:openBytes': ({ name, bytes }) => session.openBytes(name, bytes),
-    'trace:openRecent': ({ key }) => session.openRecent(key),
+    'trace:openSample': ({ name }) => session.openSample(name, page),
+    'trace:openPath': ({ path }) => session.openPath(path, page),
+    'trace:openBytes': ({ name, bytes }) => session.openBytes(name, bytes, page),
+    'trace:openRecent': ({ key }) => session.openRecent(key, page),
     'trace:recent': () => session.recentFiles(),
     'trace:data': ({ traceId }) => session.traceData(traceId),
-    'replay:start': (request) => session.startReplay(request),
+    'trace:close': ({ traceId }) => session.closeTrace(traceId),
+    'page:alive': () => ({ ok: true }),
+    'page:close': () => (page === DEFAULT_PAGE ? { closed: 0 } : session.closePage(page)),
+    'replay:start': (request) => session.startReplay(request, page),
     'replay:result': ({ jobId }) => session.replayResult(jobId),
-    'record:workload': (request) => session.recordWorkload(request),
+    'record:workload': (request) => session.recordWorkload(request, page),
     'job:status': ({ jobId, waitMs }) => (waitMs ? session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)),
     'job:result': ({ jobId }) => session.jobResult(jobId),
     'job:cancel': ({ jobId }) => session.cancel(jobId),

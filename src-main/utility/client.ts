@@ -2,8 +2,8 @@
 // latest status (pushed by the worker), and recovery. If the worker dies (a crash, a CUDA fault, a
 // kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
 // doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
-import { specOf, type BundleChannel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
-import type { HostTransport, WorkerChannel, WorkerExit, WorkerInit, WorkerMessage } from './protocol.ts'
+import { specOf, type BundleChannel, type Channel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
+import type { HostTransport, SessionRequest, WorkerExit, WorkerInit, WorkerMessage, WorkerRequest } from './protocol.ts'
 
 /** A call (or a job) lost because the worker process ended. */
 export class WorkerExitedError extends Error {
@@ -17,7 +17,7 @@ export class WorkerExitedError extends Error {
 }
 
 /** The worker's result for a channel: bundles arrive as the bytes of one ArrayBuffer. */
-export type WorkerResult<C extends WorkerChannel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
+export type WorkerResult<C extends Channel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
 
 interface Pending {
   resolve(value: unknown): void
@@ -75,7 +75,8 @@ export class WorkerClient {
     return this.worker?.generation ?? 0
   }
 
-  async call<C extends WorkerChannel>(channel: C, arg: unknown): Promise<WorkerResult<C>> {
+  /** One call of the contract; `page`: the web host's page it comes from (what it opens is that page's). */
+  async call<C extends Channel>(channel: C, arg: unknown, page?: string): Promise<WorkerResult<C>> {
     const a = (arg ?? {}) as Record<string, unknown>
     this.checkAlive(channel, a)
     if (channel === 'job:status') {
@@ -83,18 +84,30 @@ export class WorkerClient {
       if (known) return { ...known.status } as WorkerResult<C>
     }
     const worker = this.ensureWorker()
+    const value = await this.send(worker, (id) => ({ type: 'call', id, channel, arg, ...(page !== undefined && { page }) }))
+    this.note(channel, worker.generation, value)
+    return value as WorkerResult<C>
+  }
+
+  /** The web host's requests besides the channels (protocol.ts, SessionRequest); an upload's open is a job like any. */
+  async session(request: SessionRequest): Promise<unknown> {
+    const worker = this.ensureWorker()
+    const value = await this.send(worker, (id) => ({ type: 'session', id, request }))
+    if (request.op === 'openUploadedFile') this.note('trace:openBytes', worker.generation, value)
+    return value
+  }
+
+  private send(worker: Worker, message: (id: number) => WorkerRequest): Promise<unknown> {
     const id = this.nextId++
-    const value = await new Promise<unknown>((resolve, reject) => {
+    return new Promise<unknown>((resolve, reject) => {
       worker.pending.set(id, { resolve, reject })
       try {
-        worker.transport.post({ type: 'call', id, channel, arg })
+        worker.transport.post(message(id))
       } catch (e) {
         worker.pending.delete(id)
         reject(e as Error)
       }
     })
-    this.note(channel, worker.generation, value)
-    return value as WorkerResult<C>
   }
 
   /** A job's latest status as the worker last reported it, if the job is known here. */
@@ -115,7 +128,7 @@ export class WorkerClient {
   }
 
   /** Calls about a trace or job of a worker that has died fail with how it died. */
-  private checkAlive(channel: WorkerChannel, arg: Record<string, unknown>): void {
+  private checkAlive(channel: Channel, arg: Record<string, unknown>): void {
     let generation: number | undefined
     if (typeof arg['traceId'] === 'string') generation = this.traces.get(arg['traceId'])
     if (typeof arg['jobId'] === 'string') generation = this.jobs.get(arg['jobId'])?.generation
@@ -125,7 +138,7 @@ export class WorkerClient {
     throw new WorkerExitedError(`${what} in a worker process that has since ended: ${died.message}`, died.exit)
   }
 
-  private note(channel: WorkerChannel, generation: number, value: unknown): void {
+  private note(channel: Channel, generation: number, value: unknown): void {
     if (channel === 'job:result') this.traces.set((value as TraceSummary).traceId, generation)
     if (!specOf(channel).job) return
     const { jobId } = value as { jobId: string }

@@ -4,10 +4,10 @@
 // pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
 // how far a job got if this process dies.
 import { encodeBundle } from '../../src-shared/bundle.ts'
-import { specOf, type Bundle, type JobStatus } from '../../src-shared/contract.ts'
+import { CHANNELS, specOf, type Bundle, type Channel, type JobStatus } from '../../src-shared/contract.ts'
 import { dispatch, type Handlers } from '../ipc/dispatch.ts'
-import { AppSession, sessionHandlers } from '../services/app-session.ts'
-import { WORKER_CHANNELS, type HostPort, type WorkerChannel, type WorkerInit, type WorkerRequest } from './protocol.ts'
+import { AppSession, DEFAULT_PAGE, sessionHandlers } from '../services/app-session.ts'
+import { WORKER_CHANNELS, type HostPort, type SessionRequest, type WorkerInit, type WorkerRequest } from './protocol.ts'
 
 /** How often a running job's status is looked at (and pushed when it changed). */
 const JOB_POLL_MS = 50
@@ -17,16 +17,16 @@ function errorOf(e: unknown): { code: string; message: string } {
   return { code: typeof error.code === 'string' ? error.code : 'INTERNAL', message: error.message ?? String(e) }
 }
 
-/** The session's handlers for the channels that run in the worker; main serves the others. */
-function workerHandlers(session: AppSession): Partial<Handlers> {
-  const all = sessionHandlers(session)
-  return Object.fromEntries(WORKER_CHANNELS.map((c) => [c, all[c]]))
+/** The session's handlers for `page`: the channels that run in the worker (main serves the others), or every one. */
+function workerHandlers(session: AppSession, page: string, everyChannel: boolean): Partial<Handlers> {
+  const all = sessionHandlers(session, page)
+  return Object.fromEntries((everyChannel ? CHANNELS : WORKER_CHANNELS).map((c) => [c, all[c]]))
 }
 
 /** Serves calls on `port` until the process ends; `createSession` is for tests that stub it. */
 export function serveWorker(port: HostPort, createSession: (init: WorkerInit) => AppSession = (init) => new AppSession(init)): void {
   let session: AppSession | undefined
-  let handlers: Partial<Handlers> | undefined
+  let everyChannel = false
   const queued: WorkerRequest[] = []
 
   function watchJob(jobId: string): void {
@@ -47,18 +47,41 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
   }
 
   /** A call as the contract says it crosses: a job is watched, a bundle goes as its bytes. */
-  async function call(channel: WorkerChannel, arg: unknown): Promise<{ value: unknown } | { bundle: Uint8Array }> {
-    const result = await dispatch(handlers!, channel, arg)
+  async function call(channel: Channel, arg: unknown, page = DEFAULT_PAGE): Promise<{ value: unknown } | { bundle: Uint8Array }> {
+    session!.seen(page)
+    const result = await dispatch(workerHandlers(session!, page, everyChannel), channel, arg)
     const spec = specOf(channel)
     if (spec.job) watchJob((result as { jobId: string }).jobId)
     if (spec.result.kind === 'bundle') return { bundle: encodeBundle(result as Bundle) }
     return { value: result }
   }
 
+  /** The web host's requests besides the channels. */
+  function sessionRequest(request: SessionRequest): unknown {
+    const s = session!
+    switch (request.op) {
+      case 'openUploadedFile': {
+        const started = s.openUploadedFile(request.path, request.name, request.page)
+        watchJob(started.jobId)
+        return started
+      }
+      case 'prefetchInitial': {
+        const before = s.prefetchedJob
+        s.prefetchInitial()
+        const after = s.prefetchedJob
+        if (after !== undefined && after !== before) watchJob(after)
+        return null
+      }
+      case 'closeIdlePages':
+        return s.closeIdlePages(request.idleMs) ?? null
+    }
+  }
+
   async function handle(request: WorkerRequest): Promise<void> {
     if (request.type === 'init') {
-      session = createSession(request.options)
-      handlers = workerHandlers(session)
+      const { everyChannel: every, ...options } = request.options
+      session = createSession(options)
+      everyChannel = every === true
       return
     }
     if (!session) {
@@ -67,7 +90,11 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
       return
     }
     try {
-      const out = await call(request.channel, request.arg)
+      if (request.type === 'session') {
+        port.post({ type: 'reply', id: request.id, ok: true, value: sessionRequest(request.request) })
+        return
+      }
+      const out = await call(request.channel, request.arg, request.page)
       if ('bundle' in out) {
         // encodeBundle's buffer holds exactly the bundle: it can be moved, not copied.
         const buffer = out.bundle.buffer as ArrayBuffer

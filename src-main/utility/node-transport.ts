@@ -17,7 +17,8 @@ export interface NodeWorkerOptions {
 export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
   const entry = options.entry ?? WORKER_SOURCE
   const child = fork(entry, [], {
-    execArgv: entry.endsWith('.ts') ? ['--import', 'tsx'] : [],
+    // tsx named by its location, not its name: the parent's working directory may be anywhere.
+    execArgv: entry.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [],
     // v8 serialization: ArrayBuffers and typed arrays cross as bytes (JSON would turn them into objects).
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],

@@ -14,13 +14,25 @@ export type WorkerChannel = Exclude<Channel, MainChannel>
 
 export const WORKER_CHANNELS: readonly WorkerChannel[] = CHANNELS.filter((c): c is WorkerChannel => specOf(c).runs === 'utility')
 
-/** What the worker's AppSession is created with (sent once, before any call). */
-export type WorkerInit = Omit<SessionOptions, 'allowedPaths'>
+/**
+ * What the worker's AppSession is created with (sent once, before any call). The desktop app keeps
+ * its allow-list in main; the web host, which has no process of its own for recent files, gives
+ * it here and sets `everyChannel`: its worker serves every channel of the contract.
+ */
+export type WorkerInit = SessionOptions & { everyChannel?: boolean }
 
-/** Parent → worker. */
+/** What the web host asks of its worker's session besides the contract's channels. */
+export type SessionRequest =
+  /** Opens a file the host wrote (an upload) as `page`'s; the session deletes it once opened or failed. */
+  | { op: 'openUploadedFile'; path: string; name: string; page: string }
+  | { op: 'prefetchInitial' }
+  | { op: 'closeIdlePages'; idleMs: number }
+
+/** Parent → worker. `page`: the web host's page the call comes from (what it opens is that page's). */
 export type WorkerRequest =
   | { type: 'init'; options: WorkerInit }
-  | { type: 'call'; id: number; channel: WorkerChannel; arg: unknown }
+  | { type: 'call'; id: number; channel: Channel; arg: unknown; page?: string }
+  | { type: 'session'; id: number; request: SessionRequest }
 
 /** Worker → parent. A bundle result is its encoded bytes in an ArrayBuffer of its own. */
 export type WorkerMessage =

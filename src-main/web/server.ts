@@ -3,11 +3,12 @@
 // and every API call must carry the random token printed in the URL; requests whose Host header
 // is not the one it serves are refused (DNS rebinding), and the page runs under a strict CSP.
 // Each call is dispatched (src-main/ipc/dispatch.ts): checked against its channel's schema, as the
-// desktop app checks it, then served by the AppSession; long work runs as jobs there, so a request
-// never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
+// desktop app checks it, then served by the session: `vramscope serve` runs it in a worker process
+// (worker-session.ts), so no import or replay runs on this process's event loop; long work runs as
+// jobs there, so a request never waits for a replay. The JSON body is the argument, except for an upload, whose body is the
 // file's bytes.
 import { createReadStream, createWriteStream } from 'node:fs'
-import { mkdtemp, readFile, stat } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, stat } from 'node:fs/promises'
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http'
 import { randomBytes, timingSafeEqual } from 'node:crypto'
 import { tmpdir } from 'node:os'
@@ -16,13 +17,28 @@ import { pipeline } from 'node:stream/promises'
 
 import { encodeBundleParts } from '../../src-shared/bundle.ts'
 import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
-import { ArgumentError, channelNamed, dispatch } from '../ipc/dispatch.ts'
+import { ArgumentError, channelNamed, dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
-import { sessionHandlers, uploadName, type AppSession } from '../services/app-session.ts'
+import { DEFAULT_PAGE, uploadName } from '../services/app-session.ts'
+
+/**
+ * What the web host serves: an AppSession in this process (tests), or one in a worker process
+ * (WorkerSession: `vramscope serve`).
+ */
+export interface WebSession {
+  /** The dispatcher's handlers for calls from `page`. */
+  handlers(page: string): Partial<Handlers>
+  /** A page was heard from. */
+  seen(page: string): void
+  closeIdlePages(idleMs: number): void
+  prefetchInitial(): void
+  /** Opens a file the host wrote as `page`'s; the session deletes it once opened or failed. */
+  openUploadedFile(path: string, name: string, page: string): { jobId: string } | Promise<{ jobId: string }>
+}
 
 export interface WebHostOptions {
-  session: AppSession
+  session: WebSession
   /** Built renderer (index.html and assets/). */
   staticDir: string
   host?: string
@@ -32,7 +48,20 @@ export interface WebHostOptions {
   token?: string
   /** Largest upload accepted, bytes (default 8 GiB). */
   maxUploadBytes?: number
+  /** Where uploads are written while they arrive, each in a vramscope-upload-* folder (default: the temp directory). */
+  uploadDir?: string
+  /** An upload whose body sends nothing for this long is dropped (default 60 s). */
+  uploadIdleMs?: number
+  /**
+   * A page (the id its client sends in x-vramscope-page) that makes no request for this long is
+   * closed, its traces freed (default 5 min; the page's client calls `page:alive` every 30 s).
+   */
+  pageIdleMs?: number
 }
+
+/** The header a page's client names itself in: its traces and jobs are that page's. */
+export const PAGE_HEADER = 'x-vramscope-page'
+const PAGE_ID = /^[\w-]{1,64}$/
 
 export interface WebHost {
   url: string
@@ -52,6 +81,9 @@ const SECURITY_HEADERS = {
 }
 
 const MAX_JSON_BYTES = 1 << 20
+
+/** How long a refused upload's remaining body is read and dropped before the connection is cut. */
+const REFUSED_BODY_GRACE_MS = 1000
 
 class HttpError extends Error {
   constructor(
@@ -79,13 +111,24 @@ function sameToken(given: string, token: string): boolean {
 }
 
 async function readJson(req: IncomingMessage): Promise<unknown> {
+  // Listened to rather than iterated: leaving a for-await loop early destroys the request, and the
+  // client would read a reset rather than the 413.
   const chunks: Buffer[] = []
   let total = 0
-  for await (const chunk of req as AsyncIterable<Buffer>) {
-    total += chunk.length
-    if (total > MAX_JSON_BYTES) throw new HttpError(413, 'BAD_INPUT', `request body larger than ${MAX_JSON_BYTES} bytes`)
-    chunks.push(chunk)
-  }
+  await new Promise<void>((resolve, reject) => {
+    const onData = (chunk: Buffer) => {
+      total += chunk.length
+      chunks.push(chunk)
+      if (total <= MAX_JSON_BYTES) return
+      req.off('data', onData)
+      reject(new HttpError(413, 'BAD_INPUT', `request body larger than ${MAX_JSON_BYTES} bytes`))
+    }
+    req.on('data', onData)
+    req.once('end', resolve)
+    req.once('error', reject)
+    // A client gone before the end: nothing more will come (after 'end' this does nothing).
+    req.once('close', () => reject(new HttpError(400, 'BAD_INPUT', 'the request ended before its body did')))
+  })
   if (total === 0) return undefined
   try {
     return JSON.parse(Buffer.concat(chunks).toString('utf8'))
@@ -94,16 +137,65 @@ async function readJson(req: IncomingMessage): Promise<unknown> {
   }
 }
 
+/**
+ * Writes an upload's body to `path`. Rejects, with the file closed, when the body passes
+ * `maxBytes` (413: the rest of the body is left unread, for the caller to drop after replying),
+ * sends nothing for `idleMs` (408), or ends early (the client went away); the caller removes the file.
+ */
+function receiveUpload(req: IncomingMessage, path: string, maxBytes: number, idleMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const file = createWriteStream(path)
+    let received = 0
+    let settled = false
+    let idle: NodeJS.Timeout | undefined
+    const finish = (error?: Error) => {
+      if (settled) return
+      settled = true
+      clearTimeout(idle)
+      req.off('data', onData)
+      req.off('end', onEnd)
+      req.off('close', onClose)
+      req.off('error', finish)
+      if (!error) return void file.end(() => resolve())
+      if (file.closed) return reject(error)
+      file.once('close', () => reject(error))
+      file.destroy()
+    }
+    const idleSince = () => {
+      clearTimeout(idle)
+      idle = setTimeout(() => finish(new HttpError(408, 'BAD_INPUT', `the upload sent nothing for ${idleMs} ms`)), idleMs)
+    }
+    const onData = (chunk: Buffer) => {
+      received += chunk.length
+      if (received > maxBytes) return finish(new HttpError(413, 'BAD_INPUT', `upload larger than the ${maxBytes}-byte limit`))
+      idleSince()
+      if (!file.write(chunk)) {
+        req.pause()
+        file.once('drain', () => req.resume())
+      }
+    }
+    const onEnd = () => finish()
+    const onClose = () => finish(new HttpError(400, 'BAD_INPUT', 'the upload ended before its last byte'))
+    file.on('error', finish)
+    req.on('data', onData)
+    req.on('end', onEnd)
+    req.on('close', onClose)
+    req.on('error', finish)
+    idleSince()
+  })
+}
+
 function sendJson(res: ServerResponse, status: number, body: unknown): void {
   const text = JSON.stringify(body)
   res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store', ...SECURITY_HEADERS })
   res.end(text)
 }
 
-async function sendBundle(res: ServerResponse, bundle: Bundle): Promise<void> {
+async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer): Promise<void> {
   // Piece by piece from the arrays themselves: no copy of the whole bundle first, and the page
-  // starts reading (a replay's layout streams into its model) while the rest is on its way.
-  const parts = encodeBundleParts(bundle)
+  // starts reading (a replay's layout streams into its model) while the rest is on its way. A
+  // worker's bundle arrives encoded already.
+  const parts = bundle instanceof ArrayBuffer ? [new Uint8Array(bundle)] : encodeBundleParts(bundle)
   const length = parts.reduce((n, p) => n + p.byteLength, 0)
   res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': length, 'cache-control': 'no-store', ...SECURITY_HEADERS })
   for (const part of parts) {
@@ -131,32 +223,55 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   const host = options.host ?? '127.0.0.1'
   const token = options.token ?? randomBytes(24).toString('hex')
   const maxUpload = options.maxUploadBytes ?? 8 * 1024 ** 3
+  const uploadDir = options.uploadDir ?? tmpdir()
+  const uploadIdleMs = options.uploadIdleMs ?? 60_000
+  /** Upload folders still being written: removed whatever ends the request, and on close. */
+  const receiving = new Set<string>()
   const indexHtml = await readFile(join(staticDir, 'index.html'))
   let allowedHosts = new Set<string>()
   // Listening on every interface (--host 0.0.0.0): any Host is accepted and the token is the only guard.
   const anyHost = host === '0.0.0.0' || host === '::'
 
-  const handlers = sessionHandlers(session)
+  const pageIdleMs = options.pageIdleMs ?? 5 * 60_000
+  const idleSweep = setInterval(() => session.closeIdlePages(pageIdleMs), Math.max(50, Math.min(pageIdleMs / 4, 30_000)))
+  idleSweep.unref()
 
   async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const spec = specOf(channel)
+    const named = req.headers[PAGE_HEADER]
+    if (named !== undefined && (typeof named !== 'string' || !PAGE_ID.test(named))) throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
+    const page = named ?? DEFAULT_PAGE
+    session.seen(page)
+    const handlers = session.handlers(page)
     if (spec.upload) {
       // The bytes are the body: streamed to a private file, which the session opens and deletes.
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
       const declared = Number(req.headers['content-length'] ?? NaN)
       if (declared > maxUpload) throw new HttpError(413, 'BAD_INPUT', `upload of ${declared} bytes is larger than the ${maxUpload}-byte limit`)
-      const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
+      const dir = await mkdtemp(join(uploadDir, 'vramscope-upload-'))
       const path = join(dir, name)
-      let received = 0
-      req.on('data', (chunk: Buffer) => {
-        received += chunk.length
-        if (received > maxUpload) req.destroy(new HttpError(413, 'BAD_INPUT', `upload larger than the ${maxUpload}-byte limit`))
-      })
-      await pipeline(req, createWriteStream(path))
-      return sendJson(res, 200, { ok: true, result: session.openUploadedFile(path, name) })
+      receiving.add(dir)
+      try {
+        await receiveUpload(req, path, maxUpload, uploadIdleMs)
+      } catch (e) {
+        await rm(dir, { recursive: true, force: true })
+        throw e
+      } finally {
+        receiving.delete(dir)
+      }
+      // From here the session owns the file: it deletes it once opened or failed.
+      let started: { jobId: string }
+      try {
+        started = await session.openUploadedFile(path, name, page)
+      } catch (e) {
+        // The session never took it (its worker was gone).
+        await rm(dir, { recursive: true, force: true })
+        throw e
+      }
+      return sendJson(res, 200, { ok: true, result: started })
     }
     const result = await dispatch(handlers, channel, await readJson(req))
-    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle)
+    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle | ArrayBuffer)
     return sendJson(res, 200, { ok: true, result })
   }
 
@@ -211,17 +326,24 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
           res.destroy()
           return
         }
-        if (e instanceof HttpError && e.status === 413) {
-          // The rest of the body is still coming: the connection cannot carry another request.
-          // Reading and dropping it lets the client read this reply rather than a reset.
-          res.setHeader('connection', 'close')
+        if (e instanceof HttpError && (e.status === 413 || e.status === 408)) {
+          // The rest of the body may still be coming. Reading and dropping it lets the client read
+          // this reply: closing now would cut the connection with its bytes unread, which the
+          // client sees as a reset, not a reply. A client that goes on sending is cut off shortly after.
           req.resume()
+          res.once('finish', () =>
+            setTimeout(() => {
+              if (!req.complete) req.socket.destroy()
+            }, REFUSED_BODY_GRACE_MS).unref(),
+          )
         }
         if (e instanceof HttpError) return sendJson(res, e.status, { ok: false, error: { code: e.code, message: e.message } })
         // The URL names the channel already: the problems alone (`targets.first: …`).
         if (e instanceof ArgumentError) return sendJson(res, 400, { ok: false, error: { code: e.code, message: e.problems } })
-        if (e instanceof ApiError) return sendJson(res, e.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: e.code, message: e.message } })
         const error = e as Error & { code?: string }
+        // By code, not class: an error from the worker process crosses as its message and code.
+        if (e instanceof ApiError || error.code === 'NOT_FOUND' || error.code === 'BAD_INPUT')
+          return sendJson(res, error.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: error.code, message: error.message } })
         // Argument errors of the services (TypeError/RangeError with code INVALID_ARGUMENT) are the caller's.
         if (error.code === 'INVALID_ARGUMENT') return sendJson(res, 400, { ok: false, error: { code: 'BAD_INPUT', message: error.message } })
         sendJson(res, 500, { ok: false, error: { code: 'INTERNAL', message: error.message } })
@@ -247,8 +369,11 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
     server,
     close: () =>
       new Promise<void>((resolve) => {
+        clearInterval(idleSweep)
         server.closeAllConnections?.()
         server.close(() => resolve())
+      }).then(async () => {
+        await Promise.all([...receiving].map((dir) => rm(dir, { recursive: true, force: true })))
       }),
   }
 }

@@ -47,13 +47,19 @@ function tokenFromPage(): string {
   return sessionStorage.getItem('vramscope-token') ?? ''
 }
 
+/** How often a page tells the web host it is still there (the host closes pages that go quiet). */
+const PAGE_ALIVE_MS = 30_000
+
 function httpClient(): Client {
   const token = tokenFromPage()
-  async function post(channel: Channel, body: BodyInit | undefined, headers: Record<string, string> = {}): Promise<Response> {
+  // This page's id: what it opens is its own, freed when it goes away or goes quiet.
+  const page = crypto.randomUUID()
+  async function post(channel: Channel, body: BodyInit | undefined, headers: Record<string, string> = {}, keepalive = false): Promise<Response> {
     const response = await fetch(`/api/${encodeURIComponent(channel)}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, ...headers },
+      headers: { authorization: `Bearer ${token}`, 'x-vramscope-page': page, ...headers },
       ...(body !== undefined && { body }),
+      ...(keepalive && { keepalive }),
     })
     if (!response.ok) {
       let message = `${channel}: HTTP ${response.status}`
@@ -74,6 +80,9 @@ function httpClient(): Client {
     if (BUNDLE_CHANNELS.has(channel)) return (await response.arrayBuffer()) as Received<C>
     return ((await response.json()) as { result: Received<C> }).result
   }
+  setInterval(() => void post('page:alive', undefined).catch(() => {}), PAGE_ALIVE_MS)
+  // A fetch that outlives the page (sendBeacon cannot carry the token's header).
+  addEventListener('pagehide', () => void post('page:close', undefined, {}, true).catch(() => {}))
   return {
     call,
     openFile: async (file) => {

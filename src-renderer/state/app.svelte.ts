@@ -131,6 +131,9 @@ export class AppState {
       const firstReplay = this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true)
       firstReplay.catch(() => {})
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
+      // The trace this one replaces is of no more use to the host.
+      const replaced = this.trace?.summary.traceId
+      if (replaced !== undefined && replaced !== summary.traceId) void this.client.call('trace:close', { traceId: replaced }).catch(() => {})
       this.trace = data
       this.strategies = []
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
@@ -229,6 +232,8 @@ export class AppState {
       })
       await waitForJob(this.client, replay.jobId, (s) => (this.job = s))
       const strategies = await this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', { jobId: replay.jobId }))
+      // The diff needs only these figures: the second trace is freed on the host.
+      void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
       this.diff = { name: summary.name, events: summary.events, allocs: summary.allocs, durationNs: summary.durationNs, strategies }
       this.job = null
     } catch (e) {

@@ -3,15 +3,17 @@
 import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
 
-import { AppSession } from '../../services/app-session.ts'
 import { ensureRendererBuilt, RENDERER_DIR, REPO_ROOT } from '../../web/renderer-build.ts'
 import { startWebHost } from '../../web/server.ts'
+import { workerSession } from '../../web/worker-session.ts'
 import { OptionError, type Io } from '../shared.ts'
 
 export interface ServeOptions {
   host: string
   port: string
   json?: boolean
+  uploadDir?: string
+  pageIdleMs?: string
 }
 
 export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
@@ -22,24 +24,35 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
     initial = resolve(file)
     if (!existsSync(initial)) throw new OptionError(file, 'no such file')
   }
+  let pageIdleMs: number | undefined
+  if (options.pageIdleMs !== undefined) {
+    pageIdleMs = Number(options.pageIdleMs)
+    if (!Number.isSafeInteger(pageIdleMs) || pageIdleMs < 1) throw new OptionError('--page-idle-ms', `must be a whole number of milliseconds, got ${JSON.stringify(options.pageIdleMs)}`)
+  }
+  const uploadDir = options.uploadDir !== undefined ? resolve(options.uploadDir) : undefined
+  if (uploadDir !== undefined && !existsSync(uploadDir)) throw new OptionError('--upload-dir', `no such directory: ${options.uploadDir}`)
   await ensureRendererBuilt((line) => io.stderr.write(`${line}\n`))
   const version = (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version
-  const session = new AppSession({
+  // Opening, importing and replaying run in a worker process: this one only answers the pages.
+  const session = workerSession({
     version,
     host: 'web',
     samplesDir: resolve(REPO_ROOT, 'resources', 'samples'),
     ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
     ...(initial === undefined && { allowedPaths: new Set<string>() }),
-  })
+  }, (message) => io.stderr.write(`${message}\n`))
   let host
   try {
-    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port })
+    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port, ...(uploadDir !== undefined && { uploadDir }), ...(pageIdleMs !== undefined && { pageIdleMs }) })
   } catch (e) {
     const error = e as NodeJS.ErrnoException
     if (error.code === 'EADDRINUSE') throw new OptionError('--port', `port ${port} is in use on ${options.host}`)
     if (error.code === 'EADDRNOTAVAIL' || error.code === 'ENOTFOUND') throw new OptionError('--host', `cannot listen on ${options.host}: ${error.message}`)
+    await session.close()
     throw e
   }
+  // The worker starts now rather than on the first page's first call.
+  void session.client.call('app:info', undefined).catch(() => {})
   if (options.json) io.stdout.write(`${JSON.stringify({ url: host.url, port: host.port, token: host.token })}\n`)
   else {
     io.stdout.write(`vramscope is serving on ${host.url}\n`)
@@ -47,7 +60,10 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
   }
   await new Promise<void>((resolveStop) => {
     const stop = () => {
-      void host.close().then(resolveStop)
+      void host
+        .close()
+        .then(() => session.close())
+        .then(resolveStop)
     }
     process.once('SIGINT', stop)
     process.once('SIGTERM', stop)
