@@ -8,7 +8,7 @@ import { extname } from 'node:path'
 
 import { findUnknownFree } from './inspect.ts'
 import { InputError } from './input-error.ts'
-import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './import/pytorch.ts'
+import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './import/pytorch/index.ts'
 import { importRmmLog, type BadLine } from './import/rmm.ts'
 import { withLayoutMetrics } from './layout-metrics.ts'
 import { LayoutOp } from './trace/layout.ts'

@@ -1,16 +1,15 @@
-// The PyTorch importer's fast paths, the native decoder (native/core/snapshot_pickle.cpp) and the
-// JavaScript one (pytorch-fast.ts), against its general path (the restricted unpickler, then the
-// mapper): on every snapshot fixture, every hostile pickle and thousands of mutated snapshots, all
-// three give the same import (every column, table, warning and property) or the same error; and
-// both fast paths do take torch's own pickles (they are not silently always handing them back).
+// The PyTorch pickle reader's two lanes: the fast lane (fast-lane.ts) against the general lane (the
+// restricted unpickler, then the mapper): on every snapshot fixture, every hostile pickle and
+// thousands of mutated snapshots, both give the same import (every column, table, warning and
+// property) or the same error; and the fast lane does take torch's own pickles (it is not silently
+// always handing them back).
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch-fast.ts'
-import { loadNative } from '../../src-main/native.ts'
-import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch.ts'
+import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch/fast-lane.ts'
+import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch/index.ts'
 import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation } from './helpers/fuzz-harness.ts'
 import { random } from './helpers/trace-samples.ts'
 
@@ -44,29 +43,9 @@ function outcome(run: () => PytorchImport): Outcome {
   }
 }
 
-/**
- * The JS fast path's outcome and the general path's, having checked that the native decoder's
- * (tried first by default) is the JS fast path's.
- */
-function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}, label = ''): [Outcome, Outcome] {
-  const native = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options))
-  const fast = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeDecoder: false }))
-  assert.deepEqual(native, fast, `${label} ${JSON.stringify(options)}: the native decoder's import (or hand-back) is the JS fast path's`)
-  const finishedHere = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeFinish: false }))
-  assert.deepEqual(finishedHere, fast, `${label} ${JSON.stringify(options)}: the native decoder's columns finished by the mapper are the JS fast path's import`)
-  return [fast, outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
-}
-
-const { decodeSnapshot } = loadNative()
-
-/** Whether the native decoder takes the input (every device). */
-function nativeTakes(bytes: Uint8Array, maxDepth = 200): boolean {
-  return decodeSnapshot(bytes, maxDepth, -1) !== null
-}
-
-/** Whether the native decoder finishes the import itself (the default device). */
-function nativeFinishes(bytes: Uint8Array): boolean {
-  return decodeSnapshot(bytes, 200, -2)?.finished !== undefined
+/** The fast lane's outcome (the default) and the general lane's. */
+function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outcome, Outcome] {
+  return [outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)), outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
 }
 
 /** Whether the fast path takes the input (rather than handing it to the general path). */
@@ -80,8 +59,6 @@ describe('the fast path gives the general path\'s import', () => {
     it(`${name}: taken by the fast path, same import for the default device, all devices and device 1`, () => {
       const bytes = read('pytorch', name)
       assert.ok(fastTakes(bytes), 'the fast path takes a snapshot torch (or Python\'s pickler) wrote')
-      assert.ok(nativeTakes(bytes), 'the native decoder takes it too')
-      assert.ok(nativeFinishes(bytes), 'and finishes the import (its segments and annotations are torch\'s)')
       for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
         const [fast, general] = bothPaths(bytes, options)
         assert.deepEqual(fast, general, JSON.stringify(options))
@@ -97,7 +74,6 @@ describe('the fast path gives the general path\'s import', () => {
       assert.deepEqual(fast, general, name[1])
       // Every hostile pickle but one breaks the pickle format; that one is plain data of another shape.
       if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast path takes`)
-      if (name[0] === 'hostile') assert.equal(nativeTakes(bytes), false, `${name[1]} is not a snapshot the native decoder takes`)
     }
   })
 
@@ -118,25 +94,13 @@ describe('the fast path gives the general path\'s import', () => {
     assert.ok(progress.every((d, i) => i === 0 || d >= progress[i - 1]!), 'progress only grows')
   })
 
-  it('gives the same import through the async in-memory import of a file within one chunk (the native decoder)', async () => {
-    for (const name of ['transformer_varseq.pickle', 'mlp_varbatch_overflowed.pickle']) {
-      const bytes = read('pytorch', name)
-      assert.ok(bytes.length <= 4 << 20 && nativeTakes(bytes))
-      const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { device: 'all' })
-      assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { device: 'all', generalPathOnly: true })), name)
-    }
-  })
-
-  it('hands back to the JS paths what the native decoder does not take: a small maxDepth, strings that are not UTF-8', () => {
+  it('a root string that is not UTF-8: the same import on both lanes (each decodes it with U+FFFD)', () => {
     const bytes = read('pytorch', 'synthetic.pickle')
-    assert.equal(nativeTakes(bytes, 15), false, 'maxDepth below 16')
-    // A string of the root replaced by bytes that are not UTF-8 (the JS paths decode them with U+FFFD).
     const at = Buffer.from(bytes).indexOf('segments')
     assert.ok(at > 0)
     const broken = bytes.slice()
     broken[at] = 0xff
-    assert.equal(nativeTakes(broken), false)
-    const [fast, general] = bothPaths(broken, {}, 'not UTF-8')
+    const [fast, general] = bothPaths(broken)
     assert.deepEqual(fast, general)
   })
 })
@@ -175,7 +139,6 @@ describe('mutated snapshots: the same import or the same error on both paths', (
   it('1500 seeded cases', () => {
     const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
     let taken = 0
-    let nativeTaken = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
       const input = inputs[int(rand, inputs.length)]!
       let bytes: Uint8Array = input.bytes
@@ -186,13 +149,11 @@ describe('mutated snapshots: the same import or the same error on both paths', (
         steps.push(what)
       }
       const options = rand() < 0.2 ? { device: 'all' as const } : {}
-      const [fast, general] = bothPaths(bytes, options, `case ${c}, ${input.name}: ${steps.join('; ')}`)
+      const [fast, general] = bothPaths(bytes, options)
       assert.deepEqual(fast, general, `case ${c}, ${input.name}: ${steps.join('; ')}`)
       if (fast.ok && fastTakes(bytes)) taken++
-      if (fast.ok && nativeTakes(bytes)) nativeTaken++
     }
     assert.ok(taken > 100, `the fast path took ${taken} of the mutated inputs (enough to compare)`)
-    assert.ok(nativeTaken > 100, `the native decoder took ${nativeTaken} of the mutated inputs (enough to compare)`)
   })
 })
 
@@ -355,19 +316,18 @@ describe('a root dict the pickle wraps in a tuple', () => {
     ['MARK ... TUPLE', [0x28], [0x74]],
   ]
   for (const [what, before, after] of wrappings) {
-    it(`(${what}): handed back by both fast paths, the general path's error`, () => {
+    it(`(${what}): handed back by the fast lane, the general lane's error`, () => {
       const bytes = pickle(before, after)
       assert.equal(fastTakes(bytes), false, 'the JS fast path hands it back')
-      assert.equal(nativeTakes(bytes), false, 'the native decoder hands it back')
       const [fast, general] = bothPaths(bytes)
       assert.equal(general.ok, false)
       assert.match((general as { error: string }).error, /the root must be a dict/)
       assert.deepEqual(fast, general)
     })
   }
-  it('unwrapped, the same dict is imported by both fast paths', () => {
+  it('unwrapped, the same dict is imported by the fast lane', () => {
     const bytes = pickle([], [])
-    assert.ok(fastTakes(bytes) && nativeTakes(bytes))
+    assert.ok(fastTakes(bytes))
     const [fast, general] = bothPaths(bytes)
     assert.ok(general.ok)
     assert.deepEqual(fast, general)

@@ -20,7 +20,8 @@
 // the same order as the general path fills them (on an alloc's or oom's first use), so the ids are
 // equal. Loops that run per event or per opcode are in plain methods, not in the generators that
 // let an async caller in: V8 optimizes a generator only after many calls.
-import { addDictPairs, decodeLong, decodeUtf8, PickleDict, type PickleValue } from './unpickle.ts'
+import { Op } from './opcodes.ts'
+import { addDictPairs, decodeLong, decodeUtf8, PickleDict, type PickleValue } from './pickle-reader.ts'
 
 /** What the decoder hands its results to (the importer's SnapshotMapper). */
 export interface DecodedEventSink {
@@ -34,14 +35,6 @@ export interface FastDecoded {
   /** The root dict, device_traces' lists left empty (their events went to the sink), as the streaming unpickler leaves it. */
   root: PickleValue
   protocol: number
-}
-
-const enum Op {
-  MARK = 0x28, EMPTY_TUPLE = 0x29, STOP = 0x2e, BINFLOAT = 0x47, BININT = 0x4a, BININT1 = 0x4b, BININT2 = 0x4d,
-  NONE = 0x4e, BINUNICODE = 0x58, EMPTY_LIST = 0x5d, APPEND = 0x61, APPENDS = 0x65, BINGET = 0x68,
-  LONG_BINGET = 0x6a, BINPUT = 0x71, LONG_BINPUT = 0x72, SETITEM = 0x73, TUPLE = 0x74, SETITEMS = 0x75,
-  EMPTY_DICT = 0x7d, PROTO = 0x80, TUPLE1 = 0x85, TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89,
-  LONG1 = 0x8a, SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, MEMOIZE = 0x94, FRAME = 0x95,
 }
 
 // Memo entry kinds.
