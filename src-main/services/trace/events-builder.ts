@@ -195,7 +195,7 @@ interface LayoutChunk {
   time: Float64Array
 }
 
-/** Bytes a row of eventsAt's and layoutAt's columns takes (snapshot_wrap.cpp lays its columns out the same way). */
+/** Bytes a row of eventsAt's and layoutAt's columns takes. */
 const EVENT_ROW_BYTES = 2 * 8 + 4 * 4 + 2 + 1
 const LAYOUT_ROW_BYTES = 5 * 8 + 4 + 1
 

@@ -1,14 +1,14 @@
-// The PyTorch importer's fast path: decodes a snapshot pickle held whole in memory and hands each
+// The pickle reader's fast lane: decodes a snapshot pickle held whole in memory and hands each
 // event of device_traces to the mapper as typed fields, building no object per event, frames list
-// or frame (the general path builds them all with the restricted unpickler, then reads them back).
+// or frame (the general lane builds them all with the restricted unpickler, then reads them back).
 //
 // It takes only what Python's pickler writes for a snapshot (protocols 2 to 5: dicts, lists,
 // tuples, str, int, float, bool, None, the memo, frames) in the shape torch writes it, and gives
 // up (returns null) on anything else: another opcode, another shape, a memo index rebound or read
-// back where the general path would build an object, a value the mapper would refuse, a limit in
-// sight. The caller then runs the general path from the start on a new mapper, which gives the
+// back where the general lane would build an object, a value the mapper would refuse, a limit in
+// sight. The caller then runs the general lane from the start on a new mapper, which gives the
 // import or the error; so every check of the restricted unpickler stands as it was, and an import
-// is the same whichever path made it (test/unit/pytorch-fast-path.test.ts compares the two on every
+// is the same whichever lane made it (test/unit/pytorch-lanes.test.ts compares the two on every
 // fixture and on mutated ones). Nothing here throws on any input.
 //
 // What makes it fast: torch's pickle writes each dict key once and reads it back from the memo
@@ -17,7 +17,7 @@
 // file and line) or a frames list (an id of its sequence of frames), and a string no event reads
 // (compile_context) is only noted where it lies, decoded if it is ever read back; an event is a
 // few table lookups and stores, no allocation. The mapper's frame and stack tables are filled in
-// the same order as the general path fills them (on an alloc's or oom's first use), so the ids are
+// the same order as the general lane fills them (on an alloc's or oom's first use), so the ids are
 // equal. Loops that run per event or per opcode are in plain methods, not in the generators that
 // let an async caller in: V8 optimizes a generator only after many calls.
 import { Op } from './opcodes.ts'
@@ -50,7 +50,7 @@ const enum Memo {
   frame = 4,
   /** num: local stack id, -1 for an empty list (a frames list the event decoder read) */
   frames = 5,
-  /** an event dict: the general path would have built it; reading it back gives up */
+  /** an event dict: the general lane would have built it; reading it back gives up */
   event = 6,
   /**
    * num: offset of the SHORT_BINUNICODE of a string an event does not use (torch's compile_context
@@ -73,13 +73,13 @@ const CODES = new Map<string, number>(NAMES.map((n, i) => [n, i] as [string, num
 // Kinds of the scalar scalar() read (in `kind`).
 const enum Scalar { string = 1, int, float, nil, bool }
 
-/** Frames on the generic part's stack and MARKs, and containers nested, kept well below the general path's limits. */
+/** Frames on the generic part's stack and MARKs, and containers nested, kept well below the general lane's limits. */
 const GENERIC_STACK = 1 << 16
-/** Most events in one APPENDS batch (the general path holds them on its stack, limited to 2^20). */
+/** Most events in one APPENDS batch (the general lane holds them on its stack, limited to 2^20). */
 const BATCH_ITEMS = 1 << 18
 /** A memo index further than this past the highest one stored is not what a pickler writes. */
 const MEMO_JUMP = 1 << 16
-/** The general path's limit on nesting must leave this much room for the fast path to run. */
+/** The general lane's limit on nesting must leave this much room for the fast lane to run. */
 const DEPTH_NEEDED = 16
 const MAX_DEVICE = 65535
 
@@ -106,7 +106,7 @@ export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: 
 
 class FastDecoder {
   private readonly end: number
-  /** Deepest nesting and most MARKs the generic part allows (the general path refuses maxDepth). */
+  /** Deepest nesting and most MARKs the generic part allows (the general lane refuses maxDepth). */
   private readonly depthLimit: number
 
   private memoKind: Uint8Array
@@ -401,7 +401,7 @@ class FastDecoder {
             if (pushed !== null && typeof pushed === 'object') {
               pushedDepth = this.genericDepth[n]!
               if (pushedDepth < 0) {
-                // Still on the stack (an item of a batch not yet added): as the general path does,
+                // Still on the stack (an item of a batch not yet added): as the general lane does,
                 // it is sealed here, so adding to it later (a cycle) gives up and its depth is final.
                 const slot = this.genericSlot[n]!
                 if (stack[slot] !== pushed || openMemo[slot] !== n) return -1
@@ -920,7 +920,7 @@ class FastDecoder {
       else if (code === Code.filename) file = kind === Scalar.string ? value : -1
       else if (code === Code.line) line = kind === Scalar.int || kind === Scalar.float ? value : NaN
     }
-    // The general path refuses a frame without a string name and filename and a number line (NaN is a number, but never a line).
+    // The general lane refuses a frame without a string name and filename and a number line (NaN is a number, but never a line).
     if (name < 0 || file < 0 || line !== line) return -1
     const frame = this.internFrame(name, file, line)
     if (memoIndex >= 0) this.setMemo(memoIndex, Memo.frame, frame)
@@ -960,7 +960,7 @@ class FastDecoder {
     return local
   }
 
-  /** The mapper's stack id of a local stack, its frames given the mapper's ids first (as the general path does on first use). */
+  /** The mapper's stack id of a local stack, its frames given the mapper's ids first (as the general lane does on first use). */
   private globalStack(local: number): number {
     const known = this.stackGlobal[local]!
     if (known >= 0) return known
@@ -986,7 +986,7 @@ class FastDecoder {
   /**
    * The scalar whose opcode is at p: sets this.kind and this.num (string id, number, 1/0 for a
    * bool). Returns the position after it, or -1 for anything else (an int beyond 2^53 included).
-   * A number read back is an int when it is a safe integer, as the general path's checks see it.
+   * A number read back is an int when it is a safe integer, as the general lane's checks see it.
    */
   private scalar(p: number): number {
     const b = this.b
@@ -1131,7 +1131,7 @@ class FastDecoder {
   }
 
   /**
-   * The memo index the store at `start` writes; -1 where the general path would refuse it (an index
+   * The memo index the store at `start` writes; -1 where the general lane would refuse it (an index
    * larger than the bytes before it) or where a pickler would not write it (an index stored before:
    * a rebinding; a jump far past the highest index).
    */
@@ -1189,7 +1189,7 @@ class FastDecoder {
     return i
   }
 
-  /** Skips FRAME opcodes at p (each checked as the general path checks it). */
+  /** Skips FRAME opcodes at p (each checked as the general lane checks it). */
   private skipFrames(p: number): number {
     const b = this.b
     while (b[p] === Op.FRAME) {

@@ -1040,7 +1040,7 @@ export class Unpickler {
   }
 }
 
-// For the fast snapshot decoder (pytorch-fast.ts), whose values must equal the unpickler's: the
+// For the fast lane (fast-lane.ts), whose values must equal the unpickler's: the
 // same string and integer decoding, and dicts filled the same way.
 export { decodeLong, decodeUtf8 }
 

@@ -17,7 +17,7 @@ export interface PytorchImportOptions {
    * general path reads them; a file this large is read in chunks, never whole.
    */
   boundedAbove?: number
-  /** Files smaller than this are read whole and decoded by the fast path (default 256 MiB). */
+  /** Files smaller than this are read whole and decoded by the fast lane (default 256 MiB). */
   wholeBelow?: number
   /** parsePytorchSnapshot without the fast lane (tests and benchmarks compare the two). */
   generalPathOnly?: boolean
