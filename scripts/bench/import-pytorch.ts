@@ -122,7 +122,8 @@ const PEER = 'memory_viz unpickle (peer)'
 /** Which lane of the pickle reader the import takes on these bytes. */
 function laneOf(bytes: Uint8Array): string {
   const sink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
-  return decodeFast(bytes, sink, 200) !== null ? 'fast lane' : 'general lane (the fast lane hands it back)'
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded === null ? 'general lane (the fast lane hands it back)' : 'root' in decoded ? 'fast lane' : `fast lane, the general lane from byte ${decoded.at}`
 }
 const inputs = files.map((file) => {
   const bytes = new Uint8Array(readFileSync(file))

@@ -51,7 +51,15 @@ function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outc
 /** Whether the fast path takes the input (rather than handing it to the general path). */
 function fastTakes(bytes: Uint8Array): boolean {
   const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
-  return decodeFast(bytes, sink, 200) !== null
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded !== null && 'root' in decoded
+}
+
+/** Where the general lane takes over from the fast lane (null: the fast lane takes it all, or hands all of it back). */
+function resumedAt(bytes: Uint8Array): number | null {
+  const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded !== null && 'at' in decoded ? decoded.at : null
 }
 
 describe('the fast path gives the general path\'s import', () => {
@@ -139,6 +147,7 @@ describe('mutated snapshots: the same import or the same error on both paths', (
   it('1500 seeded cases', () => {
     const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
     let taken = 0
+    let resumed = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
       const input = inputs[int(rand, inputs.length)]!
       let bytes: Uint8Array = input.bytes
@@ -152,8 +161,10 @@ describe('mutated snapshots: the same import or the same error on both paths', (
       const [fast, general] = bothPaths(bytes, options)
       assert.deepEqual(fast, general, `case ${c}, ${input.name}: ${steps.join('; ')}`)
       if (fast.ok && fastTakes(bytes)) taken++
+      if (resumedAt(bytes) !== null) resumed++
     }
-    assert.ok(taken > 100, `the fast path took ${taken} of the mutated inputs (enough to compare)`)
+    assert.ok(taken > 100, `the fast lane took ${taken} of the mutated inputs (enough to compare)`)
+    assert.ok(resumed > 300, `the general lane went on from where the fast lane gave up in ${resumed} of them (enough to compare)`)
   })
 })
 
@@ -289,6 +300,56 @@ describe('a list of the generic part read back in events', () => {
     assert.equal(general.ok, false)
     assert.match((general as { error: string }).error, /a frame must be a dict, got a list/)
     assert.deepEqual(fast, general)
+  })
+})
+
+describe('the general lane going on from where the fast lane gave up', () => {
+  // Written by Python's pickle (protocol 4) from one alloc event ev = {'action': 'alloc', 'addr': 64,
+  // 'size': 100, 'time_us': 1, 'stream': 0, 'frames': []}:
+  const hex = {
+    // {'segments': [], 'device_traces': [[ev]], 'allocator_settings': {(1, 2): 3, 'x': 1}}: a tuple key after device_traces
+    settings:
+      '80049598000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d947561618c12616c6c6f6361746f725f73657474696e6773947d94284b014b0286944b038c0178944b0175752e',
+    // {'segments': [{'address': 0, 'total_size': 512, 'blocks': [], (1,): 0}], 'device_traces': [[ev]]}: a tuple key before device_traces
+    segments:
+      '800495a3000000000000007d94288c087365676d656e7473945d947d94288c0761646472657373944b008c0a746f74616c5f73697a65944d00028c06626c6f636b73945d944b0185944b0075618c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d94756161752e',
+    // {'segments': [], 'device_traces': [[ev]], 'allocator_settings': ev}: the event dict read back from the memo
+    eventReadBack:
+      '80049588000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d947561618c12616c6c6f6361746f725f73657474696e6773946806752e',
+  }
+  const bytesOf = (h: string) => new Uint8Array(Buffer.from(h, 'hex'))
+
+  it('a tuple key in allocator_settings: the general lane resumes at that dict\'s SETITEMS, with the general lane\'s import', () => {
+    const bytes = bytesOf(hex.settings)
+    assert.equal(resumedAt(bytes), bytes.length - 3, 'at the inner SETITEMS (then SETITEMS of the root, STOP)')
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual(fast, general)
+  })
+
+  it('a tuple key in a segment, before device_traces: resumed at its SETITEMS, the same import', () => {
+    const bytes = bytesOf(hex.segments)
+    assert.equal(resumedAt(bytes), Buffer.from(bytes).indexOf(Buffer.from([0x75, 0x61, 0x8c, 0x0d])))
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual(fast, general)
+  })
+
+  it('an event dict read back after the give-up, which the fast lane never built: the general lane from byte 0, the same import', () => {
+    const bytes = bytesOf(hex.eventReadBack)
+    assert.equal(resumedAt(bytes), null)
+    assert.equal(fastTakes(bytes), false)
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual(fast, general)
+  })
+
+  it('the async in-memory import resumes the same way', async () => {
+    for (const h of [hex.settings, hex.segments]) {
+      const bytes = bytesOf(h)
+      const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { chunkBytes: 7 })
+      assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { generalPathOnly: true })))
+    }
   })
 })
 

@@ -21,7 +21,7 @@
 // equal. Loops that run per event or per opcode are in plain methods, not in the generators that
 // let an async caller in: V8 optimizes a generator only after many calls.
 import { Op } from './opcodes.ts'
-import { addDictPairs, decodeLong, decodeUtf8, PickleDict, type PickleValue } from './pickle-reader.ts'
+import { addDictPairs, decodeLong, decodeUtf8, HandoffKind, MemoReferenceScanner, PickleDict, type HandoffValue, type LaneHandoff, type PickleValue } from './pickle-reader.ts'
 
 /** What the decoder hands its results to (the importer's SnapshotMapper). */
 export interface DecodedEventSink {
@@ -91,12 +91,12 @@ const float64Bytes = new Uint8Array(float64.buffer)
  * hold part of the events: use a new one). A generator that yields about every `yieldBytes` bytes
  * of input, so an async caller can let the event loop in; `decodeFast` drains it.
  */
-export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | null> {
+export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | LaneHandoff | null> {
   if (!(maxDepth >= DEPTH_NEEDED)) return null
   return yield* new FastDecoder(bytes, sink, maxDepth, yieldBytes).run()
 }
 
-export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | null {
+export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | LaneHandoff | null {
   const steps = decodeFastSteps(bytes, sink, maxDepth)
   for (;;) {
     const step = steps.next()
@@ -181,6 +181,16 @@ class FastDecoder {
   private readonly marks: number[] = []
   private root: PickleDict | null = null
   private sawDeviceTraces = false
+  /** Where the general lane resumes if the generic part gives up: the opcode it gave up on. */
+  private resumeAt = 0
+  /** The generic part's tuples (the general lane tells a tuple from a list: only a tuple may be a dict key). */
+  private readonly tuples = new WeakSet<PickleValue[]>()
+  /**
+   * device_traces' list, which the generic part holds as sealed (so it gives up on adding to it),
+   * while the general lane holds it open until a GET of it seals it (outerSealed).
+   */
+  private outerList: PickleValue | null = null
+  private outerSealed = false
   private stopped = false
   // State of the batch batch() reads, kept across the generator's yields.
   private batchItems = 0
@@ -229,18 +239,19 @@ class FastDecoder {
 
   // ---- the generic part: the root, segments, settings, annotations ----
 
-  *run(): Generator<number, FastDecoded | null> {
+  *run(): Generator<number, FastDecoded | LaneHandoff | null> {
     const b = this.b
     if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return null
     this.protocol = b[1]!
     let p = 2
     for (;;) {
       p = this.genericPart(p)
-      if (p < 0) return null
+      if (p < 0) return this.handoff()
       if (this.root !== null && this.stopped) return { root: this.root, protocol: this.protocol }
       // At device_traces' value: the event decoder reads it, the generic part takes it as a sealed list.
       p = yield* this.deviceTraces(p)
       if (p < 0) return null
+      this.outerList = this.generic[this.num]!
       this.stack.push(this.generic[this.num]!)
       this.state.push(SEALED)
       this.depths.push(this.depth)
@@ -262,6 +273,9 @@ class FastDecoder {
     const openMemo = this.openMemo
     const marks = this.marks
     for (;;) {
+      // Every give-up below leaves the state as it was before this opcode (the general lane resumes here).
+      this.resumeAt = p
+      if (stack.length >= GENERIC_STACK) return -1
       p = this.skipFrames(p)
       if (p < 0 || p >= this.end) return -1
       const op = b[p++]!
@@ -293,6 +307,7 @@ class FastDecoder {
           break
         case Op.EMPTY_TUPLE:
           pushed = []
+          this.tuples.add(pushed)
           pushedState = SEALED
           pushedDepth = 1
           break
@@ -305,12 +320,14 @@ class FastDecoder {
         case Op.SETITEM:
         case Op.APPEND: {
           let from: number
-          if (op === Op.SETITEMS || op === Op.APPENDS) {
+          const batch = op === Op.SETITEMS || op === Op.APPENDS
+          if (batch) {
             if (marks.length === 0) return -1
-            from = marks.pop()!
+            from = marks[marks.length - 1]!
           } else {
             from = stack.length - (op === Op.SETITEM ? 2 : 1)
-            if (marks.length > 0 && marks[marks.length - 1]! > from) return -1
+            // A MARK above the target (between it and the items) leaves too few values, as the general lane says.
+            if (marks.length > 0 && marks[marks.length - 1]! >= from) return -1
           }
           const target = from - 1
           if (target < 0 || state[target] !== (op === Op.SETITEMS || op === Op.SETITEM ? OPEN_DICT : OPEN_LIST)) return -1
@@ -323,10 +340,12 @@ class FastDecoder {
               // Keys are scalars here (a tuple key is legal but not in a snapshot).
               if ((op === Op.SETITEMS || op === Op.SETITEM) && ((i - from) & 1) === 0) return -1
               if (depths[i]! > deepest) deepest = depths[i]!
-              this.finished(openMemo[i]!, depths[i]!)
             }
           }
           if (deepest + 1 >= this.depthLimit) return -1
+          // Checked: from here on the opcode runs.
+          if (batch) marks.pop()
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0) this.finished(openMemo[i]!, depths[i]!)
           if (op === Op.SETITEMS || op === Op.SETITEM) addDictPairs(stack[target] as PickleDict, stack, from, stack.length)
           else {
             const list = stack[target] as PickleValue[]
@@ -343,20 +362,18 @@ class FastDecoder {
           let from: number
           if (op === Op.TUPLE) {
             if (marks.length === 0) return -1
-            from = marks.pop()!
+            from = marks[marks.length - 1]!
           } else {
             from = stack.length - (op - Op.TUPLE1 + 1)
             if (from < 0 || (marks.length > 0 && marks[marks.length - 1]! > from)) return -1
           }
           let deepest = 0
-          for (let i = from; i < stack.length; i++) {
-            if (state[i] !== 0) {
-              if (depths[i]! > deepest) deepest = depths[i]!
-              this.finished(openMemo[i]!, depths[i]!)
-            }
-          }
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0 && depths[i]! > deepest) deepest = depths[i]!
           if (deepest + 1 >= this.depthLimit) return -1
+          if (op === Op.TUPLE) marks.pop()
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0) this.finished(openMemo[i]!, depths[i]!)
           pushed = stack.slice(from)
+          this.tuples.add(pushed)
           pushedState = SEALED
           pushedDepth = deepest + 1
           truncate(stack, state, depths, openMemo, from)
@@ -374,10 +391,10 @@ class FastDecoder {
           else if (typeof value === 'number') this.setMemo(index, Memo.number, value)
           else {
             const open = state[top] === OPEN_LIST || state[top] === OPEN_DICT
+            if (open && openMemo[top]! >= 0) return -1 // stored twice while open
             const g = this.addGeneric(value, open ? -1 : depths[top]!)
             this.setMemo(index, Memo.generic, g)
             if (open) {
-              if (openMemo[top]! >= 0) return -1 // stored twice while open
               openMemo[top] = g
               this.genericSlot[g] = top
             }
@@ -398,6 +415,7 @@ class FastDecoder {
           } else if (k === Memo.number) pushed = this.numbers[n]!
           else if (k === Memo.generic) {
             pushed = this.generic[n]!
+            if (pushed === this.outerList) this.outerSealed = true
             if (pushed !== null && typeof pushed === 'object') {
               pushedDepth = this.genericDepth[n]!
               if (pushedDepth < 0) {
@@ -433,18 +451,19 @@ class FastDecoder {
           else pushed = this.num === 1
         }
       }
-      if (stack.length >= GENERIC_STACK) return -1
       stack.push(pushed!)
       state.push(pushedState)
       depths.push(pushedDepth)
       openMemo.push(-1)
       // A key of the root dict: device_traces gets the event decoder.
       if (keyCandidate && this.root !== null && stack[0] === this.root && state[0] === OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
+        // A give-up here resumes after the key, which is on the stack.
+        this.resumeAt = p
         if (this.sawDeviceTraces) return -1
-        this.sawDeviceTraces = true
         // After the key's own memo store, if any.
         const put = this.reserveAt(p)
         if (put === -2) return -1
+        this.sawDeviceTraces = true
         if (put >= 0) {
           this.setMemo(put, Memo.string, this.internString('device_traces'))
           p += putLength(b[p]!)
@@ -466,6 +485,76 @@ class FastDecoder {
     this.genericAsStack.push(0)
     this.genericAsFrame.push(0)
     return this.generic.length - 1
+  }
+
+  // ---- the hand-off to the general lane ----
+
+  /**
+   * The generic part gave up at resumeAt: its state as the general lane holds it there (the same
+   * stack, MARKs and memo, told in the general lane's terms), or null where that cannot be told:
+   * an event dict, frame or frames list this lane stored in the memo without building it is read
+   * back after resumeAt, or the last opcode ran past the end (the general lane then runs from byte 0).
+   */
+  private handoff(): LaneHandoff | null {
+    const at = this.resumeAt
+    // Past the end: the last opcode read its fixed-width argument beyond it (scalar() leaves that check to the caller).
+    if (at > this.end) return null
+    let unbuilt = false
+    for (let i = 0; i < this.memoNext && !unbuilt; i++) {
+      const k = this.memoKind[i]
+      unbuilt = k === Memo.event || k === Memo.frame || k === Memo.frames
+    }
+    if (unbuilt) {
+      const scanner = new MemoReferenceScanner(at, this.memoNext)
+      scanner.feed(this.b.subarray(at))
+      const read = scanner.references
+      for (let i = 0; i < this.memoNext; i++) {
+        const k = this.memoKind[i]
+        if ((k === Memo.event || k === Memo.frame || k === Memo.frames) && read.has(i)) return null
+      }
+    }
+    const stack: HandoffValue[] = this.stack.map((value, i) => this.described(value, this.state[i] === 0 ? -1 : this.depths[i]!, this.state[i] === SEALED && (value !== this.outerList || this.outerSealed)))
+    const stackMemo = this.stack.map(() => -1)
+    const memo = new Map<number, HandoffValue | { open: number }>()
+    for (let i = 0; i < this.memoNext; i++) {
+      const id = this.memoId[i]!
+      switch (this.memoKind[i]) {
+        case Memo.string:
+          memo.set(i, this.described(this.strings[id]!, -1, false))
+          break
+        case Memo.lazyString:
+          memo.set(i, this.described(this.strings[this.resolveLazy(i)]!, -1, false))
+          break
+        case Memo.number:
+          memo.set(i, this.described(this.numbers[id]!, -1, false))
+          break
+        case Memo.generic: {
+          const value = this.generic[id]!
+          if (value === null || typeof value !== 'object' || value instanceof Uint8Array) {
+            memo.set(i, this.described(value, -1, false))
+            break
+          }
+          // Open where the general lane holds it open: on the stack, not added anywhere, not read back.
+          const open = this.genericDepth[id]! < 0 ? this.genericSlot[id]! : value === this.outerList && !this.outerSealed ? this.stack.indexOf(value) : -1
+          if (open >= 0) {
+            if (this.stack[open] !== value) return null
+            stackMemo[open] = i
+            memo.set(i, { open })
+          } else memo.set(i, this.described(value, this.genericDepth[id]!, true))
+          break
+        }
+        default:
+        // unset, or a value not built (not read back after `at`, checked above): absent.
+      }
+    }
+    return { at, protocol: this.protocol, stack, stackMemo, marks: this.marks.slice(), memoNext: this.memoNext, memo }
+  }
+
+  /** A value in the hand-off's terms; depth -1 for a scalar. */
+  private described(value: PickleValue, depth: number, sealed: boolean): HandoffValue {
+    if (depth < 0) return { value, kind: HandoffKind.scalar, depth: 0, sealed: false }
+    const kind = value instanceof PickleDict ? HandoffKind.dict : this.tuples.has(value as PickleValue[]) ? HandoffKind.tuple : HandoffKind.list
+    return { value, kind, depth, sealed }
   }
 
   // ---- device_traces: lists of event lists ----

@@ -117,9 +117,22 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
       options.signal?.throwIfAborted()
       const step = steps.next()
       if (step.done) {
-        if (step.value !== null) {
+        const decoded = step.value
+        if (decoded !== null && 'root' in decoded) {
           options.onProgress?.({ bytesDone: before + size, bytesTotal: before + size, phase: 'parse' })
-          return mapper.finishYielding(step.value.root, 'pickle', step.value.protocol)
+          return mapper.finishYielding(decoded.root, 'pickle', decoded.protocol)
+        }
+        if (decoded !== null) {
+          // The general lane goes on from where the fast lane stopped, into the same mapper.
+          const unpickler = newUnpickler(file, size, mapper, options, null)
+          unpickler.resume(decoded)
+          for (let at = decoded.at; at < size; at += chunkBytes) {
+            options.signal?.throwIfAborted()
+            unpickler.feed(bytes.subarray(at, Math.min(size, at + chunkBytes)))
+            options.onProgress?.({ bytesDone: before + Math.min(size, at + chunkBytes), bytesTotal: before + size, phase: 'parse' })
+            await pause()
+          }
+          return mapper.finishYielding(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
         }
         break
       }
@@ -144,11 +157,19 @@ function maxDepthOf(options: PytorchImportOptions): number {
   return options.maxDepth ?? DEFAULT_MAX_DEPTH
 }
 
-/** The fast lane on a whole pickle, or null where it hands the input back (see fast-lane.ts). */
+/**
+ * The fast lane on a whole pickle, the general lane going on from where it gave up if it did; null
+ * where it hands the whole input back (see fast-lane.ts).
+ */
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
   const mapper = new SnapshotMapper(file, options, bytes.length)
   const decoded = decodeFast(bytes, mapper, maxDepthOf(options))
-  return decoded === null ? null : mapper.finish(decoded.root, 'pickle', decoded.protocol)
+  if (decoded === null) return null
+  if ('root' in decoded) return mapper.finish(decoded.root, 'pickle', decoded.protocol)
+  const unpickler = newUnpickler(file, bytes.length, mapper, options, null)
+  unpickler.resume(decoded)
+  unpickler.feed(bytes.subarray(decoded.at))
+  return mapper.finish(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
 }
 
 /** Imports a snapshot held in memory in one synchronous call (tests, fuzzing, small files). */

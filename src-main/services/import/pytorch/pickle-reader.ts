@@ -155,6 +155,35 @@ export interface ListStream {
   onItem(keys: readonly (string | number)[], index: number, item: PickleValue, offset: number): void
 }
 
+/** A value's type in a LaneHandoff. */
+export const enum HandoffKind { scalar = 0, list = 1, dict = 2, tuple = 3 }
+
+export interface HandoffValue {
+  value: PickleValue
+  kind: HandoffKind
+  /** 1 + the depth of the deepest child, for a container. */
+  depth: number
+  /** Whether it may no longer be added to (a tuple always is). */
+  sealed: boolean
+}
+
+/**
+ * Where the fast lane (fast-lane.ts) gave up, in this unpickler's terms, for resume(): the byte
+ * offset of the opcode it gave up on and the state the unpickler would have there.
+ */
+export interface LaneHandoff {
+  at: number
+  protocol: number
+  stack: HandoffValue[]
+  /** Per stack slot: the memo index of the open container there, stored while it is open; else -1. */
+  stackMemo: number[]
+  /** The stack height at each open MARK. */
+  marks: number[]
+  memoNext: number
+  /** Memo index -> its value, or the stack slot of the open container stored there. */
+  memo: Map<number, HandoffValue | { open: number }>
+}
+
 export interface UnpickleOptions {
   /** Name used in errors. */
   fileName?: string
@@ -399,6 +428,33 @@ export class Unpickler {
     this.keep = options.keepMemo ?? null
     this.streamSpec = options.stream
     this.marks = new Int32Array(this.maxDepth)
+  }
+
+  /**
+   * Takes over where the fast lane gave up: its stack, MARKs and memo; the input is then fed from
+   * byte handoff.at on. Only for an unpickler fed nothing yet and made without keepMemo.
+   */
+  resume(handoff: LaneHandoff): void {
+    if (this.base + this.end !== 0 || this.sp !== 0 || this.keep !== null) throw new Error('resume() takes a new unpickler without keepMemo')
+    const describe = (v: HandoffValue) => (v.kind === HandoffKind.scalar ? 0 : v.depth | (v.kind === HandoffKind.dict ? DICT : v.kind === HandoffKind.list ? LIST : TUPLE | SEALED) | (v.sealed ? SEALED : 0))
+    handoff.stack.forEach((v, i) => {
+      if (i === this.info.length) this.growStack(handoff.at)
+      this.stack[i] = v.value
+      this.info[i] = describe(v)
+      this.memoSlot[i] = handoff.stackMemo[i]!
+    })
+    this.sp = handoff.stack.length
+    if (handoff.marks.length > this.maxDepth) throw this.error(handoff.at, `more than ${this.maxDepth} nested MARKs (limit maxDepth)`, 'limit')
+    handoff.marks.forEach((m, i) => (this.marks[i] = m))
+    this.nm = handoff.marks.length
+    for (const [index, entry] of handoff.memo) {
+      if (index >= this.memoInfo.length) this.growMemo(index)
+      ;(this.memo[index >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[index & MEMO_MASK] = 'open' in entry ? this.stack[entry.open]! : entry.value
+      this.memoInfo[index] = 'open' in entry ? PRESENT | OPEN | entry.open : PRESENT | describe(entry) | (entry.kind === HandoffKind.scalar ? 0 : SEALED)
+    }
+    this.memoNext = handoff.memoNext
+    this.protocol = handoff.protocol
+    this.base = handoff.at
   }
 
   /** Bytes consumed so far (complete opcodes). */
@@ -1059,9 +1115,13 @@ export function unpickle(bytes: Uint8Array, options: UnpickleOptions = {}): Pick
 export class MemoReferenceScanner {
   readonly references = new MemoReferences()
   private carry: Uint8Array = new Uint8Array(0)
-  private base = 0
-  private memoNext = 0
   private stopped = false
+
+  /** From byte `base` of a pickle whose memo had `memoNext` indices stored before it (0 and 0: from its start). */
+  constructor(
+    private base = 0,
+    private memoNext = 0,
+  ) {}
 
   feed(chunk: Uint8Array): void {
     if (this.stopped || chunk.length === 0) return
