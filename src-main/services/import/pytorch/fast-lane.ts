@@ -4,12 +4,16 @@
 //
 // It takes only what Python's pickler writes for a snapshot (protocols 2 to 5: dicts, lists,
 // tuples, str, int, float, bool, None, the memo, frames) in the shape torch writes it, and gives
-// up (returns null) on anything else: another opcode, another shape, a memo index rebound or read
-// back where the general lane would build an object, a value the mapper would refuse, a limit in
-// sight. The caller then runs the general lane from the start on a new mapper, which gives the
-// import or the error; so every check of the restricted unpickler stands as it was, and an import
-// is the same whichever lane made it (test/unit/pytorch-lanes.test.ts compares the two on every
-// fixture and on mutated ones). Nothing here throws on any input.
+// up on anything else: another opcode, another shape, a memo index rebound or read back where the
+// general lane would build an object, a value the mapper would refuse, a limit in sight. Outside
+// device_traces (the generic part) it gives up before an opcode changes anything, and hands the
+// general lane its state there (a LaneHandoff: the general lane goes on from that opcode into the
+// same mapper); inside device_traces, or where an event, frame or frames list it never built is
+// read back later, it returns null and the caller runs the general lane from the start on a new
+// mapper. Either way the general lane gives the import or the error, so every check of the
+// restricted unpickler stands as it was, and an import is the same whichever lane read which part
+// (test/unit/pytorch-lanes.test.ts compares the two on every fixture and on mutated ones).
+// Nothing here throws on any input.
 //
 // What makes it fast: torch's pickle writes each dict key once and reads it back from the memo
 // thereafter, and a frame dict once per distinct frame object. So a memo entry here is typed: a
@@ -87,8 +91,9 @@ const float64 = new Float64Array(1)
 const float64Bytes = new Uint8Array(float64.buffer)
 
 /**
- * Decodes `bytes` into `sink` and returns the root, or null where it gives up (the sink may then
- * hold part of the events: use a new one). A generator that yields about every `yieldBytes` bytes
+ * Decodes `bytes` into `sink` and returns the root; or where it gives up, the state the general
+ * lane goes on from into the same sink, or null (the sink may then hold part of the events: use a
+ * new one and start over). A generator that yields about every `yieldBytes` bytes
  * of input, so an async caller can let the event loop in; `decodeFast` drains it.
  */
 export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | LaneHandoff | null> {

@@ -7,9 +7,12 @@
 // One reader, two lanes (pickle-reader.ts, fast-lane.ts, one opcode table in opcodes.ts), one
 // mapper (mapper.ts). The fast lane decodes a pickle held whole in memory straight into the
 // mapper's columns, building no object per event; it takes only what Python's pickler writes for
-// a snapshot and hands anything else back, whereupon the general lane (the restricted unpickler,
-// streaming device_traces' events to the same mapper) reads the bytes again and gives the import
-// or the error. Both fill the mapper in the same order, so their imports are equal. A file below
+// a snapshot. Where it meets anything else in the root, segments, settings or annotations, the
+// general lane (the restricted unpickler, streaming device_traces' events to the same mapper)
+// goes on from that opcode with the fast lane's stack and memo (LaneHandoff); where it meets it
+// inside device_traces, the general lane reads the bytes again from the start into a new mapper.
+// Either way the general lane gives the import or the error, and both lanes fill the mapper in the
+// same order, so an import is the same whichever lane read which part. A file below
 // `wholeBelow` (256 MiB) is read whole for the fast lane (memory: the file, and the fast lane's
 // memo of 6 bytes an entry); a larger one, or one at least `boundedAbove` where that is given,
 // takes the general lane in bounded memory.

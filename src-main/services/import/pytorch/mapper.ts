@@ -19,11 +19,10 @@
 // meta.warnings says how many.
 import { basename } from 'node:path'
 
-import { EventChunks, LayoutChunks } from '../../trace/events-builder.ts'
+import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
 import { LayoutOp, allocateLayout } from '../../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../trace/results.ts'
-import { CHUNK_ROWS, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
 import type { DecodedEventSink } from './fast-lane.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
 import { PickleDict, dictPairs, type PickleValue } from './pickle-reader.ts'

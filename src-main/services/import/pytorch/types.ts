@@ -14,7 +14,7 @@ export interface PytorchImportOptions {
   chunkBytes?: number
   /**
    * Pickles at least this large get the memo pre-pass that bounds memory (default 4 MiB) when the
-   * general path reads them; a file this large is read in chunks, never whole.
+   * general lane reads them; a file this large is read in chunks, never whole.
    */
   boundedAbove?: number
   /** Files smaller than this are read whole and decoded by the fast lane (default 256 MiB). */
