@@ -17,7 +17,7 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join } from 'node:path'
 
-import { decodeFast } from '../../src-main/services/import/pytorch/fast-lane.ts'
+import { decodeFast } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
 import { MemoReferenceScanner, unpickle } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 import { FigureLog } from './figures.ts'

@@ -8,7 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch/fast-lane.ts'
+import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch/index.ts'
 import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation } from './helpers/fuzz-harness.ts'
 import { random } from './helpers/trace-samples.ts'

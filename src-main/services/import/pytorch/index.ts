@@ -4,8 +4,7 @@
 // modelled ones. The entry: the functions the rest of the code calls. docs/architecture.md has the
 // design; what an event becomes is in mapper.ts.
 //
-// One reader, two lanes (pickle-reader.ts, fast-lane.ts, one opcode table in opcodes.ts), one
-// mapper (mapper.ts). The fast lane decodes a pickle held whole in memory straight into the
+// One reader with two lanes and one opcode table (pickle-reader.ts), one mapper (mapper.ts). The fast lane decodes a pickle held whole in memory straight into the
 // mapper's columns, building no object per event; it takes only what Python's pickler writes for
 // a snapshot. Where it meets anything else in the root, segments, settings or annotations, the
 // general lane (the restricted unpickler, streaming device_traces' events to the same mapper)
@@ -32,9 +31,8 @@
 import { open, stat } from 'node:fs/promises'
 
 import { concatBytes } from '../../../ipc/bytes.ts'
-import { decodeFast, decodeFastSteps } from './fast-lane.ts'
 import { SnapshotMapper } from './mapper.ts'
-import { MemoReferenceScanner, Unpickler, type PickleValue } from './pickle-reader.ts'
+import { MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError } from './snapshot-error.ts'
 import type { PytorchImport, PytorchImportOptions } from './types.ts'
 
@@ -162,7 +160,7 @@ function maxDepthOf(options: PytorchImportOptions): number {
 
 /**
  * The fast lane on a whole pickle, the general lane going on from where it gave up if it did; null
- * where it hands the whole input back (see fast-lane.ts).
+ * where it hands the whole input back (see pickle-reader.ts, the fast lane).
  */
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
   const mapper = new SnapshotMapper(file, options, bytes.length)

@@ -23,9 +23,8 @@ import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } fr
 import { LayoutOp, allocateLayout } from '../../trace/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../trace/results.ts'
-import type { DecodedEventSink } from './fast-lane.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
-import { PickleDict, dictPairs, type PickleValue } from './pickle-reader.ts'
+import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
 import { describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
 import type { OverflowCounts, PytorchImport, PytorchImportOptions } from './types.ts'
@@ -308,7 +307,7 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 
   /**
-   * One event the fast lane (fast-lane.ts) read and checked: the same effects as event() for
+   * One event the fast lane (pickle-reader.ts) read and checked: the same effects as event() for
    * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
    * (internStack) for alloc and oom, whatever else for other actions.
    */
