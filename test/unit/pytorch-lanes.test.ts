@@ -1,4 +1,4 @@
-// The PyTorch pickle reader's two lanes: the fast lane (fast-lane.ts) against the general lane (the
+// The PyTorch pickle reader's two lanes: the fast lane against the general lane (the
 // restricted unpickler, then the mapper): on every snapshot fixture, every hostile pickle and
 // thousands of mutated snapshots, both give the same import (every column, table, warning and
 // property) or the same error; and the fast lane does take torch's own pickles (it is not silently
@@ -48,7 +48,7 @@ function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outc
   return [outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)), outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
 }
 
-/** Whether the fast path takes the input (rather than handing it to the general path). */
+/** Whether the fast lane takes the input (rather than handing it to the general lane). */
 function fastTakes(bytes: Uint8Array): boolean {
   const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
   const decoded = decodeFast(bytes, sink, 200)
@@ -62,11 +62,11 @@ function resumedAt(bytes: Uint8Array): number | null {
   return decoded !== null && 'at' in decoded ? decoded.at : null
 }
 
-describe('the fast path gives the general path\'s import', () => {
+describe('the fast lane gives the general lane\'s import', () => {
   for (const name of snapshots) {
-    it(`${name}: taken by the fast path, same import for the default device, all devices and device 1`, () => {
+    it(`${name}: taken by the fast lane, same import for the default device, all devices and device 1`, () => {
       const bytes = read('pytorch', name)
-      assert.ok(fastTakes(bytes), 'the fast path takes a snapshot torch (or Python\'s pickler) wrote')
+      assert.ok(fastTakes(bytes), 'the fast lane takes a snapshot torch (or Python\'s pickler) wrote')
       for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
         const [fast, general] = bothPaths(bytes, options)
         assert.deepEqual(fast, general, JSON.stringify(options))
@@ -74,18 +74,18 @@ describe('the fast path gives the general path\'s import', () => {
     })
   }
 
-  it('hands back what it does not take, with the general path\'s error or import', () => {
+  it('hands back what it does not take, with the general lane\'s error or import', () => {
     const inputs: [string, string][] = [...hostile.map((n): [string, string] => ['hostile', n]), ...plainPickles.map((n): [string, string] => ['pickle', n])]
     for (const name of inputs) {
       const bytes = read(name[0], name[1])
       const [fast, general] = bothPaths(bytes)
       assert.deepEqual(fast, general, name[1])
       // Every hostile pickle but one breaks the pickle format; that one is plain data of another shape.
-      if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast path takes`)
+      if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast lane takes`)
     }
   })
 
-  it('leaves a small maxDepth to the general path and its limit', () => {
+  it('leaves a small maxDepth to the general lane and its limit', () => {
     const bytes = read('pytorch', 'synthetic.pickle')
     for (const maxDepth of [3, 5, 15]) {
       const [fast, general] = bothPaths(bytes, { maxDepth })
@@ -113,7 +113,7 @@ describe('the fast path gives the general path\'s import', () => {
   })
 })
 
-/** Mutations aimed at what the fast path reads: memo indices, lengths, opcodes, shapes. */
+/** Mutations aimed at what the fast lane reads: memo indices, lengths, opcodes, shapes. */
 const OPCODES = [0x28, 0x29, 0x2e, 0x30, 0x32, 0x47, 0x4a, 0x4b, 0x4d, 0x4e, 0x52, 0x58, 0x5d, 0x61, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x8d, 0x93, 0x94, 0x95]
 const plantOpcode: Mutation = (b, r) => {
   const out = b.slice()
@@ -142,7 +142,7 @@ const swapOpcodes: Mutation = (b, r) => {
 const MUTATIONS = [flipBits, setRandomBytes, truncate, deleteRange, copyRange, appendRandomBytes, zeroRange, plantOpcode, nudgeArgument, nudgeArgument, swapOpcodes]
 
 
-describe('mutated snapshots: the same import or the same error on both paths', () => {
+describe('mutated snapshots: the same import or the same error on both lanes', () => {
   const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({ name: n, bytes: read('pytorch', n) }))
   it('1500 seeded cases', () => {
     const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
@@ -225,7 +225,7 @@ describe('columns that outgrow the first guess from the file size', () => {
 })
 
 describe('memo entries the event decoder stores', () => {
-  it('a frames value of None stored in the memo and read back later is None, as on the general path', () => {
+  it('a frames value of None stored in the memo and read back later is None, as on the general lane', () => {
     // Two allocs written opcode by opcode; the first's frames is None followed by MEMOIZE (memo 0),
     // the second's user_metadata reads memo 0 back (a tag only if it were a string).
     const out: number[] = [0x80, 4, 0x7d, 0x28]
@@ -254,7 +254,7 @@ describe('memo entries the event decoder stores', () => {
     }
     out.push(0x65, 0x61, 0x75, 0x2e)
     const bytes = new Uint8Array(out)
-    // Reading None back as a value is the general path's to do: the fast path hands this one back.
+    // Reading None back as a value is the general lane's to do: the fast lane hands this one back.
     assert.equal(fastTakes(bytes), false)
     const [fast, general] = bothPaths(bytes)
     assert.ok(general.ok)
@@ -264,7 +264,7 @@ describe('memo entries the event decoder stores', () => {
 })
 
 describe('a list of the generic part read back in events', () => {
-  it('as frames and then as a frame: the general path\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
+  it('as frames and then as a frame: the general lane\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
     // root = {'extra': L, 'device_traces': [[alloc with frames L, alloc with frames [L]]]}, L = [{'name': 'f', 'filename': 'a.py', 'line': 1}] at memo 1.
     // SETITEM, not a MARK ... SETITEMS around the root's pairs: L must be finished before the events.
     const out: number[] = [0x80, 4, 0x7d]
@@ -379,7 +379,7 @@ describe('a root dict the pickle wraps in a tuple', () => {
   for (const [what, before, after] of wrappings) {
     it(`(${what}): handed back by the fast lane, the general lane's error`, () => {
       const bytes = pickle(before, after)
-      assert.equal(fastTakes(bytes), false, 'the JS fast path hands it back')
+      assert.equal(fastTakes(bytes), false, 'the fast lane hands it back')
       const [fast, general] = bothPaths(bytes)
       assert.equal(general.ok, false)
       assert.match((general as { error: string }).error, /the root must be a dict/)
@@ -397,7 +397,7 @@ describe('a root dict the pickle wraps in a tuple', () => {
 
 describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () => {
   // The event decoder reads non-negative 6- and 7-byte LONG1s (below 2^53) itself and the rest
-  // through smallLong; either way the import must be the general path's, or its error.
+  // through smallLong; either way the import must be the general lane's, or its error.
   function pickle(addr: bigint, time: bigint): Uint8Array {
     const out: number[] = [0x80, 4, 0x7d, 0x28]
     const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
@@ -438,7 +438,7 @@ describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () 
       assert.deepEqual(fast, general)
       if (addr >= 0n && addr < 2n ** 53n) {
         if (!fast.ok) assert.fail(fast.error)
-        assert.ok(fastTakes(bytes), 'taken by the fast path')
+        assert.ok(fastTakes(bytes), 'taken by the fast lane')
         assert.deepEqual((fast.value as { recorded: { layout: { address: bigint[] } }[] }).recorded[0]!.layout.address, [addr])
       } else assert.equal(fast.ok, false)
     })
@@ -498,7 +498,7 @@ describe('strings an event stores without reading them (compile_context)', () =>
     return new Uint8Array(out)
   }
   for (const readBack of ['metadata', 'key', 'annotation'] as const) {
-    it(`read back as ${readBack === 'metadata' ? "another event's user_metadata" : readBack === 'key' ? 'a key' : "an annotation's name"}: the general path's import`, () => {
+    it(`read back as ${readBack === 'metadata' ? "another event's user_metadata" : readBack === 'key' ? 'a key' : "an annotation's name"}: the general lane's import`, () => {
       const bytes = pickle(readBack)
       assert.ok(fastTakes(bytes))
       const [fast, general] = bothPaths(bytes)
@@ -512,7 +512,7 @@ describe('strings an event stores without reading them (compile_context)', () =>
   }
 })
 
-describe('mutated recordings: the same import or the same error on both paths', () => {
+describe('mutated recordings: the same import or the same error on both lanes', () => {
   // Mutations placed among a real recording's events (past its first tenth, where the event
   // decoder has long been reading every event the same way), not only in the small synthetic files.
   const name = 'convnet_varimg.pickle'
@@ -549,6 +549,6 @@ describe('mutated recordings: the same import or the same error on both paths', 
       assert.deepEqual(fast, general, `case ${c}: ${what}`)
       if (fast.ok && fastTakes(bytes)) taken++
     }
-    assert.ok(taken > 30, `the fast path took ${taken} of the mutated recordings (enough to compare)`)
+    assert.ok(taken > 30, `the fast lane took ${taken} of the mutated recordings (enough to compare)`)
   })
 })
