@@ -157,7 +157,9 @@ describe('mutated snapshots: the same import or the same error on both lanes', (
         bytes = mutated
         steps.push(what)
       }
-      const options = rand() < 0.2 ? { device: 'all' as const } : {}
+      const options: PytorchImportOptions = rand() < 0.2 ? { device: 'all' as const } : {}
+      // The memo pre-pass of bounded memory, also for a general lane resuming where the fast lane gave up.
+      if (rand() < 0.3) options.boundedAbove = 0
       const [fast, general] = bothPaths(bytes, options)
       assert.deepEqual(fast, general, `case ${c}, ${input.name}: ${steps.join('; ')}`)
       if (fast.ok && fastTakes(bytes)) taken++
@@ -322,17 +324,21 @@ describe('the general lane going on from where the fast lane gave up', () => {
   it('a tuple key in allocator_settings: the general lane resumes at that dict\'s SETITEMS, with the general lane\'s import', () => {
     const bytes = bytesOf(hex.settings)
     assert.equal(resumedAt(bytes), bytes.length - 3, 'at the inner SETITEMS (then SETITEMS of the root, STOP)')
-    const [fast, general] = bothPaths(bytes)
-    assert.ok(general.ok)
-    assert.deepEqual(fast, general)
+    for (const options of [{}, { boundedAbove: 0 }]) {
+      const [fast, general] = bothPaths(bytes, options)
+      assert.ok(general.ok)
+      assert.deepEqual(fast, general, JSON.stringify(options))
+    }
   })
 
   it('a tuple key in a segment, before device_traces: resumed at its SETITEMS, the same import', () => {
     const bytes = bytesOf(hex.segments)
     assert.equal(resumedAt(bytes), Buffer.from(bytes).indexOf(Buffer.from([0x75, 0x61, 0x8c, 0x0d])))
-    const [fast, general] = bothPaths(bytes)
-    assert.ok(general.ok)
-    assert.deepEqual(fast, general)
+    for (const options of [{}, { boundedAbove: 0 }]) {
+      const [fast, general] = bothPaths(bytes, options)
+      assert.ok(general.ok)
+      assert.deepEqual(fast, general, JSON.stringify(options))
+    }
   })
 
   it('an event dict read back after the give-up, which the fast lane never built: the general lane from byte 0, the same import', () => {

@@ -32,7 +32,7 @@ import { open, stat } from 'node:fs/promises'
 
 import { concatBytes } from '../../../ipc/bytes.ts'
 import { SnapshotMapper } from './mapper.ts'
-import { MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type PickleValue } from './pickle-reader.ts'
+import { MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type LaneHandoff, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError } from './snapshot-error.ts'
 import type { PytorchImport, PytorchImportOptions } from './types.ts'
 
@@ -125,8 +125,7 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
         }
         if (decoded !== null) {
           // The general lane goes on from where the fast lane stopped, into the same mapper.
-          const unpickler = newUnpickler(file, size, mapper, options, null)
-          unpickler.resume(decoded)
+          const unpickler = resumedUnpickler(bytes, file, mapper, options, decoded)
           for (let at = decoded.at; at < size; at += chunkBytes) {
             options.signal?.throwIfAborted()
             unpickler.feed(bytes.subarray(at, Math.min(size, at + chunkBytes)))
@@ -167,10 +166,26 @@ function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptio
   const decoded = decodeFast(bytes, mapper, maxDepthOf(options))
   if (decoded === null) return null
   if ('root' in decoded) return mapper.finish(decoded.root, 'pickle', decoded.protocol)
-  const unpickler = newUnpickler(file, bytes.length, mapper, options, null)
-  unpickler.resume(decoded)
+  const unpickler = resumedUnpickler(bytes, file, mapper, options, decoded)
   unpickler.feed(bytes.subarray(decoded.at))
   return mapper.finish(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
+}
+
+/**
+ * The general lane taking over from the fast lane at handoff.at; from `boundedAbove` bytes on, it
+ * keeps only the memo entries read back after that byte (a pre-pass over the rest), as a general
+ * lane from the start keeps only those read back at all.
+ */
+function resumedUnpickler(bytes: Uint8Array, file: string, mapper: SnapshotMapper, options: PytorchImportOptions, handoff: LaneHandoff): Unpickler {
+  let keep: MemoReferenceScanner['references'] | null = null
+  if (bytes.length >= (options.boundedAbove ?? DEFAULT_BOUNDED_ABOVE)) {
+    const scanner = new MemoReferenceScanner(handoff.at, handoff.memoNext)
+    scanner.feed(bytes.subarray(handoff.at))
+    keep = scanner.references
+  }
+  const unpickler = newUnpickler(file, bytes.length, mapper, options, keep)
+  unpickler.resume(handoff)
+  return unpickler
 }
 
 /** Imports a snapshot held in memory in one synchronous call (tests, fuzzing, small files). */

@@ -487,25 +487,30 @@ export class Unpickler {
 
   /**
    * Takes over where the fast lane gave up: its stack, MARKs and memo; the input is then fed from
-   * byte handoff.at on. Only for an unpickler fed nothing yet and made without keepMemo.
+   * byte handoff.at on. Only for an unpickler fed nothing yet; with keepMemo, the references a
+   * MemoReferenceScanner found from handoff.at on.
    */
   resume(handoff: LaneHandoff): void {
-    if (this.base + this.end !== 0 || this.sp !== 0 || this.keep !== null) throw new Error('resume() takes a new unpickler without keepMemo')
+    if (this.base + this.end !== 0 || this.sp !== 0) throw new Error('resume() takes a new unpickler')
+    const keep = this.keep
+    const slotOf = (index: number) => (index < 0 ? -1 : keep === null ? index : keep.slot(index))
     const describe = (v: HandoffValue) => (v.kind === HandoffKind.scalar ? 0 : v.depth | (v.kind === HandoffKind.dict ? DICT : v.kind === HandoffKind.list ? LIST : TUPLE | SEALED) | (v.sealed ? SEALED : 0))
     handoff.stack.forEach((v, i) => {
       if (i === this.info.length) this.growStack(handoff.at)
       this.stack[i] = v.value
       this.info[i] = describe(v)
-      this.memoSlot[i] = handoff.stackMemo[i]!
+      this.memoSlot[i] = slotOf(handoff.stackMemo[i]!)
     })
     this.sp = handoff.stack.length
     if (handoff.marks.length > this.maxDepth) throw this.error(handoff.at, `more than ${this.maxDepth} nested MARKs (limit maxDepth)`, 'limit')
     handoff.marks.forEach((m, i) => (this.marks[i] = m))
     this.nm = handoff.marks.length
     for (const [index, entry] of handoff.memo) {
-      if (index >= this.memoInfo.length) this.growMemo(index)
-      ;(this.memo[index >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[index & MEMO_MASK] = 'open' in entry ? this.stack[entry.open]! : entry.value
-      this.memoInfo[index] = 'open' in entry ? PRESENT | OPEN | entry.open : PRESENT | describe(entry) | (entry.kind === HandoffKind.scalar ? 0 : SEALED)
+      const slot = slotOf(index)
+      if (slot < 0) continue
+      if (slot >= this.memoInfo.length) this.growMemo(slot)
+      ;(this.memo[slot >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[slot & MEMO_MASK] = 'open' in entry ? this.stack[entry.open]! : entry.value
+      this.memoInfo[slot] = 'open' in entry ? PRESENT | OPEN | entry.open : PRESENT | describe(entry) | (entry.kind === HandoffKind.scalar ? 0 : SEALED)
     }
     this.memoNext = handoff.memoNext
     this.protocol = handoff.protocol
