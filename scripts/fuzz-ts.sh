@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the TypeScript input readers with Jazzer.js (libFuzzer driving
 # instrumented JavaScript): test/fuzz/TARGET.fuzz.ts for the trace-file reader (Arrow IPC), the
-# PyTorch snapshot importer (fast path, restricted unpickler, snapshot mapper) and the RMM CSV
+# PyTorch snapshot importer (the pickle reader's two lanes, the snapshot mapper) and the RMM CSV
 # parser. Each target is bundled with esbuild into build/fuzz-ts/TARGET.fuzz.cjs (our sources in
 # one file that Jazzer instruments; node_modules stays outside, uninstrumented), then run from its
 # corpus kept in the repository (test/fuzz/corpus/TARGET.b64: one input per line, base64, like
@@ -45,10 +45,6 @@ fi
 # The addon Jazzer ships needs a newer glibc than Debian 12's; this preload adapts it (see the file).
 export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$root/test/fuzz/jazzer-addon.cjs"
 
-# The snapshot import tries the native decoder first (src-main/services/import/pytorch.ts): the
-# fuzzed inputs reach it through the addon of this checkout, as in the app.
-export VRAMSCOPE_ADDON="${VRAMSCOPE_ADDON:-$root/build/Release/vramscope.node}"
-
 # Largest input per target: the seeds fit; larger inputs only slow libFuzzer down and swell the corpus.
 max_len() {
   case "$1" in trace-file) echo 24576 ;; pytorch-snapshot) echo 16384 ;; *) echo 4096 ;; esac
@@ -62,9 +58,8 @@ for target in $targets; do
   bundle=$build/$target.fuzz.cjs
   kept=$root/test/fuzz/corpus/$target.b64
   work=$build/corpus/$target
-  # import.meta.url is the bundle's own URL (a CommonJS bundle has no import.meta: the addon's loader,
-  # src-main/native.ts, reads it when loaded); the addon is named by VRAMSCOPE_ADDON below, since
-  # its path relative to the bundle is not the one relative to the source.
+  # import.meta.url is the bundle's own URL (a CommonJS bundle has no import.meta, and modules that
+  # find files next to themselves read it when loaded).
   node_modules/.bin/esbuild "test/fuzz/$target.fuzz.ts" --bundle --platform=node --format=cjs --packages=external \
     --define:import.meta.url=__bundle_url '--banner:js=const __bundle_url = require("node:url").pathToFileURL(__filename).href;' \
     --sourcemap --log-level=warning "--outfile=$bundle"

@@ -6,7 +6,6 @@
 #include "registry.hpp"
 #include "replay_wrap.hpp"
 #include "run_ops.hpp"
-#include "snapshot_wrap.hpp"
 
 namespace vramscope::binding {
 
@@ -21,7 +20,6 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("replay", Napi::Function::New<replay_js>(env, "replay"));
   exports.Set("workloads", Napi::Function::New<list_workloads>(env, "workloads"));
   exports.Set("recordWorkload", Napi::Function::New<record_workload_js>(env, "recordWorkload"));
-  exports.Set("decodeSnapshot", Napi::Function::New<decode_snapshot_js>(env, "decodeSnapshot"));
   return exports;
 }
 

@@ -1,8 +1,7 @@
 // Benchmark: importing a PyTorch memory snapshot (pickle -> request trace + recorded layout) beside
 // PyTorch's own memory_viz unpickler (torch/utils/viz/MemoryViz.js, which only unpickles), on the
-// same bytes in the same run. Issue 3's target: our import at least 3x faster. The import takes the
-// native decoder where the addon has it (the output says which path took each file); the import
-// with the JavaScript fast path alone (nativeDecoder: false) runs beside it, in turns with it.
+// same bytes in the same run. Issue 3's target: our import at least 3x faster. The import is the
+// pickle reader's fast lane wherever it takes the file (the output says which lane took each file).
 //   npx tsx scripts/bench/import-pytorch.ts [--file F.pickle]... [--runs R] [--warmup W] [--clock wall|cpu] [--peer MemoryViz.js] [--json FILE]
 // The peer's code is not in this repository: give the path of a MemoryViz.js from a PyTorch
 // checkout or wheel with --peer or MEMORY_VIZ_JS; its unpickle() function is taken from it and run.
@@ -18,9 +17,9 @@ import { readFileSync } from 'node:fs'
 import { loadavg } from 'node:os'
 import { basename, join } from 'node:path'
 
-import { loadNative } from '../../src-main/native.ts'
-import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch.ts'
-import { MemoReferenceScanner, unpickle } from '../../src-main/services/import/unpickle.ts'
+import { decodeFast } from '../../src-main/services/import/pytorch/pickle-reader.ts'
+import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
+import { MemoReferenceScanner, unpickle } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 import { FigureLog } from './figures.ts'
 
 function options(name: string): string[] {
@@ -120,30 +119,23 @@ function measure(contenders: Contenders, times: Record<string, number[]>): void 
 const figures = new FigureLog('scripts/bench/import-pytorch.ts')
 const HEADLINE = 'import (ours: pickle -> trace + layout)'
 const PEER = 'memory_viz unpickle (peer)'
-const JS_FAST = 'import, JS fast path (no native decoder)'
-/** Which decoder the import's default takes on these bytes. */
-function decoderOf(bytes: Uint8Array): string {
-  if (process.env['VRAMSCOPE_SNAPSHOT_DECODER'] === 'js') return 'JS fast path (VRAMSCOPE_SNAPSHOT_DECODER=js)'
-  try {
-    const decode = loadNative().decodeSnapshot
-    if (decode === undefined) return 'JS fast path (the addon has no decodeSnapshot)'
-    return decode(bytes, 200, -1) !== null ? 'native decoder' : 'JS fast path (the native decoder hands it back)'
-  } catch (e) {
-    return `JS fast path (no addon: ${(e as Error).message.slice(0, 60)})`
-  }
+/** Which lane of the pickle reader the import takes on these bytes. */
+function laneOf(bytes: Uint8Array): string {
+  const sink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded === null ? 'general lane (the fast lane hands it back)' : 'root' in decoded ? 'fast lane' : `fast lane, the general lane from byte ${decoded.at}`
 }
 const inputs = files.map((file) => {
   const bytes = new Uint8Array(readFileSync(file))
   return { file, bytes, buffer: bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength), times: {} as Record<string, number[]> }
 })
 // The import and the peer first, over every file, with nothing else run in the process yet: the
-// breakdown's general path shares the mapper's code with the import, and running it first would
-// leave that code compiled for both paths' types, a cost the import does not have in the app
-// (which takes the general path only for pickles the fast path hands back) nor the peer here.
+// breakdown's general lane shares the mapper's code with the import, and running it first would
+// leave that code compiled for both lanes' types, a cost the import does not have in the app
+// (which takes the general lane only for pickles the fast lane hands back) nor the peer here.
 for (const { file, bytes, buffer, times } of inputs) {
   const headline: Contenders = { [HEADLINE]: () => parsePytorchSnapshot(bytes, file) }
   if (typeof peer !== 'string') headline[PEER] = () => peer(buffer)
-  headline[JS_FAST] = () => parsePytorchSnapshot(bytes, file, { nativeDecoder: false })
   measure(headline, times)
 }
 for (const { file, bytes, times } of inputs) {
@@ -161,7 +153,7 @@ for (const { file, bytes, times } of inputs) {
 for (const { file, bytes, times } of inputs) {
   const check = parsePytorchSnapshot(bytes, file)
   const mb = bytes.length / 1e6
-  console.log(`\n${basename(file)}: ${mb.toFixed(2)} MB, ${check.trace.events.kind.length} request events, ${check.recorded[0]?.layout?.op.length ?? 0} layout events; import by the ${decoderOf(bytes)}`)
+  console.log(`\n${basename(file)}: ${mb.toFixed(2)} MB, ${check.trace.events.kind.length} request events, ${check.recorded[0]?.layout?.op.length ?? 0} layout events; import by the ${laneOf(bytes)}`)
   for (const [name, t] of Object.entries(times)) {
     const m = median(t)
     console.log(`  ${name.padEnd(42)} median ${m.toFixed(2).padStart(8)} ms  ${(mb / (m / 1000)).toFixed(0).padStart(5)} MB/s  min ${Math.min(...t).toFixed(2)} ms`)
@@ -170,7 +162,6 @@ for (const { file, bytes, times } of inputs) {
     const ours = times[HEADLINE]!
     const p = times[PEER]!
     console.log(`  import vs peer: ${(median(p) / median(ours)).toFixed(2)}x faster by medians, ${(Math.min(...p) / Math.min(...ours)).toFixed(2)}x by minima (target >= 3x)`)
-    console.log(`  JS fast path vs peer: ${(median(p) / median(times[JS_FAST]!)).toFixed(2)}x by medians`)
   }
   const ours = median(times[HEADLINE]!)
   const peerMedian = typeof peer === 'string' ? undefined : median(times[PEER]!)

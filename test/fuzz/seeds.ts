@@ -31,7 +31,7 @@ const seeds: Record<string, () => Uint8Array[]> = {
     behind([1, 0], [concat(encodeTrace(sampleTrace(24, 11), sampleStrategies(2))), concat(encodeTrace(sampleTrace(60, 12), [])), ...files('trace', /\.vramscope$/)]),
   // 0 and 3 bad lines allowed.
   'rmm-log': () => behind([0, 3], files('rmm', /\.(csv|bin)$/)),
-  // 0: the fast path where it applies, 1: the general path (the restricted unpickler).
+  // 0: the fast lane where it applies, 1: the general lane (the restricted unpickler).
   'pytorch-snapshot': () =>
     behind([0, 1], [...files('pytorch', /^synthetic.*\.(pickle|json)$/), ...files('pickle', /\.pickle$/), ...files('hostile', /\.pickle$/)]),
 }

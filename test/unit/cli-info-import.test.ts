@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
-import { importPytorchSnapshot } from '../../src-main/services/import/pytorch.ts'
+import { importPytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
 import { importRmmLog } from '../../src-main/services/import/rmm.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
 import type { TraceEvents } from '../../src-main/services/trace/model.ts'

@@ -15,9 +15,9 @@ import {
   parsePytorchSnapshot,
   roundedSize,
   type PytorchImport,
-} from '../../src-main/services/import/pytorch.ts'
-import { SnapshotImportError, type SnapshotErrorCode } from '../../src-main/services/import/snapshot-error.ts'
-import { PickleDict, unpickle, type PickleValue } from '../../src-main/services/import/unpickle.ts'
+} from '../../src-main/services/import/pytorch/index.ts'
+import { SnapshotImportError, type SnapshotErrorCode } from '../../src-main/services/import/pytorch/snapshot-error.ts'
+import { PickleDict, unpickle, type PickleValue } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 import { LayoutOp, type LayoutTrace } from '../../src-shared/layout.ts'
 import { EventKind, type TraceEvents } from '../../src-main/services/trace/model.ts'
 

@@ -7,8 +7,8 @@ import { existsSync, readFileSync, rmSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { SnapshotImportError, type SnapshotErrorCode } from '../../src-main/services/import/snapshot-error.ts'
-import { MemoReferenceScanner, PickleDict, Unpickler, unpickle, type PickleValue, type UnpickleOptions } from '../../src-main/services/import/unpickle.ts'
+import { SnapshotImportError, type SnapshotErrorCode } from '../../src-main/services/import/pytorch/snapshot-error.ts'
+import { MemoReferenceScanner, PickleDict, Unpickler, unpickle, type PickleValue, type UnpickleOptions } from '../../src-main/services/import/pytorch/pickle-reader.ts'
 
 const fixtures = join(import.meta.dirname, '..', 'fixtures')
 const read = (...parts: string[]) => new Uint8Array(readFileSync(join(fixtures, ...parts)))

@@ -8,7 +8,7 @@ import { extname } from 'node:path'
 
 import { findUnknownFree } from '../analysis/inspect.ts'
 import { InputError, notARegularFile } from '../input-error.ts'
-import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './pytorch.ts'
+import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './pytorch/index.ts'
 import { importRmmLog, type BadLine } from './rmm.ts'
 import { withLayoutMetrics } from '../analysis/layout-metrics.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'

@@ -1,7 +1,7 @@
 // What a reader's result must hold to (shared by the seeded fuzzer, fuzz-runner.ts, and the
 // Jazzer.js targets in test/fuzz/), and fixChecksums, which lets damage to a trace file reach the
 // decoder instead of stopping at its CRC.
-import type { PytorchImport } from '../../../src-main/services/import/pytorch.ts'
+import type { PytorchImport } from '../../../src-main/services/import/pytorch/index.ts'
 import type { RmmImport } from '../../../src-main/services/import/rmm.ts'
 import { readMessage } from '../../../src-main/services/trace/arrow-messages.ts'
 import { crc32Hex } from '../../../src-main/services/trace/crc32.ts'

@@ -1,6 +1,6 @@
 // The bad-input error of the PyTorch snapshot importer and its unpickler: an InputError (the CLI's
 // exit code 2) with a code for programs and the byte offset the problem was found at.
-import { InputError } from '../input-error.ts'
+import { InputError } from '../../input-error.ts'
 
 export type SnapshotErrorCode =
   | 'unreadable' // the file could not be read

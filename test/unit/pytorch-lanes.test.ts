@@ -1,16 +1,15 @@
-// The PyTorch importer's fast paths, the native decoder (native/core/snapshot_pickle.cpp) and the
-// JavaScript one (pytorch-fast.ts), against its general path (the restricted unpickler, then the
-// mapper): on every snapshot fixture, every hostile pickle and thousands of mutated snapshots, all
-// three give the same import (every column, table, warning and property) or the same error; and
-// both fast paths do take torch's own pickles (they are not silently always handing them back).
+// The PyTorch pickle reader's two lanes: the fast lane against the general lane (the
+// restricted unpickler, then the mapper): on every snapshot fixture, every hostile pickle and
+// thousands of mutated snapshots, both give the same import (every column, table, warning and
+// property) or the same error; and the fast lane does take torch's own pickles (it is not silently
+// always handing them back).
 import assert from 'node:assert/strict'
 import { readdirSync, readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch-fast.ts'
-import { loadNative } from '../../src-main/native.ts'
-import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch.ts'
+import { decodeFast, type DecodedEventSink } from '../../src-main/services/import/pytorch/pickle-reader.ts'
+import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../src-main/services/import/pytorch/index.ts'
 import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation } from './helpers/fuzz-harness.ts'
 import { random } from './helpers/trace-samples.ts'
 
@@ -44,44 +43,30 @@ function outcome(run: () => PytorchImport): Outcome {
   }
 }
 
-/**
- * The JS fast path's outcome and the general path's, having checked that the native decoder's
- * (tried first by default) is the JS fast path's.
- */
-function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}, label = ''): [Outcome, Outcome] {
-  const native = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options))
-  const fast = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeDecoder: false }))
-  assert.deepEqual(native, fast, `${label} ${JSON.stringify(options)}: the native decoder's import (or hand-back) is the JS fast path's`)
-  const finishedHere = outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, nativeFinish: false }))
-  assert.deepEqual(finishedHere, fast, `${label} ${JSON.stringify(options)}: the native decoder's columns finished by the mapper are the JS fast path's import`)
-  return [fast, outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
+/** The fast lane's outcome (the default) and the general lane's. */
+function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outcome, Outcome] {
+  return [outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)), outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
 }
 
-const { decodeSnapshot } = loadNative()
-
-/** Whether the native decoder takes the input (every device). */
-function nativeTakes(bytes: Uint8Array, maxDepth = 200): boolean {
-  return decodeSnapshot(bytes, maxDepth, -1) !== null
-}
-
-/** Whether the native decoder finishes the import itself (the default device). */
-function nativeFinishes(bytes: Uint8Array): boolean {
-  return decodeSnapshot(bytes, 200, -2)?.finished !== undefined
-}
-
-/** Whether the fast path takes the input (rather than handing it to the general path). */
+/** Whether the fast lane takes the input (rather than handing it to the general lane). */
 function fastTakes(bytes: Uint8Array): boolean {
   const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
-  return decodeFast(bytes, sink, 200) !== null
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded !== null && 'root' in decoded
 }
 
-describe('the fast path gives the general path\'s import', () => {
+/** Where the general lane takes over from the fast lane (null: the fast lane takes it all, or hands all of it back). */
+function resumedAt(bytes: Uint8Array): number | null {
+  const sink: DecodedEventSink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
+  const decoded = decodeFast(bytes, sink, 200)
+  return decoded !== null && 'at' in decoded ? decoded.at : null
+}
+
+describe('the fast lane gives the general lane\'s import', () => {
   for (const name of snapshots) {
-    it(`${name}: taken by the fast path, same import for the default device, all devices and device 1`, () => {
+    it(`${name}: taken by the fast lane, same import for the default device, all devices and device 1`, () => {
       const bytes = read('pytorch', name)
-      assert.ok(fastTakes(bytes), 'the fast path takes a snapshot torch (or Python\'s pickler) wrote')
-      assert.ok(nativeTakes(bytes), 'the native decoder takes it too')
-      assert.ok(nativeFinishes(bytes), 'and finishes the import (its segments and annotations are torch\'s)')
+      assert.ok(fastTakes(bytes), 'the fast lane takes a snapshot torch (or Python\'s pickler) wrote')
       for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
         const [fast, general] = bothPaths(bytes, options)
         assert.deepEqual(fast, general, JSON.stringify(options))
@@ -89,19 +74,18 @@ describe('the fast path gives the general path\'s import', () => {
     })
   }
 
-  it('hands back what it does not take, with the general path\'s error or import', () => {
+  it('hands back what it does not take, with the general lane\'s error or import', () => {
     const inputs: [string, string][] = [...hostile.map((n): [string, string] => ['hostile', n]), ...plainPickles.map((n): [string, string] => ['pickle', n])]
     for (const name of inputs) {
       const bytes = read(name[0], name[1])
       const [fast, general] = bothPaths(bytes)
       assert.deepEqual(fast, general, name[1])
       // Every hostile pickle but one breaks the pickle format; that one is plain data of another shape.
-      if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast path takes`)
-      if (name[0] === 'hostile') assert.equal(nativeTakes(bytes), false, `${name[1]} is not a snapshot the native decoder takes`)
+      if (name[0] === 'hostile' && name[1] !== 'not-a-snapshot.pickle') assert.equal(fastTakes(bytes), false, `${name[1]} is not a pickle the fast lane takes`)
     }
   })
 
-  it('leaves a small maxDepth to the general path and its limit', () => {
+  it('leaves a small maxDepth to the general lane and its limit', () => {
     const bytes = read('pytorch', 'synthetic.pickle')
     for (const maxDepth of [3, 5, 15]) {
       const [fast, general] = bothPaths(bytes, { maxDepth })
@@ -118,30 +102,18 @@ describe('the fast path gives the general path\'s import', () => {
     assert.ok(progress.every((d, i) => i === 0 || d >= progress[i - 1]!), 'progress only grows')
   })
 
-  it('gives the same import through the async in-memory import of a file within one chunk (the native decoder)', async () => {
-    for (const name of ['transformer_varseq.pickle', 'mlp_varbatch_overflowed.pickle']) {
-      const bytes = read('pytorch', name)
-      assert.ok(bytes.length <= 4 << 20 && nativeTakes(bytes))
-      const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { device: 'all' })
-      assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { device: 'all', generalPathOnly: true })), name)
-    }
-  })
-
-  it('hands back to the JS paths what the native decoder does not take: a small maxDepth, strings that are not UTF-8', () => {
+  it('a root string that is not UTF-8: the same import on both lanes (each decodes it with U+FFFD)', () => {
     const bytes = read('pytorch', 'synthetic.pickle')
-    assert.equal(nativeTakes(bytes, 15), false, 'maxDepth below 16')
-    // A string of the root replaced by bytes that are not UTF-8 (the JS paths decode them with U+FFFD).
     const at = Buffer.from(bytes).indexOf('segments')
     assert.ok(at > 0)
     const broken = bytes.slice()
     broken[at] = 0xff
-    assert.equal(nativeTakes(broken), false)
-    const [fast, general] = bothPaths(broken, {}, 'not UTF-8')
+    const [fast, general] = bothPaths(broken)
     assert.deepEqual(fast, general)
   })
 })
 
-/** Mutations aimed at what the fast path reads: memo indices, lengths, opcodes, shapes. */
+/** Mutations aimed at what the fast lane reads: memo indices, lengths, opcodes, shapes. */
 const OPCODES = [0x28, 0x29, 0x2e, 0x30, 0x32, 0x47, 0x4a, 0x4b, 0x4d, 0x4e, 0x52, 0x58, 0x5d, 0x61, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x8d, 0x93, 0x94, 0x95]
 const plantOpcode: Mutation = (b, r) => {
   const out = b.slice()
@@ -170,12 +142,12 @@ const swapOpcodes: Mutation = (b, r) => {
 const MUTATIONS = [flipBits, setRandomBytes, truncate, deleteRange, copyRange, appendRandomBytes, zeroRange, plantOpcode, nudgeArgument, nudgeArgument, swapOpcodes]
 
 
-describe('mutated snapshots: the same import or the same error on both paths', () => {
+describe('mutated snapshots: the same import or the same error on both lanes', () => {
   const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({ name: n, bytes: read('pytorch', n) }))
   it('1500 seeded cases', () => {
     const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
     let taken = 0
-    let nativeTaken = 0
+    let resumed = 0
     for (let c = 0; c < Number(process.env['FAST_PATH_CASES'] ?? 1500); c++) {
       const input = inputs[int(rand, inputs.length)]!
       let bytes: Uint8Array = input.bytes
@@ -185,14 +157,16 @@ describe('mutated snapshots: the same import or the same error on both paths', (
         bytes = mutated
         steps.push(what)
       }
-      const options = rand() < 0.2 ? { device: 'all' as const } : {}
-      const [fast, general] = bothPaths(bytes, options, `case ${c}, ${input.name}: ${steps.join('; ')}`)
+      const options: PytorchImportOptions = rand() < 0.2 ? { device: 'all' as const } : {}
+      // The memo pre-pass of bounded memory, also for a general lane resuming where the fast lane gave up.
+      if (rand() < 0.3) options.boundedAbove = 0
+      const [fast, general] = bothPaths(bytes, options)
       assert.deepEqual(fast, general, `case ${c}, ${input.name}: ${steps.join('; ')}`)
       if (fast.ok && fastTakes(bytes)) taken++
-      if (fast.ok && nativeTakes(bytes)) nativeTaken++
+      if (resumedAt(bytes) !== null) resumed++
     }
-    assert.ok(taken > 100, `the fast path took ${taken} of the mutated inputs (enough to compare)`)
-    assert.ok(nativeTaken > 100, `the native decoder took ${nativeTaken} of the mutated inputs (enough to compare)`)
+    assert.ok(taken > 100, `the fast lane took ${taken} of the mutated inputs (enough to compare)`)
+    assert.ok(resumed > 300, `the general lane went on from where the fast lane gave up in ${resumed} of them (enough to compare)`)
   })
 })
 
@@ -253,7 +227,7 @@ describe('columns that outgrow the first guess from the file size', () => {
 })
 
 describe('memo entries the event decoder stores', () => {
-  it('a frames value of None stored in the memo and read back later is None, as on the general path', () => {
+  it('a frames value of None stored in the memo and read back later is None, as on the general lane', () => {
     // Two allocs written opcode by opcode; the first's frames is None followed by MEMOIZE (memo 0),
     // the second's user_metadata reads memo 0 back (a tag only if it were a string).
     const out: number[] = [0x80, 4, 0x7d, 0x28]
@@ -282,7 +256,7 @@ describe('memo entries the event decoder stores', () => {
     }
     out.push(0x65, 0x61, 0x75, 0x2e)
     const bytes = new Uint8Array(out)
-    // Reading None back as a value is the general path's to do: the fast path hands this one back.
+    // Reading None back as a value is the general lane's to do: the fast lane hands this one back.
     assert.equal(fastTakes(bytes), false)
     const [fast, general] = bothPaths(bytes)
     assert.ok(general.ok)
@@ -292,7 +266,7 @@ describe('memo entries the event decoder stores', () => {
 })
 
 describe('a list of the generic part read back in events', () => {
-  it('as frames and then as a frame: the general path\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
+  it('as frames and then as a frame: the general lane\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
     // root = {'extra': L, 'device_traces': [[alloc with frames L, alloc with frames [L]]]}, L = [{'name': 'f', 'filename': 'a.py', 'line': 1}] at memo 1.
     // SETITEM, not a MARK ... SETITEMS around the root's pairs: L must be finished before the events.
     const out: number[] = [0x80, 4, 0x7d]
@@ -331,6 +305,60 @@ describe('a list of the generic part read back in events', () => {
   })
 })
 
+describe('the general lane going on from where the fast lane gave up', () => {
+  // Written by Python's pickle (protocol 4) from one alloc event ev = {'action': 'alloc', 'addr': 64,
+  // 'size': 100, 'time_us': 1, 'stream': 0, 'frames': []}:
+  const hex = {
+    // {'segments': [], 'device_traces': [[ev]], 'allocator_settings': {(1, 2): 3, 'x': 1}}: a tuple key after device_traces
+    settings:
+      '80049598000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d947561618c12616c6c6f6361746f725f73657474696e6773947d94284b014b0286944b038c0178944b0175752e',
+    // {'segments': [{'address': 0, 'total_size': 512, 'blocks': [], (1,): 0}], 'device_traces': [[ev]]}: a tuple key before device_traces
+    segments:
+      '800495a3000000000000007d94288c087365676d656e7473945d947d94288c0761646472657373944b008c0a746f74616c5f73697a65944d00028c06626c6f636b73945d944b0185944b0075618c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d94756161752e',
+    // {'segments': [], 'device_traces': [[ev]], 'allocator_settings': ev}: the event dict read back from the memo
+    eventReadBack:
+      '80049588000000000000007d94288c087365676d656e7473945d948c0d6465766963655f747261636573945d945d947d94288c06616374696f6e948c05616c6c6f63948c0461646472944b408c0473697a65944b648c0774696d655f7573944b018c0673747265616d944b008c066672616d6573945d947561618c12616c6c6f6361746f725f73657474696e6773946806752e',
+  }
+  const bytesOf = (h: string) => new Uint8Array(Buffer.from(h, 'hex'))
+
+  it('a tuple key in allocator_settings: the general lane resumes at that dict\'s SETITEMS, with the general lane\'s import', () => {
+    const bytes = bytesOf(hex.settings)
+    assert.equal(resumedAt(bytes), bytes.length - 3, 'at the inner SETITEMS (then SETITEMS of the root, STOP)')
+    for (const options of [{}, { boundedAbove: 0 }]) {
+      const [fast, general] = bothPaths(bytes, options)
+      assert.ok(general.ok)
+      assert.deepEqual(fast, general, JSON.stringify(options))
+    }
+  })
+
+  it('a tuple key in a segment, before device_traces: resumed at its SETITEMS, the same import', () => {
+    const bytes = bytesOf(hex.segments)
+    assert.equal(resumedAt(bytes), Buffer.from(bytes).indexOf(Buffer.from([0x75, 0x61, 0x8c, 0x0d])))
+    for (const options of [{}, { boundedAbove: 0 }]) {
+      const [fast, general] = bothPaths(bytes, options)
+      assert.ok(general.ok)
+      assert.deepEqual(fast, general, JSON.stringify(options))
+    }
+  })
+
+  it('an event dict read back after the give-up, which the fast lane never built: the general lane from byte 0, the same import', () => {
+    const bytes = bytesOf(hex.eventReadBack)
+    assert.equal(resumedAt(bytes), null)
+    assert.equal(fastTakes(bytes), false)
+    const [fast, general] = bothPaths(bytes)
+    assert.ok(general.ok)
+    assert.deepEqual(fast, general)
+  })
+
+  it('the async in-memory import resumes the same way', async () => {
+    for (const h of [hex.settings, hex.segments]) {
+      const bytes = bytesOf(h)
+      const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { chunkBytes: 7 })
+      assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { generalPathOnly: true })))
+    }
+  })
+})
+
 describe('a root dict the pickle wraps in a tuple', () => {
   // {'device_traces': [[one alloc]]} in a tuple: TUPLE1 after it, or MARK before it and TUPLE
   // after. The dict is built on an empty stack, as a root is; the unpickled root is the tuple.
@@ -355,19 +383,18 @@ describe('a root dict the pickle wraps in a tuple', () => {
     ['MARK ... TUPLE', [0x28], [0x74]],
   ]
   for (const [what, before, after] of wrappings) {
-    it(`(${what}): handed back by both fast paths, the general path's error`, () => {
+    it(`(${what}): handed back by the fast lane, the general lane's error`, () => {
       const bytes = pickle(before, after)
-      assert.equal(fastTakes(bytes), false, 'the JS fast path hands it back')
-      assert.equal(nativeTakes(bytes), false, 'the native decoder hands it back')
+      assert.equal(fastTakes(bytes), false, 'the fast lane hands it back')
       const [fast, general] = bothPaths(bytes)
       assert.equal(general.ok, false)
       assert.match((general as { error: string }).error, /the root must be a dict/)
       assert.deepEqual(fast, general)
     })
   }
-  it('unwrapped, the same dict is imported by both fast paths', () => {
+  it('unwrapped, the same dict is imported by the fast lane', () => {
     const bytes = pickle([], [])
-    assert.ok(fastTakes(bytes) && nativeTakes(bytes))
+    assert.ok(fastTakes(bytes))
     const [fast, general] = bothPaths(bytes)
     assert.ok(general.ok)
     assert.deepEqual(fast, general)
@@ -376,7 +403,7 @@ describe('a root dict the pickle wraps in a tuple', () => {
 
 describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () => {
   // The event decoder reads non-negative 6- and 7-byte LONG1s (below 2^53) itself and the rest
-  // through smallLong; either way the import must be the general path's, or its error.
+  // through smallLong; either way the import must be the general lane's, or its error.
   function pickle(addr: bigint, time: bigint): Uint8Array {
     const out: number[] = [0x80, 4, 0x7d, 0x28]
     const text = (s: string) => out.push(0x8c, s.length, ...new TextEncoder().encode(s))
@@ -417,7 +444,7 @@ describe('LONG1 addresses and times at the edges of the 6- and 7-byte read', () 
       assert.deepEqual(fast, general)
       if (addr >= 0n && addr < 2n ** 53n) {
         if (!fast.ok) assert.fail(fast.error)
-        assert.ok(fastTakes(bytes), 'taken by the fast path')
+        assert.ok(fastTakes(bytes), 'taken by the fast lane')
         assert.deepEqual((fast.value as { recorded: { layout: { address: bigint[] } }[] }).recorded[0]!.layout.address, [addr])
       } else assert.equal(fast.ok, false)
     })
@@ -477,7 +504,7 @@ describe('strings an event stores without reading them (compile_context)', () =>
     return new Uint8Array(out)
   }
   for (const readBack of ['metadata', 'key', 'annotation'] as const) {
-    it(`read back as ${readBack === 'metadata' ? "another event's user_metadata" : readBack === 'key' ? 'a key' : "an annotation's name"}: the general path's import`, () => {
+    it(`read back as ${readBack === 'metadata' ? "another event's user_metadata" : readBack === 'key' ? 'a key' : "an annotation's name"}: the general lane's import`, () => {
       const bytes = pickle(readBack)
       assert.ok(fastTakes(bytes))
       const [fast, general] = bothPaths(bytes)
@@ -491,7 +518,7 @@ describe('strings an event stores without reading them (compile_context)', () =>
   }
 })
 
-describe('mutated recordings: the same import or the same error on both paths', () => {
+describe('mutated recordings: the same import or the same error on both lanes', () => {
   // Mutations placed among a real recording's events (past its first tenth, where the event
   // decoder has long been reading every event the same way), not only in the small synthetic files.
   const name = 'convnet_varimg.pickle'
@@ -528,6 +555,6 @@ describe('mutated recordings: the same import or the same error on both paths', 
       assert.deepEqual(fast, general, `case ${c}: ${what}`)
       if (fast.ok && fastTakes(bytes)) taken++
     }
-    assert.ok(taken > 30, `the fast path took ${taken} of the mutated recordings (enough to compare)`)
+    assert.ok(taken > 30, `the fast lane took ${taken} of the mutated recordings (enough to compare)`)
   })
 })

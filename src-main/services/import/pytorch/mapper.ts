@@ -1,0 +1,819 @@
+// SnapshotMapper: turns a PyTorch memory snapshot's events into request and layout columns as
+// they arrive (from either lane of the pickle reader, or from a parsed JSON document), then, given
+// the rest of the snapshot, finishes the import (finish.ts holds the merge and the layout result).
+//
+// device_traces[d] (the allocator's ring buffer of events on device d) becomes request events:
+//   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
+//   free_requested -> free of that id (the program let go of the block)
+//   oom            -> oom;  snapshot -> a marker;  external_annotations -> markers, by time
+// and layout events (native trace_op codes, LayoutTrace columns):
+//   alloc -> alloc (size: PyTorch's 512-byte rounding of the request, which the trace does not
+//   record); free_requested + free_completed at once -> free; apart -> free_pending ... then
+//   free_completed; segment_alloc/free -> region_reserve/release (aux: 1 small pool, 2 large,
+//   0 unknown); segment_map/unmap -> map/unmap (expandable segments); oom -> failure.
+// Times: time_us -> nanoseconds since the earliest event imported.
+//
+// A ring buffer that overflowed lost its oldest events: frees of blocks it never saw allocated,
+// releases of segments it never saw reserved, and blocks or segments live in `segments` (taken at
+// the end) that it never saw created. Each gets a synthesized alloc or reservation at t = 0, and
+// meta.warnings says how many.
+import { basename } from 'node:path'
+
+import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
+import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
+import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
+import type { StrategyResult } from '../../../../src-shared/results.ts'
+import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
+import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
+import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+import { describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
+import type { OverflowCounts, PytorchImport, PytorchImportOptions } from './types.ts'
+
+/** The request trace's device column is 16 bits. */
+const MAX_DEVICE = 65535
+/** PyTorch's kMinBlockSize: every block is a multiple of it. */
+const MIN_BLOCK = 512
+
+/**
+ * Device address -> id: open addressing with linear probing over typed arrays. Addresses are
+ * doubles above 2^32, which a Map boxes and hashes slowly; the live set of a trace is small and
+ * changes with every alloc and free.
+ */
+class AddressTable {
+  private keys = new Float64Array(1024)
+  private values = new Int32Array(1024).fill(-1)
+  private mask = 1023
+  size = 0
+
+  private slot(address: number): number {
+    const hash = Math.imul((address >>> 0) ^ Math.imul(Math.floor(address / 4294967296), 0x9e3779b1), 0x85ebca6b)
+    return (hash ^ (hash >>> 15)) & this.mask
+  }
+
+  /** The id at `address`, or -1. */
+  get(address: number): number {
+    for (let i = this.slot(address); ; i = (i + 1) & this.mask) {
+      const v = this.values[i]!
+      if (v < 0 || this.keys[i] === address) return v
+    }
+  }
+
+  set(address: number, id: number): void {
+    if (2 * (this.size + 1) > this.values.length) this.grow()
+    let i = this.slot(address)
+    while (this.values[i]! >= 0 && this.keys[i] !== address) i = (i + 1) & this.mask
+    if (this.values[i]! < 0) this.size++
+    this.keys[i] = address
+    this.values[i] = id
+  }
+
+  delete(address: number): void {
+    let i = this.slot(address)
+    while (this.values[i]! >= 0 && this.keys[i] !== address) i = (i + 1) & this.mask
+    if (this.values[i]! < 0) return
+    this.size--
+    // Backward-shift deletion: move later entries of the probe run into the hole.
+    for (let j = (i + 1) & this.mask; this.values[j]! >= 0; j = (j + 1) & this.mask) {
+      const home = this.slot(this.keys[j]!)
+      if ((j - home) & this.mask) {
+        if (((j - home) & this.mask) >= ((j - i) & this.mask)) {
+          this.keys[i] = this.keys[j]!
+          this.values[i] = this.values[j]!
+          i = j
+        }
+      }
+    }
+    this.values[i] = -1
+  }
+
+  private grow(): void {
+    const keys = this.keys
+    const values = this.values
+    this.keys = new Float64Array(keys.length * 2)
+    this.values = new Int32Array(keys.length * 2).fill(-1)
+    this.mask = keys.length * 2 - 1
+    this.size = 0
+    for (let i = 0; i < keys.length; i++) if (values[i]! >= 0) this.set(keys[i]!, values[i]!)
+  }
+}
+
+/**
+ * Object -> index, for objects a pickle shares (frames lists, frame dicts): a Map emptied when it
+ * holds `capacity` entries, so objects the pickle does not share are not all kept alive (a WeakMap
+ * of millions of keys costs the garbage collector more than the lookups save).
+ */
+class IdentityCache {
+  private map = new Map<object, number>()
+  constructor(private readonly capacity = 1 << 14) {}
+  get(key: object): number | undefined {
+    return this.map.get(key)
+  }
+  set(key: object, value: number): void {
+    if (this.map.size >= this.capacity) this.map = new Map()
+    this.map.set(key, value)
+  }
+}
+
+/**
+ * Where the fields sit in an event dict: found once, then recognised in the next dict by comparing
+ * its keys with these by identity (the pickle shares one string object per key), so reading an
+ * event costs no lookups.
+ */
+class EventShape {
+  private keys: (PickleValue | undefined)[] = []
+  action = -1
+  addr = -1
+  size = -1
+  stream = -1
+  time = -1
+  frames = -1
+  metadata = -1
+
+  match(pairs: readonly PickleValue[]): void {
+    const keys = this.keys
+    if (pairs.length === keys.length) {
+      let i = 0
+      while (i < pairs.length && pairs[i] === keys[i]) i += 2
+      if (i >= pairs.length) return
+    }
+    this.learn(pairs)
+  }
+
+  private learn(pairs: readonly PickleValue[]): void {
+    this.keys = new Array(pairs.length)
+    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = -1
+    // A repeated key: the later position wins, as in the dict.
+    for (let i = 0; i < pairs.length; i += 2) {
+      const key = pairs[i]
+      this.keys[i] = key
+      if (key === 'action') this.action = i + 1
+      else if (key === 'addr') this.addr = i + 1
+      else if (key === 'size') this.size = i + 1
+      else if (key === 'stream') this.stream = i + 1
+      else if (key === 'time_us') this.time = i + 1
+      else if (key === 'frames') this.frames = i + 1
+      else if (key === 'user_metadata') this.metadata = i + 1
+    }
+  }
+}
+
+/** What one device's events turn into while they arrive. */
+class DeviceState {
+  readonly events: EventChunks
+  readonly layout: LayoutChunks
+  /** Stand-ins for what the ring buffer lost, placed at t = 0 before everything else (few, if any). */
+  readonly synthEvents = new EventChunks(64)
+  readonly synthLayout = new LayoutChunks(64)
+  /** This device's ids are dense from 0; the merge offsets them after the devices before it. */
+  nextId = 0
+  requestedById = new Float64Array(256)
+  roundedById = new Float64Array(256)
+  /** Request id of each live block by address. */
+  readonly live = new AddressTable()
+  /** Blocks whose free was requested and whose free_completed has not come: address -> id. */
+  readonly pending = new AddressTable()
+  /** Reserved segments: address -> size. */
+  readonly segments = new Map<number, number>()
+  /** Layout row of each reserved segment's region_reserve (to label its pool at the end). */
+  readonly reserveRow = new Map<number, number>()
+  /** Addresses of segment_map events (expandable segments). */
+  readonly mapped: number[] = []
+  /** A free_requested whose layout event waits for the next event: one free, or free_pending. */
+  held = -1
+  heldAddress = 0
+  heldSize = 0
+  heldStream = 0
+  heldTime = 0
+  readonly overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
+  nextIndex = 0
+  constructor(
+    readonly device: number,
+    firstRows: number,
+  ) {
+    this.events = new EventChunks(firstRows)
+    this.layout = new LayoutChunks(firstRows)
+  }
+}
+
+/**
+ * Turns snapshot events into columns as they arrive (from the streaming unpickler or a parsed
+ * JSON document), then, given the rest of the snapshot, completes the traces.
+ */
+export class SnapshotMapper implements DecodedEventSink {
+  private readonly states = new Map<number, DeviceState>()
+  private readonly wanted: number | 'all' | 'default'
+  // Tables shared by every device.
+  private readonly streamIndex = new Map<unknown, number>()
+  private readonly streams: string[] = []
+  private readonly frameByObject = new IdentityCache()
+  private readonly frameByText = new Map<string, number>()
+  private readonly frames: Frame[] = []
+  private readonly stackByObject = new IdentityCache()
+  private readonly stacksByHash = new Map<number, number[]>()
+  private lastFrames: unknown = null
+  private lastStack = -1
+  private readonly stacks: Uint32Array[] = []
+  private readonly tagIndex = new Map<string, number>()
+  private readonly tags: string[] = []
+  private readonly markers: string[] = []
+  private readonly unknownActions = new Map<string, number>()
+  private readonly shape = new EventShape()
+  /** Events seen per device, imported or not (which devices the snapshot has). */
+  private readonly eventCounts: number[] = []
+  /** Allocs at an address already live (only a damaged trace has them); the first block is freed. */
+  private reallocations = 0
+  private earliest = Infinity
+  private missingTimes = 0
+
+  /** First chunk of each device's columns: a guess from the file's size (torch writes 60 to 90 bytes an event). */
+  private readonly firstRows: number
+
+  constructor(
+    private readonly file: string,
+    private readonly options: PytorchImportOptions,
+    fileBytes = Infinity,
+  ) {
+    this.firstRows = Math.max(64, Math.min(CHUNK_ROWS, Math.ceil(fileBytes / 90)))
+    const d = options.device
+    if (d !== undefined && d !== 'all' && !(Number.isInteger(d) && d >= 0 && d < 65536))
+      throw new RangeError(`device must be 'all' or an integer from 0 to 65535, got ${String(d)}`)
+    this.wanted = d ?? 'default'
+  }
+
+  private fail(problem: string, offset?: number, path?: string, code: SnapshotErrorCode = 'not-a-snapshot'): never {
+    throw new SnapshotImportError(this.file, code, offset, problem, path)
+  }
+
+  private lastState: DeviceState | null = null
+
+  private state(device: number): DeviceState | null {
+    if (this.lastState !== null && this.lastState.device === device) return this.lastState
+    if (this.wanted !== 'all' && this.wanted !== 'default' && device !== this.wanted) return null
+    let s = this.states.get(device)
+    if (s === undefined) {
+      s = new DeviceState(device, this.firstRows)
+      this.states.set(device, s)
+    }
+    this.lastState = s
+    return s
+  }
+
+  /** One entry of device_traces[device], in order. */
+  event(device: number, index: number, item: PickleValue, offset: number | undefined): void {
+    if (device > MAX_DEVICE) this.fail(`more than ${MAX_DEVICE + 1} devices`, offset, where(device, index), 'limit')
+    this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
+    const s = this.state(device)
+    if (s === null) return
+    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown
+    if (item instanceof PickleDict) {
+      const pairs = dictPairs(item)
+      const shape = this.shape
+      shape.match(pairs)
+      action = shape.action < 0 ? undefined : pairs[shape.action]
+      addrValue = shape.addr < 0 ? undefined : pairs[shape.addr]
+      sizeValue = shape.size < 0 ? undefined : pairs[shape.size]
+      streamValue = shape.stream < 0 ? undefined : pairs[shape.stream]
+      time = shape.time < 0 ? undefined : pairs[shape.time]
+      frames = shape.frames < 0 ? undefined : pairs[shape.frames]
+      metadata = shape.metadata < 0 ? undefined : pairs[shape.metadata]
+    } else if (isDict(item)) {
+      action = field(item, 'action')
+      addrValue = field(item, 'addr')
+      sizeValue = field(item, 'size')
+      streamValue = field(item, 'stream')
+      time = field(item, 'time_us')
+      frames = field(item, 'frames')
+      metadata = field(item, 'user_metadata')
+    } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
+    if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
+    const addr = typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
+    const size = typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0 ? sizeValue : sizeValue === undefined ? 0 : this.badInteger('size', sizeValue, offset, device, index)
+    streamValue ??= 0
+    if (typeof time !== 'number' || !Number.isFinite(time)) {
+      if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
+      this.missingTimes++
+      time = s.nextIndex // no clock: keep the order
+    }
+    s.nextIndex++
+    const t = time as number
+    if (t < this.earliest) this.earliest = t
+    if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+    this.apply(s, device, action as string, addr, size, streamValue, t, frames, UNRESOLVED_STACK, metadata, offset, index)
+  }
+
+  /** Whether events of this device are imported (state() would give it a DeviceState). */
+  wants(device: number): boolean {
+    return this.wanted === 'all' || this.wanted === 'default' || device === this.wanted
+  }
+
+  /**
+   * One event the fast lane (pickle-reader.ts) read and checked: the same effects as event() for
+   * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
+   * (internStack) for alloc and oom, whatever else for other actions.
+   */
+  decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void {
+    this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
+    const s = this.state(device)
+    if (s === null) return
+    let t = time
+    if (t !== t) {
+      this.missingTimes++
+      t = s.nextIndex
+    }
+    s.nextIndex++
+    if (t < this.earliest) this.earliest = t
+    this.apply(s, device, action, addr, size, stream, t, undefined, stack, metadata, undefined, -1)
+  }
+
+  /**
+   * What an event does to its device's columns, its fields checked. `stack` is the stack's index,
+   * or UNRESOLVED_STACK to take it from `frames` (only alloc and oom look at either).
+   */
+  private apply(s: DeviceState, device: number, action: string, addr: number, size: number, streamValue: unknown, t: number, frames: unknown, stack: number, metadata: unknown, offset: number | undefined, index: number): void {
+    const streamNumber = Number(streamValue)
+
+    if (s.held >= 0) {
+      if (action === 'free_completed' && addr === s.heldAddress) {
+        s.layout.push(LayoutOp.free, addr, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+        s.held = -1
+        return
+      }
+      this.flushHeld(s)
+    }
+
+    switch (action) {
+      case 'alloc': {
+        const previous = s.live.get(addr)
+        if (previous >= 0) {
+          // Allocated twice without a free between: only a damaged trace does this. Free the first.
+          s.events.push(EventKind.free, previous, 0, this.stream(streamValue), device, t)
+          s.layout.push(LayoutOp.free, addr, s.roundedById[previous]!, s.requestedById[previous]!, streamNumber, t)
+          this.reallocations++
+        }
+        const id = this.newId(s, size)
+        s.live.set(addr, id)
+        s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
+        s.layout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, streamNumber, t)
+        return
+      }
+      case 'free_requested':
+      case 'free': {
+        let id = s.live.get(addr)
+        if (id < 0) id = this.orphanAlloc(s, addr, size, streamValue)
+        s.live.delete(addr)
+        s.events.push(EventKind.free, id, s.requestedById[id]!, this.stream(streamValue), device, t)
+        if (action === 'free') {
+          s.layout.push(LayoutOp.free, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
+        } else {
+          s.held = id
+          s.heldAddress = addr
+          s.heldSize = s.requestedById[id]!
+          s.heldStream = streamNumber
+          s.heldTime = t
+        }
+        return
+      }
+      case 'free_completed': {
+        const id = s.pending.get(addr)
+        if (id < 0) {
+          // Its alloc and free_requested were both lost: in the layout the block was pending at
+          // t = 0. The program had let go of it, so the request trace has nothing to add.
+          s.synthLayout.push(LayoutOp.alloc, addr, roundedSize(size), size, streamNumber, NaN)
+          s.synthLayout.push(LayoutOp.freePending, addr, roundedSize(size), size, streamNumber, NaN)
+          s.layout.push(LayoutOp.freeCompleted, addr, roundedSize(size), size, streamNumber, t)
+          s.overflow.orphanEvents++
+          s.overflow.synthesizedBlocks++
+          return
+        }
+        s.pending.delete(addr)
+        s.layout.push(LayoutOp.freeCompleted, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
+        return
+      }
+      case 'segment_alloc':
+        s.segments.set(addr, size)
+        s.reserveRow.set(addr, s.layout.length)
+        s.layout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, t)
+        return
+      case 'segment_free':
+        if (!s.segments.has(addr)) {
+          s.synthLayout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, NaN)
+          s.overflow.orphanEvents++
+          s.overflow.synthesizedSegments++
+        }
+        s.segments.delete(addr)
+        s.layout.push(LayoutOp.regionRelease, addr, size, size, streamNumber, t)
+        return
+      case 'segment_map':
+        s.mapped.push(addr)
+        s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
+        return
+      case 'segment_unmap':
+        s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
+        return
+      case 'oom':
+        s.events.push(EventKind.oom, 0, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
+        s.layout.push(LayoutOp.failure, 0, size, size, streamNumber, t)
+        return
+      case 'snapshot':
+        this.markers.push('snapshot')
+        s.events.push(EventKind.marker, this.markers.length - 1, 0, this.stream(streamValue), device, t)
+        return
+      default:
+        this.unknownActions.set(action, (this.unknownActions.get(action) ?? 0) + 1)
+    }
+  }
+
+  private badInteger(key: string, value: unknown, offset: number | undefined, device: number, index: number): never {
+    return this.fail(`'${key}' must be a non-negative integer below 2^53, got ${describe(value)}`, offset, where(device, index))
+  }
+
+  private flushHeld(s: DeviceState): void {
+    s.layout.push(LayoutOp.freePending, s.heldAddress, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
+    s.pending.set(s.heldAddress, s.held)
+    s.held = -1
+  }
+
+  /** A free of a block the trace never saw allocated: it was allocated before the window, at t = 0. */
+  private orphanAlloc(s: DeviceState, addr: number, size: number, streamValue: unknown): number {
+    const id = this.newId(s, size)
+    s.synthEvents.push(EventKind.alloc, id, size, this.stream(streamValue), s.device, NaN)
+    s.synthLayout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, Number(streamValue), NaN)
+    s.overflow.orphanEvents++
+    s.overflow.synthesizedAllocs++
+    s.overflow.synthesizedBlocks++
+    return id
+  }
+
+  private newId(s: DeviceState, requested: number, rounded = roundedSize(requested)): number {
+    const id = s.nextId++
+    if (id === s.requestedById.length) {
+      const r = new Float64Array(id * 2)
+      r.set(s.requestedById)
+      s.requestedById = r
+      const b = new Float64Array(id * 2)
+      b.set(s.roundedById)
+      s.roundedById = b
+    }
+    s.requestedById[id] = requested
+    s.roundedById[id] = rounded
+    return id
+  }
+
+  private lastStreamValue: unknown = undefined
+  private lastStream = -1
+
+  private stream(value: unknown): number {
+    if (value === this.lastStreamValue) return this.lastStream
+    let i = this.streamIndex.get(value)
+    if (i === undefined) {
+      i = this.streams.length
+      this.streams.push(String(value))
+      this.streamIndex.set(value, i)
+    }
+    this.lastStreamValue = value
+    this.lastStream = i
+    return i
+  }
+
+  private tag(value: unknown): number {
+    if (typeof value !== 'string' || value === '') return -1
+    let i = this.tagIndex.get(value)
+    if (i === undefined) {
+      i = this.tags.length
+      this.tags.push(value)
+      this.tagIndex.set(value, i)
+    }
+    return i
+  }
+
+  /** Index of the deduplicated stack for a frames list (innermost first, as PyTorch lists them), or -1. */
+  private stack(frames: unknown, offset: number | undefined, device: number, index: number): number {
+    if (frames === undefined || frames === null) return -1
+    if (!Array.isArray(frames)) return this.fail(`'frames' must be a list, got ${describe(frames)}`, offset, where(device, index))
+    if (frames.length === 0) return -1
+    // The pickle often shares one list per traceback, so identity answers many lookups.
+    if (frames === this.lastFrames) return this.lastStack
+    let stack = this.stackByObject.get(frames)
+    if (stack === undefined) {
+      const ids = new Uint32Array(frames.length)
+      for (let i = 0; i < frames.length; i++) ids[i] = this.frame(frames[i], offset, device, index)
+      stack = this.internStack(ids, ids.length)
+      this.stackByObject.set(frames, stack)
+    }
+    this.lastFrames = frames
+    this.lastStack = stack
+    return stack
+  }
+
+  /** Index of the stack of frame ids ids[0, n) in the stacks table, added if new (the array is not kept). */
+  internStack(ids: ArrayLike<number>, n: number): number {
+    let hash = n
+    for (let i = 0; i < n; i++) hash = Math.imul(hash ^ ids[i]!, 0x9e3779b1)
+    const candidates = this.stacksByHash.get(hash)
+    if (candidates !== undefined) for (const c of candidates) if (sameIds(this.stacks[c]!, ids, n)) return c
+    const stack = this.stacks.length
+    const kept = new Uint32Array(n)
+    for (let i = 0; i < n; i++) kept[i] = ids[i]!
+    this.stacks.push(kept)
+    if (candidates === undefined) this.stacksByHash.set(hash, [stack])
+    else candidates.push(stack)
+    return stack
+  }
+
+  /** Index of the frame with this name, file and line in the frames table, added if new. */
+  frameId(name: string, filename: string, line: number): number {
+    const text = `${name}\u0000${filename}\u0000${line}`
+    let i = this.frameByText.get(text)
+    if (i === undefined) {
+      i = this.frames.length
+      this.frames.push({ name, filename, line })
+      this.frameByText.set(text, i)
+    }
+    return i
+  }
+
+  private frame(frame: unknown, offset: number | undefined, device: number, index: number): number {
+    if (!isDict(frame)) return this.fail(`a frame must be a dict, got ${describe(frame)}`, offset, where(device, index))
+    const known = this.frameByObject.get(frame)
+    if (known !== undefined) return known
+    const name = field(frame, 'name')
+    const filename = field(frame, 'filename')
+    const line = field(frame, 'line')
+    if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number')
+      return this.fail(`a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`, offset, where(device, index))
+    const i = this.frameId(name, filename, line)
+    this.frameByObject.set(frame, i)
+    return i
+  }
+
+  /** The whole snapshot is read: add what only its end says, and build the traces. */
+  finish(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+    const steps = this.finishSteps(root, format, protocol)
+    for (;;) {
+      const step = steps.next()
+      if (step.done) return step.value
+    }
+  }
+
+  /** finish() with the event loop let in between its steps (each a copy of at most one column set). */
+  async finishYielding(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): Promise<PytorchImport> {
+    const steps = this.finishSteps(root, format, protocol)
+    for (;;) {
+      const step = steps.next()
+      if (step.done) return step.value
+      await new Promise<void>((resolve) => setImmediate(resolve))
+    }
+  }
+
+  private *finishSteps(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): Generator<void, PytorchImport> {
+    if (!isDict(root)) this.fail(`the root must be a dict (a memory snapshot), got ${describe(root)}`)
+    const traces = field(root, 'device_traces')
+    if (!Array.isArray(traces))
+      this.fail(
+        traces === undefined
+          ? "no 'device_traces': not a memory snapshot (torch.cuda.memory._dump_snapshot writes one; record with torch.cuda.memory._record_memory_history)"
+          : `'device_traces' must be a list, got ${describe(traces)}`,
+      )
+    // Events the unpickler kept (JSON, or a list it did not recognise as streamed) go through the same path.
+    traces.forEach((list: unknown, device: number) => {
+      if (!Array.isArray(list)) this.fail(`device_traces[${device}] must be a list, got ${describe(list)}`)
+      const s = this.states.get(device)
+      const first = s === undefined ? 0 : s.nextIndex
+      for (let i = 0; i < list.length; i++) this.event(device, first + i, list[i] as PickleValue, undefined)
+    })
+    const segmentsValue = field(root, 'segments') ?? []
+    if (!Array.isArray(segmentsValue)) this.fail(`'segments' must be a list, got ${describe(segmentsValue)}`)
+    const segments: Dict[] = segmentsValue.map((seg: unknown, i: number) => {
+      if (!isDict(seg)) this.fail(`segments[${i}] must be a dict, got ${describe(seg)}`)
+      return seg
+    })
+
+    const devices = new Set<number>()
+    this.eventCounts.forEach((count, device) => {
+      if (count > 0) devices.add(device)
+    })
+    for (const seg of segments) {
+      const d = field(seg, 'device')
+      if (typeof d === 'number' && Number.isInteger(d) && d >= 0) devices.add(d)
+    }
+    const present = [...devices].sort((a, b) => a - b)
+    let selected: number[]
+    if (this.wanted === 'all') selected = present
+    else if (this.wanted === 'default') selected = present.includes(0) || present.length === 0 ? [0] : [present[0]!]
+    else {
+      if (!present.includes(this.wanted) && present.length > 0)
+        throw new SnapshotImportError(this.file, 'not-a-snapshot', undefined, `device ${this.wanted} has no events or segments in this snapshot (it has device${present.length > 1 ? 's' : ''} ${present.join(', ')})`)
+      selected = [this.wanted]
+    }
+    for (const d of selected) this.state(d)
+    for (const [d] of this.states) if (!selected.includes(d)) this.states.delete(d)
+    this.lastState = null
+
+    const settings = field(root, 'allocator_settings')
+    const plainSettings = plainSettingsOf(settings)
+    for (const s of this.states.values()) {
+      if (s.held >= 0) this.flushHeld(s)
+      this.addLiveAtSnapshot(s, segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)))
+    }
+    const markerTimes: number[] = []
+    const markerIds: number[] = []
+    const markerDevices: number[] = []
+    this.annotationMarkers(field(root, 'external_annotations'), markerTimes, markerIds, markerDevices)
+    const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
+
+    const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
+    yield
+    const events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    const recorded: StrategyResult[] = []
+    for (const s of ordered) {
+      yield
+      // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
+      // build); the first layout takes them, any other its own copy.
+      recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings), ordered.length > 1))
+    }
+
+    const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
+    for (const s of ordered) {
+      overflow.orphanEvents += s.overflow.orphanEvents
+      overflow.synthesizedAllocs += s.overflow.synthesizedAllocs
+      overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
+      overflow.synthesizedSegments += s.overflow.synthesizedSegments
+    }
+    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol)
+  }
+
+  /** The import from its finished columns: warnings, properties, tables. */
+  private assemble(events: TraceEvents, recorded: StrategyResult[], overflow: OverflowCounts, present: number[], selected: number[], settings: unknown, plainSettings: [string, unknown][], format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+    const warnings: string[] = []
+    if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
+      warnings.push(
+        `the trace's ring buffer overflowed (record with a larger max_entries to keep everything): ${overflow.orphanEvents} events refer to blocks or segments from before the first recorded event; ` +
+          `synthesized at t = 0: ${overflow.synthesizedAllocs} allocations in the request trace, ${overflow.synthesizedBlocks} blocks and ${overflow.synthesizedSegments} segments in the recorded layout`,
+      )
+    }
+    if (this.reallocations > 0) warnings.push(`${this.reallocations} allocs at an address already live (a damaged trace): the earlier block was freed there`)
+    if (this.missingTimes > 0) warnings.push(`${this.missingTimes} events have no time_us (an old PyTorch?): their times are their order, not nanoseconds`)
+    for (const [action, count] of this.unknownActions) warnings.push(`${count} events with the unknown action ${JSON.stringify(action)} were skipped`)
+    if (isDict(settings)) {
+      const divisions = field(settings, 'roundup_power2_divisions')
+      if (isDict(divisions) && [...(divisions instanceof PickleDict ? divisions.values() : Object.values(divisions))].some((v) => typeof v === 'number' && v > 0))
+        warnings.push('roundup_power2_divisions is set: the recorded layout rounds blocks to 512 bytes only, so its block sizes are smaller than PyTorch made them')
+    }
+
+    const properties: Record<string, string> = {
+      'pytorch.format': format,
+      'pytorch.devices': present.join(','),
+      'pytorch.device': selected.join(','),
+    }
+    if (protocol !== undefined && protocol >= 0) properties['pickle.protocol'] = String(protocol)
+    if (isDict(settings)) entries(settings).forEach(([k, v], i) => (properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainSettings[i]![1])))
+    properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
+    properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
+    properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
+
+    const trace: RequestTrace = {
+      meta: { source: 'pytorch-snapshot', origin: this.options.origin ?? basename(this.file), warnings, properties },
+      events,
+      tables: { streams: this.streams, frames: this.frames, stacks: this.stacks, tags: this.tags, markers: this.markers },
+    }
+    return { trace, recorded, devices: present, format, overflow }
+  }
+
+  /**
+   * external_annotations of the imported devices as markers: their names, times, ids and devices.
+   * Out of finishSteps, a generator V8 optimizes only after many imports.
+   */
+  private annotationMarkers(annotations: unknown, markerTimes: number[], markerIds: number[], markerDevices: number[]): void {
+    if (!Array.isArray(annotations)) return
+    for (const a of annotations) {
+      if (!isDict(a)) continue
+      const device = field(a, 'device')
+      const time = field(a, 'time_us')
+      const name = field(a, 'name')
+      if (typeof time !== 'number' || !Number.isFinite(time) || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
+      const stage = field(a, 'stage')
+      this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
+      markerTimes.push(time)
+      markerIds.push(this.markers.length - 1)
+      markerDevices.push(typeof device === 'number' ? device : 0)
+      if (time < this.earliest) this.earliest = time
+    }
+  }
+
+  /** Blocks and segments live at the snapshot that the trace never saw created (ring buffer overflow). */
+  private addLiveAtSnapshot(s: DeviceState, segments: Dict[]): void {
+    const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+    for (const seg of segments) {
+      const address = field(seg, 'address')
+      const total = field(seg, 'total_size')
+      if (!isAmount(address) || !isAmount(total))
+        this.fail(`a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`, undefined, `segments (device ${s.device})`)
+      const given = field(seg, 'stream')
+      const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
+      const streamNumber = Number(streamValue)
+      const expandable = field(seg, 'is_expandable') === true
+      if (expandable) {
+        if (!s.mapped.some((a) => a >= address && a < address + total)) {
+          s.synthLayout.push(LayoutOp.map, address, total, total, streamNumber, NaN, poolOf(seg))
+          s.overflow.synthesizedSegments++
+        }
+      } else if (!s.segments.has(address)) {
+        s.synthLayout.push(LayoutOp.regionReserve, address, total, total, streamNumber, NaN, poolOf(seg))
+        s.segments.set(address, total)
+        s.overflow.synthesizedSegments++
+      } else {
+        const row = s.reserveRow.get(address)
+        if (row !== undefined) s.layout.setAux(row, poolOf(seg))
+      }
+      const blocks = field(seg, 'blocks')
+      if (!Array.isArray(blocks)) continue
+      let at = address
+      for (const block of blocks) {
+        if (!isDict(block)) continue
+        const size = field(block, 'size')
+        if (!isAmount(size)) break
+        // Older snapshots give no block addresses: blocks tile their segment in order.
+        const listed = field(block, 'address')
+        const blockAddress = isAmount(listed) ? listed : at
+        at = blockAddress + size
+        const state = field(block, 'state')
+        const requestedValue = field(block, 'requested_size')
+        const requested = isAmount(requestedValue) ? requestedValue : size
+        if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
+          const id = this.newId(s, requested, size)
+          s.live.set(blockAddress, id)
+          s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(field(block, 'frames'), undefined, s.device, -1))
+          s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
+          s.overflow.synthesizedAllocs++
+          s.overflow.synthesizedBlocks++
+        } else if (state === 'active_pending_free' && s.pending.get(blockAddress) < 0 && s.live.get(blockAddress) < 0) {
+          // Freed by the program before the window, still waiting for its stream at the end.
+          s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
+          s.synthLayout.push(LayoutOp.freePending, blockAddress, size, requested, streamNumber, NaN)
+          s.overflow.synthesizedBlocks++
+        }
+      }
+    }
+  }
+
+  /**
+   * The request events of every imported device in one time order (stand-ins at t = 0 first,
+   * then each device's events, markers from annotations placed by time), times in ns from t0.
+   */
+  private *mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): Generator<void, TraceEvents> {
+    // Each device numbered its blocks from 0: follow on from the devices before it.
+    let base = 0
+    for (const s of states) {
+      if (base > 0) {
+        for (const part of [s.synthEvents, s.events]) {
+          for (const c of part.chunks) for (let i = 0; i < c.kind.length; i++) if (c.kind[i] === EventKind.alloc || c.kind[i] === EventKind.free) c.id[i]! += base
+        }
+      }
+      base += s.nextId
+    }
+    const main = states.map((s) => s.events)
+    const total = states.reduce((n, s) => n + s.synthEvents.length + s.events.length, 0) + markerTimes.length
+    const out = allocateEvents(total)
+    let at = 0
+    for (const s of states) at = s.synthEvents.moveTo(0, s.synthEvents.length, out, at)
+    const order = markerTimes.map((_, i) => i).sort((a, b) => markerTimes[a]! - markerTimes[b]!)
+    const merge: Merge = { main, out, at, cursors: main.map(() => 0), next: 0, order, markerTimes, markerIds, markerDevices, markerStream: order.length > 0 ? this.stream(0) : 0 }
+    let yieldAt = YIELD_CHUNKS * CHUNK_ROWS
+    while (!mergeRuns(merge, yieldAt)) {
+      yield
+      yieldAt = merge.at + YIELD_CHUNKS * CHUNK_ROWS
+    }
+    const time = out.time
+    for (let from = 0; from < time.length; from += YIELD_CHUNKS * CHUNK_ROWS) {
+      if (from > 0) yield
+      toNanoseconds(time, from, Math.min(time.length, from + YIELD_CHUNKS * CHUNK_ROWS), time, from, t0)
+    }
+    return out
+  }
+
+  private *recordedLayout(s: DeviceState, t0: number, settings: [string, unknown][], several: boolean): Generator<void, StrategyResult> {
+    const n = s.synthLayout.length + s.layout.length
+    const layout = allocateLayout(n)
+    const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
+    yield* s.layout.moveTo(layout, synthRows, t0)
+    return recordedResult(s.device, layout, settings, several)
+  }
+}
+
+function where(device: number, index: number): string {
+  return index < 0 ? `segments (device ${device})` : `device_traces[${device}][${index}]`
+}
+
+function sameIds(a: Uint32Array, b: ArrayLike<number>, n: number): boolean {
+  if (a.length !== n) return false
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
+  return true
+}
+
+/** apply()'s stack argument when the stack is still to be found from the frames. */
+const UNRESOLVED_STACK = -2
+
+/** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
+export function roundedSize(requested: number): number {
+  return requested < MIN_BLOCK ? MIN_BLOCK : Math.ceil(requested / MIN_BLOCK) * MIN_BLOCK
+}

@@ -1,0 +1,2794 @@
+// A restricted unpickler for PyTorch memory snapshots (torch.cuda.memory._dump_snapshot), written
+// from the pickle format as CPython's pickletools documents it. It builds plain data only and
+// refuses every opcode that would import, call or construct anything, so a hostile file can do
+// nothing but fail.
+//
+// What comes out:
+//   dict        -> PickleDict (read-only, Map-like; keys are never property names, so a "__proto__"
+//                  key is inert; any hashable key: str, int, float, bool, None, bytes, tuple)
+//   list, tuple -> Array (a tuple cannot be appended to while unpickling)
+//   str         -> string;  bytes, bytearray -> Uint8Array (a copy);  Python 2 str -> latin-1 string
+//   int         -> number when |n| <= 2^53 - 1, else bigint;  float -> number
+//   True/False  -> boolean;  None -> null
+// PickleDict rather than Map: a snapshot is mostly small dicts (one per event). Building one is
+// one slice of the stack, and reading a field a short scan (a Map index past 16 keys); a Map of
+// the same 8 pairs, built and read 6 times, cost about 4x as much here (Node 20).
+//
+// Limits, each a SnapshotImportError naming the opcode and its byte offset: every declared length is
+// checked against the bytes that remain, every memo index against what was stored, the stack
+// against maxStack, open MARKs and container nesting against maxDepth. A container can no longer
+// be appended to once it was fetched back from the memo or duplicated, which rules out cycles and
+// keeps the nesting depth exact.
+//
+// Input may arrive in chunks (Unpickler.feed): an opcode cut by a chunk boundary waits for the
+// next chunk. Two options bound memory on large files (see importPytorchSnapshot):
+//   - keepMemo: the memo indices a pre-pass (MemoReferenceScanner) saw read back by a GET; no
+//     other value is stored in the memo, so finished objects are not kept alive by it;
+//   - stream: the items of the lists at one path (e.g. device_traces[*]) go to a callback as each
+//     is appended, instead of into the list.
+import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+
+export type PickleValue = null | boolean | number | bigint | string | Uint8Array | PickleValue[] | PickleDict
+
+/** Adds stack[from, to) (key, value, key, value...) to a dict; only the unpickler builds dicts. */
+let appendPairs: (dict: PickleDict, source: readonly PickleValue[], from: number, to: number) => void
+let pairsOf: (dict: PickleDict) => readonly PickleValue[]
+
+/**
+ * A dict's storage: key, value, key, value... in insertion order; a key may repeat, the last value
+ * winning. For readers that take many dicts of one shape (a snapshot's events): comparing the keys
+ * with the previous dict's, by identity, finds every field without a lookup.
+ */
+export function dictPairs(dict: PickleDict): readonly PickleValue[] {
+  return pairsOf(dict)
+}
+
+/** The pairs of every empty dict (never written: the first pairs added replace it). */
+const NO_PAIRS: PickleValue[] = []
+
+/** Dicts at or below this many pairs are searched by scanning; larger ones get a Map index. */
+const SCAN_PAIRS = 16
+
+/**
+ * A Python dict as unpickled: read-only, insertion-ordered, keys compared as Map compares them
+ * (SameValueZero; tuples by identity). If a pickle sets one key twice the last value wins and the
+ * key keeps its first position, as in Python.
+ */
+export class PickleDict {
+  /** key, value, key, value... A key may repeat until `compact` runs (only hostile pickles do that). */
+  private pairs: PickleValue[] = NO_PAIRS
+  private index: Map<PickleValue, number> | null = null
+  private compacted = true
+
+  static {
+    appendPairs = (dict, source, from, to) => {
+      if (dict.pairs.length === 0) dict.pairs = source.slice(from, to)
+      else for (let i = from; i < to; i++) dict.pairs.push(source[i]!)
+      dict.index = null
+      dict.compacted = false
+    }
+    pairsOf = (dict) => dict.pairs
+  }
+
+  get(key: PickleValue): PickleValue | undefined {
+    const at = this.find(key)
+    return at < 0 ? undefined : this.pairs[at + 1]
+  }
+
+  has(key: PickleValue): boolean {
+    return this.find(key) >= 0
+  }
+
+  get size(): number {
+    return this.compact().length >> 1
+  }
+
+  *keys(): IterableIterator<PickleValue> {
+    const pairs = this.compact()
+    for (let i = 0; i < pairs.length; i += 2) yield pairs[i]!
+  }
+
+  *values(): IterableIterator<PickleValue> {
+    const pairs = this.compact()
+    for (let i = 1; i < pairs.length; i += 2) yield pairs[i]!
+  }
+
+  *entries(): IterableIterator<[PickleValue, PickleValue]> {
+    const pairs = this.compact()
+    for (let i = 0; i < pairs.length; i += 2) yield [pairs[i]!, pairs[i + 1]!]
+  }
+
+  [Symbol.iterator](): IterableIterator<[PickleValue, PickleValue]> {
+    return this.entries()
+  }
+
+  toMap(): Map<PickleValue, PickleValue> {
+    return new Map(this.entries())
+  }
+
+  /** Position of the key's last occurrence in `pairs`, or -1. */
+  private find(key: PickleValue): number {
+    const pairs = this.pairs
+    if (pairs.length <= 2 * SCAN_PAIRS) {
+      if (key === key) {
+        for (let i = pairs.length - 2; i >= 0; i -= 2) if (pairs[i] === key) return i
+      } else {
+        for (let i = pairs.length - 2; i >= 0; i -= 2) if (pairs[i] !== pairs[i]) return i
+      }
+      return -1
+    }
+    if (this.index === null) {
+      const index = new Map<PickleValue, number>()
+      for (let i = 0; i < pairs.length; i += 2) index.set(pairs[i]!, i)
+      this.index = index
+    }
+    return this.index.get(key) ?? -1
+  }
+
+  /** Drops repeated keys (first position, last value); a no-op for every pickle Python writes. */
+  private compact(): PickleValue[] {
+    if (this.compacted) return this.pairs
+    const pairs = this.pairs
+    const last = new Map<PickleValue, number>()
+    for (let i = 0; i < pairs.length; i += 2) last.set(pairs[i]!, i)
+    if (last.size * 2 !== pairs.length) {
+      const unique: PickleValue[] = []
+      for (const [key, at] of last) unique.push(key, pairs[at + 1]!)
+      // Map iteration follows first insertion, which is the key's first position.
+      this.pairs = unique
+      this.index = null
+    }
+    this.compacted = true
+    return this.pairs
+  }
+}
+
+export interface ListStream {
+  /** Keys from the root object down to the lists whose items are streamed; null matches any key or index. */
+  path: readonly (string | null)[]
+  /**
+   * Called with each item appended to a streamed list, in order. `keys` are the actual keys of the
+   * path (do not keep the array), `index` the item's index in its list, `offset` the byte offset of
+   * the opcode that appended it. The item is not kept in the list.
+   */
+  onItem(keys: readonly (string | number)[], index: number, item: PickleValue, offset: number): void
+}
+
+/** A value's type in a LaneHandoff. */
+export const enum HandoffKind { scalar = 0, list = 1, dict = 2, tuple = 3 }
+
+export interface HandoffValue {
+  value: PickleValue
+  kind: HandoffKind
+  /** 1 + the depth of the deepest child, for a container. */
+  depth: number
+  /** Whether it may no longer be added to (a tuple always is). */
+  sealed: boolean
+}
+
+/**
+ * Where the fast lane (below) gave up, in this unpickler's terms, for resume(): the byte
+ * offset of the opcode it gave up on and the state the unpickler would have there.
+ */
+export interface LaneHandoff {
+  at: number
+  protocol: number
+  stack: HandoffValue[]
+  /** Per stack slot: the memo index of the open container there, stored while it is open; else -1. */
+  stackMemo: number[]
+  /** The stack height at each open MARK. */
+  marks: number[]
+  memoNext: number
+  /** Memo index -> its value, or the stack slot of the open container stored there. */
+  memo: Map<number, HandoffValue | { open: number }>
+}
+
+export interface UnpickleOptions {
+  /** Name used in errors. */
+  fileName?: string
+  /** Most open MARKs, and most deeply nested containers (default 200). */
+  maxDepth?: number
+  /** Most values on the unpickling stack (default and most 2^20). */
+  maxStack?: number
+  /** Size of the whole input, when it is fed in chunks: declared lengths are checked against it. */
+  totalBytes?: number
+  /** Only these memo indices are stored (from MemoReferenceScanner); null stores all. */
+  keepMemo?: MemoReferences | null
+  stream?: ListStream
+}
+
+/** Longest text argument (protocol 0 INT, LONG, FLOAT, GET, PUT) accepted. */
+const MAX_LINE = 1 << 16
+/** Largest LONG1/LONG4 accepted, in bytes (2^65536: far beyond anything a snapshot holds). */
+const MAX_INT_BYTES = 1 << 13
+const MAX_SAFE = Number.MAX_SAFE_INTEGER
+
+// Descriptor of each stack slot (an Int32Array beside the value stack); 0 for a scalar. Invariant:
+// slots at and above the stack pointer hold descriptor 0 and memo slot -1, so pushing a scalar
+// writes the value only.
+const DEPTH = 0xffff // containers: 1 + the depth of the deepest child
+const TUPLE = 1 << 16
+const LIST = 1 << 17
+const DICT = 1 << 18
+const SEALED = 1 << 19 // may not be mutated: fetched from the memo, duplicated, or a tuple
+// Memo descriptors: PRESENT | the slot descriptor of the stored value, or PRESENT | OPEN | the
+// stack position of a container stored while still on the stack (finished when it leaves).
+const PRESENT = 1 << 20
+const OPEN = 1 << 21
+const POSITION = (1 << 20) - 1
+const MEMO_SHIFT = 10
+const MEMO_CHUNK = 1 << MEMO_SHIFT
+const MEMO_MASK = MEMO_CHUNK - 1
+/** Stack positions must fit in POSITION. */
+const STACK_LIMIT = 1 << 20
+
+// The one opcode table, for both lanes. Declared here, in the file of the switches that use it, so
+// that its values are inlined as literal case labels (imported, they are property loads: see
+// docs/perf-notes.md).
+const enum Op {
+  MARK = 0x28, EMPTY_TUPLE = 0x29, STOP = 0x2e, POP = 0x30, POP_MARK = 0x31, DUP = 0x32,
+  BINBYTES = 0x42, SHORT_BINBYTES = 0x43, FLOAT = 0x46, BINFLOAT = 0x47, INT = 0x49, BININT = 0x4a,
+  BININT1 = 0x4b, LONG = 0x4c, BININT2 = 0x4d, NONE = 0x4e, PERSID = 0x50, BINPERSID = 0x51,
+  REDUCE = 0x52, STRING = 0x53, BINSTRING = 0x54, SHORT_BINSTRING = 0x55, UNICODE = 0x56,
+  BINUNICODE = 0x58, EMPTY_LIST = 0x5d, APPEND = 0x61, BUILD = 0x62, GLOBAL = 0x63, DICT = 0x64,
+  APPENDS = 0x65, GET = 0x67, BINGET = 0x68, INST = 0x69, LONG_BINGET = 0x6a, LIST = 0x6c, OBJ = 0x6f,
+  PUT = 0x70, BINPUT = 0x71, LONG_BINPUT = 0x72, SETITEM = 0x73, TUPLE = 0x74, SETITEMS = 0x75,
+  EMPTY_DICT = 0x7d, PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
+  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
+  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90,
+  FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95,
+  BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
+}
+
+const OPCODE_NAMES: Record<number, string> = {
+  0x28: 'MARK', 0x29: 'EMPTY_TUPLE', 0x2e: 'STOP', 0x30: 'POP', 0x31: 'POP_MARK', 0x32: 'DUP',
+  0x42: 'BINBYTES', 0x43: 'SHORT_BINBYTES', 0x46: 'FLOAT', 0x47: 'BINFLOAT', 0x49: 'INT', 0x4a: 'BININT',
+  0x4b: 'BININT1', 0x4c: 'LONG', 0x4d: 'BININT2', 0x4e: 'NONE', 0x50: 'PERSID', 0x51: 'BINPERSID',
+  0x52: 'REDUCE', 0x53: 'STRING', 0x54: 'BINSTRING', 0x55: 'SHORT_BINSTRING', 0x56: 'UNICODE',
+  0x58: 'BINUNICODE', 0x5d: 'EMPTY_LIST', 0x61: 'APPEND', 0x62: 'BUILD', 0x63: 'GLOBAL', 0x64: 'DICT',
+  0x65: 'APPENDS', 0x67: 'GET', 0x68: 'BINGET', 0x69: 'INST', 0x6a: 'LONG_BINGET', 0x6c: 'LIST', 0x6f: 'OBJ',
+  0x70: 'PUT', 0x71: 'BINPUT', 0x72: 'LONG_BINPUT', 0x73: 'SETITEM', 0x74: 'TUPLE', 0x75: 'SETITEMS',
+  0x7d: 'EMPTY_DICT', 0x80: 'PROTO', 0x81: 'NEWOBJ', 0x82: 'EXT1', 0x83: 'EXT2', 0x84: 'EXT4', 0x85: 'TUPLE1',
+  0x86: 'TUPLE2', 0x87: 'TUPLE3', 0x88: 'NEWTRUE', 0x89: 'NEWFALSE', 0x8a: 'LONG1', 0x8b: 'LONG4',
+  0x8c: 'SHORT_BINUNICODE', 0x8d: 'BINUNICODE8', 0x8e: 'BINBYTES8', 0x8f: 'EMPTY_SET', 0x90: 'ADDITEMS',
+  0x91: 'FROZENSET', 0x92: 'NEWOBJ_EX', 0x93: 'STACK_GLOBAL', 0x94: 'MEMOIZE', 0x95: 'FRAME',
+  0x96: 'BYTEARRAY8', 0x97: 'NEXT_BUFFER', 0x98: 'READONLY_BUFFER',
+}
+
+/** "GLOBAL (0x63)", or "unknown opcode 0xff". */
+export function describeOpcode(op: number): string {
+  const hex = `0x${op.toString(16).padStart(2, '0')}`
+  const name = OPCODE_NAMES[op]
+  return name === undefined ? `unknown opcode ${hex}` : `${name} (${hex})`
+}
+
+/** Opcodes that import, call or construct objects: a snapshot never needs them. */
+const FORBIDDEN = new Set<number>([
+  Op.GLOBAL, Op.STACK_GLOBAL, Op.REDUCE, Op.BUILD, Op.INST, Op.OBJ, Op.NEWOBJ, Op.NEWOBJ_EX,
+  Op.EXT1, Op.EXT2, Op.EXT4, Op.PERSID, Op.BINPERSID,
+])
+/** Known opcodes for values a snapshot does not contain. */
+const UNSUPPORTED: Record<number, string> = {
+  [Op.EMPTY_SET]: 'sets are not part of a snapshot',
+  [Op.ADDITEMS]: 'sets are not part of a snapshot',
+  [Op.FROZENSET]: 'sets are not part of a snapshot',
+  [Op.NEXT_BUFFER]: 'out-of-band buffers are not part of a snapshot',
+  [Op.READONLY_BUFFER]: 'out-of-band buffers are not part of a snapshot',
+  [Op.STRING]: 'protocol 0 quoted strings (snapshots are written with protocol 2 or later)',
+  [Op.UNICODE]: 'protocol 0 escaped strings (snapshots are written with protocol 2 or later)',
+}
+
+export class MemoReferences {
+  private words = new Uint32Array(64)
+  private ranks: Uint32Array | null = null
+  /** Distinct indices recorded. */
+  count = 0
+
+  add(index: number): void {
+    const word = index >>> 5
+    if (word >= this.words.length) {
+      let size = this.words.length * 2
+      while (size <= word) size *= 2
+      const grown = new Uint32Array(size)
+      grown.set(this.words)
+      this.words = grown
+    }
+    const mask = 1 << (index & 31)
+    if ((this.words[word]! & mask) === 0) {
+      this.words[word]! |= mask
+      this.count++
+      this.ranks = null
+    }
+  }
+
+  has(index: number): boolean {
+    const word = index >>> 5
+    return word < this.words.length && (this.words[word]! & (1 << (index & 31))) !== 0
+  }
+
+  /** The dense slot of a recorded index (0 .. count-1), or -1 if it was not recorded. */
+  slot(index: number): number {
+    const word = index >>> 5
+    if (word >= this.words.length) return -1
+    const bits = this.words[word]!
+    const bit = 1 << (index & 31)
+    if ((bits & bit) === 0) return -1
+    if (this.ranks === null) this.buildRanks()
+    let below = bits & (bit - 1)
+    below -= (below >>> 1) & 0x55555555
+    below = (below & 0x33333333) + ((below >>> 2) & 0x33333333)
+    below = (((below + (below >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24
+    return this.ranks![word]! + below
+  }
+
+  private buildRanks(): void {
+    const ranks = new Uint32Array(this.words.length)
+    let total = 0
+    for (let i = 0; i < this.words.length; i++) {
+      ranks[i] = total
+      let v = this.words[i]!
+      v -= (v >>> 1) & 0x55555555
+      v = (v & 0x33333333) + ((v >>> 2) & 0x33333333)
+      total += (((v + (v >>> 4)) & 0x0f0f0f0f) * 0x01010101) >>> 24
+    }
+    this.ranks = ranks
+  }
+}
+
+const utf8 = new TextDecoder('utf-8')
+
+// Short strings repeat (keys, action names, file names) and decoding each through TextDecoder
+// costs more than hashing its bytes, so a small cache shared by all unpicklers answers most of them,
+// with one string object per distinct value.
+const SHORT_STRING_MAX = 32
+const CACHE_SLOTS = 4096
+const cachedStrings: (string | undefined)[] = new Array(CACHE_SLOTS)
+const cachedBytes = new Uint8Array(CACHE_SLOTS * SHORT_STRING_MAX)
+const cachedLengths = new Uint8Array(CACHE_SLOTS)
+
+function decodeShortUtf8(b: Uint8Array, start: number, n: number): string {
+  let hash = n
+  for (let i = start; i < start + n; i++) hash = Math.imul(hash ^ b[i]!, 0x9e3779b1)
+  const slot = (hash >>> 20) & (CACHE_SLOTS - 1)
+  const cached = cachedStrings[slot]
+  if (cached !== undefined && cachedLengths[slot] === n) {
+    const base = slot * SHORT_STRING_MAX
+    let i = 0
+    while (i < n && cachedBytes[base + i] === b[start + i]) i++
+    if (i === n) return cached
+  }
+  let ascii = true
+  for (let i = start; i < start + n; i++) if (b[i]! >= 0x80) ascii = false
+  const s = ascii ? String.fromCharCode.apply(null, b.subarray(start, start + n) as unknown as number[]) : utf8.decode(b.subarray(start, start + n))
+  cachedStrings[slot] = s
+  cachedLengths[slot] = n
+  cachedBytes.set(b.subarray(start, start + n), slot * SHORT_STRING_MAX)
+  return s
+}
+
+function decodeUtf8(b: Uint8Array, start: number, n: number): string {
+  return n <= SHORT_STRING_MAX ? decodeShortUtf8(b, start, n) : utf8.decode(b.subarray(start, start + n))
+}
+
+function decodeLatin1(b: Uint8Array, start: number, n: number): string {
+  let s = ''
+  for (let i = start; i < start + n; i += 8192)
+    s += String.fromCharCode.apply(null, b.subarray(i, Math.min(start + n, i + 8192)) as unknown as number[])
+  return s
+}
+
+function readUint32(b: Uint8Array, p: number): number {
+  return (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
+}
+
+/** An 8-byte length; above 2^53 it is approximate, which is still far beyond any input. */
+function readUint64(b: Uint8Array, p: number): number {
+  return readUint32(b, p + 4) * 4294967296 + readUint32(b, p)
+}
+
+function readUint64Exact(b: Uint8Array, p: number): bigint {
+  return (BigInt(readUint32(b, p + 4)) << 32n) | BigInt(readUint32(b, p))
+}
+
+/** Little-endian two's complement of n bytes (LONG1, LONG4): a number when safe, else a bigint. */
+function decodeLong(b: Uint8Array, start: number, n: number): number | bigint {
+  if (n <= 4) {
+    if (n === 0) return 0
+    let v = 0
+    for (let i = n - 1; i >= 0; i--) v = (v << 8) | b[start + i]!
+    const unused = 32 - 8 * n
+    return unused === 0 ? v : (v << unused) >> unused
+  }
+  if (n <= 8) {
+    // hi * 2^32 + lo is exact whenever the result is a safe integer.
+    let hi = b[start + n - 1]! >= 0x80 ? -1 : 0
+    for (let i = n - 1; i >= 4; i--) hi = hi * 256 + b[start + i]!
+    const v = hi * 4294967296 + readUint32(b, start)
+    if (v >= -MAX_SAFE && v <= MAX_SAFE) return v
+  }
+  let hex = ''
+  for (let i = n - 1; i >= 0; i--) hex += (b[start + i]! + 0x100).toString(16).slice(1)
+  let big = BigInt(`0x${hex}`)
+  if (b[start + n - 1]! >= 0x80) big -= 1n << BigInt(8 * n)
+  return big >= -MAX_SAFE && big <= MAX_SAFE ? Number(big) : big
+}
+
+/** A protocol 0 decimal integer: digits with an optional sign. */
+function parseDecimal(text: string): number | bigint | null {
+  if (!/^[+-]?[0-9]+$/.test(text)) return null
+  const n = Number(text)
+  return Number.isSafeInteger(n) ? n : BigInt(text)
+}
+
+/** A protocol 0 float as Python's repr writes it (including inf and nan). */
+function parseFloatText(text: string): number | null {
+  if (/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(text)) return Number(text)
+  const special = /^([+-]?)(inf|nan)$/i.exec(text)
+  if (special === null) return null
+  return special[2]!.toLowerCase() === 'nan' ? NaN : special[1] === '-' ? -Infinity : Infinity
+}
+
+const float64 = new Float64Array(1)
+const float64Bytes = new Uint8Array(float64.buffer)
+
+/**
+ * The unpickling machine. Feed it the input (all at once or in chunks), then call finish().
+ * Every problem with the input is a SnapshotImportError; nothing else is thrown on any input.
+ */
+export class Unpickler {
+  readonly fileName: string
+  private readonly maxDepth: number
+  private readonly maxStack: number
+  private readonly totalBytes: number | undefined
+  private readonly keep: MemoReferences | null
+  private readonly streamSpec: ListStream | undefined
+
+  // Input not yet consumed: buf[pos, end) is at byte `base + pos` of the whole input.
+  private buf: Uint8Array = new Uint8Array(0)
+  private pos = 0
+  private end = 0
+  private base = 0
+  /** Whether `buf` was allocated here (a caller's chunk is never written to). */
+  private ownsBuffer = false
+  /** Bytes the opcode at `pos` needs before it can run (0 when unknown). */
+  private needed = 0
+
+  private stack: PickleValue[] = []
+  private info = new Int32Array(1024)
+  private memoSlot = new Int32Array(1024).fill(-1)
+  private sp = 0
+  private readonly marks: Int32Array
+  private nm = 0
+
+  // Dense over memo indices, or over the kept indices' ranks with keepMemo; in chunks, because
+  // storing into one large (old) array costs a write-barrier slow path per value.
+  private memo: PickleValue[][] = []
+  private memoInfo = new Int32Array(1024)
+  private memoNext = 0
+
+  private protocol = -1
+  private result: PickleValue | undefined = undefined
+  private stopped = false
+
+  // Streaming: the list whose items go to the callback now, its keys, and the items given so far.
+  private streamList: PickleValue | null = null
+  private streamKeys: (string | number)[] = []
+  private streamCount = 0
+
+  constructor(options: UnpickleOptions = {}) {
+    this.fileName = options.fileName ?? '<pickle>'
+    this.maxDepth = Math.max(1, Math.min(options.maxDepth ?? 200, DEPTH))
+    this.maxStack = Math.max(16, Math.min(options.maxStack ?? STACK_LIMIT, STACK_LIMIT))
+    this.totalBytes = options.totalBytes
+    this.keep = options.keepMemo ?? null
+    this.streamSpec = options.stream
+    this.marks = new Int32Array(this.maxDepth)
+  }
+
+  /**
+   * Takes over where the fast lane gave up: its stack, MARKs and memo; the input is then fed from
+   * byte handoff.at on. Only for an unpickler fed nothing yet; with keepMemo, the references a
+   * MemoReferenceScanner found from handoff.at on.
+   */
+  resume(handoff: LaneHandoff): void {
+    if (this.base + this.end !== 0 || this.sp !== 0) throw new Error('resume() takes a new unpickler')
+    const keep = this.keep
+    const slotOf = (index: number) => (index < 0 ? -1 : keep === null ? index : keep.slot(index))
+    const describe = (v: HandoffValue) => (v.kind === HandoffKind.scalar ? 0 : v.depth | (v.kind === HandoffKind.dict ? DICT : v.kind === HandoffKind.list ? LIST : TUPLE | SEALED) | (v.sealed ? SEALED : 0))
+    handoff.stack.forEach((v, i) => {
+      if (i === this.info.length) this.growStack(handoff.at)
+      this.stack[i] = v.value
+      this.info[i] = describe(v)
+      this.memoSlot[i] = slotOf(handoff.stackMemo[i]!)
+    })
+    this.sp = handoff.stack.length
+    if (handoff.marks.length > this.maxDepth) throw this.error(handoff.at, `more than ${this.maxDepth} nested MARKs (limit maxDepth)`, 'limit')
+    handoff.marks.forEach((m, i) => (this.marks[i] = m))
+    this.nm = handoff.marks.length
+    for (const [index, entry] of handoff.memo) {
+      const slot = slotOf(index)
+      if (slot < 0) continue
+      if (slot >= this.memoInfo.length) this.growMemo(slot)
+      ;(this.memo[slot >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[slot & MEMO_MASK] = 'open' in entry ? this.stack[entry.open]! : entry.value
+      this.memoInfo[slot] = 'open' in entry ? PRESENT | OPEN | entry.open : PRESENT | describe(entry) | (entry.kind === HandoffKind.scalar ? 0 : SEALED)
+    }
+    this.memoNext = handoff.memoNext
+    this.protocol = handoff.protocol
+    this.base = handoff.at
+  }
+
+  /** Bytes consumed so far (complete opcodes). */
+  get bytesConsumed(): number {
+    return this.base + this.pos
+  }
+
+  /** The protocol its PROTO opcode declared (protocols 0 and 1 have none: -1). */
+  get pickleProtocol(): number {
+    return this.protocol
+  }
+
+  get done(): boolean {
+    return this.stopped
+  }
+
+  feed(chunk: Uint8Array): void {
+    if (chunk.length === 0) return
+    if (this.stopped) throw this.error(this.base + this.end, `${chunk.length} more bytes after STOP (the pickle ended before the input did)`)
+    const left = this.end - this.pos
+    if (left === 0) {
+      this.base += this.end
+      this.buf = chunk
+      this.ownsBuffer = false
+      this.pos = 0
+      this.end = chunk.length
+    } else if (this.ownsBuffer && this.pos === 0 && this.buf.length - this.end >= chunk.length) {
+      this.buf.set(chunk, this.end)
+      this.end += chunk.length
+    } else {
+      // Carry the unfinished opcode over into a buffer of our own, sized for what the opcode said
+      // it needs and grown geometrically, so a string spanning many chunks costs linear time.
+      const size = Math.max(left + chunk.length, Math.min(this.needed, (left + chunk.length) * 2), left * 2)
+      const merged = new Uint8Array(size)
+      merged.set(this.buf.subarray(this.pos, this.end))
+      merged.set(chunk, left)
+      this.base += this.pos
+      this.buf = merged
+      this.ownsBuffer = true
+      this.pos = 0
+      this.end = left + chunk.length
+    }
+    if (this.needed <= this.end - this.pos) this.run(false)
+    if (!this.ownsBuffer && this.pos < this.end) {
+      // Keep the unfinished opcode's bytes, not the caller's chunk, which it may reuse.
+      this.buf = this.buf.slice(this.pos, this.end)
+      this.ownsBuffer = true
+      this.base += this.pos
+      this.end -= this.pos
+      this.pos = 0
+    }
+  }
+
+  /** The input has ended: returns the unpickled value, or throws if the pickle is incomplete. */
+  finish(): PickleValue {
+    if (!this.stopped) this.run(true)
+    if (!this.stopped || this.result === undefined) throw this.error(this.base + this.end, 'truncated: the input ended before the pickle did (no STOP opcode)', 'truncated')
+    return this.result
+  }
+
+  private error(offset: number, problem: string, code: SnapshotErrorCode = 'corrupt'): SnapshotImportError {
+    return new SnapshotImportError(this.fileName, code, offset, problem)
+  }
+
+  private opError(offset: number, op: number, problem: string, code: SnapshotErrorCode = 'corrupt'): SnapshotImportError {
+    return this.error(offset, `${describeOpcode(op)}: ${problem}`, code)
+  }
+
+  private growStack(at: number): void {
+    if (this.info.length >= this.maxStack) throw this.error(at, `the stack holds more than ${this.maxStack} values (limit maxStack)`, 'limit')
+    const size = Math.min(this.info.length * 2, this.maxStack)
+    const info = new Int32Array(size)
+    info.set(this.info)
+    this.info = info
+    const slots = new Int32Array(size).fill(-1)
+    slots.set(this.memoSlot)
+    this.memoSlot = slots
+  }
+
+  private growMemo(slot: number): void {
+    let size = this.memoInfo.length * 2
+    while (size <= slot) size *= 2
+    const grown = new Int32Array(size)
+    grown.set(this.memoInfo)
+    this.memoInfo = grown
+  }
+
+  /**
+   * Runs opcodes until the input is used up, STOP, or an opcode needs bytes not yet fed (then it
+   * stops before that opcode; with `final` that is a truncation error). The hot state lives in
+   * locals and goes back to fields on exit.
+   */
+  private run(final: boolean): void {
+    const b = this.buf
+    const end = this.end
+    const stack = this.stack
+    const keep = this.keep
+    const memo = this.memo
+    const marks = this.marks
+    const streaming = this.streamSpec !== undefined
+    let info = this.info
+    let memoSlot = this.memoSlot
+    let memoInfo = this.memoInfo
+    let capacity = info.length
+    // A streamed list sits at depth path.length; Python's pickler opens at most one MARK per
+    // enclosing container, so a list with more MARKs open below it is deeper and is not looked at.
+    const streamMarks = streaming ? this.streamSpec!.path.length : -1
+    let sp = this.sp
+    let nm = this.nm
+    let p = this.pos
+    let start = p
+    let op = 0
+    this.needed = 0
+    try {
+      while (p < end) {
+        start = p
+        op = b[p++]!
+        switch (op) {
+          case Op.BINGET:
+          case Op.LONG_BINGET:
+          case Op.GET: {
+            let index: number
+            if (op === Op.BINGET) {
+              if (p >= end) break
+              index = b[p++]!
+            } else if (op === Op.LONG_BINGET) {
+              if (p + 4 > end) break
+              index = readUint32(b, p)
+              p += 4
+            } else {
+              const nl = this.lineEnd(p, start, op)
+              if (nl < 0) break
+              index = this.memoIndexText(p, nl, start, op)
+              p = nl + 1
+            }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            // With keepMemo the memo is dense over the kept indices: slot = rank of the index.
+            const slot = keep === null ? index : keep.slot(index)
+            let mi = slot >= 0 && slot < memoInfo.length ? memoInfo[slot]! : 0
+            if (mi === PRESENT) {
+              // A scalar (most reads: dict keys).
+              stack[sp++] = memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK]!
+              continue
+            }
+            if (mi === 0) throw this.opError(this.base + start, op, `memo index ${index} was never stored`)
+            const value = memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK]!
+            if (mi & OPEN) { this.sp = sp; mi = this.sealShared(index, slot, mi, value, start, op) }
+            info[sp] = mi & ~PRESENT
+            stack[sp++] = value
+            continue
+          }
+          case Op.MEMOIZE:
+          case Op.BINPUT:
+          case Op.LONG_BINPUT:
+          case Op.PUT: {
+            let index: number
+            if (op === Op.MEMOIZE) index = this.memoNext
+            else if (op === Op.BINPUT) {
+              if (p >= end) break
+              index = b[p++]!
+            } else {
+              if (op === Op.LONG_BINPUT) {
+                if (p + 4 > end) break
+                index = readUint32(b, p)
+                p += 4
+              } else {
+                const nl = this.lineEnd(p, start, op)
+                if (nl < 0) break
+                index = this.memoIndexText(p, nl, start, op)
+                p = nl + 1
+              }
+              // Indices need not be dense, but a pickle cannot store more values than it has bytes.
+              if (index > this.base + start) throw this.opError(this.base + start, op, `memo index ${index} is larger than a pickle of this size can use`)
+            }
+            if (sp === 0 || (nm > 0 && marks[nm - 1] === sp)) throw this.opError(this.base + start, op, 'nothing on the stack to store')
+            if (index >= this.memoNext) this.memoNext = index + 1
+            const slot = keep === null ? index : keep.slot(index)
+            if (slot >= 0) {
+              const top = sp - 1
+              const inf = info[top]!
+              const open = inf !== 0 && (inf & SEALED) === 0
+              if (slot >= memoInfo.length) {
+                this.growMemo(slot)
+                memoInfo = this.memoInfo
+              }
+              ;(memo[slot >>> MEMO_SHIFT] ??= new Array<PickleValue>(MEMO_CHUNK))[slot & MEMO_MASK] = stack[top]!
+              memoInfo[slot] = open ? PRESENT | OPEN | top : PRESENT | inf
+              if (open) memoSlot[top] = slot
+            }
+            continue
+          }
+          case Op.SHORT_BINUNICODE: {
+            if (p >= end) break
+            const n = b[p]!
+            if (p + 1 + n > end) { this.need(start, 2 + n, final); break }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = decodeUtf8(b, p + 1, n)
+            p += 1 + n
+            continue
+          }
+          case Op.LONG1: {
+            if (p >= end) break
+            const n = b[p]!
+            if (p + 1 + n > end) { this.need(start, 2 + n, final); break }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = decodeLong(b, p + 1, n)
+            p += 1 + n
+            continue
+          }
+          case Op.BININT1: {
+            if (p >= end) break
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = b[p++]!
+            continue
+          }
+          case Op.BININT2: {
+            if (p + 2 > end) break
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = b[p]! | (b[p + 1]! << 8)
+            p += 2
+            continue
+          }
+          case Op.BININT: {
+            if (p + 4 > end) break
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)
+            p += 4
+            continue
+          }
+          case Op.BINFLOAT: {
+            if (p + 8 > end) break
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[p + i]!
+            stack[sp++] = float64[0]!
+            p += 8
+            continue
+          }
+          case Op.NONE:
+          case Op.NEWTRUE:
+          case Op.NEWFALSE: {
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = op === Op.NONE ? null : op === Op.NEWTRUE
+            continue
+          }
+          case Op.MARK: {
+            if (nm === this.maxDepth) throw this.opError(this.base + start, op, `more than ${this.maxDepth} nested MARKs (limit maxDepth)`, 'limit')
+            marks[nm++] = sp
+            continue
+          }
+          case Op.EMPTY_DICT:
+          case Op.EMPTY_LIST:
+          case Op.EMPTY_TUPLE: {
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            const value: PickleValue = op === Op.EMPTY_DICT ? new PickleDict() : []
+            stack[sp] = value
+            info[sp] = 1 | (op === Op.EMPTY_DICT ? DICT : op === Op.EMPTY_LIST ? LIST : TUPLE | SEALED)
+            sp++
+            continue
+          }
+          case Op.SETITEMS:
+          case Op.APPENDS: {
+            if (nm === 0) throw this.opError(this.base + start, op, 'no MARK to take the items from')
+            const mark = marks[--nm]!
+            if (mark === 0) throw this.opError(this.base + start, op, 'nothing below the MARK to add the items to')
+            const target = mark - 1
+            const ti = info[target]!
+            const container = stack[target]!
+            let deepest = 0
+            if (op === Op.SETITEMS) {
+              if ((ti & (DICT | SEALED)) !== DICT) throw this.opError(this.base + start, op, this.notTarget('a dict', ti))
+              if ((sp - mark) & 1) throw this.opError(this.base + start, op, `an odd number of values (${sp - mark}) after the MARK: a key has no value`)
+              for (let i = mark; i < sp; i++) {
+                const vi = info[i]!
+                if (vi !== 0) {
+                  if ((i - mark) % 2 === 0 && (vi & TUPLE) === 0) throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
+                  if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
+                  if (memoSlot[i]! >= 0) this.finishMemo(i)
+                  info[i] = 0
+                }
+              }
+              appendPairs(container as PickleDict, stack, mark, sp)
+            } else {
+              if ((ti & (LIST | SEALED)) !== LIST) throw this.opError(this.base + start, op, this.notTarget('a list', ti))
+              for (let i = mark; i < sp; i++) {
+                const vi = info[i]!
+                if (vi !== 0) {
+                  if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
+                  if (memoSlot[i]! >= 0) this.finishMemo(i)
+                  info[i] = 0
+                }
+              }
+              if (nm <= streamMarks && this.isStreamed(target, container, nm)) {
+                for (let i = mark; i < sp; i++) this.emit(stack[i]!, this.base + start)
+              } else {
+                const list = container as PickleValue[]
+                for (let i = mark; i < sp; i++) list.push(stack[i]!)
+              }
+            }
+            if (deepest >= (ti & DEPTH)) this.deepen(target, deepest, start, op)
+            sp = mark
+            continue
+          }
+          case Op.APPEND:
+          case Op.SETITEM: {
+            const count = op === Op.APPEND ? 1 : 2
+            if (sp < count + 1 || (nm > 0 && marks[nm - 1]! > sp - count - 1)) throw this.opError(this.base + start, op, 'not enough values on the stack')
+            const target = sp - count - 1
+            const ti = info[target]!
+            const container = stack[target]!
+            if ((ti & ((op === Op.APPEND ? LIST : DICT) | SEALED)) !== (op === Op.APPEND ? LIST : DICT))
+              throw this.opError(this.base + start, op, this.notTarget(op === Op.APPEND ? 'a list' : 'a dict', ti))
+            if (op === Op.SETITEM && info[sp - 2] !== 0 && (info[sp - 2]! & TUPLE) === 0)
+              throw this.opError(this.base + start, op, `a ${info[sp - 2]! & DICT ? 'dict' : 'list'} cannot be a dict key`)
+            let deepest = 0
+            for (let i = target + 1; i < sp; i++) {
+              const vi = info[i]!
+              if (vi !== 0) {
+                if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
+                if (memoSlot[i]! >= 0) this.finishMemo(i)
+                info[i] = 0
+              }
+            }
+            if (op === Op.SETITEM) appendPairs(container as PickleDict, stack, sp - 2, sp)
+            else if (nm <= streamMarks && this.isStreamed(target, container, nm)) this.emit(stack[sp - 1]!, this.base + start)
+            else (container as PickleValue[]).push(stack[sp - 1]!)
+            if (deepest >= (ti & DEPTH)) this.deepen(target, deepest, start, op)
+            sp = target + 1
+            continue
+          }
+          case Op.TUPLE1:
+          case Op.TUPLE2:
+          case Op.TUPLE3:
+          case Op.TUPLE:
+          case Op.LIST:
+          case Op.DICT: {
+            let from: number
+            if (op === Op.TUPLE1 || op === Op.TUPLE2 || op === Op.TUPLE3) {
+              from = sp - (op - Op.TUPLE1 + 1)
+              if (from < 0 || (nm > 0 && marks[nm - 1]! > from)) throw this.opError(this.base + start, op, 'not enough values on the stack')
+            } else {
+              if (nm === 0) throw this.opError(this.base + start, op, 'no MARK to take the items from')
+              from = marks[--nm]!
+            }
+            if (op === Op.DICT && (sp - from) & 1) throw this.opError(this.base + start, op, `an odd number of values (${sp - from}) after the MARK: a key has no value`)
+            if (from === sp && sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            let deepest = 0
+            for (let i = from; i < sp; i++) {
+              const vi = info[i]!
+              if (vi !== 0) {
+                if (op === Op.DICT && (i - from) % 2 === 0 && (vi & TUPLE) === 0) throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
+                if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
+                if (memoSlot[i]! >= 0) this.finishMemo(i)
+                info[i] = 0
+              }
+            }
+            if (deepest >= this.maxDepth) throw this.opError(this.base + start, op, `containers nested more than ${this.maxDepth} deep (limit maxDepth)`, 'limit')
+            let value: PickleValue
+            if (op === Op.DICT) {
+              value = new PickleDict()
+              appendPairs(value, stack, from, sp)
+            } else value = stack.slice(from, sp)
+            stack[from] = value
+            info[from] = (deepest + 1) | (op === Op.DICT ? DICT : op === Op.LIST ? LIST : TUPLE | SEALED)
+            sp = from + 1
+            continue
+          }
+          case Op.SHORT_BINBYTES:
+          case Op.SHORT_BINSTRING:
+          case Op.BINUNICODE:
+          case Op.BINBYTES:
+          case Op.BINSTRING:
+          case Op.BINUNICODE8:
+          case Op.BINBYTES8:
+          case Op.BYTEARRAY8: {
+            const width = op === Op.SHORT_BINBYTES || op === Op.SHORT_BINSTRING ? 1 : op === Op.BINUNICODE || op === Op.BINBYTES || op === Op.BINSTRING ? 4 : 8
+            if (p + width > end) break
+            let n = width === 1 ? b[p]! : readUint32(b, p)
+            if (width === 8) n = readUint64(b, p)
+            else if (op === Op.BINSTRING && n >= 0x80000000) throw this.opError(this.base + start, op, `negative length ${n - 4294967296}`)
+            this.checkLength(start, op, 1 + width, n, final)
+            const from = p + width
+            if (from + n > end) { this.need(start, 1 + width + n, final); break }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (op === Op.BINUNICODE || op === Op.BINUNICODE8) stack[sp++] = decodeUtf8(b, from, n)
+            else if (op === Op.BINSTRING || op === Op.SHORT_BINSTRING) stack[sp++] = decodeLatin1(b, from, n)
+            else stack[sp++] = b.slice(from, from + n)
+            p = from + n
+            continue
+          }
+          case Op.LONG4: {
+            if (p + 4 > end) break
+            const n = b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)
+            if (n < 0) throw this.opError(this.base + start, op, `negative byte count ${n}`)
+            if (n > MAX_INT_BYTES) throw this.opError(this.base + start, op, `an integer of ${n} bytes (the limit is ${MAX_INT_BYTES})`, 'limit')
+            this.checkLength(start, op, 5, n, final)
+            if (p + 4 + n > end) { this.need(start, 5 + n, final); break }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = decodeLong(b, p + 4, n)
+            p += 4 + n
+            continue
+          }
+          case Op.FRAME: {
+            if (p + 8 > end) break
+            this.checkLength(start, op, 9, readUint64(b, p), final)
+            p += 8
+            continue
+          }
+          case Op.PROTO: {
+            if (p >= end) break
+            const version = b[p++]!
+            if (version > 5) throw this.opError(this.base + start, op, `protocol ${version} is newer than 5, the newest this reader knows`)
+            if (this.protocol >= 0) throw this.opError(this.base + start, op, 'a second PROTO opcode')
+            this.protocol = version
+            continue
+          }
+          case Op.STOP: {
+            if (nm > 0) throw this.opError(this.base + start, op, `${nm} MARK(s) still open`)
+            if (sp !== 1) throw this.opError(this.base + start, op, sp === 0 ? 'the stack is empty' : `${sp} values on the stack, expected one`)
+            if (info[0] !== 0) {
+              if (memoSlot[0]! >= 0) this.finishMemo(0)
+              info[0] = 0
+            }
+            this.result = stack[0]!
+            this.stopped = true
+            sp = 0
+            stack.length = 0
+            this.memo = []
+            if (p < end) throw this.error(this.base + p, `${end - p} bytes after STOP (the pickle ended before the input did)`)
+            return
+          }
+          case Op.POP: {
+            if (nm > 0 && marks[nm - 1] === sp) {
+              // POP with a MARK on top discards the MARK, as CPython does.
+              nm--
+              continue
+            }
+            if (sp === 0) throw this.opError(this.base + start, op, 'the stack is empty')
+            sp--
+            if (info[sp] !== 0) {
+              if (memoSlot[sp]! >= 0) this.finishMemo(sp)
+              info[sp] = 0
+            }
+            continue
+          }
+          case Op.POP_MARK: {
+            if (nm === 0) throw this.opError(this.base + start, op, 'no MARK to pop to')
+            const mark = marks[--nm]!
+            for (let i = mark; i < sp; i++) {
+              if (info[i] !== 0) {
+                if (memoSlot[i]! >= 0) this.finishMemo(i)
+                info[i] = 0
+              }
+            }
+            sp = mark
+            continue
+          }
+          case Op.DUP: {
+            if (sp === 0 || (nm > 0 && marks[nm - 1] === sp)) throw this.opError(this.base + start, op, 'the stack is empty')
+            const vi = info[sp - 1]!
+            if (vi !== 0 && (vi & SEALED) === 0) throw this.opError(this.base + start, op, 'duplicating a container still being built is not supported')
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp] = stack[sp - 1]!
+            info[sp] = vi
+            sp++
+            continue
+          }
+          case Op.INT:
+          case Op.LONG:
+          case Op.FLOAT: {
+            const nl = this.lineEnd(p, start, op)
+            if (nl < 0) break
+            const text = decodeLatin1(b, p, nl - p)
+            p = nl + 1
+            let value: PickleValue
+            if (op === Op.FLOAT) {
+              value = parseFloatText(text)
+              if (value === null) throw this.opError(this.base + start, op, `not a float: ${JSON.stringify(text.slice(0, 40))}`)
+            } else if (op === Op.INT && (text === '00' || text === '01')) {
+              value = text === '01'
+            } else {
+              value = parseDecimal(op === Op.LONG && text.endsWith('L') ? text.slice(0, -1) : text)
+              if (value === null) throw this.opError(this.base + start, op, `not an integer: ${JSON.stringify(text.slice(0, 40))}`)
+            }
+            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            stack[sp++] = value
+            continue
+          }
+          default: {
+            if (FORBIDDEN.has(op)) throw this.opError(this.base + start, op, this.forbiddenDetail(op, p, end), 'forbidden')
+            const why = UNSUPPORTED[op]
+            if (why !== undefined) throw this.opError(this.base + start, op, `not supported: ${why}`, 'unsupported')
+            throw this.error(this.base + start, `${describeOpcode(op)}: not a pickle opcode (the file is corrupt or not a pickle)`)
+          }
+        }
+        // Reached only by `break`: the opcode at `start` needs bytes that have not arrived.
+        p = start
+        break
+      }
+      if (final && p < end) throw this.opError(this.base + start, op, `truncated: the input ends ${end - start} bytes into this opcode`, 'truncated')
+    } finally {
+      this.pos = p
+      this.sp = sp
+      this.nm = nm
+    }
+  }
+
+  /** Index of the newline ending a text argument that starts at p, or -1 if it has not arrived. */
+  private lineEnd(p: number, start: number, op: number): number {
+    const limit = Math.min(this.end, p + MAX_LINE + 1)
+    const nl = this.buf.subarray(0, limit).indexOf(0x0a, p)
+    if (nl < 0 && limit - p > MAX_LINE) throw this.opError(this.base + start, op, `an argument longer than ${MAX_LINE} bytes without a newline`, 'limit')
+    return nl
+  }
+
+  private memoIndexText(p: number, nl: number, start: number, op: number): number {
+    const text = decodeLatin1(this.buf, p, nl - p)
+    const index = parseDecimal(text)
+    if (typeof index !== 'number' || index < 0) throw this.opError(this.base + start, op, `not a memo index: ${JSON.stringify(text.slice(0, 40))}`)
+    return index
+  }
+
+  /** Declared length n of the opcode at `start`, after `header` bytes: it must fit in the input. */
+  private checkLength(start: number, op: number, header: number, n: number, final: boolean): void {
+    const offset = this.base + start
+    const available = this.totalBytes !== undefined ? this.totalBytes - offset - header : final ? this.end - start - header : Infinity
+    if (n > available) {
+      const declared = n > MAX_SAFE ? String(readUint64Exact(this.buf, start + header - 8)) : String(n)
+      throw this.opError(offset, op, `declares ${declared} bytes but only ${Math.max(available, 0)} remain in the input`, 'truncated')
+    }
+  }
+
+  private need(start: number, bytes: number, final: boolean): void {
+    if (final) throw this.error(this.base + start, `truncated: the opcode needs ${bytes} bytes but the input ends after ${this.end - start}`, 'truncated')
+    this.needed = bytes
+  }
+
+  private notTarget(expected: string, ti: number): string {
+    const what = ti === 0 ? 'not a container' : ti & TUPLE ? 'a tuple' : ti & SEALED ? `a ${ti & DICT ? 'dict' : 'list'} that is already finished (fetched from the memo or duplicated)` : ti & DICT ? 'a dict' : 'a list'
+    return `the value below the items must be ${expected} being built, it is ${what}`
+  }
+
+  /**
+   * A GET of a container still on the stack (stored by a PUT, not yet added to its parent). The
+   * pickler wrote it completely before referring to it again, unless the data is recursive; either
+   * way it is sealed here, so appending to it later (a cycle) is refused and its depth is final.
+   */
+  private sealShared(index: number, slot: number, mi: number, value: PickleValue, start: number, op: number): number {
+    const position = mi & POSITION
+    if (position >= this.sp || this.stack[position] !== value) throw this.opError(this.base + start, op, `memo index ${index} refers to a container stored twice while it was being built`)
+    this.info[position]! |= SEALED
+    this.memoSlot[position] = -1
+    const sealed = this.info[position]! | PRESENT
+    this.memoInfo[slot] = sealed
+    return sealed
+  }
+
+  /** The container at `position` leaves the stack: its memo entry now says what it is, sealed. */
+  private finishMemo(position: number): void {
+    const slot = this.memoSlot[position]!
+    if (this.memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK] === this.stack[position]) this.memoInfo[slot] = this.info[position]! | SEALED | PRESENT
+    this.memoSlot[position] = -1
+  }
+
+  private deepen(target: number, childDepth: number, start: number, op: number): void {
+    if (childDepth >= this.maxDepth) throw this.opError(this.base + start, op, `containers nested more than ${this.maxDepth} deep (limit maxDepth)`, 'limit')
+    this.info[target] = (this.info[target]! & ~DEPTH) | (childDepth + 1)
+  }
+
+  private forbiddenDetail(op: number, p: number, end: number): string {
+    let what = ''
+    if (op === Op.GLOBAL || op === Op.INST) {
+      // Name the global (module and name lines) in the error, from what has arrived.
+      const lines = decodeLatin1(this.buf, p, Math.min(end - p, 200)).split('\n').slice(0, 2)
+      what = ` ${JSON.stringify(lines.join('.').replace(/[^\x20-\x7e]/g, '?'))}`
+    }
+    return `forbidden${what}: a snapshot holds only plain values, and this pickle would import, call or construct Python objects; nothing was run`
+  }
+
+  // ---- streaming: recognising the lists at the path, and routing their items ----
+
+  /**
+   * Whether the list at stack position `target`, about to receive items, is one of the streamed
+   * lists. A list is filled before it is added to its parent, so where it will go is read from the
+   * stack: the container below the innermost MARK at or below it (the batch it is an item of), or,
+   * for a single item, the list just below it (APPEND) or the dict below its key (SETITEM); and so
+   * on up to the root at position 0. Python's pickler leaves no other arrangement; for any other,
+   * the worst outcome is a list not streamed, whose items then stay in the result.
+   */
+  private isStreamed(target: number, container: PickleValue, nm: number): boolean {
+    if (container === this.streamList) return true
+    const spec = this.streamSpec!
+    const keys: (string | number)[] = new Array(spec.path.length)
+    const stack = this.stack
+    const info = this.info
+    let x = target
+    let m = nm - 1
+    for (let level = spec.path.length - 1; level >= 0; level--) {
+      while (m >= 0 && this.marks[m]! > x) m--
+      const mark = m >= 0 ? this.marks[m]! : 0
+      let parent = -1
+      let key: PickleValue | undefined
+      if (mark > 0) {
+        // An item of the batch that MARK opened: a list's next index, or a dict's value after its key.
+        const pending = x - mark
+        const pi = info[mark - 1]!
+        if (pi & LIST) {
+          parent = mark - 1
+          key = (stack[parent] as PickleValue[]).length + pending
+        } else if (pi & DICT && pending & 1) {
+          parent = mark - 1
+          key = stack[x - 1]
+        }
+      }
+      if (parent < 0) {
+        // A single item, added by APPEND to the list below it or by SETITEM to the dict below its key.
+        if (x - 1 >= mark && (info[x - 1]! & (LIST | SEALED)) === LIST) {
+          parent = x - 1
+          key = (stack[parent] as PickleValue[]).length
+        } else if (x - 2 >= mark && (info[x - 2]! & (DICT | SEALED)) === DICT) {
+          parent = x - 2
+          key = stack[x - 1]
+        } else return false
+      }
+      if (typeof key !== 'string' && typeof key !== 'number') return false
+      const want = spec.path[level]
+      if (want !== null && want !== key) return false
+      keys[level] = key
+      x = parent
+    }
+    if (x !== 0) return false
+    this.streamList = container
+    this.streamKeys = keys
+    this.streamCount = 0
+    return true
+  }
+
+  private emit(item: PickleValue, offset: number): void {
+    this.streamSpec!.onItem(this.streamKeys, this.streamCount++, item, offset)
+  }
+}
+
+/** Unpickles a whole pickle held in memory. */
+export function unpickle(bytes: Uint8Array, options: UnpickleOptions = {}): PickleValue {
+  const unpickler = new Unpickler({ totalBytes: bytes.length, ...options })
+  unpickler.feed(bytes)
+  return unpickler.finish()
+}
+
+export class MemoReferenceScanner {
+  readonly references = new MemoReferences()
+  private carry: Uint8Array = new Uint8Array(0)
+  private stopped = false
+
+  /** From byte `base` of a pickle whose memo had `memoNext` indices stored before it (0 and 0: from its start). */
+  constructor(
+    private base = 0,
+    private memoNext = 0,
+  ) {}
+
+  feed(chunk: Uint8Array): void {
+    if (this.stopped || chunk.length === 0) return
+    let b: Uint8Array
+    if (this.carry.length > 0) {
+      b = new Uint8Array(this.carry.length + chunk.length)
+      b.set(this.carry)
+      b.set(chunk, this.carry.length)
+    } else b = chunk
+    const end = b.length
+    let p = 0
+    const refs = this.references
+    scan: while (p < end) {
+      const start = p
+      const op = b[p++]!
+      switch (op) {
+        case Op.BINGET:
+        case Op.LONG_BINGET: {
+          const width = op === Op.BINGET ? 1 : 4
+          if (p + width > end) { p = start; break scan }
+          const index = width === 1 ? b[p]! : (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
+          if (index < this.memoNext) refs.add(index)
+          p += width
+          continue
+        }
+        case Op.MEMOIZE: this.memoNext++; continue
+        case Op.BINPUT:
+        case Op.LONG_BINPUT: {
+          const width = op === Op.BINPUT ? 1 : 4
+          if (p + width > end) { p = start; break scan }
+          const index = width === 1 ? b[p]! : (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
+          if (index > this.base + start) { this.stopped = true; return }
+          if (index >= this.memoNext) this.memoNext = index + 1
+          p += width
+          continue
+        }
+        case Op.SHORT_BINUNICODE: case Op.SHORT_BINBYTES: case Op.SHORT_BINSTRING: case Op.LONG1: {
+          if (p >= end) { p = start; break scan }
+          const n = b[p]!
+          if (p + 1 + n > end) { p = start; break scan }
+          p += 1 + n
+          continue
+        }
+        case Op.BINUNICODE: case Op.BINBYTES: case Op.BINSTRING: case Op.LONG4:
+        case Op.BINUNICODE8: case Op.BINBYTES8: case Op.BYTEARRAY8: {
+          const width = op === Op.BINUNICODE8 || op === Op.BINBYTES8 || op === Op.BYTEARRAY8 ? 8 : 4
+          if (p + width > end) { p = start; break scan }
+          let n = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
+          if (width === 8) n += ((b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24)) >>> 0) * 4294967296
+          if (n > 2 ** 40) { this.stopped = true; return }
+          if (p + width + n > end) { p = start; break scan }
+          p += width + n
+          continue
+        }
+        case Op.BININT1: case Op.PROTO: p += 1; if (p > end) { p = start; break scan } continue
+        case Op.BININT2: p += 2; if (p > end) { p = start; break scan } continue
+        case Op.BININT: p += 4; if (p > end) { p = start; break scan } continue
+        case Op.BINFLOAT: case Op.FRAME: p += 8; if (p > end) { p = start; break scan } continue
+        case Op.MARK: case Op.EMPTY_TUPLE: case Op.EMPTY_LIST: case Op.EMPTY_DICT: case Op.APPEND: case Op.APPENDS:
+        case Op.SETITEM: case Op.SETITEMS: case Op.TUPLE: case Op.TUPLE1: case Op.TUPLE2: case Op.TUPLE3:
+        case Op.LIST: case Op.DICT: case Op.NONE: case Op.NEWTRUE: case Op.NEWFALSE: case Op.POP:
+        case Op.POP_MARK: case Op.DUP:
+          continue
+        case Op.INT: case Op.LONG: case Op.FLOAT: case Op.GET: case Op.PUT: {
+          const nl = b.indexOf(0x0a, p)
+          if (nl < 0 || nl - p > MAX_LINE) {
+            if (end - p > MAX_LINE) { this.stopped = true; return }
+            p = start
+            break scan
+          }
+          if (op === Op.GET || op === Op.PUT) {
+            const index = Number(decodeLatin1(b, p, nl - p))
+            if (Number.isSafeInteger(index) && index >= 0) {
+              if (op === Op.PUT) this.memoNext = Math.max(this.memoNext, index + 1)
+              else if (index < this.memoNext) refs.add(index)
+            }
+          }
+          p = nl + 1
+          continue
+        }
+        default:
+          // STOP, forbidden, unsupported or unknown: nothing more to learn.
+          this.stopped = true
+          return
+      }
+    }
+    this.base += p
+    this.carry = b.slice(p)
+  }
+}
+
+// ==== The fast lane ====
+//
+// The fast lane decodes a snapshot pickle held whole in memory and hands each
+// event of device_traces to the mapper as typed fields, building no object per event, frames list
+// or frame (the general lane builds them all with the restricted unpickler, then reads them back).
+//
+// It takes only what Python's pickler writes for a snapshot (protocols 2 to 5: dicts, lists,
+// tuples, str, int, float, bool, None, the memo, frames) in the shape torch writes it, and gives
+// up on anything else: another opcode, another shape, a memo index rebound or read back where the
+// general lane would build an object, a value the mapper would refuse, a limit in sight. Outside
+// device_traces (the generic part) it gives up before an opcode changes anything, and hands the
+// general lane its state there (a LaneHandoff: the general lane goes on from that opcode into the
+// same mapper); inside device_traces, or where an event, frame or frames list it never built is
+// read back later, it returns null and the caller runs the general lane from the start on a new
+// mapper. Either way the general lane gives the import or the error, so every check of the
+// restricted unpickler stands as it was, and an import is the same whichever lane read which part
+// (test/unit/pytorch-lanes.test.ts compares the two on every fixture and on mutated ones).
+// Nothing here throws on any input.
+//
+// What makes it fast: torch's pickle writes each dict key once and reads it back from the memo
+// thereafter, and a frame dict once per distinct frame object. So a memo entry here is typed: a
+// string (an id whose code says which key or action it is), a number, a frame (an id of its name,
+// file and line) or a frames list (an id of its sequence of frames), and a string no event reads
+// (compile_context) is only noted where it lies, decoded if it is ever read back; an event is a
+// few table lookups and stores, no allocation. The mapper's frame and stack tables are filled in
+// the same order as the general lane fills them (on an alloc's or oom's first use), so the ids are
+// equal. Loops that run per event or per opcode are in plain methods, not in the generators that
+// let an async caller in: V8 optimizes a generator only after many calls.
+/** What the decoder hands its results to (the importer's SnapshotMapper). */
+export interface DecodedEventSink {
+  wants(device: number): boolean
+  decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void
+  frameId(name: string, filename: string, line: number): number
+  internStack(ids: ArrayLike<number>, n: number): number
+}
+
+export interface FastDecoded {
+  /** The root dict, device_traces' lists left empty (their events went to the sink), as the streaming unpickler leaves it. */
+  root: PickleValue
+  protocol: number
+}
+
+// Memo entry kinds.
+const enum Memo {
+  unset = 0,
+  /** num: string id */
+  string = 1,
+  /** num: the number */
+  number = 2,
+  /** num: index in `generic` (anything the generic part built: containers, bool, None, bigint) */
+  generic = 3,
+  /** num: frame id (a frame dict the event decoder read) */
+  frame = 4,
+  /** num: local stack id, -1 for an empty list (a frames list the event decoder read) */
+  frames = 5,
+  /** an event dict: the general lane would have built it; reading it back gives up */
+  event = 6,
+  /**
+   * num: offset of the SHORT_BINUNICODE of a string an event does not use (torch's compile_context
+   * is a new 'N/A' per event), interned only if it is read back (resolveLazy)
+   */
+  lazyString = 7,
+}
+
+// Codes of the strings the decoder looks for (strings are interned; each id has a code, 0 for others).
+const enum Code {
+  other = 0,
+  action, addr, size, stream, timeUs, frames, userMetadata, name, filename, line, deviceTraces,
+  alloc, freeRequested, free, freeCompleted, segmentAlloc, segmentFree, segmentMap, segmentUnmap, oom, snapshot,
+}
+// The canonical (internalised) string of each code: the mapper switches on the action's string.
+const NAMES = ['', 'action', 'addr', 'size', 'stream', 'time_us', 'frames', 'user_metadata', 'name', 'filename', 'line', 'device_traces',
+  'alloc', 'free_requested', 'free', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot']
+const CODES = new Map<string, number>(NAMES.map((n, i) => [n, i] as [string, number]).slice(1))
+
+// Kinds of the scalar scalar() read (in `kind`).
+const enum Scalar { string = 1, int, float, nil, bool }
+
+/** Frames on the generic part's stack and MARKs, and containers nested, kept well below the general lane's limits. */
+const GENERIC_STACK = 1 << 16
+/** Most events in one APPENDS batch (the general lane holds them on its stack, limited to 2^20). */
+const BATCH_ITEMS = 1 << 18
+/** A memo index further than this past the highest one stored is not what a pickler writes. */
+const MEMO_JUMP = 1 << 16
+/** The general lane's limit on nesting must leave this much room for the fast lane to run. */
+const DEPTH_NEEDED = 16
+const MAX_DEVICE = 65535
+
+/**
+ * Decodes `bytes` into `sink` and returns the root; or where it gives up, the state the general
+ * lane goes on from into the same sink, or null (the sink may then hold part of the events: use a
+ * new one and start over). A generator that yields about every `yieldBytes` bytes
+ * of input, so an async caller can let the event loop in; `decodeFast` drains it.
+ */
+export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | LaneHandoff | null> {
+  if (!(maxDepth >= DEPTH_NEEDED)) return null
+  return yield* new FastDecoder(bytes, sink, maxDepth, yieldBytes).run()
+}
+
+export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | LaneHandoff | null {
+  const steps = decodeFastSteps(bytes, sink, maxDepth)
+  for (;;) {
+    const step = steps.next()
+    if (step.done) return step.value
+  }
+}
+
+class FastDecoder {
+  private readonly end: number
+  /** Deepest nesting and most MARKs the generic part allows (the general lane refuses maxDepth). */
+  private readonly depthLimit: number
+
+  private memoKind: Uint8Array
+  /** Per memo index: the id (string, frame, stack, generic index, index in `numbers`). */
+  private memoId: Int32Array
+  /** Numbers stored in the memo (few: Python's pickler does not memoize ints and floats). */
+  private numbers: Float64Array
+  private numberCount = 0
+  /** Per memo index: 1 + the Code of a string entry, 0 for any other entry (an event key in two loads). */
+  private memoKeyCode: Uint8Array
+  private memoNext = 0
+  private readonly generic: PickleValue[] = []
+  /** Nesting depth of each generic value, -1 while the container is still being filled. */
+  private readonly genericDepth: number[] = []
+  /** Stack slot of a generic container while it is open (genericDepth -1). */
+  private readonly genericSlot: number[] = []
+  /**
+   * For a generic value read back as a frames list, its local stack id + 2; as a frame, its frame
+   * id + 2 (0: not yet). Apart: the same list read back as a frames list and then as a frame (a
+   * damaged pickle) must not take its stack id for a frame id.
+   */
+  private readonly genericAsStack: number[] = []
+  private readonly genericAsFrame: number[] = []
+
+  // Strings by id; their codes; ids by content, and by bytes (open addressing over the input's offsets).
+  private readonly strings: string[] = []
+  private codes: Int32Array
+  private readonly stringIds = new Map<string, number>()
+  private byteSlots: Int32Array
+  private byteAt: Int32Array
+  private byteLength: Int32Array
+  private byteIds: Int32Array
+  private byteCount = 0
+
+  // Frames: name and file string ids, line; deduplicated by content; the mapper's frame id once used.
+  private frameName: Int32Array
+  private frameFile: Int32Array
+  private frameLine: Float64Array
+  private frameGlobal: Int32Array
+  private frameCount = 0
+  private frameSlots: Int32Array
+  /** Frame ids of frame dicts the generic part built (the segments' blocks), found on first read-back. */
+  private readonly genericFrames = new Map<PickleDict, number>()
+  private readonly genericStacks = new Map<PickleValue[], number>()
+
+  // Local stacks: sequences of frame ids, deduplicated; the mapper's stack id once used.
+  private stackFrames: Int32Array
+  private stackFramesUsed = 0
+  private stackStart: Int32Array
+  private stackLength: Int32Array
+  private stackGlobal: Int32Array
+  private stackCount = 0
+  private stackSlots: Int32Array
+  /** The frames of the list being read. */
+  private scratch: Int32Array
+  private globalScratch: Uint32Array
+
+  // Outputs of scalar() and of the readers below.
+  private kind = 0
+  private num = 0
+  /** The code of the key dictKey() read last. */
+  private keyCode = 0
+  private depth = 0
+
+  // The generic part's stack (genericPart()), kept across device_traces.
+  private readonly stack: PickleValue[] = []
+  /** Per slot: 0 scalar, SLOT_OPEN_LIST/SLOT_OPEN_DICT (may still be added to), SLOT_SEALED (a finished container). */
+  private readonly state: number[] = []
+  private readonly depths: number[] = []
+  /** Generic index of the memo entry of a container stored while it was still open, else -1. */
+  private readonly openMemo: number[] = []
+  private readonly marks: number[] = []
+  private root: PickleDict | null = null
+  private sawDeviceTraces = false
+  /** Where the general lane resumes if the generic part gives up: the opcode it gave up on. */
+  private resumeAt = 0
+  /** The generic part's tuples (the general lane tells a tuple from a list: only a tuple may be a dict key). */
+  private readonly tuples = new WeakSet<PickleValue[]>()
+  /**
+   * device_traces' list, which the generic part holds as sealed (so it gives up on adding to it),
+   * while the general lane holds it open until a GET of it seals it (outerSealed).
+   */
+  private outerList: PickleValue | null = null
+  private outerSealed = false
+  private stopped = false
+  // State of the batch batch() reads, kept across the generator's yields.
+  private batchItems = 0
+  private batchDeepest = 0
+  private batchDone = false
+
+  private protocol = -1
+  private nextYield: number
+
+  constructor(
+    private readonly b: Uint8Array,
+    private readonly sink: DecodedEventSink,
+    maxDepth: number,
+    private readonly yieldBytes: number,
+  ) {
+    this.end = b.length
+    // Sized once for torch's pickles (a memo entry per 22 bytes or so), grown by doubling past that.
+    const memoSize = Math.max(1024, Math.min(Math.ceil(b.length / 20), 1 << 20))
+    // Every first table from one ArrayBuffer (each costs about a microsecond to allocate; a
+    // decoder starts with two dozen), widest elements first so that each stays aligned.
+    const tables = new Tables(8 * (16 + 256) + 4 * (12 * 256 + 3 * 512 + 1024) + 6 * memoSize) // as taken below
+    this.numbers = tables.float64(16)
+    this.frameLine = tables.float64(256)
+    this.codes = tables.int32(256)
+    this.byteSlots = tables.int32(512).fill(-1)
+    this.byteAt = tables.int32(256)
+    this.byteLength = tables.int32(256)
+    this.byteIds = tables.int32(256)
+    this.frameName = tables.int32(256)
+    this.frameFile = tables.int32(256)
+    this.frameGlobal = tables.int32(256)
+    this.frameSlots = tables.int32(512).fill(-1)
+    this.stackFrames = tables.int32(1024)
+    this.stackStart = tables.int32(256)
+    this.stackLength = tables.int32(256)
+    this.stackGlobal = tables.int32(256)
+    this.stackSlots = tables.int32(512).fill(-1)
+    this.scratch = tables.int32(256)
+    this.globalScratch = tables.uint32(256)
+    this.memoId = tables.int32(memoSize)
+    this.memoKind = tables.uint8(memoSize)
+    this.memoKeyCode = tables.uint8(memoSize)
+    this.depthLimit = Math.min(maxDepth, 1 << 12) - 4
+    this.nextYield = yieldBytes
+  }
+
+  // ---- the generic part: the root, segments, settings, annotations ----
+
+  *run(): Generator<number, FastDecoded | LaneHandoff | null> {
+    const b = this.b
+    if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return null
+    this.protocol = b[1]!
+    let p = 2
+    for (;;) {
+      p = this.genericPart(p)
+      if (p < 0) return this.handoff()
+      if (this.root !== null && this.stopped) return { root: this.root, protocol: this.protocol }
+      // At device_traces' value: the event decoder reads it, the generic part takes it as a sealed list.
+      p = yield* this.deviceTraces(p)
+      if (p < 0) return null
+      this.outerList = this.generic[this.num]!
+      this.stack.push(this.generic[this.num]!)
+      this.state.push(SLOT_SEALED)
+      this.depths.push(this.depth)
+      this.openMemo.push(-1)
+    }
+  }
+
+  /**
+   * The generic part from p: up to STOP (then this.stopped; returns the position after it) or to
+   * the value of the root's device_traces key (returns its position), -1 where it gives up. Out of
+   * the generator run(), which V8 optimizes only after many calls, so that its loop is optimized as
+   * it runs.
+   */
+  private genericPart(p: number): number {
+    const b = this.b
+    const stack = this.stack
+    const state = this.state
+    const depths = this.depths
+    const openMemo = this.openMemo
+    const marks = this.marks
+    for (;;) {
+      // Every give-up below leaves the state as it was before this opcode (the general lane resumes here).
+      this.resumeAt = p
+      if (stack.length >= GENERIC_STACK) return -1
+      p = this.skipFrames(p)
+      if (p < 0 || p >= this.end) return -1
+      const op = b[p++]!
+      let pushed: PickleValue | undefined
+      let pushedState = 0
+      let pushedDepth = 0
+      let keyCandidate = false
+      switch (op) {
+        case Op.STOP: {
+          // The root dict itself must be what is left, not a tuple or list holding it: the general
+          // path would give that to the mapper, which refuses a root that is not a dict.
+          if (marks.length !== 0 || stack.length !== 1 || this.root === null || stack[0] !== this.root || p !== this.end) return -1
+          this.stopped = true
+          return p
+        }
+        case Op.EMPTY_DICT:
+          pushed = new PickleDict()
+          pushedState = SLOT_OPEN_DICT
+          pushedDepth = 1
+          if (stack.length === 0) {
+            if (this.root !== null) return -1
+            this.root = pushed as PickleDict
+          }
+          break
+        case Op.EMPTY_LIST:
+          pushed = []
+          pushedState = SLOT_OPEN_LIST
+          pushedDepth = 1
+          break
+        case Op.EMPTY_TUPLE:
+          pushed = []
+          this.tuples.add(pushed)
+          pushedState = SLOT_SEALED
+          pushedDepth = 1
+          break
+        case Op.MARK:
+          if (marks.length >= this.depthLimit) return -1
+          marks.push(stack.length)
+          continue
+        case Op.SETITEMS:
+        case Op.APPENDS:
+        case Op.SETITEM:
+        case Op.APPEND: {
+          let from: number
+          const batch = op === Op.SETITEMS || op === Op.APPENDS
+          if (batch) {
+            if (marks.length === 0) return -1
+            from = marks[marks.length - 1]!
+          } else {
+            from = stack.length - (op === Op.SETITEM ? 2 : 1)
+            // A MARK above the target (between it and the items) leaves too few values, as the general lane says.
+            if (marks.length > 0 && marks[marks.length - 1]! >= from) return -1
+          }
+          const target = from - 1
+          if (target < 0 || state[target] !== (op === Op.SETITEMS || op === Op.SETITEM ? SLOT_OPEN_DICT : SLOT_OPEN_LIST)) return -1
+          if (op === Op.SETITEMS || op === Op.SETITEM) {
+            if ((stack.length - from) & 1) return -1
+          }
+          let deepest = 0
+          for (let i = from; i < stack.length; i++) {
+            if (state[i] !== 0) {
+              // Keys are scalars here (a tuple key is legal but not in a snapshot).
+              if ((op === Op.SETITEMS || op === Op.SETITEM) && ((i - from) & 1) === 0) return -1
+              if (depths[i]! > deepest) deepest = depths[i]!
+            }
+          }
+          if (deepest + 1 >= this.depthLimit) return -1
+          // Checked: from here on the opcode runs.
+          if (batch) marks.pop()
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0) this.finished(openMemo[i]!, depths[i]!)
+          if (op === Op.SETITEMS || op === Op.SETITEM) appendPairs(stack[target] as PickleDict, stack, from, stack.length)
+          else {
+            const list = stack[target] as PickleValue[]
+            for (let i = from; i < stack.length; i++) list.push(stack[i]!)
+          }
+          if (deepest + 1 > depths[target]!) depths[target] = deepest + 1
+          truncate(stack, state, depths, openMemo, from)
+          continue
+        }
+        case Op.TUPLE1:
+        case Op.TUPLE2:
+        case Op.TUPLE3:
+        case Op.TUPLE: {
+          let from: number
+          if (op === Op.TUPLE) {
+            if (marks.length === 0) return -1
+            from = marks[marks.length - 1]!
+          } else {
+            from = stack.length - (op - Op.TUPLE1 + 1)
+            if (from < 0 || (marks.length > 0 && marks[marks.length - 1]! > from)) return -1
+          }
+          let deepest = 0
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0 && depths[i]! > deepest) deepest = depths[i]!
+          if (deepest + 1 >= this.depthLimit) return -1
+          if (op === Op.TUPLE) marks.pop()
+          for (let i = from; i < stack.length; i++) if (state[i] !== 0) this.finished(openMemo[i]!, depths[i]!)
+          pushed = stack.slice(from)
+          this.tuples.add(pushed)
+          pushedState = SLOT_SEALED
+          pushedDepth = deepest + 1
+          truncate(stack, state, depths, openMemo, from)
+          break
+        }
+        case Op.MEMOIZE:
+        case Op.BINPUT:
+        case Op.LONG_BINPUT: {
+          const index = this.putIndex(op, p - 1)
+          if (index < 0 || stack.length === 0 || (marks.length > 0 && marks[marks.length - 1] === stack.length)) return -1
+          p += op === Op.MEMOIZE ? 0 : op === Op.BINPUT ? 1 : 4
+          const top = stack.length - 1
+          const value = stack[top]!
+          if (typeof value === 'string') this.setMemo(index, Memo.string, this.internString(value))
+          else if (typeof value === 'number') this.setMemo(index, Memo.number, value)
+          else {
+            const open = state[top] === SLOT_OPEN_LIST || state[top] === SLOT_OPEN_DICT
+            if (open && openMemo[top]! >= 0) return -1 // stored twice while open
+            const g = this.addGeneric(value, open ? -1 : depths[top]!)
+            this.setMemo(index, Memo.generic, g)
+            if (open) {
+              openMemo[top] = g
+              this.genericSlot[g] = top
+            }
+          }
+          continue
+        }
+        case Op.BINGET:
+        case Op.LONG_BINGET: {
+          const index = op === Op.BINGET ? b[p]! : readUint32(b, p)
+          p += op === Op.BINGET ? 1 : 4
+          if (p > this.end || index >= this.memoNext) return -1
+          if (this.memoKind[index] === Memo.lazyString) this.resolveLazy(index)
+          const k = this.memoKind[index]!
+          const n = this.memoId[index]!
+          if (k === Memo.string) {
+            pushed = this.strings[n]!
+            keyCandidate = true
+          } else if (k === Memo.number) pushed = this.numbers[n]!
+          else if (k === Memo.generic) {
+            pushed = this.generic[n]!
+            if (pushed === this.outerList) this.outerSealed = true
+            if (pushed !== null && typeof pushed === 'object') {
+              pushedDepth = this.genericDepth[n]!
+              if (pushedDepth < 0) {
+                // Still on the stack (an item of a batch not yet added): as the general lane does,
+                // it is sealed here, so adding to it later (a cycle) gives up and its depth is final.
+                const slot = this.genericSlot[n]!
+                if (stack[slot] !== pushed || openMemo[slot] !== n) return -1
+                state[slot] = SLOT_SEALED
+                openMemo[slot] = -1
+                pushedDepth = this.genericDepth[n] = depths[slot]!
+              }
+              pushedState = SLOT_SEALED
+            }
+          } else return -1
+          break
+        }
+        case Op.LONG1:
+          // Here (not in scalar()) a bigint is a value like any other.
+          if (p + 1 > this.end || p + 1 + b[p]! > this.end) return -1
+          pushed = decodeLong(b, p + 1, b[p]!)
+          p += 1 + b[p]!
+          break
+        default: {
+          const q = this.scalar(p - 1)
+          if (q < 0) return -1
+          p = q
+          const kind = this.kind
+          if (kind === Scalar.string) {
+            pushed = this.strings[this.num]!
+            keyCandidate = true
+          } else if (kind === Scalar.int || kind === Scalar.float) pushed = this.num
+          else if (kind === Scalar.nil) pushed = null
+          else pushed = this.num === 1
+        }
+      }
+      stack.push(pushed!)
+      state.push(pushedState)
+      depths.push(pushedDepth)
+      openMemo.push(-1)
+      // A key of the root dict: device_traces gets the event decoder.
+      if (keyCandidate && this.root !== null && stack[0] === this.root && state[0] === SLOT_OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
+        // A give-up here resumes after the key, which is on the stack.
+        this.resumeAt = p
+        if (this.sawDeviceTraces) return -1
+        // After the key's own memo store, if any.
+        const put = this.reserveAt(p)
+        if (put === -2) return -1
+        this.sawDeviceTraces = true
+        if (put >= 0) {
+          this.setMemo(put, Memo.string, this.internString('device_traces'))
+          p += putLength(b[p]!)
+        }
+        return p
+      }
+    }
+  }
+
+  /** A generic container is finished: its memo entry (if it was stored while open) gets its depth. */
+  private finished(g: number, depth: number): void {
+    if (g >= 0) this.genericDepth[g] = depth
+  }
+
+  private addGeneric(value: PickleValue, depth: number): number {
+    this.generic.push(value)
+    this.genericDepth.push(depth)
+    this.genericSlot.push(-1)
+    this.genericAsStack.push(0)
+    this.genericAsFrame.push(0)
+    return this.generic.length - 1
+  }
+
+  // ---- the hand-off to the general lane ----
+
+  /**
+   * The generic part gave up at resumeAt: its state as the general lane holds it there (the same
+   * stack, MARKs and memo, told in the general lane's terms), or null where that cannot be told:
+   * an event dict, frame or frames list this lane stored in the memo without building it is read
+   * back after resumeAt, or the last opcode ran past the end (the general lane then runs from byte 0).
+   */
+  private handoff(): LaneHandoff | null {
+    const at = this.resumeAt
+    // Past the end: the last opcode read its fixed-width argument beyond it (scalar() leaves that check to the caller).
+    if (at > this.end) return null
+    let unbuilt = false
+    for (let i = 0; i < this.memoNext && !unbuilt; i++) {
+      const k = this.memoKind[i]
+      unbuilt = k === Memo.event || k === Memo.frame || k === Memo.frames
+    }
+    if (unbuilt) {
+      const scanner = new MemoReferenceScanner(at, this.memoNext)
+      scanner.feed(this.b.subarray(at))
+      const read = scanner.references
+      for (let i = 0; i < this.memoNext; i++) {
+        const k = this.memoKind[i]
+        if ((k === Memo.event || k === Memo.frame || k === Memo.frames) && read.has(i)) return null
+      }
+    }
+    const stack: HandoffValue[] = this.stack.map((value, i) => this.described(value, this.state[i] === 0 ? -1 : this.depths[i]!, this.state[i] === SLOT_SEALED && (value !== this.outerList || this.outerSealed)))
+    const stackMemo = this.stack.map(() => -1)
+    const memo = new Map<number, HandoffValue | { open: number }>()
+    for (let i = 0; i < this.memoNext; i++) {
+      const id = this.memoId[i]!
+      switch (this.memoKind[i]) {
+        case Memo.string:
+          memo.set(i, this.described(this.strings[id]!, -1, false))
+          break
+        case Memo.lazyString:
+          memo.set(i, this.described(this.strings[this.resolveLazy(i)]!, -1, false))
+          break
+        case Memo.number:
+          memo.set(i, this.described(this.numbers[id]!, -1, false))
+          break
+        case Memo.generic: {
+          const value = this.generic[id]!
+          if (value === null || typeof value !== 'object' || value instanceof Uint8Array) {
+            memo.set(i, this.described(value, -1, false))
+            break
+          }
+          // Open where the general lane holds it open: on the stack, not added anywhere, not read back.
+          const open = this.genericDepth[id]! < 0 ? this.genericSlot[id]! : value === this.outerList && !this.outerSealed ? this.stack.indexOf(value) : -1
+          if (open >= 0) {
+            if (this.stack[open] !== value) return null
+            stackMemo[open] = i
+            memo.set(i, { open })
+          } else memo.set(i, this.described(value, this.genericDepth[id]!, true))
+          break
+        }
+        default:
+        // unset, or a value not built (not read back after `at`, checked above): absent.
+      }
+    }
+    return { at, protocol: this.protocol, stack, stackMemo, marks: this.marks.slice(), memoNext: this.memoNext, memo }
+  }
+
+  /** A value in the hand-off's terms; depth -1 for a scalar. */
+  private described(value: PickleValue, depth: number, sealed: boolean): HandoffValue {
+    if (depth < 0) return { value, kind: HandoffKind.scalar, depth: 0, sealed: false }
+    const kind = value instanceof PickleDict ? HandoffKind.dict : this.tuples.has(value as PickleValue[]) ? HandoffKind.tuple : HandoffKind.list
+    return { value, kind, depth, sealed }
+  }
+
+  // ---- device_traces: lists of event lists ----
+
+  /**
+   * The value of the root's device_traces key, at p: a list of per-device lists, each filled in
+   * batches (MARK ... APPENDS) or by one APPEND. Returns the position after it (-1: give up); the
+   * list, kept in `generic`, is this.num and its depth this.depth.
+   */
+  private *deviceTraces(p: number): Generator<number, number> {
+    const b = this.b
+    p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.EMPTY_LIST) return -1
+    const outer: PickleValue[] = []
+    const g = this.addGeneric(outer, -1)
+    p = this.putContainer(p + 1, Memo.generic, g)
+    if (p < 0) return -1
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]
+      if (op === Op.MARK) {
+        p++
+        for (;;) {
+          p = this.skipFrames(p)
+          if (p < 0) return -1
+          if (b[p] === Op.APPENDS) {
+            p++
+            break
+          }
+          if (b[p] !== Op.EMPTY_LIST || outer.length >= BATCH_ITEMS) return -1
+          p = yield* this.deviceList(p, outer)
+          if (p < 0) return -1
+          if (this.depth > deepest) deepest = this.depth
+        }
+      } else if (op === Op.EMPTY_LIST) {
+        p = yield* this.deviceList(p, outer)
+        if (p < 0) return -1
+        if (this.depth > deepest) deepest = this.depth
+        p = this.skipFrames(p)
+        if (p < 0 || b[p] !== Op.APPEND) return -1
+        p++
+      } else break
+    }
+    this.genericDepth[g] = this.depth = deepest + 1
+    this.num = g
+    return p
+  }
+
+  /** One device's list at p (EMPTY_LIST), appended to `outer`; its events go to the sink. */
+  private *deviceList(p: number, outer: PickleValue[]): Generator<number, number> {
+    const b = this.b
+    const device = outer.length
+    const list: PickleValue[] = []
+    outer.push(list)
+    const g = this.addGeneric(list, -1)
+    p = this.putContainer(p + 1, Memo.generic, g)
+    if (p < 0) return -1
+    const wanted = this.sink.wants(device)
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]
+      if (op === Op.MARK) {
+        this.batchItems = 0
+        this.batchDeepest = deepest
+        p++
+        for (;;) {
+          p = this.batch(p, device, wanted)
+          if (p < 0) return -1
+          if (this.batchDone) break
+          this.nextYield = p + this.yieldBytes
+          yield p
+        }
+        deepest = this.batchDeepest
+      } else if (op === Op.EMPTY_DICT) {
+        if (device > MAX_DEVICE) return -1
+        p = this.event(p, device, wanted)
+        if (p < 0) return -1
+        if (this.depth > deepest) deepest = this.depth
+        p = this.skipFrames(p)
+        if (p < 0 || b[p] !== Op.APPEND) return -1
+        p++
+      } else break
+    }
+    this.genericDepth[g] = this.depth = deepest + 1
+    return p
+  }
+
+  /**
+   * The events of a batch (after its MARK) from p up to its APPENDS (then this.batchDone) or to
+   * the first past nextYield. The loop is here, not in the generator deviceList: V8 optimizes a
+   * generator only once it has been called often, a plain function's loop as it runs.
+   */
+  private batch(p: number, device: number, wanted: boolean): number {
+    const b = this.b
+    for (;;) {
+      if (b[p] === Op.FRAME) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+      }
+      if (b[p] === Op.APPENDS) {
+        this.batchDone = true
+        return p + 1
+      }
+      if (b[p] !== Op.EMPTY_DICT || ++this.batchItems > BATCH_ITEMS || device > MAX_DEVICE) return -1
+      p = this.event(p, device, wanted)
+      if (p < 0) return -1
+      if (this.depth > this.batchDeepest) this.batchDeepest = this.depth
+      if (p >= this.nextYield) {
+        this.batchDone = false
+        return p
+      }
+    }
+  }
+
+  /**
+   * One event dict at p (EMPTY_DICT ... SETITEMS), handed to the sink. Returns the position after
+   * it, or -1; its nesting depth in this.depth.
+   */
+  private event(p: number, device: number, wanted: boolean): number {
+    const b = this.b
+    p = this.putContainer(p + 1, Memo.event, 0)
+    if (p < 0) return -1
+    if (b[p] === Op.FRAME) p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.MARK) return -1
+    p++
+    let action = -1
+    let addr = -1
+    let size = 0
+    let stream = 0
+    let time = NaN
+    let stack = -2 // -2: no frames key (or None); -1: empty list; else a local stack id
+    let metadata: string | null = null
+    let depth = 1
+    for (;;) {
+      let op = b[p]!
+      if (op === Op.FRAME) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+        op = b[p]!
+      }
+      if (op === Op.SETITEMS) {
+        p++
+        break
+      }
+      // The key: a string, new (and stored) or read back.
+      p = this.dictKey(p)
+      if (p < 0) return -1
+      const code = this.keyCode
+      // The value.
+      if (code === Code.frames) {
+        if (b[p] === Op.FRAME) p = this.skipFrames(p)
+        if (p < 0) return -1
+        op = b[p]!
+        if (op === Op.EMPTY_LIST) {
+          p = this.framesList(p + 1)
+          if (p < 0) return -1
+          stack = this.num
+          if (this.depth + 1 > depth) depth = this.depth + 1
+          continue
+        }
+        if (op === Op.BINGET || op === Op.LONG_BINGET) {
+          const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += op === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          let d: number
+          if (k === Memo.frames) {
+            stack = this.memoId[index]!
+            d = stack < 0 ? 1 : 2
+          } else if (k === Memo.generic) {
+            // A list the generic part built (torch shares one empty frames list from the segments on).
+            const g = this.memoId[index]!
+            const known = this.genericAsStack[g]!
+            if (known > 0) stack = known - 2
+            else {
+              stack = this.genericStack(this.generic[g]!)
+              if (stack === -2) return -1
+              this.genericAsStack[g] = stack + 2
+            }
+            d = this.genericDepth[g]!
+            if (d < 0) return -1
+          } else return -1
+          if (d + 1 > depth) depth = d + 1
+          continue
+        }
+        if (op === Op.NONE) {
+          // putScalar stores what this.kind says: without this, a memoized None was stored as the scalar read before it.
+          this.kind = Scalar.nil
+          p = this.putScalar(p + 1)
+          if (p < 0) return -1
+          stack = -2
+          continue
+        }
+        return -1
+      }
+      // The hot opcodes inline, the rest (and FRAME) through scalar().
+      let kind: number
+      let value: number
+      op = b[p]!
+      switch (op) {
+        case Op.BINGET:
+        case Op.LONG_BINGET: {
+          const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += op === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          if (k === Memo.string) {
+            kind = Scalar.string
+            value = this.memoId[index]!
+          } else if (k === Memo.number) {
+            value = this.numbers[this.memoId[index]!]!
+            kind = Number.isSafeInteger(value) ? Scalar.int : Scalar.float
+          } else if (k === Memo.lazyString) {
+            kind = Scalar.string
+            value = this.resolveLazy(index)
+          } else return -1
+          break
+        }
+        case Op.BININT1:
+          kind = Scalar.int
+          value = b[p + 1]!
+          p += 2
+          break
+        case Op.BININT2:
+          kind = Scalar.int
+          value = b[p + 1]! | (b[p + 2]! << 8)
+          p += 3
+          break
+        case Op.BININT:
+          kind = Scalar.int
+          value = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)
+          p += 5
+          break
+        case Op.LONG1: {
+          const n = b[p + 1]!
+          if (n > 8 || p + 2 + n > this.end) return -1
+          // Addresses and times: 6 and 7 bytes, non-negative (and below 2^53: a 7th byte below 0x20),
+          // read as a 29-bit and a 24-bit integer.
+          if ((n === 6 && b[p + 7]! < 0x80) || (n === 7 && b[p + 8]! < 0x20)) {
+            value = (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (n === 7 ? b[p + 8]! << 24 : 0)) * 16777216 + (b[p + 2]! | (b[p + 3]! << 8) | (b[p + 4]! << 16))
+          } else {
+            value = smallLong(b, p + 2, n)
+            if (value !== value) return -1
+          }
+          kind = Scalar.int
+          p += 2 + n
+          break
+        }
+        case Op.SHORT_BINUNICODE: {
+          const n = b[p + 1]!
+          if (p + 2 + n > this.end) return -1
+          if ((code === Code.other || code > Code.userMetadata) && b[p + 2 + n] === Op.MEMOIZE && this.memoNext < this.memoKind.length) {
+            // A string the event does not use: stored unread (decoding never fails: bad UTF-8 is replaced).
+            const index = this.memoNext++
+            this.memoKind[index] = Memo.lazyString
+            this.memoId[index] = p
+            this.memoKeyCode[index] = 0
+            p += 3 + n
+            continue
+          }
+          kind = Scalar.string
+          value = this.internBytes(p + 2, n)
+          p += 2 + n
+          break
+        }
+        default:
+          p = this.scalar(p)
+          if (p < 0) return -1
+          kind = this.kind
+          value = this.num
+      }
+      op = b[p]!
+      if (op === Op.MEMOIZE || op === Op.BINPUT || op === Op.LONG_BINPUT) {
+        this.kind = kind
+        this.num = value
+        p = this.putScalar(p)
+        if (p < 0) return -1
+      }
+      switch (code) {
+        case Code.action:
+          if (kind !== Scalar.string) return -1
+          action = value
+          break
+        case Code.addr:
+          if (kind !== Scalar.int || value < 0) return -1
+          addr = value
+          break
+        case Code.size:
+          if (kind !== Scalar.int || value < 0) return -1
+          size = value
+          break
+        case Code.stream:
+          if (kind === Scalar.int) stream = value
+          else if (kind === Scalar.nil) stream = 0
+          else return -1
+          break
+        case Code.timeUs:
+          // A float time must be finite; an int always is.
+          if (kind === Scalar.int || (kind === Scalar.float && value - value === 0)) time = value
+          else return -1
+          break
+        case Code.userMetadata:
+          metadata = kind === Scalar.string ? this.strings[value]! : null
+          break
+        default:
+        // compile_context, and whatever a newer torch adds: any scalar is skipped.
+      }
+    }
+    if (action < 0 || addr < 0) return -1
+    this.depth = depth
+    const actionName = this.strings[action]!
+    const actionCode = this.codes[action]!
+    let globalStack = -1
+    if (wanted && (actionCode === Code.alloc || actionCode === Code.oom) && stack >= 0) globalStack = this.globalStack(stack)
+    this.sink.decodedEvent(device, actionName, addr, size, stream, time, globalStack, metadata)
+    return p
+  }
+
+  /**
+   * A frames list after its EMPTY_LIST: frame dicts, new or read back, in batches or one APPEND.
+   * Returns the position after it; this.num is its local stack id (-1 when empty), this.depth its depth.
+   */
+  private framesList(p: number): number {
+    const b = this.b
+    // Reserved now, its stack known at the end.
+    const memoIndex = this.reserveAt(p)
+    if (memoIndex === -2) return -1
+    if (memoIndex >= 0) p += putLength(b[p]!)
+    let n = 0
+    let deepest = 0
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]!
+      let single = false
+      if (op === Op.MARK) p++
+      else if (op === Op.EMPTY_DICT) single = true
+      else if ((op === Op.BINGET || op === Op.LONG_BINGET) && b[p + (op === Op.BINGET ? 2 : 5)] === Op.APPEND) single = true
+      else break
+      for (;;) {
+        p = this.skipFrames(p)
+        if (p < 0) return -1
+        const item = b[p]!
+        if (!single && item === Op.APPENDS) {
+          p++
+          break
+        }
+        let frame: number
+        if (item === Op.EMPTY_DICT) {
+          p = this.frameDict(p + 1)
+          if (p < 0) return -1
+          frame = this.num
+          if (this.depth > deepest) deepest = this.depth
+        } else if (item === Op.BINGET || item === Op.LONG_BINGET) {
+          const index = item === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+          p += item === Op.BINGET ? 2 : 5
+          if (index >= this.memoNext) return -1
+          const k = this.memoKind[index]
+          if (k === Memo.frame) frame = this.memoId[index]!
+          else if (k === Memo.generic) {
+            const g = this.memoId[index]!
+            const known = this.genericAsFrame[g]!
+            if (known > 0) frame = known - 2
+            else {
+              frame = this.genericFrame(this.generic[g]!)
+              if (frame < 0) return -1
+              this.genericAsFrame[g] = frame + 2
+            }
+            if (this.genericDepth[g]! > deepest) deepest = this.genericDepth[g]!
+          } else return -1
+          if (deepest < 1) deepest = 1
+        } else return -1
+        if (n === this.scratch.length) {
+          if (n >= BATCH_ITEMS) return -1
+          this.scratch = grownInt32(this.scratch, n * 2)
+        }
+        this.scratch[n++] = frame
+        if (single) {
+          p = this.skipFrames(p)
+          if (p < 0 || b[p] !== Op.APPEND) return -1
+          p++
+          break
+        }
+      }
+    }
+    const local = n === 0 ? -1 : this.internLocalStack(n)
+    if (memoIndex >= 0) this.setMemo(memoIndex, Memo.frames, local)
+    this.num = local
+    this.depth = deepest + 1
+    return p
+  }
+
+  /**
+   * A dict key at p: a string, new (and stored) or read back from the memo. Its code goes to
+   * this.keyCode; returns the position after it, or -1 for anything but a known string key.
+   */
+  private dictKey(p: number): number {
+    const b = this.b
+    const op = b[p]!
+    if (op === Op.BINGET || op === Op.LONG_BINGET) {
+      const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+      // 0 for anything but a string, past memoNext and past the end (undefined) alike.
+      let known = this.memoKeyCode[index]!
+      if (!(known > 0)) {
+        if (index >= this.memoNext || this.memoKind[index] !== Memo.lazyString) return -1
+        this.resolveLazy(index)
+        known = this.memoKeyCode[index]!
+      }
+      this.keyCode = known - 1
+      return p + (op === Op.BINGET ? 2 : 5)
+    }
+    p = this.scalar(p)
+    if (p < 0 || this.kind !== Scalar.string) return -1
+    this.keyCode = this.codes[this.num]!
+    return this.putScalar(p)
+  }
+
+  /** A frame dict after its EMPTY_DICT: name, filename and line. this.num is its frame id. */
+  private frameDict(p: number): number {
+    const b = this.b
+    const memoIndex = this.reserveAt(p)
+    if (memoIndex === -2) return -1
+    if (memoIndex >= 0) p += putLength(b[p]!)
+    p = this.skipFrames(p)
+    if (p < 0 || b[p] !== Op.MARK) return -1
+    p++
+    let name = -1
+    let file = -1
+    let line = NaN
+    for (;;) {
+      p = this.skipFrames(p)
+      if (p < 0) return -1
+      const op = b[p]!
+      if (op === Op.SETITEMS) {
+        p++
+        break
+      }
+      p = this.dictKey(p)
+      if (p < 0) return -1
+      const code = this.keyCode
+      p = this.scalar(p)
+      if (p < 0) return -1
+      const kind = this.kind
+      const value = this.num
+      p = this.putScalar(p)
+      if (p < 0) return -1
+      if (code === Code.name) name = kind === Scalar.string ? value : -1
+      else if (code === Code.filename) file = kind === Scalar.string ? value : -1
+      else if (code === Code.line) line = kind === Scalar.int || kind === Scalar.float ? value : NaN
+    }
+    // The general lane refuses a frame without a string name and filename and a number line (NaN is a number, but never a line).
+    if (name < 0 || file < 0 || line !== line) return -1
+    const frame = this.internFrame(name, file, line)
+    if (memoIndex >= 0) this.setMemo(memoIndex, Memo.frame, frame)
+    this.num = frame
+    this.depth = 1
+    return p
+  }
+
+  /** Frame id of a frame dict the generic part built (a segment's block), or -1 if it is not a plain frame. */
+  private genericFrame(value: PickleValue): number {
+    if (!(value instanceof PickleDict)) return -1
+    const known = this.genericFrames.get(value)
+    if (known !== undefined) return known
+    const name = value.get('name')
+    const filename = value.get('filename')
+    const line = value.get('line')
+    if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number' || line !== line) return -1
+    const frame = this.internFrame(this.internString(name), this.internString(filename), line)
+    this.genericFrames.set(value, frame)
+    return frame
+  }
+
+  /** Local stack id of a frames list the generic part built (-1 when empty), or -2 if it is not one. */
+  private genericStack(value: PickleValue): number {
+    if (!Array.isArray(value)) return -2
+    if (value.length === 0) return -1
+    const known = this.genericStacks.get(value)
+    if (known !== undefined) return known
+    if (this.scratch.length < value.length) this.scratch = new Int32Array(value.length)
+    for (let i = 0; i < value.length; i++) {
+      const frame = this.genericFrame(value[i]!)
+      if (frame < 0) return -2
+      this.scratch[i] = frame
+    }
+    const local = this.internLocalStack(value.length)
+    this.genericStacks.set(value, local)
+    return local
+  }
+
+  /** The mapper's stack id of a local stack, its frames given the mapper's ids first (as the general lane does on first use). */
+  private globalStack(local: number): number {
+    const known = this.stackGlobal[local]!
+    if (known >= 0) return known
+    const start = this.stackStart[local]!
+    const n = this.stackLength[local]!
+    if (this.globalScratch.length < n) this.globalScratch = new Uint32Array(n)
+    for (let i = 0; i < n; i++) {
+      const f = this.stackFrames[start + i]!
+      let id = this.frameGlobal[f]!
+      if (id < 0) {
+        id = this.sink.frameId(this.strings[this.frameName[f]!]!, this.strings[this.frameFile[f]!]!, this.frameLine[f]!)
+        this.frameGlobal[f] = id
+      }
+      this.globalScratch[i] = id
+    }
+    const id = this.sink.internStack(this.globalScratch, n)
+    this.stackGlobal[local] = id
+    return id
+  }
+
+  // ---- scalars and the memo ----
+
+  /**
+   * The scalar whose opcode is at p: sets this.kind and this.num (string id, number, 1/0 for a
+   * bool). Returns the position after it, or -1 for anything else (an int beyond 2^53 included).
+   * A number read back is an int when it is a safe integer, as the general lane's checks see it.
+   */
+  private scalar(p: number): number {
+    const b = this.b
+    if (p >= this.end) return -1
+    const op = b[p]!
+    switch (op) {
+      case Op.BINGET:
+      case Op.LONG_BINGET: {
+        const index = op === Op.BINGET ? b[p + 1]! : readUint32(b, p + 1)
+        if (index >= this.memoNext) return -1
+        const k = this.memoKind[index]
+        if (k === Memo.string || k === Memo.lazyString) {
+          this.kind = Scalar.string
+          this.num = k === Memo.string ? this.memoId[index]! : this.resolveLazy(index)
+        } else if (k === Memo.number) {
+          const v = this.numbers[this.memoId[index]!]!
+          this.kind = Number.isSafeInteger(v) ? Scalar.int : Scalar.float
+          this.num = v
+        } else return -1
+        return p + (op === Op.BINGET ? 2 : 5)
+      }
+      case Op.SHORT_BINUNICODE: {
+        const n = b[p + 1]!
+        if (p + 2 + n > this.end) return -1
+        this.kind = Scalar.string
+        this.num = this.internBytes(p + 2, n)
+        return p + 2 + n
+      }
+      case Op.BINUNICODE:
+      case Op.BINUNICODE8: {
+        const width = op === Op.BINUNICODE ? 4 : 8
+        if (p + 1 + width > this.end) return -1
+        const n = width === 4 ? readUint32(b, p + 1) : readUint32(b, p + 5) * 4294967296 + readUint32(b, p + 1)
+        if (n > this.end - p - 1 - width) return -1
+        this.kind = Scalar.string
+        this.num = this.internBytes(p + 1 + width, n)
+        return p + 1 + width + n
+      }
+      case Op.BININT1:
+        this.kind = Scalar.int
+        this.num = b[p + 1]!
+        return p + 2
+      case Op.BININT2:
+        this.kind = Scalar.int
+        this.num = b[p + 1]! | (b[p + 2]! << 8)
+        return p + 3
+      case Op.BININT:
+        this.kind = Scalar.int
+        this.num = b[p + 1]! | (b[p + 2]! << 8) | (b[p + 3]! << 16) | (b[p + 4]! << 24)
+        return p + 5
+      case Op.LONG1: {
+        const n = b[p + 1]!
+        if (n > 8 || p + 2 + n > this.end) return -1
+        const v = smallLong(b, p + 2, n)
+        if (v !== v) return -1
+        this.kind = Scalar.int
+        this.num = v
+        return p + 2 + n
+      }
+      case Op.BINFLOAT:
+        for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[p + 1 + i]!
+        this.kind = Scalar.float
+        this.num = float64[0]!
+        return p + 9
+      case Op.NONE:
+        this.kind = Scalar.nil
+        return p + 1
+      case Op.NEWTRUE:
+      case Op.NEWFALSE:
+        this.kind = Scalar.bool
+        this.num = op === Op.NEWTRUE ? 1 : 0
+        return p + 1
+      case Op.FRAME: {
+        const q = this.skipFrames(p)
+        return q < 0 || this.b[q] === Op.FRAME ? -1 : this.scalar(q)
+      }
+      default:
+        return -1
+    }
+  }
+
+  /** A memo store of the scalar just read (by scalar()), if one follows at p. */
+  private putScalar(p: number): number {
+    const op = this.b[p]
+    if (op === Op.MEMOIZE) {
+      // The common case, inline: the next index, never stored before.
+      const index = this.memoNext
+      if (index < this.memoKind.length) {
+        const kind = this.kind
+        if (kind === Scalar.string) {
+          this.memoKind[index] = Memo.string
+          this.memoId[index] = this.num
+          this.memoKeyCode[index] = this.codes[this.num]! + 1
+          this.memoNext = index + 1
+          return p + 1
+        }
+        if (kind === Scalar.int || kind === Scalar.float) {
+          this.memoKind[index] = Memo.number
+          this.memoId[index] = this.addNumber(this.num)
+          this.memoNext = index + 1
+          return p + 1
+        }
+      }
+    } else if (op !== Op.BINPUT && op !== Op.LONG_BINPUT) return p
+    const index = this.reserveAt(p)
+    if (index === -1) return p
+    if (index === -2) return -1
+    const kind = this.kind
+    if (kind === Scalar.string) this.setMemo(index, Memo.string, this.num)
+    else if (kind === Scalar.int || kind === Scalar.float) this.setMemo(index, Memo.number, this.num)
+    else this.setMemo(index, Memo.generic, this.addGeneric(kind === Scalar.nil ? null : this.num === 1, 0))
+    return p + putLength(this.b[p]!)
+  }
+
+  /** A memo store of a container just opened, if one follows at p: its entry says what it is. */
+  private putContainer(p: number, kind: Memo, num: number): number {
+    if (this.b[p] === Op.MEMOIZE && this.memoNext < this.memoKind.length) {
+      const index = this.memoNext++
+      this.memoKind[index] = kind
+      this.memoId[index] = num
+      return p + 1
+    }
+    const index = this.reserveAt(p)
+    if (index === -1) return p
+    if (index === -2) return -1
+    this.setMemo(index, kind, num)
+    return p + putLength(this.b[p]!)
+  }
+
+  /**
+   * The memo index stored by the opcode at p, reserved (an entry that gives up when read back, so a
+   * container read back from within itself does), -1 if it is not a memo store, -2 if it is one this
+   * decoder will not follow.
+   */
+  private reserveAt(p: number): number {
+    const op = this.b[p]
+    if (op !== Op.MEMOIZE && op !== Op.BINPUT && op !== Op.LONG_BINPUT) return -1
+    const index = this.putIndex(op, p)
+    if (index < 0) return -2
+    this.setMemo(index, Memo.event, 0)
+    return index
+  }
+
+  /**
+   * The memo index the store at `start` writes; -1 where the general lane would refuse it (an index
+   * larger than the bytes before it) or where a pickler would not write it (an index stored before:
+   * a rebinding; a jump far past the highest index).
+   */
+  private putIndex(op: number, start: number): number {
+    let index: number
+    if (op === Op.MEMOIZE) index = this.memoNext
+    else {
+      const width = op === Op.BINPUT ? 1 : 4
+      if (start + 1 + width > this.end) return -1
+      index = width === 1 ? this.b[start + 1]! : readUint32(this.b, start + 1)
+      if (index > start || index > this.memoNext + MEMO_JUMP) return -1
+    }
+    if (index >= this.memoKind.length) {
+      let size = this.memoKind.length * 2
+      while (size <= index) size *= 2
+      const kinds = new Uint8Array(size)
+      kinds.set(this.memoKind)
+      this.memoKind = kinds
+      const keyCodes = new Uint8Array(size)
+      keyCodes.set(this.memoKeyCode)
+      this.memoKeyCode = keyCodes
+      const ids = new Int32Array(size)
+      ids.set(this.memoId)
+      this.memoId = ids
+    }
+    if (this.memoKind[index] !== Memo.unset && index < this.memoNext) return -1
+    return index
+  }
+
+  /** Interns a Memo.lazyString entry's string, which the entry then holds (Memo.string); returns its id. */
+  private resolveLazy(index: number): number {
+    const at = this.memoId[index]!
+    const id = this.internBytes(at + 2, this.b[at + 1]!)
+    this.memoKind[index] = Memo.string
+    this.memoId[index] = id
+    this.memoKeyCode[index] = this.codes[id]! + 1
+    return id
+  }
+
+  private setMemo(index: number, kind: Memo, num: number): void {
+    this.memoKind[index] = kind
+    this.memoKeyCode[index] = kind === Memo.string ? this.codes[num]! + 1 : 0
+    this.memoId[index] = kind === Memo.number ? this.addNumber(num) : num
+    if (index >= this.memoNext) this.memoNext = index + 1
+  }
+
+  private addNumber(value: number): number {
+    const i = this.numberCount++
+    if (i === this.numbers.length) {
+      const grown = new Float64Array(i * 2)
+      grown.set(this.numbers)
+      this.numbers = grown
+    }
+    this.numbers[i] = value
+    return i
+  }
+
+  /** Skips FRAME opcodes at p (each checked as the general lane checks it). */
+  private skipFrames(p: number): number {
+    const b = this.b
+    while (b[p] === Op.FRAME) {
+      if (p + 9 > this.end) return -1
+      const n = readUint32(b, p + 5) * 4294967296 + readUint32(b, p + 1)
+      if (n > this.end - p - 9) return -1
+      p += 9
+    }
+    return p
+  }
+
+  // ---- interning ----
+
+  private internString(s: string): number {
+    let id = this.stringIds.get(s)
+    if (id === undefined) {
+      id = this.strings.length
+      const code = CODES.get(s) ?? Code.other
+      this.strings.push(code === Code.other ? s : NAMES[code]!)
+      this.stringIds.set(s, id)
+      if (id === this.codes.length) this.codes = grownInt32(this.codes, id * 2)
+      this.codes[id] = code
+    }
+    return id
+  }
+
+  /** The id of the string whose UTF-8 bytes are b[at, at + n): looked up by its bytes, decoded only the first time. */
+  private internBytes(at: number, n: number): number {
+    const b = this.b
+    let hash = n
+    for (let i = at; i < at + n; i++) hash = Math.imul(hash ^ b[i]!, 0x9e3779b1)
+    hash ^= hash >>> 15
+    const mask = this.byteSlots.length - 1
+    for (let slot = hash & mask; ; slot = (slot + 1) & mask) {
+      const e = this.byteSlots[slot]!
+      if (e < 0) {
+        const id = this.internString(decodeUtf8(b, at, n))
+        this.addByteEntry(slot, at, n, id)
+        return id
+      }
+      if (this.byteLength[e] === n) {
+        const other = this.byteAt[e]!
+        let i = 0
+        while (i < n && b[other + i] === b[at + i]) i++
+        if (i === n) return this.byteIds[e]!
+      }
+    }
+  }
+
+  private addByteEntry(slot: number, at: number, n: number, id: number): void {
+    const e = this.byteCount++
+    if (e === this.byteAt.length) {
+      this.byteAt = grownInt32(this.byteAt, e * 2)
+      this.byteLength = grownInt32(this.byteLength, e * 2)
+      this.byteIds = grownInt32(this.byteIds, e * 2)
+    }
+    this.byteAt[e] = at
+    this.byteLength[e] = n
+    this.byteIds[e] = id
+    this.byteSlots[slot] = e
+    if (2 * this.byteCount > this.byteSlots.length) {
+      // Rehash into twice the slots.
+      const slots = new Int32Array(this.byteSlots.length * 2).fill(-1)
+      const mask = slots.length - 1
+      for (let k = 0; k < this.byteCount; k++) {
+        let hash = this.byteLength[k]!
+        const from = this.byteAt[k]!
+        for (let i = from; i < from + this.byteLength[k]!; i++) hash = Math.imul(hash ^ this.b[i]!, 0x9e3779b1)
+        hash ^= hash >>> 15
+        let s = hash & mask
+        while (slots[s]! >= 0) s = (s + 1) & mask
+        slots[s] = k
+      }
+      this.byteSlots = slots
+    }
+  }
+
+  private internFrame(name: number, file: number, line: number): number {
+    let hash = Math.imul(name, 0x9e3779b1) ^ Math.imul(file, 0x85ebca6b) ^ (line | 0) ^ Math.imul((line / 4294967296) | 0, 0xc2b2ae35)
+    hash ^= hash >>> 15
+    let mask = this.frameSlots.length - 1
+    let slot = hash & mask
+    for (; ; slot = (slot + 1) & mask) {
+      const f = this.frameSlots[slot]!
+      if (f < 0) break
+      if (this.frameName[f] === name && this.frameFile[f] === file && Object.is(this.frameLine[f], line)) return f
+    }
+    const f = this.frameCount++
+    if (f === this.frameName.length) {
+      this.frameName = grownInt32(this.frameName, f * 2)
+      this.frameFile = grownInt32(this.frameFile, f * 2)
+      const lines = new Float64Array(f * 2)
+      lines.set(this.frameLine)
+      this.frameLine = lines
+      this.frameGlobal = grownInt32(this.frameGlobal, f * 2)
+    }
+    this.frameName[f] = name
+    this.frameFile[f] = file
+    this.frameLine[f] = line
+    this.frameGlobal[f] = -1
+    this.frameSlots[slot] = f
+    if (2 * this.frameCount > this.frameSlots.length) {
+      const slots = new Int32Array(this.frameSlots.length * 2).fill(-1)
+      mask = slots.length - 1
+      for (let k = 0; k < this.frameCount; k++) {
+        const l = this.frameLine[k]!
+        let h = Math.imul(this.frameName[k]!, 0x9e3779b1) ^ Math.imul(this.frameFile[k]!, 0x85ebca6b) ^ (l | 0) ^ Math.imul((l / 4294967296) | 0, 0xc2b2ae35)
+        h ^= h >>> 15
+        let s = h & mask
+        while (slots[s]! >= 0) s = (s + 1) & mask
+        slots[s] = k
+      }
+      this.frameSlots = slots
+    }
+    return f
+  }
+
+  /** The local stack id of the frames scratch[0, n). */
+  private internLocalStack(n: number): number {
+    const scratch = this.scratch
+    let hash = n
+    for (let i = 0; i < n; i++) hash = Math.imul(hash ^ scratch[i]!, 0x9e3779b1)
+    hash ^= hash >>> 15
+    let mask = this.stackSlots.length - 1
+    let slot = hash & mask
+    for (; ; slot = (slot + 1) & mask) {
+      const s = this.stackSlots[slot]!
+      if (s < 0) break
+      if (this.stackLength[s] === n) {
+        const start = this.stackStart[s]!
+        let i = 0
+        while (i < n && this.stackFrames[start + i] === scratch[i]) i++
+        if (i === n) return s
+      }
+    }
+    const s = this.stackCount++
+    if (s === this.stackStart.length) {
+      this.stackStart = grownInt32(this.stackStart, s * 2)
+      this.stackLength = grownInt32(this.stackLength, s * 2)
+      this.stackGlobal = grownInt32(this.stackGlobal, s * 2)
+    }
+    if (this.stackFramesUsed + n > this.stackFrames.length) this.stackFrames = grownInt32(this.stackFrames, Math.max(this.stackFrames.length * 2, this.stackFramesUsed + n))
+    this.stackFrames.set(scratch.subarray(0, n), this.stackFramesUsed)
+    this.stackStart[s] = this.stackFramesUsed
+    this.stackLength[s] = n
+    this.stackGlobal[s] = -1
+    this.stackFramesUsed += n
+    this.stackSlots[slot] = s
+    if (2 * this.stackCount > this.stackSlots.length) {
+      const slots = new Int32Array(this.stackSlots.length * 2).fill(-1)
+      mask = slots.length - 1
+      for (let k = 0; k < this.stackCount; k++) {
+        const start = this.stackStart[k]!
+        const len = this.stackLength[k]!
+        let h = len
+        for (let i = 0; i < len; i++) h = Math.imul(h ^ this.stackFrames[start + i]!, 0x9e3779b1)
+        h ^= h >>> 15
+        let q = h & mask
+        while (slots[q]! >= 0) q = (q + 1) & mask
+        slots[q] = k
+      }
+      this.stackSlots = slots
+    }
+    return s
+  }
+}
+
+/** Typed arrays carved in turn from one ArrayBuffer of the bytes they take together. */
+class Tables {
+  private readonly buffer: ArrayBuffer
+  private at = 0
+  constructor(bytes: number) {
+    this.buffer = new ArrayBuffer(bytes)
+  }
+  float64(n: number): Float64Array {
+    const a = new Float64Array(this.buffer, this.at, n)
+    this.at += 8 * n
+    return a
+  }
+  int32(n: number): Int32Array {
+    const a = new Int32Array(this.buffer, this.at, n)
+    this.at += 4 * n
+    return a
+  }
+  uint32(n: number): Uint32Array {
+    const a = new Uint32Array(this.buffer, this.at, n)
+    this.at += 4 * n
+    return a
+  }
+  uint8(n: number): Uint8Array {
+    const a = new Uint8Array(this.buffer, this.at, n)
+    this.at += n
+    return a
+  }
+}
+
+// Slot states of the generic part's stack.
+const SLOT_OPEN_LIST = 1
+const SLOT_OPEN_DICT = 2
+const SLOT_SEALED = 3
+
+/** Cuts the generic part's four parallel stacks to `length` (popping: setting .length is a runtime call). */
+function truncate(stack: PickleValue[], state: number[], depths: number[], openMemo: number[], length: number): void {
+  while (stack.length > length) {
+    stack.pop()
+    state.pop()
+    depths.pop()
+    openMemo.pop()
+  }
+}
+
+/** Bytes of a memo store opcode with its argument. */
+function putLength(op: number): number {
+  return op === Op.MEMOIZE ? 1 : op === Op.BINPUT ? 2 : 5
+}
+
+/**
+ * LONG1's n (at most 8) little-endian two's complement bytes as decodeLong reads them, NaN where
+ * that gives a bigint (beyond 2^53).
+ */
+function smallLong(b: Uint8Array, at: number, n: number): number {
+  if (n <= 4) {
+    if (n === 0) return 0
+    let v = 0
+    for (let i = n - 1; i >= 0; i--) v = (v << 8) | b[at + i]!
+    const unused = 32 - 8 * n
+    return unused === 0 ? v : (v << unused) >> unused
+  }
+  // In 32-bit integers (no float per byte): the high word sign-extended from its n - 4 bytes.
+  let hi = b[at + 4]!
+  if (n > 5) hi |= b[at + 5]! << 8
+  if (n > 6) hi |= b[at + 6]! << 16
+  if (n > 7) hi |= b[at + 7]! << 24
+  const unused = 64 - 8 * n
+  hi = (hi << unused) >> unused
+  const lo = readUint32(b, at)
+  // |hi * 2^32 + lo| <= 2^53 - 1 exactly when these hold.
+  if (hi >= 0x200000 || hi < -0x200000 || (hi === -0x200000 && lo === 0)) return NaN
+  return hi * 4294967296 + lo
+}
+
+function grownInt32(a: Int32Array, size: number): Int32Array<ArrayBuffer> {
+  const grown = new Int32Array(size)
+  grown.set(a)
+  return grown
+}
