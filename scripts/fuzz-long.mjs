@@ -5,7 +5,7 @@
 //    driving the instrumented JavaScript (scripts/fuzz-ts.sh long), inputs that add coverage merged
 //    into the kept corpus test/fuzz/corpus/*.b64 (commit what it adds);
 //  - seeded: the same readers under the structure-aware seeded mutation fuzzer of
-//    test/unit/helpers/fuzz-runner.ts with a fresh seed, unbounded case count and a long budget, in a
+//    test/helpers/fuzz-runner.ts with a fresh seed, unbounded case count and a long budget, in a
 //    child with a hang watchdog.
 //   node scripts/fuzz-long.mjs [--seconds=600] [--only=native|ts|seeded]
 import { spawn, spawnSync } from 'node:child_process'
@@ -33,7 +33,7 @@ if (only === undefined || only === 'ts') {
 }
 
 if (only === undefined || only === 'seeded') {
-  const runner = join(root, 'test', 'unit', 'helpers', 'fuzz-runner.ts')
+  const runner = join(root, 'test', 'helpers', 'fuzz-runner.ts')
   for (const target of ['trace-file', 'rmm-log', 'pytorch-snapshot']) {
     const seed = Date.now() % 2 ** 31
     console.log(`\n=== ${target} (seeded mutation, seed ${seed}), ${seconds} s`)

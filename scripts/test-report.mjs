@@ -1,6 +1,6 @@
 // The counting half of `npm test` (scripts/test.mjs): reads what each runner reports into passed /
 // failed / skipped, so that the closing line counts every suite the same way. Pure functions of the
-// runners' text; test/unit/test-report.test.ts feeds them fake outputs.
+// runners' text; test/unit/scripts/test-report.test.ts feeds them fake outputs.
 
 /**
  * ctest's counts from its output: the summary line (`83% tests passed, 1 tests failed out of 6`)

@@ -164,9 +164,18 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   // Jazzer.js (libFuzzer over the instrumented TypeScript readers: trace file, PyTorch snapshot, RMM
   // CSV), 15 s each from the kept corpus (npm run fuzz:long: 10 min each).
   if (only !== 'e2e') await step('fuzz the TypeScript readers (Jazzer.js, short)', 'bash', [join(root, 'scripts', 'fuzz-ts.sh'), 'short', process.env.VRAMSCOPE_FUZZ_TS_SECONDS ?? '15'])
-  const testsIn = (dir) => readdirSync(join(root, 'test', dir)).filter((f) => f.endsWith('.test.ts')).sort().map((f) => join(root, 'test', dir, f))
+  const testsIn = (...dirs) =>
+    dirs.flatMap((dir) =>
+      readdirSync(join(root, 'test', dir), { recursive: true })
+        .filter((f) => f.endsWith('.test.ts'))
+        .sort()
+        .map((f) => join(root, 'test', dir, f)),
+    )
   if (failed.length > 0) console.log(`\nnpm test: already failed: ${failed.join(', ')}; the Node tests run anyway`)
-  if (only !== 'e2e') await nodeTests('node tests', testsIn('unit'))
+  // Unit tests (test/unit/, laid out as the sources are), integration tests of the CLI, the web host
+  // and the worker process (test/integration/), and the load tests at their short default sizes
+  // (test/load/; npm run test:load runs them long).
+  if (only !== 'e2e') await nodeTests('node tests', testsIn('unit', 'integration', 'load'))
   // The UI in Chromium against the real `vramscope serve`, and the desktop app where Electron's
   // binary exists (each file skips its tests, saying why, where it cannot run).
   await nodeTests('browser tests (Chromium, Playwright; Electron)', testsIn('e2e'), ['--test-concurrency=1'])

@@ -3,7 +3,7 @@
 
 Proves that a trace file (docs/trace-format.md) is plain Arrow: every chunk is an Arrow IPC stream
 that pyarrow.ipc.open_stream reads, the CRC-32 rule reproduces from Python, and the committed samples
-hold what their *.expected.json say (the same expectations test/unit/trace-fixtures.test.ts checks in
+hold what their *.expected.json say (the same expectations test/unit/services/trace/trace-fixtures.test.ts checks in
 Node). Needs only pyarrow; run on the GPU machine:
 
     python3 scripts/gpu/check_pyarrow.py                    # the samples in test/fixtures/trace

@@ -1,7 +1,7 @@
 // The desktop shell's security settings in one place (Electron's security checklist): the window's
 // web preferences, the Content-Security-Policy, the app:// origin the pages come from and its
 // handler, the sandbox, and the guards on navigation, new windows, webviews and permissions.
-// main/index.ts only calls these; test/unit/electron-security.test.ts tests them as exported, and
+// main/index.ts only calls these; test/unit/main/electron-security.test.ts tests them as exported, and
 // test/e2e/electron.e2e.test.ts checks a running window against them.
 import { extname, isAbsolute, join, normalize, relative, sep } from 'node:path'
 

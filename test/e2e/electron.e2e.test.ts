@@ -70,7 +70,7 @@ describe('vramscope desktop app (Electron)', () => {
   })
 
   test('the running window has the settings of security.ts: its web preferences, the CSP, the app:// page', { skip }, async () => {
-    // What Electron reports it applied, not what main asked for (test/unit/electron-security.test.ts
+    // What Electron reports it applied, not what main asked for (test/unit/main/electron-security.test.ts
     // tests those). getLastWebPreferences is left out of Electron's typings but still there.
     type Reporting = { getLastWebPreferences(): Record<string, unknown> | null }
     const applied = await electronApp.evaluate(({ BrowserWindow }) => BrowserWindow.getAllWindows().map((w) => (w.webContents as unknown as Reporting).getLastWebPreferences()))

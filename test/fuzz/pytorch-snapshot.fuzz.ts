@@ -7,7 +7,7 @@
 // Built and run by scripts/fuzz-ts.sh.
 import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
 import { SnapshotImportError } from '../../src-main/services/import/pytorch/snapshot-error.ts'
-import { checkPytorchImport } from '../unit/helpers/reader-checks.ts'
+import { checkPytorchImport } from '../helpers/reader-checks.ts'
 
 const FILE = 'fuzz.snapshot'
 

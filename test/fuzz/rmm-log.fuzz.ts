@@ -3,7 +3,7 @@
 // exception but an RmmLogError naming the file, or a trace that does not hold together (checkRmm).
 // Built and run by scripts/fuzz-ts.sh.
 import { RmmLogError, parseRmmLog } from '../../src-main/services/import/rmm.ts'
-import { checkRmm } from '../unit/helpers/reader-checks.ts'
+import { checkRmm } from '../helpers/reader-checks.ts'
 
 const FILE = 'fuzz.csv'
 

@@ -8,8 +8,8 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { encodeTrace } from '../../src-main/services/trace/file.ts'
-import { concat } from '../unit/helpers/bytes.ts'
-import { sampleStrategies, sampleTrace } from '../unit/helpers/trace-samples.ts'
+import { concat } from '../helpers/bytes.ts'
+import { sampleStrategies, sampleTrace } from '../helpers/trace-samples.ts'
 
 const fixtures = fileURLToPath(new URL('../fixtures', import.meta.url))
 const MAX_SEED_BYTES = 24 * 1024

@@ -4,7 +4,7 @@
 // file. A finding: any exception but a TraceFileError naming the file, or a result that does not
 // hold together (checkTraceContents). Built and run by scripts/fuzz-ts.sh.
 import { TraceFileError, decodeTrace } from '../../src-main/services/trace/file.ts'
-import { checkTraceContents, fixChecksums } from '../unit/helpers/reader-checks.ts'
+import { checkTraceContents, fixChecksums } from '../helpers/reader-checks.ts'
 
 const FILE = 'fuzz.vramscope'
 

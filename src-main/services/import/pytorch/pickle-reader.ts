@@ -1280,7 +1280,7 @@ export class MemoReferenceScanner {
 // read back later, it returns null and the caller runs the general lane from the start on a new
 // mapper. Either way the general lane gives the import or the error, so every check of the
 // restricted unpickler stands as it was, and an import is the same whichever lane read which part
-// (test/unit/pytorch-lanes.test.ts compares the two on every fixture and on mutated ones).
+// (test/unit/services/import/pytorch/pytorch-lanes.test.ts compares the two on every fixture and on mutated ones).
 // Nothing here throws on any input.
 //
 // What makes it fast: torch's pickle writes each dict key once and reads it back from the memo

@@ -1,0 +1,145 @@
+// The worker process that hosts the native module, driven over the same protocol the desktop app
+// uses, forked with Node's child_process (the app forks it with Electron's utilityProcess): real
+// files, the real addon. The crash test kills it mid-replay of a generated trace big enough to
+// take a while, and checks what the app side then says and that the next request gets a fresh one.
+import assert from 'node:assert/strict'
+import { mkdtemp, rm } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, test } from 'node:test'
+import { fileURLToPath } from 'node:url'
+
+import { decodeBundle } from '../../src-shared/bundle.ts'
+import type { JobStatus } from '../../src-shared/contract.ts'
+import { writeTrace } from '../../src-main/services/trace/file.ts'
+import { WorkerClient, WorkerExitedError } from '../../src-main/utility/client.ts'
+import { forkNodeWorker } from '../../src-main/utility/node-transport.ts'
+import { sampleTrace } from '../helpers/trace-samples.ts'
+
+const SAMPLES = fileURLToPath(new URL('../../resources/samples', import.meta.url))
+
+function newClient(onCrash?: (e: WorkerExitedError) => void): WorkerClient {
+  return new WorkerClient({
+    spawn: () => forkNodeWorker(),
+    init: { version: 'test', host: 'electron', samplesDir: SAMPLES },
+    ...(onCrash && { onCrash }),
+  })
+}
+
+async function settle(client: WorkerClient, jobId: string, until: (s: JobStatus) => boolean = (s) => s.state !== 'running'): Promise<JobStatus> {
+  const deadline = Date.now() + 120_000
+  for (;;) {
+    const status = await client.call('job:status', { jobId })
+    if (until(status)) return status
+    if (Date.now() > deadline) throw new Error(`job ${jobId} still ${status.state} (${status.phase}) after 120 s`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+describe('worker process (child_process.fork, the protocol of the utility process)', () => {
+  test('opens a sample, sends its columns and a replay as bundles, with progress pushed as it goes', async () => {
+    const client = newClient()
+    try {
+      const info = await client.call('app:info', undefined)
+      assert.ok(info.strategies.some((s) => s.name === 'caching'), 'the worker loaded the native addon')
+      assert.ok(info.samples.some((s) => s.name === 'transformer_varseq.pickle'))
+      const open = await client.call('trace:openSample', { name: 'transformer_varseq.pickle' })
+      assert.equal((await settle(client, open.jobId)).state, 'done')
+      const summary = await client.call('job:result', { jobId: open.jobId })
+      assert.equal(summary.kind, 'pytorch-snapshot')
+      const data = decodeBundle(await client.call('trace:data', { traceId: summary.traceId }))
+      assert.equal(data.arrays['kind']!.length, summary.events)
+
+      const phases = new Set<string>()
+      const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'slab,buddy', includeStored: false })
+      const done = await settle(client, replay.jobId, (s) => {
+        phases.add(s.phase)
+        return s.state !== 'running'
+      })
+      assert.equal(done.state, 'done')
+      assert.ok([...phases].some((p) => p.startsWith('replaying')), `progress phases seen: ${[...phases].join(', ')}`)
+      const result = decodeBundle(await client.call('replay:result', { jobId: replay.jobId }))
+      const names = (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
+      assert.deepEqual(names, ['slab', 'buddy'])
+      assert.ok(result.arrays['s0.l0.op']!.length > 0, 'the slab replay has layout events')
+    } finally {
+      await client.close()
+    }
+  })
+
+  test('an error of the session comes back with its code, and the worker goes on', async () => {
+    const client = newClient()
+    try {
+      await assert.rejects(client.call('trace:data', { traceId: 'no-such-trace' }), (e: Error & { code?: string }) => e.code === 'NOT_FOUND' && /no open trace/.test(e.message))
+      await assert.rejects(client.call('trace:openSample', { name: '../package.json' }), (e: Error & { code?: string }) => e.code === 'BAD_INPUT')
+      assert.ok((await client.call('app:info', undefined)).version === 'test')
+    } finally {
+      await client.close()
+    }
+  })
+
+  describe('crash: the worker is killed mid-replay', () => {
+    let dir = ''
+    let bigTrace = ''
+    before(async () => {
+      dir = await mkdtemp(join(tmpdir(), 'vramscope-worker-'))
+      bigTrace = join(dir, 'big.vramscope')
+      // Big enough that replaying it through five strategies with layouts takes seconds here.
+      await writeTrace(bigTrace, sampleTrace(1_500_000, 11))
+    })
+    after(() => rm(dir, { recursive: true, force: true }))
+
+    test('pending calls and running jobs fail saying how it died, opened traces say they are gone, the next call starts a fresh worker', async () => {
+      const crashes: WorkerExitedError[] = []
+      const client = newClient((e) => crashes.push(e))
+      try {
+        const open = await client.call('trace:openPath', { path: bigTrace })
+        assert.equal((await settle(client, open.jobId)).state, 'done')
+        const summary = await client.call('job:result', { jobId: open.jobId })
+        const firstPid = client.pid!
+        const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable' })
+        const midway = await settle(client, replay.jobId, (s) => s.state !== 'running' || (s.fraction > 0.05 && s.phase.startsWith('replaying')))
+        assert.equal(midway.state, 'running', 'the replay was still running when the worker was killed (make the trace bigger if not)')
+
+        // A call in flight when it dies: the worker needs milliseconds to encode these columns.
+        const inFlight = client.call('trace:data', { traceId: summary.traceId })
+        process.kill(firstPid, 'SIGKILL')
+
+        const error = await inFlight.then(
+          () => assert.fail('the call in flight should have been rejected'),
+          (e: unknown) => e,
+        )
+        assert.ok(error instanceof WorkerExitedError, `rejected with ${String(error)}`)
+        assert.equal(error.exit.signal, 'SIGKILL')
+        assert.match(error.message, new RegExp(`pid ${firstPid}\\) was killed by signal SIGKILL while replaying .* \\(\\d+ %\\)`))
+        assert.match(error.message, /next request starts a fresh worker/)
+
+        const failed = await client.call('job:status', { jobId: replay.jobId })
+        assert.equal(failed.state, 'failed')
+        assert.equal(failed.error?.code, 'WORKER_EXITED')
+        assert.equal(failed.error?.message, error.message, 'the job reads as failed with the same words the UI shows')
+
+        await assert.rejects(client.call('trace:data', { traceId: summary.traceId }), (e: Error) => e instanceof WorkerExitedError && /opened in a worker process that has since ended/.test(e.message))
+        await assert.rejects(client.call('replay:result', { jobId: replay.jobId }), WorkerExitedError)
+        assert.equal(crashes.length, 1, 'the crash was reported once')
+
+        // The next request: a fresh worker that works.
+        const info = await client.call('app:info', undefined)
+        assert.ok(info.strategies.length > 0)
+        assert.notEqual(client.pid, firstPid)
+        assert.equal(client.workerGeneration, 2)
+        const again = await client.call('trace:openSample', { name: 'convnet_varimg.pickle' })
+        const reopened = await settle(client, again.jobId)
+        assert.equal(reopened.state, 'done', JSON.stringify(reopened.error))
+        const s2 = await client.call('job:result', { jobId: again.jobId })
+        const r2 = await client.call('replay:start', { traceId: s2.traceId, strategies: 'buddy', includeStored: false })
+        const replayed = await settle(client, r2.jobId)
+        assert.equal(replayed.state, 'done', JSON.stringify(replayed.error))
+        assert.ok(decodeBundle(await client.call('replay:result', { jobId: r2.jobId })).arrays['s0.l0.op']!.length > 0)
+      } finally {
+        await client.close()
+      }
+      assert.equal(crashes.length, 1, 'closing the worker on purpose is not a crash')
+    })
+  })
+})

@@ -1,0 +1,104 @@
+// A replay's layout read in pieces as its bundle streams in gives the same model as the whole
+// layout at once: every strategy (arena's resets, VMM's maps and unmaps, the recorded PyTorch
+// layout) replayed by the real addon on a real snapshot, its bundle cut into small layout pieces
+// and fed to the renderer's ReplayDecoder in byte chunks of random sizes, against the models the
+// whole-layout builder makes from the replay's own columns.
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+
+import { BundleError, bundleByteLength, encodeBundle, encodeBundleParts } from '../../../../src-shared/bundle.ts'
+import { replayBundle } from '../../../../src-main/services/replay/replay-input.ts'
+import { openInput } from '../../../../src-main/services/import/open-input.ts'
+import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
+import { LayoutOp } from '../../../../src-shared/layout.ts'
+import { decodeReplay, ReplayDecoder, type StrategyView } from '../../../../src-renderer/viz/data.ts'
+import { buildStrategyModel, reuseKindOf, StrategyModelBuilder, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
+import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
+
+const SNAPSHOT = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'pytorch', 'convnet_varimg.pickle')
+
+/** A model's records as plain arrays, cut to their counts (builders may hold spare room). */
+function records(model: StrategyModel) {
+  const cut = (o: object, n: number) => Object.fromEntries(Object.entries(o).filter(([k]) => k !== 'count').map(([k, v]) => [k, Array.from((v as Uint32Array).subarray(0, n))]))
+  return {
+    blocks: cut(model.blocks, model.blocks.count),
+    regions: cut(model.regions, model.regions.count),
+    failures: Array.from(model.failures),
+    resets: Array.from(model.resets),
+    structureEvents: model.structureEvents,
+  }
+}
+
+function seeded(seed: number) {
+  return () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296
+}
+
+describe('a layout in pieces', async () => {
+  const input = await openInput(SNAPSHOT)
+  const targets = strategyConfigs().map((c) => ({ label: c.label, strategy: c.strategy, params: c.params }))
+  const results = await replayTrace(input.trace, targets, { layout: true })
+  const bytes = encodeBundle(replayBundle(input.trace, input.strategies, results, 257))
+  const whole = decodeReplay(bytes.slice().buffer)
+
+  it('covers layouts of many pieces', () => {
+    const longest = Math.max(...results.map((r) => r.layout.op.length))
+    assert.ok(longest > 5 * 257, `the longest layout has ${longest} events`)
+    assert.ok(results.some((r) => r.layout.op.includes(LayoutOp.unmap)), 'some strategy maps and unmaps (VMM)')
+  })
+
+  it('StrategyModelBuilder over pieces of any size equals buildStrategyModel over the whole', () => {
+    const random = seeded(7)
+    for (const r of results) {
+      const l = r.layout
+      const layout = { op: l.op, address: l.address, size: l.size, requested: l.requested, stream: l.stream, event: l.event }
+      const expected = records(buildStrategyModel(layout, reuseKindOf(r.strategy, r.params)))
+      // No capacity hints: the records grow as the pieces come.
+      const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
+      for (let start = 0; start < l.op.length; ) {
+        const end = Math.min(l.op.length, start + 1 + Math.floor(random() * 3000))
+        builder.add({ op: l.op.subarray(start, end), address: l.address.subarray(start, end), size: l.size.subarray(start, end), requested: l.requested.subarray(start, end), stream: l.stream.subarray(start, end), event: l.event.subarray(start, end) })
+        start = end
+      }
+      assert.deepEqual(records(builder.finish()), expected, r.label)
+    }
+  })
+
+  it('the bundle read in byte chunks of random sizes gives the same views as read whole, and the whole-layout models', () => {
+    const random = seeded(11)
+    const decoder = new ReplayDecoder()
+    for (let at = 0; at < bytes.byteLength; ) {
+      // Mostly small chunks, so pieces end inside chunks, and a few large ones.
+      const size = random() < 0.9 ? 1 + Math.floor(random() * 4096) : 1 + Math.floor(random() * 200_000)
+      decoder.push(bytes.slice(at, at + size))
+      at += size
+    }
+    const streamed = decoder.finish()
+    const plain = (views: StrategyView[]) => views.map((v) => ({ name: v.name, summary: v.summary, records: records(v.model), metrics: v.metrics && Object.fromEntries(Object.entries(v.metrics).map(([k, a]) => [k, Array.from(a as Float64Array)])) }))
+    assert.deepEqual(plain(streamed), plain(whole))
+    for (const [i, r] of results.entries()) {
+      const l = r.layout
+      const model = buildStrategyModel({ op: l.op, address: l.address, size: l.size, requested: l.requested, stream: l.stream, event: l.event }, reuseKindOf(r.strategy, r.params))
+      assert.deepEqual(records(streamed[input.strategies.length + i]!.model), records(model), r.label)
+    }
+  })
+
+  it('encodeBundleParts are encodeBundle\'s bytes, and the header announces their length', () => {
+    const bundle = replayBundle(input.trace, input.strategies, results.slice(0, 2), 257)
+    const parts = encodeBundleParts(bundle)
+    const joined = Buffer.concat(parts)
+    assert.deepEqual(new Uint8Array(joined), encodeBundle(bundle))
+    assert.equal(bundleByteLength(parts[0]!), joined.byteLength)
+    assert.equal(bundleByteLength(parts[0]!.subarray(0, 11)), undefined, 'not enough bytes for the header yet')
+  })
+
+  it('a bundle cut short or run long is a BundleError', () => {
+    const short = new ReplayDecoder()
+    short.push(bytes.slice(0, bytes.byteLength - 8))
+    assert.throws(() => short.finish(), BundleError)
+    const long = new ReplayDecoder()
+    long.push(bytes.slice())
+    assert.throws(() => long.push(new Uint8Array(8)), BundleError)
+    assert.throws(() => new ReplayDecoder().finish(), BundleError)
+  })
+})
