@@ -51,8 +51,5 @@ for (const step of steps) {
   if (build.status !== 0) break
 }
 if (build.status !== 0) {
-  fail(
-    'the native addon did not build (see the compiler output above).\n' +
-      'To build without CUDA: VRAMSCOPE_CUDA=OFF npm run build:addon',
-  )
+  fail('the native addon did not build (see the compiler output above).\n' + 'To build without CUDA: VRAMSCOPE_CUDA=OFF npm run build:addon')
 }

@@ -13,7 +13,11 @@ import { fileURLToPath } from 'node:url'
 const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const check = process.argv.includes('--check')
 
-const prettier = spawnSync(process.execPath, [join(root, 'node_modules', 'prettier', 'bin', 'prettier.cjs'), check ? '--check' : '--write', '--log-level', 'warn', '**/*.{ts,mts,cts,js,mjs,cjs,svelte}'], { cwd: root, stdio: 'inherit' })
+const prettier = spawnSync(
+  process.execPath,
+  [join(root, 'node_modules', 'prettier', 'bin', 'prettier.cjs'), check ? '--check' : '--write', '--log-level', 'warn', '**/*.{ts,mts,cts,js,mjs,cjs,svelte}'],
+  { cwd: root, stdio: 'inherit' },
+)
 if (prettier.error) console.error(`format: prettier did not run (${prettier.error.message}): npm install`)
 
 function nativeSources(dir, out = []) {
@@ -46,7 +50,8 @@ if (check) {
     if (!formatted.stdout.equals(readFileSync(file))) differ.push(relative(root, file))
   }
   for (const file of differ) console.log(`[warn] ${file}`)
-  if (differ.length > 0) console.log(`[warn] clang-format: ${differ.length} of ${files.length} native files differ from .clang-format. Run npm run format to fix.`)
+  if (differ.length > 0)
+    console.log(`[warn] clang-format: ${differ.length} of ${files.length} native files differ from .clang-format. Run npm run format to fix.`)
   clangOk &&= differ.length === 0
 } else {
   const run = spawnSync(binary, ['-i', '--style=file', ...files], { cwd: root, stdio: 'inherit' })

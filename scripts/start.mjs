@@ -39,7 +39,10 @@ const options = args.filter((a) => a.startsWith('-'))
 const electron = electronBinary()
 if (electron.path) {
   // out/ is rebuilt every time: a start never shows a stale app.
-  const build = spawnSync(process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'], { cwd: root, stdio: 'inherit' })
+  const build = spawnSync(process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'], {
+    cwd: root,
+    stdio: 'inherit',
+  })
   if (build.status !== 0) process.exit(build.status ?? 1)
   console.log(`vramscope: starting the desktop app (Electron at ${electron.path}).`)
   run(electron.path, ['.', ...(files.length > 0 ? files : [SAMPLE])])

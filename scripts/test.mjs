@@ -55,8 +55,12 @@ function record(title, counts, seconds, note = '') {
   totals.failed += counts.failed
   totals.skipped += counts.skipped
   if (counts.failed > 0) failed.push(title)
-  const parts = [counts.passed && `${counts.passed} passed`, counts.failed && `${counts.failed} failed`, counts.skipped && `${counts.skipped} skipped`].filter(Boolean)
-  console.log(`=== ${title}: ${counts.failed > 0 ? 'FAILED' : counts.passed > 0 || counts.skipped === 0 ? 'ok' : 'skipped'}${parts.length ? ` (${parts.join(', ')})` : ''}${note} in ${seconds} s`)
+  const parts = [counts.passed && `${counts.passed} passed`, counts.failed && `${counts.failed} failed`, counts.skipped && `${counts.skipped} skipped`].filter(
+    Boolean,
+  )
+  console.log(
+    `=== ${title}: ${counts.failed > 0 ? 'FAILED' : counts.passed > 0 || counts.skipped === 0 ? 'ok' : 'skipped'}${parts.length ? ` (${parts.join(', ')})` : ''}${note} in ${seconds} s`,
+  )
 }
 
 function skip(title, reason) {
@@ -101,10 +105,25 @@ async function nodeTests(title, files, extraArgs = []) {
   const tap = join(dir, 'report.tap')
   const consoleReporter = process.stdout.isTTY ? 'spec' : 'tap'
   try {
-    await step(title, process.execPath, ['--import', 'tsx', '--test', ...extraArgs, `--test-reporter=${consoleReporter}`, '--test-reporter-destination=stdout', '--test-reporter=tap', `--test-reporter-destination=${tap}`, ...files], {
-      capture: false,
-      kind: () => (existsSync(tap) ? tapCounts(readFileSync(tap, 'utf8')) : undefined),
-    })
+    await step(
+      title,
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--test',
+        ...extraArgs,
+        `--test-reporter=${consoleReporter}`,
+        '--test-reporter-destination=stdout',
+        '--test-reporter=tap',
+        `--test-reporter-destination=${tap}`,
+        ...files,
+      ],
+      {
+        capture: false,
+        kind: () => (existsSync(tap) ? tapCounts(readFileSync(tap, 'utf8')) : undefined),
+      },
+    )
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }
@@ -125,15 +144,24 @@ function newestNativeSource() {
 }
 
 if (only === undefined || only === 'native') {
-  const configured = (await step('native configure', 'cmake', ['-S', join(root, 'native'), '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DVRAMSCOPE_CUDA=${cuda}`], { kind: 'build' })).ok
+  const configured = (
+    await step('native configure', 'cmake', ['-S', join(root, 'native'), '-B', buildDir, '-DCMAKE_BUILD_TYPE=Release', `-DVRAMSCOPE_CUDA=${cuda}`], {
+      kind: 'build',
+    })
+  ).ok
   const built = configured && (await step('native build', 'cmake', ['--build', buildDir, '--parallel', jobs], { kind: 'build' })).ok
-  if (built) await step('native tests (ctest -L CPU)', 'ctest', ['--test-dir', buildDir, '-L', 'CPU', '--output-on-failure', '--parallel', jobs], { kind: (r) => ctestCounts(r.output) })
+  if (built)
+    await step('native tests (ctest -L CPU)', 'ctest', ['--test-dir', buildDir, '-L', 'CPU', '--output-on-failure', '--parallel', jobs], {
+      kind: (r) => ctestCounts(r.output),
+    })
   else skip('native tests (ctest -L CPU)', 'the native build failed')
   const sanitizers = join(root, 'native', 'scripts', 'sanitizers.sh')
   if (existsSync(sanitizers)) await step('sanitizers', 'bash', [sanitizers], { env: { ...process.env, JOBS: jobs } })
   else skip('sanitizers', 'native/scripts/sanitizers.sh does not exist yet')
   // libFuzzer over allocator operation sequences, 45 s from the kept corpus (npm run fuzz:long: 10 min).
-  await step('fuzz (libFuzzer, short)', 'bash', [join(root, 'native', 'scripts', 'fuzz.sh'), 'short', process.env.VRAMSCOPE_FUZZ_SECONDS ?? '45'], { env: { ...process.env, JOBS: jobs } })
+  await step('fuzz (libFuzzer, short)', 'bash', [join(root, 'native', 'scripts', 'fuzz.sh'), 'short', process.env.VRAMSCOPE_FUZZ_SECONDS ?? '45'], {
+    env: { ...process.env, JOBS: jobs },
+  })
 }
 
 if (only === undefined || only === 'unit' || only === 'e2e') {
@@ -152,18 +180,41 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   await step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
   const svelteCheck = join(root, 'node_modules', 'svelte-check', 'bin', 'svelte-check')
-  await step('typecheck the UI (svelte-check)', process.execPath, [svelteCheck, '--tsconfig', join(root, 'src-renderer', 'tsconfig.json'), '--threshold', 'error', '--fail-on-warnings'])
-  await step('build the UI (vite)', process.execPath, [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '-c', join(root, 'vite.renderer.config.ts'), '--logLevel', 'warn'], { kind: 'build' })
+  await step('typecheck the UI (svelte-check)', process.execPath, [
+    svelteCheck,
+    '--tsconfig',
+    join(root, 'src-renderer', 'tsconfig.json'),
+    '--threshold',
+    'error',
+    '--fail-on-warnings',
+  ])
+  await step(
+    'build the UI (vite)',
+    process.execPath,
+    [join(root, 'node_modules', 'vite', 'bin', 'vite.js'), 'build', '-c', join(root, 'vite.renderer.config.ts'), '--logLevel', 'warn'],
+    { kind: 'build' },
+  )
   // The Node tests go through the addon: build it when it is missing or older than any native
   // source, so a developer never tests a stale binary.
   const addon = join(root, 'build', 'Release', 'vramscope.node')
   const stale = !existsSync(addon) || newestNativeSource() > statSync(addon).mtimeMs
-  if (stale) await step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')], { kind: 'build' })
+  if (stale)
+    await step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')], { kind: 'build' })
   // The desktop app's bundles (out/, with a copy of the addon): the preload test and the desktop e2e run what is built.
-  await step('build the desktop app (electron-vite)', process.execPath, [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'], { kind: 'build' })
+  await step(
+    'build the desktop app (electron-vite)',
+    process.execPath,
+    [join(root, 'node_modules', 'electron-vite', 'bin', 'electron-vite.js'), 'build', '--logLevel', 'warn'],
+    { kind: 'build' },
+  )
   // Jazzer.js (libFuzzer over the instrumented TypeScript readers: trace file, PyTorch snapshot, RMM
   // CSV), 15 s each from the kept corpus (npm run fuzz:long: 10 min each).
-  if (only !== 'e2e') await step('fuzz the TypeScript readers (Jazzer.js, short)', 'bash', [join(root, 'scripts', 'fuzz-ts.sh'), 'short', process.env.VRAMSCOPE_FUZZ_TS_SECONDS ?? '15'])
+  if (only !== 'e2e')
+    await step('fuzz the TypeScript readers (Jazzer.js, short)', 'bash', [
+      join(root, 'scripts', 'fuzz-ts.sh'),
+      'short',
+      process.env.VRAMSCOPE_FUZZ_TS_SECONDS ?? '15',
+    ])
   const testsIn = (...dirs) =>
     dirs.flatMap((dir) =>
       readdirSync(join(root, 'test', dir), { recursive: true })

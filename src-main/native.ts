@@ -34,11 +34,7 @@ export function loadNative(): NativeAddon {
   try {
     cached = requireAddon(found) as NativeAddon
   } catch (cause) {
-    throw new Error(
-      `vramscope's native addon at ${found} did not load: ${(cause as Error).message}. ` +
-        'Rebuild it with `npm run build:addon`.',
-      { cause },
-    )
+    throw new Error(`vramscope's native addon at ${found} did not load: ${(cause as Error).message}. ` + 'Rebuild it with `npm run build:addon`.', { cause })
   }
   return cached
 }

@@ -238,7 +238,8 @@ export const CONTRACT = {
 
 export type Channel = keyof typeof CONTRACT
 /** A channel's argument; `void` where it takes none (the call is made without one). */
-export type ChannelArg<C extends Channel> = z.output<ReturnType<(typeof CONTRACT)[C]['arg']>> extends infer A ? (undefined extends A ? (A extends undefined ? void : A) : A) : never
+export type ChannelArg<C extends Channel> =
+  z.output<ReturnType<(typeof CONTRACT)[C]['arg']>> extends infer A ? (undefined extends A ? (A extends undefined ? void : A) : A) : never
 export type ChannelResult<C extends Channel> = (typeof CONTRACT)[C]['result'] extends Returns<infer T> ? T : never
 /** Every channel's argument and result types. */
 export type Channels = { [C in Channel]: { arg: ChannelArg<C>; result: ChannelResult<C> } }
@@ -252,14 +253,7 @@ export interface Bundle {
   arrays: Record<string, BundleArray>
 }
 
-export type BundleArray =
-  | Uint8Array
-  | Uint16Array
-  | Uint32Array
-  | Int32Array
-  | Float32Array
-  | Float64Array
-  | BigUint64Array
+export type BundleArray = Uint8Array | Uint16Array | Uint32Array | Int32Array | Float32Array | Float64Array | BigUint64Array
 
 export const CHANNELS = Object.keys(CONTRACT) as readonly Channel[]
 

@@ -44,7 +44,7 @@ struct options {
   std::set<std::string> strategies;  // empty: all registered
   std::size_t live_blocks = default_live_blocks;
   bool tracing = true;
-  std::size_t trace_ring_events = 1 << 16;  // the tracing-on recorder's ring
+  std::size_t trace_ring_events = 1 << 16;                     // the tracing-on recorder's ring
   std::vector<std::pair<std::string, std::string>> overrides;  // "strategy.param" -> value
   bool simulated_beside_real = false;  // on a GPU, also run every strategy on the simulated backing
   bool device_kernels = true;
@@ -56,27 +56,28 @@ struct options {
 
 [[noreturn]] void usage(const char* why) {
   if (why) std::fprintf(stderr, "vramscope_bench: %s\n\n", why);
-  std::fprintf(stderr,
-               "usage: vramscope_bench [options]\n"
-               "  --json FILE          write every figure (medians, p10/p90, machine) as JSON\n"
-               "  --markdown FILE      write the final markdown tables to FILE as well\n"
-               "  --quick              smoke run: 3 short repetitions, small kernels (CI)\n"
-               "  --strategies a,b     only these strategies (registry names)\n"
-               "  --sizes 512,1MiB     request sizes (default 512,1MiB,64MiB)\n"
-               "  --live N             blocks held live in the second scenario (default 1000; 0: skip)\n"
-               "  --reps N             repetitions per figure (default 11)\n"
-               "  --min-rep-ms MS      shortest repetition (default 20)\n"
-               "  --no-tracing         skip the tracing-on figures\n"
-               "  --trace-ring N       events in the tracing-on recorder's ring (default 65536,\n"
-               "                       2.5 MiB of 40-byte events)\n"
-               "  --param S.NAME=V     set strategy S's parameter NAME (repeatable; a row label\n"
-               "                       such as caching.pytorch also matches), e.g. buddy.pool_size=64MiB\n"
-               "  --clock wall|cpu     time the strategies' pairs in wall time (default) or this\n"
-               "                       thread's CPU time (for a busy machine; the driver peers and\n"
-               "                       kernels always use wall time)\n"
-               "  --simulated          on a GPU, also run the strategies on the simulated backing\n"
-               "  --no-kernels         skip the in-kernel (device_bump) benchmark\n"
-               "  --no-pin             leave the measuring thread free to move between CPUs\n");
+  std::fprintf(
+      stderr,
+      "usage: vramscope_bench [options]\n"
+      "  --json FILE          write every figure (medians, p10/p90, machine) as JSON\n"
+      "  --markdown FILE      write the final markdown tables to FILE as well\n"
+      "  --quick              smoke run: 3 short repetitions, small kernels (CI)\n"
+      "  --strategies a,b     only these strategies (registry names)\n"
+      "  --sizes 512,1MiB     request sizes (default 512,1MiB,64MiB)\n"
+      "  --live N             blocks held live in the second scenario (default 1000; 0: skip)\n"
+      "  --reps N             repetitions per figure (default 11)\n"
+      "  --min-rep-ms MS      shortest repetition (default 20)\n"
+      "  --no-tracing         skip the tracing-on figures\n"
+      "  --trace-ring N       events in the tracing-on recorder's ring (default 65536,\n"
+      "                       2.5 MiB of 40-byte events)\n"
+      "  --param S.NAME=V     set strategy S's parameter NAME (repeatable; a row label\n"
+      "                       such as caching.pytorch also matches), e.g. buddy.pool_size=64MiB\n"
+      "  --clock wall|cpu     time the strategies' pairs in wall time (default) or this\n"
+      "                       thread's CPU time (for a busy machine; the driver peers and\n"
+      "                       kernels always use wall time)\n"
+      "  --simulated          on a GPU, also run the strategies on the simulated backing\n"
+      "  --no-kernels         skip the in-kernel (device_bump) benchmark\n"
+      "  --no-pin             leave the measuring thread free to move between CPUs\n");
   std::exit(why ? 2 : 0);
 }
 
@@ -134,15 +135,14 @@ options parse_options(int argc, char** argv) {
       find_strategy(strategy);  // an unknown name fails here, listing the known ones
       if (!find_param(find_strategy(strategy), text.substr(dot + 1, eq - dot - 1)))
         usage(("--param " + text + ": " + strategy + " has no parameter '" +
-               text.substr(dot + 1, eq - dot - 1) + "'").c_str());
+               text.substr(dot + 1, eq - dot - 1) + "'")
+                  .c_str());
       o.overrides.emplace_back(text.substr(0, eq), text.substr(eq + 1));
-    }
-    else if (arg == "--clock") {
+    } else if (arg == "--clock") {
       const std::string clock = value();
       if (clock != "wall" && clock != "cpu") usage("--clock takes wall or cpu");
       o.timing.cpu_clock = clock == "cpu";
-    }
-    else if (arg == "--simulated") o.simulated_beside_real = true;
+    } else if (arg == "--simulated") o.simulated_beside_real = true;
     else if (arg == "--no-kernels") o.device_kernels = false;
     else if (arg == "--no-pin") o.pin = false;
     else if (arg == "--help" || arg == "-h") usage(nullptr);
@@ -356,8 +356,11 @@ class pair_loop {
   pair_loop(const row& r, backing_kind kind, const params& values, std::size_t size,
             std::size_t live_blocks, std::size_t live_block_size, bool tracing, bool cpu_clock,
             std::size_t ring_events)
-      : size_(size), live_blocks_(live_blocks), live_block_size_(live_block_size),
-        clock_(cpu_clock ? thread_cpu_ns : wall_ns), recorder_(tracing ? ring_events : 1) {
+      : size_(size),
+        live_blocks_(live_blocks),
+        live_block_size_(live_block_size),
+        clock_(cpu_clock ? thread_cpu_ns : wall_ns),
+        recorder_(tracing ? ring_events : 1) {
     static const double wall_overhead = clock_overhead_ns(wall_ns);
     static const double cpu_overhead = clock_overhead_ns(thread_cpu_ns);
     clock_overhead_ = cpu_clock ? cpu_overhead : wall_overhead;
@@ -414,7 +417,8 @@ class pair_loop {
  private:
   void hold() {
     held_.clear();
-    for (std::size_t i = 0; i < live_blocks_; ++i) held_.push_back(allocator_->allocate(live_block_size_));
+    for (std::size_t i = 0; i < live_blocks_; ++i)
+      held_.push_back(allocator_->allocate(live_block_size_));
   }
   void reset() {
     allocator_->reset();
@@ -460,13 +464,15 @@ std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_
     // --param comes last: what the user sets wins over the sizing above.
     for (const auto& [key, value] : o.overrides) {
       const std::string subject = key.substr(0, key.rfind('.'));
-      if (subject == r.strategy || subject == r.label) sized.values.set(key.substr(key.rfind('.') + 1), value);
+      if (subject == r.strategy || subject == r.label)
+        sized.values.set(key.substr(key.rfind('.') + 1), value);
     }
     const std::uint64_t committed = sized.device_bytes * (with_tracing ? 2 : 1);
     if (kind != backing_kind::simulated && committed > env.real_budget)
-      return both("not measured: its parameters commit " + format_bytes(committed) +
-                  " of device memory up front (tracing off and on), more than this run's budget of " +
-                  format_bytes(env.real_budget));
+      return both(
+          "not measured: its parameters commit " + format_bytes(committed) +
+          " of device memory up front (tracing off and on), more than this run's budget of " +
+          format_bytes(env.real_budget));
     std::string note = describe_params(sized.values);
     pair_loop untraced(r, kind, sized.values, size, live_blocks, live_block_size, false,
                        timing.cpu_clock, 1);
@@ -474,9 +480,9 @@ std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_
     if (with_tracing) {
       pair_loop traced(r, kind, sized.values, size, live_blocks, live_block_size, true,
                        timing.cpu_clock, o.trace_ring_events);
-      std::tie(off.result, on.result) = measure_interleaved(
-          [&](std::uint64_t n) { return untraced.run(n); },
-          [&](std::uint64_t n) { return traced.run(n); }, timing);
+      std::tie(off.result, on.result) =
+          measure_interleaved([&](std::uint64_t n) { return untraced.run(n); },
+                              [&](std::uint64_t n) { return traced.run(n); }, timing);
       on.measured = true;
       pairs_per_reset = traced.pairs_per_reset();
     } else {
@@ -485,8 +491,9 @@ std::vector<figure> measure_strategy(const row& r, backing_kind kind, std::size_
     off.measured = true;
     pairs_per_reset = std::max(pairs_per_reset, untraced.pairs_per_reset());
     if (pairs_per_reset)
-      note += std::string(note.empty() ? "" : "; ") + "reset() and re-holding the live blocks every " +
-              std::to_string(pairs_per_reset) + " pairs, not timed";
+      note += std::string(note.empty() ? "" : "; ") +
+              "reset() and re-holding the live blocks every " + std::to_string(pairs_per_reset) +
+              " pairs, not timed";
     std::vector<figure> out = both(note);
     return out;
   } catch (const std::exception& e) {
@@ -511,25 +518,27 @@ int run_benchmark(const options& o) {
     // Fixed pools (block_pool, buddy) are created whole; keep them well inside the device.
     env.real_budget = std::min<std::uint64_t>(16 * GiB, m.gpu_info.free_memory / 2);
     std::printf("GPU: %s, sm_%s, %s (%s free), driver %s, runtime %s\n", m.gpu_info.name.c_str(),
-                m.gpu_info.compute_capability.c_str(), format_bytes(m.gpu_info.total_memory).c_str(),
+                m.gpu_info.compute_capability.c_str(),
+                format_bytes(m.gpu_info.total_memory).c_str(),
                 format_bytes(m.gpu_info.free_memory).c_str(), m.gpu_info.driver_version.c_str(),
                 m.gpu_info.runtime_version.c_str());
   }
 #endif
   if (!m.gpu)
-    std::printf("GPU: none — the CUDA peers (cudaMalloc+cudaFree, cudaMallocAsync+cudaFreeAsync) and "
-                "the real backings are not measured: %s. Every strategy runs on the simulated "
-                "backing.\n",
-                m.gpu_reason.c_str());
+    std::printf(
+        "GPU: none — the CUDA peers (cudaMalloc+cudaFree, cudaMallocAsync+cudaFreeAsync) and "
+        "the real backings are not measured: %s. Every strategy runs on the simulated "
+        "backing.\n",
+        m.gpu_reason.c_str());
   if (o.pin) {
     std::string why;
     m.pinned_cpu = pin_to_current_cpu(why);
     if (m.pinned_cpu >= 0)
-      std::printf("Pinned: the measuring thread stays on CPU %d (sched_setaffinity; --no-pin to "
-                  "leave it free)\n",
-                  m.pinned_cpu);
-    else
-      std::printf("Not pinned: %s\n", why.c_str());
+      std::printf(
+          "Pinned: the measuring thread stays on CPU %d (sched_setaffinity; --no-pin to "
+          "leave it free)\n",
+          m.pinned_cpu);
+    else std::printf("Not pinned: %s\n", why.c_str());
   } else {
     std::printf("Not pinned (--no-pin)\n");
   }
@@ -570,8 +579,7 @@ int run_benchmark(const options& o) {
       for (std::size_t live : lives)
         for (std::size_t size : o.sizes) {
           const std::size_t held = std::min(size, max_live_block_size);
-          for (figure& f : measure_strategy(r, kind, size, live, held, o, env))
-            add(std::move(f));
+          for (figure& f : measure_strategy(r, kind, size, live, held, o, env)) add(std::move(f));
         }
   }
 

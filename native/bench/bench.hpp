@@ -15,10 +15,10 @@
 namespace vramscope::bench {
 
 struct timing_options {
-  int reps = 11;            // repetitions; the figure is their median
-  double min_rep_ms = 20;   // each repetition runs enough operations to last at least this long
-  bool quick = false;       // smoke run: few, short repetitions and small kernels
-  bool cpu_clock = false;   // time the strategies' pairs with thread CPU time instead of wall time
+  int reps = 11;           // repetitions; the figure is their median
+  double min_rep_ms = 20;  // each repetition runs enough operations to last at least this long
+  bool quick = false;      // smoke run: few, short repetitions and small kernels
+  bool cpu_clock = false;  // time the strategies' pairs with thread CPU time instead of wall time
 };
 
 struct summary {
@@ -41,7 +41,7 @@ struct figure {
   bool tracing = false;
   bool measured = false;
   summary result;
-  std::string note;      // how it was timed, or why it was not measured
+  std::string note;  // how it was timed, or why it was not measured
 };
 
 inline double percentile(std::vector<double> sorted, double q) {
@@ -124,9 +124,9 @@ std::pair<summary, summary> measure_interleaved(RunA&& run_a, RunB&& run_b,
 #ifdef VRAMSCOPE_WITH_CUDA
 // --- bench_gpu.cu: the driver's allocators as peers, the device, and in-kernel allocation.
 struct gpu_description {
-  std::string name;           // "NVIDIA H100 80GB HBM3"
+  std::string name;  // "NVIDIA H100 80GB HBM3"
   std::string compute_capability;
-  std::string driver_version;   // "13.0"
+  std::string driver_version;  // "13.0"
   std::string runtime_version;
   std::uint64_t total_memory = 0;
   std::uint64_t free_memory = 0;

@@ -21,7 +21,9 @@ void check(cudaError_t status, const char* call) {
   }
 }
 
-std::string version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); }
+std::string version_text(int v) {
+  return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10);
+}
 
 figure peer_figure(const char* subject, std::size_t size, std::size_t live_blocks,
                    std::size_t live_block_size) {
@@ -78,8 +80,9 @@ figure measure_cuda_malloc_pair(std::size_t size, std::size_t live_blocks,
     };
     f.result = measure(run, timing);
     f.measured = true;
-    f.note = "host wall time of cudaMalloc then cudaFree, pair after pair on an idle device "
-             "(cudaFree synchronizes the device)";
+    f.note =
+        "host wall time of cudaMalloc then cudaFree, pair after pair on an idle device "
+        "(cudaFree synchronizes the device)";
   } catch (const std::exception& e) {
     f.note = std::string("not measured: ") + e.what();
   }
@@ -117,9 +120,12 @@ figure measure_cuda_malloc_async_pair(std::size_t size, std::size_t live_blocks,
     };
     f.result = measure(run, timing);
     f.measured = true;
-    f.note = "host wall time of N × (cudaMallocAsync + cudaFreeAsync) on the device's default pool "
-             "(release threshold " + format_bytes(threshold) + ") and the legacy default stream, "
-             "then one cudaStreamSynchronize, divided by N";
+    f.note =
+        "host wall time of N × (cudaMallocAsync + cudaFreeAsync) on the device's default pool "
+        "(release threshold " +
+        format_bytes(threshold) +
+        ") and the legacy default stream, "
+        "then one cudaStreamSynchronize, divided by N";
   } catch (const std::exception& e) {
     f.note = std::string("not measured: ") + e.what();
   }
@@ -134,8 +140,8 @@ namespace {
 
 // Results are folded into one value written only when it is odd, which blocks of 256 B alignment
 // never make it: nothing is stored, yet the compiler must compute every allocation.
-__global__ void bump_kernel(device_bump_state* state, int allocs_per_thread, unsigned long long bytes,
-                            unsigned long long* sink) {
+__global__ void bump_kernel(device_bump_state* state, int allocs_per_thread,
+                            unsigned long long bytes, unsigned long long* sink) {
   unsigned long long folded = 0;
   for (int i = 0; i < allocs_per_thread; ++i)
     folded ^= reinterpret_cast<unsigned long long>(device_bump_alloc(state, bytes));
@@ -175,9 +181,9 @@ struct kernel_shape {
     return 1ull * blocks * threads_per_block * static_cast<unsigned long long>(allocs_per_thread);
   }
   std::string text(unsigned long long bytes) const {
-    return std::to_string(blocks * threads_per_block) + " threads (" + std::to_string(blocks) + "×" +
-           std::to_string(threads_per_block) + ") × " + std::to_string(allocs_per_thread) + " × " +
-           format_bytes(bytes);
+    return std::to_string(blocks * threads_per_block) + " threads (" + std::to_string(blocks) +
+           "×" + std::to_string(threads_per_block) + ") × " + std::to_string(allocs_per_thread) +
+           " × " + format_bytes(bytes);
   }
 };
 
@@ -272,25 +278,28 @@ std::vector<figure> measure_device_allocation(const timing_options& timing) {
     return out;
   }
 
-  auto add = [&](figure f) {
-    out.push_back(f);
-  };
-  add(time_kernel(device_figure("device_bump_alloc (warp-aggregated)", grid.text(bytes) + ", one state", bytes),
-                  grid, state, timing, [&] {
-                    bump_kernel<<<grid.blocks, grid.threads_per_block>>>(state, grid.allocs_per_thread, bytes, scratch);
-                  }));
-  add(time_kernel(device_figure("atomicAdd per thread (peer)", grid.text(bytes) + ", one counter", bytes),
-                  grid, state, timing, [&] {
-                    atomic_per_thread_kernel<<<grid.blocks, grid.threads_per_block>>>(
-                        state, grid.allocs_per_thread, bytes, scratch);
-                  }));
-  add(time_kernel(device_figure("device_bump_alloc, one thread", one_thread.text(bytes) + " back to back", bytes),
+  auto add = [&](figure f) { out.push_back(f); };
+  add(time_kernel(
+      device_figure("device_bump_alloc (warp-aggregated)", grid.text(bytes) + ", one state", bytes),
+      grid, state, timing, [&] {
+        bump_kernel<<<grid.blocks, grid.threads_per_block>>>(state, grid.allocs_per_thread, bytes,
+                                                             scratch);
+      }));
+  add(time_kernel(
+      device_figure("atomicAdd per thread (peer)", grid.text(bytes) + ", one counter", bytes), grid,
+      state, timing, [&] {
+        atomic_per_thread_kernel<<<grid.blocks, grid.threads_per_block>>>(
+            state, grid.allocs_per_thread, bytes, scratch);
+      }));
+  add(time_kernel(device_figure("device_bump_alloc, one thread",
+                                one_thread.text(bytes) + " back to back", bytes),
                   one_thread, state, timing, [&] {
                     bump_kernel<<<1, 1>>>(state, one_thread.allocs_per_thread, bytes, scratch);
                   }));
 
   // Device malloc's heap (8 MiB by default) must hold one block per thread at once.
-  figure heap = device_figure("device malloc+free (peer)", malloc_grid.text(bytes) + ", pair per thread", bytes);
+  figure heap = device_figure("device malloc+free (peer)",
+                              malloc_grid.text(bytes) + ", pair per thread", bytes);
   heap.unit = "device alloc+free pair";
   const std::size_t heap_bytes = 4 * malloc_grid.allocations() * bytes + 64 * MiB;
   cudaError_t limit = cudaDeviceSetLimit(cudaLimitMallocHeapSize, heap_bytes);
@@ -305,7 +314,9 @@ std::vector<figure> measure_device_allocation(const timing_options& timing) {
           malloc_grid.allocs_per_thread, bytes, scratch, scratch + 1);
     });
     unsigned long long failures = 0;
-    if (cudaMemcpy(&failures, scratch + 1, sizeof failures, cudaMemcpyDeviceToHost) == cudaSuccess && failures)
+    if (cudaMemcpy(&failures, scratch + 1, sizeof failures, cudaMemcpyDeviceToHost) ==
+            cudaSuccess &&
+        failures)
       f.note += " (" + std::to_string(failures) + " mallocs returned NULL)";
     add(f);
   }

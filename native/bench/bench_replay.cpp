@@ -65,7 +65,8 @@ struct random_source {
 synthetic_trace make_trace(std::size_t n, std::uint64_t seed) {
   constexpr std::size_t streams = 4;
   constexpr std::size_t marker_every = 10'000;
-  constexpr std::size_t max_live = 1000;  // keeps fixed pools (64 GiB of 64 MiB blocks) able to serve
+  constexpr std::size_t max_live =
+      1000;  // keeps fixed pools (64 GiB of 64 MiB blocks) able to serve
   synthetic_trace t;
   t.kind.resize(n);
   t.id.resize(n);
@@ -90,13 +91,15 @@ synthetic_trace make_trace(std::size_t n, std::uint64_t seed) {
     if (free) {
       // Programs mostly free what they allocated recently; sometimes anything.
       const std::size_t recent = std::min<std::size_t>(live.size(), 8);
-      const std::size_t which = rng.unit() < 0.5 ? live.size() - 1 - rng.below(recent) : rng.below(live.size());
+      const std::size_t which =
+          rng.unit() < 0.5 ? live.size() - 1 - rng.below(recent) : rng.below(live.size());
       const live_block b = live[which];
       live[which] = live.back();
       live.pop_back();
       t.kind[i] = static_cast<std::uint8_t>(request_kind::free);
       t.id[i] = b.id;
-      t.stream[i] = rng.below(20) == 0 ? static_cast<std::uint32_t>((b.stream + 1) % streams) : b.stream;
+      t.stream[i] =
+          rng.below(20) == 0 ? static_cast<std::uint32_t>((b.stream + 1) % streams) : b.stream;
       ++t.frees;
     } else {
       const double log2_size = 8.0 + rng.unit() * 18.0;  // 256 B .. 64 MiB
@@ -125,7 +128,11 @@ std::vector<bench_row> bench_rows() {
   return {
       {"block_pool", "block_pool", {{"block_size", "64MiB"}, {"pool_size", "64GiB"}}, 10e6},
       // Size classes up to the trace's largest request, so that the slab serves every request.
-      {"slab", "slab", {{"classes", "256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB"}, {"slab_size", "128MiB"}}, 10e6},
+      {"slab",
+       "slab",
+       {{"classes", "256,1KiB,4KiB,16KiB,64KiB,256KiB,1MiB,4MiB,16MiB,64MiB"},
+        {"slab_size", "128MiB"}},
+       10e6},
       // Defaults: requests above 64 KiB (56 % of them) get a dedicated region from the backing.
       {"slab.defaults", "slab", {}, 0},
       {"arena", "arena", {}, 10e6},
@@ -197,7 +204,8 @@ std::uint64_t direct_loop(const synthetic_trace& t, const bench_row& row) {
     switch (static_cast<request_kind>(t.kind[i])) {
       case request_kind::alloc:
         try {
-          by_id[t.id[i]] = a->allocate(static_cast<std::size_t>(t.size[i]), replay_stream(t.stream[i]));
+          by_id[t.id[i]] =
+              a->allocate(static_cast<std::size_t>(t.size[i]), replay_stream(t.stream[i]));
         } catch (const out_of_memory&) {
           ++failures;
         }
@@ -223,8 +231,8 @@ std::uint64_t direct_loop(const synthetic_trace& t, const bench_row& row) {
 
 struct measured_row {
   bench_row row;
-  summary replay_on;    // layout + metrics (the default options)
-  summary replay_off;   // metrics only (no layout)
+  summary replay_on;   // layout + metrics (the default options)
+  summary replay_off;  // metrics only (no layout)
   summary direct;
   replay_summary result;
   std::size_t layout_events = 0;
@@ -238,18 +246,19 @@ std::string rate(double ns_per_event) {
 
 void usage(const char* why) {
   if (why) std::fprintf(stderr, "vramscope_bench replay: %s\n\n", why);
-  std::fprintf(stderr,
-               "usage: vramscope_bench replay [options]\n"
-               "  --events N        events in the synthetic trace (default 1000000)\n"
-               "  --reps N          repetitions per figure, the median is reported (default 5)\n"
-               "  --only a,b        only these rows (block_pool, slab, caching.pow2, ...)\n"
-               "  --clock wall|cpu  wall time (default) or this thread's CPU time (busy machine)\n"
-               "  --quick           smoke run: 100000 events, 1 repetition\n"
-               "  --walk-budget N   blocks the walks at bucket ends may visit per event (replay_options)\n"
-               "  --peak-walk-budget N  the same for the walks at new reserved peaks\n"
-               "  --warm-memory     let repetitions reuse memory an earlier one touched (default:\n"
-               "                    every buffer fresh from the kernel, page faults included)\n"
-               "  --json FILE       write the figures as JSON\n");
+  std::fprintf(
+      stderr,
+      "usage: vramscope_bench replay [options]\n"
+      "  --events N        events in the synthetic trace (default 1000000)\n"
+      "  --reps N          repetitions per figure, the median is reported (default 5)\n"
+      "  --only a,b        only these rows (block_pool, slab, caching.pow2, ...)\n"
+      "  --clock wall|cpu  wall time (default) or this thread's CPU time (busy machine)\n"
+      "  --quick           smoke run: 100000 events, 1 repetition\n"
+      "  --walk-budget N   blocks the walks at bucket ends may visit per event (replay_options)\n"
+      "  --peak-walk-budget N  the same for the walks at new reserved peaks\n"
+      "  --warm-memory     let repetitions reuse memory an earlier one touched (default:\n"
+      "                    every buffer fresh from the kernel, page faults included)\n"
+      "  --json FILE       write the figures as JSON\n");
   std::exit(why ? 2 : 0);
 }
 
@@ -304,24 +313,28 @@ int replay_main(int argc, char** argv) {
 #endif
   const synthetic_trace trace = make_trace(o.events, 42);
   const request_columns columns = trace.columns();
-  std::printf("vramscope_bench replay — %zu events (%zu allocs, %zu frees, %zu markers), median of %d, %s%s\n",
-              trace.kind.size(), trace.allocs, trace.frees, trace.markers, o.reps,
-              o.cpu_clock ? "thread CPU time" : "wall time",
+  std::printf(
+      "vramscope_bench replay — %zu events (%zu allocs, %zu frees, %zu markers), median of %d, "
+      "%s%s\n",
+      trace.kind.size(), trace.allocs, trace.frees, trace.markers, o.reps,
+      o.cpu_clock ? "thread CPU time" : "wall time",
 #ifdef NDEBUG
-              ""
+      ""
 #else
-              " — DEBUG BUILD, figures not representative"
+      " — DEBUG BUILD, figures not representative"
 #endif
   );
 
   volatile std::uint64_t sink = 0;
-  const summary floor = time_runs([&] { sink = sink + bare_loop(trace); }, o.reps, o.cpu_clock, trace.kind.size());
+  const summary floor =
+      time_runs([&] { sink = sink + bare_loop(trace); }, o.reps, o.cpu_clock, trace.kind.size());
   std::printf("peer: bare loop (hash map id -> address, no allocator): %.1f ns/event, %s\n\n",
               floor.median_ns, rate(floor.median_ns).c_str());
 
   std::vector<measured_row> rows;
   for (const bench_row& row : bench_rows()) {
-    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), row.label) == o.only.end()) continue;
+    if (!o.only.empty() && std::find(o.only.begin(), o.only.end(), row.label) == o.only.end())
+      continue;
     measured_row m{row, {}, {}, {}, {}, 0};
     replay_target target{row.label, row.strategy, row.parameters, {}};
     replay_options with_layout;
@@ -336,23 +349,27 @@ int replay_main(int argc, char** argv) {
           m.layout_events = results[0].layout.op.size();
         },
         o.reps, o.cpu_clock, trace.kind.size());
-    m.replay_off = time_runs([&] { replay(columns, {target}, without_layout); }, o.reps, o.cpu_clock,
-                             trace.kind.size());
-    m.direct = time_runs([&] { sink = sink + direct_loop(trace, row); }, o.reps, o.cpu_clock, trace.kind.size());
-    std::printf("%-16s replay %7.1f ns/event (%s), without layout %7.1f ns, strategy alone %7.1f ns; "
-                "%zu layout events, %llu failures, %llu walks (%llu blocks)%s  [%s]\n",
-                row.label.c_str(), m.replay_on.median_ns, rate(m.replay_on.median_ns).c_str(),
-                m.replay_off.median_ns, m.direct.median_ns, m.layout_events,
-                static_cast<unsigned long long>(m.result.failures),
-                static_cast<unsigned long long>(m.result.fragmentation_walks),
-                static_cast<unsigned long long>(m.result.walked_blocks),
-                m.result.peak_measured_by_rerun ? ", peak re-run" : "", describe(row.parameters).c_str());
+    m.replay_off = time_runs([&] { replay(columns, {target}, without_layout); }, o.reps,
+                             o.cpu_clock, trace.kind.size());
+    m.direct = time_runs([&] { sink = sink + direct_loop(trace, row); }, o.reps, o.cpu_clock,
+                         trace.kind.size());
+    std::printf(
+        "%-16s replay %7.1f ns/event (%s), without layout %7.1f ns, strategy alone %7.1f ns; "
+        "%zu layout events, %llu failures, %llu walks (%llu blocks)%s  [%s]\n",
+        row.label.c_str(), m.replay_on.median_ns, rate(m.replay_on.median_ns).c_str(),
+        m.replay_off.median_ns, m.direct.median_ns, m.layout_events,
+        static_cast<unsigned long long>(m.result.failures),
+        static_cast<unsigned long long>(m.result.fragmentation_walks),
+        static_cast<unsigned long long>(m.result.walked_blocks),
+        m.result.peak_measured_by_rerun ? ", peak re-run" : "", describe(row.parameters).c_str());
     std::fflush(stdout);
     rows.push_back(std::move(m));
   }
 
   std::printf("\n### Replay, %zu synthetic events, one core\n\n", trace.kind.size());
-  std::printf("| strategy | parameters | replay | events/s | target | met | without layout | strategy alone | bare loop (peer) |\n");
+  std::printf(
+      "| strategy | parameters | replay | events/s | target | met | without layout | strategy "
+      "alone | bare loop (peer) |\n");
   std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|\n");
   bool all_met = true;
   for (const measured_row& m : rows) {
@@ -361,27 +378,32 @@ int replay_main(int argc, char** argv) {
     const bool met = !has_target || eps >= m.row.target_events_per_second;
     all_met = all_met && met;
     char target[32] = "—";
-    if (has_target) std::snprintf(target, sizeof target, "≥ %.0f M/s", m.row.target_events_per_second / 1e6);
-    std::printf("| %s | %s | %.1f ns | %s | %s | %s | %.1f ns | %.1f ns | %.1f ns |\n", m.row.label.c_str(),
-                describe(m.row.parameters).c_str(), m.replay_on.median_ns, rate(m.replay_on.median_ns).c_str(),
-                target, has_target ? (met ? "yes" : "no") : "—", m.replay_off.median_ns, m.direct.median_ns,
+    if (has_target)
+      std::snprintf(target, sizeof target, "≥ %.0f M/s", m.row.target_events_per_second / 1e6);
+    std::printf("| %s | %s | %.1f ns | %s | %s | %s | %.1f ns | %.1f ns | %.1f ns |\n",
+                m.row.label.c_str(), describe(m.row.parameters).c_str(), m.replay_on.median_ns,
+                rate(m.replay_on.median_ns).c_str(), target,
+                has_target ? (met ? "yes" : "no") : "—", m.replay_off.median_ns, m.direct.median_ns,
                 floor.median_ns);
   }
 
   if (!o.json_path.empty()) {
     std::ofstream out(o.json_path);
     out << "{\n  \"tool\": \"vramscope_bench replay\",\n  \"events\": " << trace.kind.size()
-        << ",\n  \"reps\": " << o.reps << ",\n  \"clock\": \"" << (o.cpu_clock ? "thread_cpu" : "wall")
+        << ",\n  \"reps\": " << o.reps << ",\n  \"clock\": \""
+        << (o.cpu_clock ? "thread_cpu" : "wall")
         << "\",\n  \"bare_loop_ns_per_event\": " << floor.median_ns << ",\n  \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const measured_row& m = rows[i];
       out << (i ? "," : "") << "\n    {\"label\": \"" << m.row.label << "\", \"parameters\": \""
           << describe(m.row.parameters) << "\", \"replay_ns_per_event\": " << m.replay_on.median_ns
-          << ", \"replay_p10_ns\": " << m.replay_on.p10_ns << ", \"replay_p90_ns\": " << m.replay_on.p90_ns
+          << ", \"replay_p10_ns\": " << m.replay_on.p10_ns
+          << ", \"replay_p90_ns\": " << m.replay_on.p90_ns
           << ", \"without_layout_ns_per_event\": " << m.replay_off.median_ns
           << ", \"strategy_alone_ns_per_event\": " << m.direct.median_ns
           << ", \"target_events_per_second\": " << m.row.target_events_per_second
-          << ", \"failures\": " << m.result.failures << ", \"layout_events\": " << m.layout_events << "}";
+          << ", \"failures\": " << m.result.failures << ", \"layout_events\": " << m.layout_events
+          << "}";
     }
     out << "\n  ]\n}\n";
     if (!out) throw std::runtime_error("cannot write " + o.json_path);

@@ -48,8 +48,7 @@ void print_figure(const figure& f) {
       std::printf("  %-38s %10s per allocation  p10 %s  p90 %s  (%s)\n", f.subject.c_str(),
                   format_ns(f.result.median_ns).c_str(), format_ns(f.result.p10_ns).c_str(),
                   format_ns(f.result.p90_ns).c_str(), f.note.c_str());
-    else
-      std::printf("  %-38s %s\n", f.subject.c_str(), f.note.c_str());
+    else std::printf("  %-38s %s\n", f.subject.c_str(), f.note.c_str());
     std::fflush(stdout);
     return;
   }
@@ -93,7 +92,8 @@ std::vector<table_row> tabulate(const std::vector<figure>& figures) {
     (f.tracing ? it->on : it->off)[{f.size, f.live_blocks}] = &f;
   }
   // Peers first: the rows every strategy is read against.
-  std::stable_partition(rows.begin(), rows.end(), [](const table_row& r) { return r.kind == "peer"; });
+  std::stable_partition(rows.begin(), rows.end(),
+                        [](const table_row& r) { return r.kind == "peer"; });
   return rows;
 }
 
@@ -107,18 +107,21 @@ const figure* lookup(const std::map<cell_key, const figure*>& m, const cell_key&
 std::vector<target_check> check_rows(const std::vector<table_row>& rows,
                                      const std::string& backing_of_record, bool gpu) {
   std::vector<target_check> checks;
-  auto is_record = [&](const table_row& r) { return r.kind == "strategy" && r.backing == backing_of_record; };
+  auto is_record = [&](const table_row& r) {
+    return r.kind == "strategy" && r.backing == backing_of_record;
+  };
   auto starts_with = [](const std::string& s, const std::string& p) { return s.rfind(p, 0) == 0; };
 
   struct latency_target {
     std::string prefix;
     double max_ns;
   };
-  for (const latency_target& t : {latency_target{"caching", 60}, latency_target{"slab", 25},
-                                  latency_target{"block_pool", 25}, latency_target{"arena", 15},
-                                  latency_target{"buddy", 120}}) {
+  for (const latency_target& t :
+       {latency_target{"caching", 60}, latency_target{"slab", 25}, latency_target{"block_pool", 25},
+        latency_target{"arena", 15}, latency_target{"buddy", 120}}) {
     for (const table_row& r : rows) {
-      if (!is_record(r) || !(r.subject == t.prefix || starts_with(r.subject, t.prefix + "."))) continue;
+      if (!is_record(r) || !(r.subject == t.prefix || starts_with(r.subject, t.prefix + ".")))
+        continue;
       const figure* worst = nullptr;
       for (auto& [k, f] : r.off)
         if (f->measured && (!worst || f->result.median_ns > worst->result.median_ns)) worst = f;
@@ -128,9 +131,10 @@ std::vector<target_check> check_rows(const std::vector<table_row>& rows,
         checks.push_back({target, "not measured", "—"});
         continue;
       }
-      checks.push_back({target,
-                        "worst " + format_ns(worst->result.median_ns) + " (" + scenario_name(*worst) + ")",
-                        worst->result.median_ns <= t.max_ns ? "yes" : "no"});
+      checks.push_back(
+          {target,
+           "worst " + format_ns(worst->result.median_ns) + " (" + scenario_name(*worst) + ")",
+           worst->result.median_ns <= t.max_ns ? "yes" : "no"});
     }
   }
 
@@ -149,7 +153,8 @@ std::vector<target_check> check_rows(const std::vector<table_row>& rows,
       std::snprintf(target, sizeof target, "%s ≥ %.0f× faster than %s", r.subject.c_str(),
                     t.min_ratio, t.peer.c_str());
       if (!gpu || !peer) {
-        checks.push_back({target, std::string("not measured: ") + (gpu ? "peer missing" : "no GPU"), "—"});
+        checks.push_back(
+            {target, std::string("not measured: ") + (gpu ? "peer missing" : "no GPU"), "—"});
         continue;
       }
       double worst = 0;
@@ -192,10 +197,18 @@ std::string json_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8];
@@ -232,7 +245,8 @@ std::string rows_without_figures(const std::vector<figure>& figures) {
   for (const table_row& r : tabulate(figures)) {
     bool any = false;
     for (auto& [k, f] : r.off) any = any || f->measured;
-    if (r.kind == "strategy" && !any) broken += (broken.empty() ? "" : ", ") + r.subject + " @ " + r.backing;
+    if (r.kind == "strategy" && !any)
+      broken += (broken.empty() ? "" : ", ") + r.subject + " @ " + r.backing;
   }
   return broken;
 }
@@ -256,22 +270,25 @@ std::string markdown_tables(const std::vector<figure>& figures, const run_descri
 #endif
   if (!m.gpu) md << "; no GPU (" << m.gpu_reason << ")";
   md << "  \nDate: " << run.date << "  \nCommand: `" << run.command_line << "`  \n"
-     << "Each figure: median of " << run.timing.reps << " repetitions of N warm pairs, N chosen so a "
+     << "Each figure: median of " << run.timing.reps
+     << " repetitions of N warm pairs, N chosen so a "
      << "repetition lasts ≥ " << run.timing.min_rep_ms << " ms (p10/p90 in the JSON), timed in "
      << (run.timing.cpu_clock ? "this thread's CPU time (--clock cpu: the machine was shared; the "
-                              "driver peers and kernels, if any, in wall time)"
-                            : "wall time")
+                                "driver peers and kernels, if any, in wall time)"
+                              : "wall time")
      << ". Held blocks: "
      << "the request's size up to " << format_bytes(max_live_block_size) << ", "
      << format_bytes(max_live_block_size) << " beyond. Parameters: defaults, except where a "
      << "default cannot serve the cell: pool_size / capacity raised to a power of two ≥ twice what "
      << "the cell holds, block_pool's block_size = the request with (live + 2) blocks, slab's "
      << "classes extended to the request (each cell's values are in the JSON note).\n\n";
-  if (!m.optimized) md << "**Warning: built without NDEBUG (assertions on); not representative.**\n\n";
+  if (!m.optimized)
+    md << "**Warning: built without NDEBUG (assertions on); not representative.**\n\n";
 
   md << "### Warm alloc+free pair, tracing off\n\n| allocator | backing |";
   for (auto& c : cells)
-    md << " " << format_bytes(c.size) << (c.live ? " · " + std::to_string(c.live) + " live" : "") << " |";
+    md << " " << format_bytes(c.size) << (c.live ? " · " + std::to_string(c.live) + " live" : "")
+       << " |";
   md << " tracing on ÷ off (worst) |\n|---|---|";
   for (std::size_t i = 0; i < cells.size(); ++i) md << "---:|";
   md << "---:|\n";
@@ -284,7 +301,8 @@ std::string markdown_tables(const std::vector<figure>& figures, const run_descri
     double worst = 0;
     for (auto& [k, on] : r.on) {
       const figure* off = lookup(r.off, k);
-      if (on->measured && off) worst = std::max(worst, on->result.median_ns / off->result.median_ns);
+      if (on->measured && off)
+        worst = std::max(worst, on->result.median_ns / off->result.median_ns);
     }
     md << " " << (worst > 0 ? format_ratio(worst) : std::string("—")) << " |\n";
   }
@@ -307,7 +325,8 @@ std::string markdown_tables(const std::vector<figure>& figures, const run_descri
   bool any_device = false;
   for (const figure& f : figures) any_device = any_device || f.kind == "device";
   if (any_device) {
-    md << "\n### In-kernel allocation\n\n| allocator | workload | per allocation | allocations/s |\n"
+    md << "\n### In-kernel allocation\n\n| allocator | workload | per allocation | allocations/s "
+          "|\n"
        << "|---|---|---:|---:|\n";
     for (const figure& f : figures) {
       if (f.kind != "device") continue;
@@ -337,20 +356,23 @@ void write_json(const std::string& path, const std::vector<figure>& figures,
   std::ofstream out(path);
   if (!out) throw std::runtime_error("cannot write " + path);
   out.precision(6);
-  out << "{\n  \"tool\": \"vramscope_bench\",\n  \"date\": " << q(run.date) << ",\n  \"command\": "
-      << q(run.command_line) << ",\n  \"reps\": " << run.timing.reps << ",\n  \"min_rep_ms\": "
-      << run.timing.min_rep_ms << ",\n  \"clock\": " << q(run.timing.cpu_clock ? "thread_cpu" : "wall")
+  out << "{\n  \"tool\": \"vramscope_bench\",\n  \"date\": " << q(run.date)
+      << ",\n  \"command\": " << q(run.command_line) << ",\n  \"reps\": " << run.timing.reps
+      << ",\n  \"min_rep_ms\": " << run.timing.min_rep_ms
+      << ",\n  \"clock\": " << q(run.timing.cpu_clock ? "thread_cpu" : "wall")
       << ",\n  \"quick\": " << (run.timing.quick ? "true" : "false")
       << ",\n  \"machine\": {\n    \"cpu\": " << q(m.cpu) << ",\n    \"cores\": " << m.cores
-      << ",\n    \"load_average_start\": " << q(m.load_at_start) << ",\n    \"load_average_end\": "
-      << q(m.load_at_end) << ",\n    \"compiler\": " << q(m.compiler) << ",\n    \"optimized\": "
-      << (m.optimized ? "true" : "false") << ",\n    \"pinned_cpu\": "
+      << ",\n    \"load_average_start\": " << q(m.load_at_start)
+      << ",\n    \"load_average_end\": " << q(m.load_at_end)
+      << ",\n    \"compiler\": " << q(m.compiler)
+      << ",\n    \"optimized\": " << (m.optimized ? "true" : "false") << ",\n    \"pinned_cpu\": "
       << (m.pinned_cpu >= 0 ? std::to_string(m.pinned_cpu) : std::string("null"))
       << ",\n    \"gpu\": ";
 #ifdef VRAMSCOPE_WITH_CUDA
   if (m.gpu) {
-    out << "{\"name\": " << q(m.gpu_info.name) << ", \"compute_capability\": "
-        << q(m.gpu_info.compute_capability) << ", \"driver_version\": " << q(m.gpu_info.driver_version)
+    out << "{\"name\": " << q(m.gpu_info.name)
+        << ", \"compute_capability\": " << q(m.gpu_info.compute_capability)
+        << ", \"driver_version\": " << q(m.gpu_info.driver_version)
         << ", \"runtime_version\": " << q(m.gpu_info.runtime_version)
         << ", \"total_memory\": " << m.gpu_info.total_memory << "}";
   }
@@ -360,8 +382,9 @@ void write_json(const std::string& path, const std::vector<figure>& figures,
   for (std::size_t i = 0; i < figures.size(); ++i) {
     const figure& f = figures[i];
     out << (i ? "," : "") << "\n    {\"subject\": " << q(f.subject) << ", \"kind\": " << q(f.kind)
-        << ", \"backing\": " << q(f.backing) << ", \"unit\": " << q(f.unit) << ", \"size\": " << f.size
-        << ", \"live_blocks\": " << f.live_blocks << ", \"live_block_size\": " << f.live_block_size
+        << ", \"backing\": " << q(f.backing) << ", \"unit\": " << q(f.unit)
+        << ", \"size\": " << f.size << ", \"live_blocks\": " << f.live_blocks
+        << ", \"live_block_size\": " << f.live_block_size
         << ", \"tracing\": " << (f.tracing ? "true" : "false")
         << ", \"measured\": " << (f.measured ? "true" : "false");
     if (f.measured)
@@ -372,8 +395,8 @@ void write_json(const std::string& path, const std::vector<figure>& figures,
   }
   out << "\n  ],\n  \"targets\": [";
   for (std::size_t i = 0; i < checks.size(); ++i)
-    out << (i ? "," : "") << "\n    {\"target\": " << q(checks[i].target) << ", \"measured\": "
-        << q(checks[i].measured) << ", \"met\": " << q(checks[i].met) << "}";
+    out << (i ? "," : "") << "\n    {\"target\": " << q(checks[i].target)
+        << ", \"measured\": " << q(checks[i].measured) << ", \"met\": " << q(checks[i].met) << "}";
   out << "\n  ]\n}\n";
 }
 

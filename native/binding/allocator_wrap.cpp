@@ -35,7 +35,8 @@ Napi::Function allocator_wrap::define(Napi::Env env) {
 }
 
 // new Allocator(strategy, params, backing, options)
-allocator_wrap::allocator_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWrap<allocator_wrap>(info) {
+allocator_wrap::allocator_wrap(const Napi::CallbackInfo& info)
+    : Napi::ObjectWrap<allocator_wrap>(info) {
   Napi::Env env = info.Env();
   guarded(env, [&] {
     strategy_ = to_string(info[0], "strategy");
@@ -43,7 +44,8 @@ allocator_wrap::allocator_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWra
     backing_choice choice = to_backing_choice(info[2], info[3]);
     backing_kind_ = backing_kind_name(choice.kind);
     backing_ = make_backing(choice.kind, choice.simulated, choice.cuda);
-    if (choice.kind == backing_kind::simulated) simulated_ = static_cast<simulated_backing*>(backing_.get());
+    if (choice.kind == backing_kind::simulated)
+      simulated_ = static_cast<simulated_backing*>(backing_.get());
     allocator_ = make_allocator(strategy_, *backing_, p);
   });
 }
@@ -51,8 +53,9 @@ allocator_wrap::allocator_wrap(const Napi::CallbackInfo& info) : Napi::ObjectWra
 allocator& allocator_wrap::usable(Napi::Env env) {
   if (!allocator_) throw coded_error(env, code_disposed, "this allocator was disposed");
   if (busy_)
-    throw coded_error(env, code_busy,
-                      "this allocator is running runOps(); wait for its promise before other calls");
+    throw coded_error(
+        env, code_busy,
+        "this allocator is running runOps(); wait for its promise before other calls");
   return *allocator_;
 }
 

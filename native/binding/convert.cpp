@@ -34,7 +34,8 @@ std::uint64_t to_uint64_or(const Napi::Value& value, const char* name, std::uint
 }
 
 std::string to_string(const Napi::Value& value, const char* name) {
-  if (!value.IsString()) throw coded_type_error(value.Env(), std::string(name) + " must be a string");
+  if (!value.IsString())
+    throw coded_type_error(value.Env(), std::string(name) + " must be a string");
   return value.As<Napi::String>().Utf8Value();
 }
 
@@ -76,9 +77,8 @@ backing_choice to_backing_choice(const Napi::Value& kind, const Napi::Value& opt
   c.simulated.capacity = to_uint64_or(o.Get("capacity"), "options.capacity", c.simulated.capacity);
   c.simulated.granularity =
       to_uint64_or(o.Get("granularity"), "options.granularity", c.simulated.granularity);
-  c.simulated.completion_delay_ns = to_uint64_or(o.Get("completionDelayNs"),
-                                                 "options.completionDelayNs",
-                                                 c.simulated.completion_delay_ns);
+  c.simulated.completion_delay_ns = to_uint64_or(
+      o.Get("completionDelayNs"), "options.completionDelayNs", c.simulated.completion_delay_ns);
   c.simulated.async_release_threshold = to_uint64_or(
       o.Get("releaseThreshold"), "options.releaseThreshold", c.simulated.async_release_threshold);
   c.cuda.device = static_cast<int>(to_uint64_or(o.Get("device"), "options.device", 0));

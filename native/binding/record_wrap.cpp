@@ -75,7 +75,8 @@ class chunking_sink final : public workload_sink {
   using send_fn = std::function<void(chunk&&)>;
   explicit chunking_sink(send_fn send) : send_(std::move(send)) {}
 
-  void request(std::uint8_t kind, std::uint32_t id, std::uint64_t size, std::uint32_t stream, double time) override {
+  void request(std::uint8_t kind, std::uint32_t id, std::uint64_t size, std::uint32_t stream,
+               double time) override {
     c_.kind.push_back(kind);
     c_.id.push_back(id);
     c_.size.push_back(static_cast<double>(size));
@@ -83,7 +84,8 @@ class chunking_sink final : public workload_sink {
     c_.time.push_back(time);
     maybe_send();
   }
-  void layout(const trace_event& e, std::uint32_t stream, double time, std::uint32_t latency) override {
+  void layout(const trace_event& e, std::uint32_t stream, double time,
+              std::uint32_t latency) override {
     c_.op.push_back(static_cast<std::uint8_t>(e.op));
     c_.address.push_back(e.address);
     c_.layout_size.push_back(static_cast<double>(e.size));
@@ -116,7 +118,9 @@ class chunking_sink final : public workload_sink {
 
  private:
   void maybe_send() {
-    if (c_.events() >= 8192 || std::chrono::steady_clock::now() - last_ >= std::chrono::milliseconds(50)) flush();
+    if (c_.events() >= 8192 ||
+        std::chrono::steady_clock::now() - last_ >= std::chrono::milliseconds(50))
+      flush();
   }
   send_fn send_;
   chunk c_;
@@ -200,7 +204,8 @@ class record_worker final : public Napi::AsyncProgressQueueWorker<chunk*> {
 params string_params(const Napi::Value& value, const char* what) {
   params p;
   if (value.IsUndefined() || value.IsNull()) return p;
-  if (!value.IsObject()) throw coded_type_error(value.Env(), std::string(what) + " must be an object");
+  if (!value.IsObject())
+    throw coded_type_error(value.Env(), std::string(what) + " must be an object");
   Napi::Object o = value.As<Napi::Object>();
   Napi::Array keys = o.GetPropertyNames();
   for (std::uint32_t i = 0; i < keys.Length(); ++i) {

@@ -50,7 +50,8 @@ Napi::Value cuda_device_available_js(const Napi::CallbackInfo& info) {
   bool available = cuda_device_available(&reason);
   Napi::Object o = Napi::Object::New(env);
   o.Set("available", available);
-  o.Set("reason", available ? env.Null() : Napi::String::New(env, reason.empty() ? "unknown" : reason));
+  o.Set("reason",
+        available ? env.Null() : Napi::String::New(env, reason.empty() ? "unknown" : reason));
   return o;
 }
 

@@ -64,10 +64,12 @@ std::vector<replay_target> read_targets(const Napi::Value& value) {
     if (simulated.IsObject()) {
       Napi::Value placement = simulated.As<Napi::Object>().Get("regionPlacement");
       if (!placement.IsUndefined()) {
-        if (!placement.IsTypedArray() || placement.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array)
+        if (!placement.IsTypedArray() ||
+            placement.As<Napi::TypedArray>().TypedArrayType() != napi_biguint64_array)
           throw coded_type_error(env, at + ".simulated.regionPlacement must be a BigUint64Array");
         auto addresses = placement.As<Napi::BigUint64Array>();
-        target.simulated.region_placement.assign(addresses.Data(), addresses.Data() + addresses.ElementLength());
+        target.simulated.region_placement.assign(addresses.Data(),
+                                                 addresses.Data() + addresses.ElementLength());
       }
     }
     targets.push_back(std::move(target));
@@ -88,10 +90,11 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   Napi::Object v = value.As<Napi::Object>();
   o.capacity = to_uint64_or(v.Get("capacity"), "options.capacity", o.capacity);
   o.buckets = to_uint64_or(v.Get("buckets"), "options.buckets", o.buckets);
-  o.walk_budget_per_event =
-      to_uint64_or(v.Get("walkBudgetPerEvent"), "options.walkBudgetPerEvent", o.walk_budget_per_event);
-  o.peak_walk_budget_per_event = to_uint64_or(v.Get("peakWalkBudgetPerEvent"),
-                                              "options.peakWalkBudgetPerEvent", o.peak_walk_budget_per_event);
+  o.walk_budget_per_event = to_uint64_or(v.Get("walkBudgetPerEvent"), "options.walkBudgetPerEvent",
+                                         o.walk_budget_per_event);
+  o.peak_walk_budget_per_event =
+      to_uint64_or(v.Get("peakWalkBudgetPerEvent"), "options.peakWalkBudgetPerEvent",
+                   o.peak_walk_budget_per_event);
   o.progress_interval =
       to_uint64_or(v.Get("progressInterval"), "options.progressInterval", o.progress_interval);
   auto flag = [&](const char* name, const char* what, bool fallback) {
@@ -103,7 +106,8 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.layout = flag("layout", "options.layout", o.layout);
   Napi::Value cancel = v.Get("shouldCancel");
   if (!cancel.IsUndefined()) {
-    if (!cancel.IsFunction()) throw coded_type_error(env, "options.shouldCancel must be a function");
+    if (!cancel.IsFunction())
+      throw coded_type_error(env, "options.shouldCancel must be a function");
     cb.should_cancel = cancel.As<Napi::Function>();
   }
   return o;
@@ -270,7 +274,8 @@ class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
     try {
       Napi::Array out = Napi::Array::New(env, results_.size());
       for (std::size_t i = 0; i < results_.size(); ++i)
-        out.Set(static_cast<std::uint32_t>(i), result_object(env, results_[i], options_.full_metrics));
+        out.Set(static_cast<std::uint32_t>(i),
+                result_object(env, results_[i], options_.full_metrics));
       results_.clear();
       deferred_.Resolve(out);
     } catch (const Napi::Error& e) {

@@ -58,7 +58,8 @@ class run_ops_worker final : public Napi::AsyncWorker {
       failure_ = error_record::capture(e);
       failure_.message += " (at op " + std::to_string(failed_at_) + ")";
     }
-    elapsed_ns_ = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
+    elapsed_ns_ =
+        std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start).count();
   }
 
   void apply(std::size_t i) {
@@ -148,7 +149,8 @@ op_columns read_ops(const Napi::Value& value) {
   ops.target = copy_column<std::uint32_t>(o, "target", napi_uint32_array, "Uint32Array");
   const std::size_t n = ops.kind.size();
   if (ops.size.size() != n || ops.stream.size() != n || ops.target.size() != n)
-    throw coded_type_error(env, "ops.kind, ops.size, ops.stream and ops.target must have one length");
+    throw coded_type_error(env,
+                           "ops.kind, ops.size, ops.stream and ops.target must have one length");
   // The worker trusts these: a free names an earlier alloc op, sizes are whole byte counts.
   for (std::size_t i = 0; i < n; ++i) {
     const std::string at = " (op " + std::to_string(i) + ")";
@@ -156,12 +158,15 @@ op_columns read_ops(const Napi::Value& value) {
     switch (static_cast<run_op_kind>(ops.kind[i])) {
       case run_op_kind::alloc:
       case run_op_kind::set_time:
-        if (!(size >= 0 && size <= 9007199254740991.0) || size != static_cast<double>(static_cast<std::uint64_t>(size)))
+        if (!(size >= 0 && size <= 9007199254740991.0) ||
+            size != static_cast<double>(static_cast<std::uint64_t>(size)))
           throw coded_type_error(env, "ops.size must hold non-negative safe integers" + at);
         break;
       case run_op_kind::free:
-        if (ops.target[i] >= i || ops.kind[ops.target[i]] != static_cast<std::uint8_t>(run_op_kind::alloc))
-          throw coded_type_error(env, "ops.target of a free must be the index of an earlier alloc op" + at);
+        if (ops.target[i] >= i ||
+            ops.kind[ops.target[i]] != static_cast<std::uint8_t>(run_op_kind::alloc))
+          throw coded_type_error(
+              env, "ops.target of a free must be the index of an earlier alloc op" + at);
         break;
       default:
         throw coded_type_error(env, "ops.kind must be 0 (alloc), 1 (free) or 2 (setTime)" + at);

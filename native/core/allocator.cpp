@@ -67,7 +67,8 @@ void allocator::unmap_range(address_t address, std::size_t bytes) {
 }
 
 void allocator::note_reserved(std::int64_t delta_bytes) noexcept {
-  reserved_live_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(reserved_live_) + delta_bytes);
+  reserved_live_ =
+      static_cast<std::uint64_t>(static_cast<std::int64_t>(reserved_live_) + delta_bytes);
   if (reserved_live_ > reserved_peak_) reserved_peak_ = reserved_live_;
 }
 
@@ -178,7 +179,8 @@ void allocator::note_free_off_reuse_stream(stream_t stream) {
 }
 
 void allocator::note_unfenced(stream_t stream) {
-  if (std::find(unfenced_streams_.begin(), unfenced_streams_.end(), stream) == unfenced_streams_.end())
+  if (std::find(unfenced_streams_.begin(), unfenced_streams_.end(), stream) ==
+      unfenced_streams_.end())
     unfenced_streams_.push_back(stream);
 }
 
@@ -323,10 +325,9 @@ allocator_stats allocator::stats() const {
   s.free_bytes = f.free_bytes;
   s.largest_free_block = f.largest_free_block;
   s.unusable_bytes = f.unusable_bytes;
-  s.external_fragmentation =
-      f.free_bytes == 0 ? 0.0
-                        : 1.0 - static_cast<double>(f.largest_free_block) /
-                                    static_cast<double>(f.free_bytes);
+  s.external_fragmentation = f.free_bytes == 0 ? 0.0
+                                               : 1.0 - static_cast<double>(f.largest_free_block) /
+                                                           static_cast<double>(f.free_bytes);
   s.live_blocks = live_.size();
   s.pending_blocks = pending_.size();
   s.allocations = allocations_;

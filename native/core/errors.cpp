@@ -7,14 +7,22 @@ namespace vramscope {
 
 const char* error_code_name(error_code code) noexcept {
   switch (code) {
-    case error_code::out_of_memory: return "out_of_memory";
-    case error_code::invalid_free: return "invalid_free";
-    case error_code::double_free: return "double_free";
-    case error_code::invalid_argument: return "invalid_argument";
-    case error_code::unsupported: return "unsupported";
-    case error_code::no_cuda_device: return "no_cuda_device";
-    case error_code::device_error: return "device_error";
-    case error_code::cancelled: return "cancelled";
+    case error_code::out_of_memory:
+      return "out_of_memory";
+    case error_code::invalid_free:
+      return "invalid_free";
+    case error_code::double_free:
+      return "double_free";
+    case error_code::invalid_argument:
+      return "invalid_argument";
+    case error_code::unsupported:
+      return "unsupported";
+    case error_code::no_cuda_device:
+      return "no_cuda_device";
+    case error_code::device_error:
+      return "device_error";
+    case error_code::cancelled:
+      return "cancelled";
   }
   return "unknown";
 }
@@ -28,12 +36,10 @@ std::string format_bytes(std::size_t bytes) {
     ++u;
   }
   char buf[64];
-  if (u == 0)
-    std::snprintf(buf, sizeof buf, "%zu B", bytes);
+  if (u == 0) std::snprintf(buf, sizeof buf, "%zu B", bytes);
   else if (v == static_cast<double>(static_cast<std::uint64_t>(v)))
     std::snprintf(buf, sizeof buf, "%.0f %s", v, units[u]);
-  else
-    std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
+  else std::snprintf(buf, sizeof buf, "%.2f %s", v, units[u]);
   return buf;
 }
 
@@ -56,16 +62,19 @@ invalid_free::invalid_free(address_t address)
       address_(address) {}
 
 double_free::double_free(address_t address)
-    : error(error_code::double_free, "double free: " + format_address(address) + " is already freed"),
+    : error(error_code::double_free,
+            "double free: " + format_address(address) + " is already freed"),
       address_(address) {}
 
 no_cuda_device::no_cuda_device(const std::string& detail)
     : error(error_code::no_cuda_device,
             "no CUDA device: " + detail +
-                " (recording needs an NVIDIA GPU and driver; import and replay work without one)") {}
+                " (recording needs an NVIDIA GPU and driver; import and replay work without one)") {
+}
 
 device_error::device_error(const std::string& call, int status, const std::string& text)
-    : error(error_code::device_error, call + " failed: " + text + " (" + std::to_string(status) + ")"),
+    : error(error_code::device_error,
+            call + " failed: " + text + " (" + std::to_string(status) + ")"),
       status_(status) {}
 
 }  // namespace vramscope

@@ -9,8 +9,8 @@ namespace vramscope {
 
 growable_buffer::growable_buffer(backing& b, std::size_t max_bytes) : backing_(&b) {
   if (!b.has_vmm())
-    throw unsupported(std::string("growable_buffer needs virtual memory (VMM), which backing '") + b.name() +
-                      "' lacks (use simulated or cuda_vmm)");
+    throw unsupported(std::string("growable_buffer needs virtual memory (VMM), which backing '") +
+                      b.name() + "' lacks (use simulated or cuda_vmm)");
   if (max_bytes == 0) throw invalid_argument("growable_buffer: max_bytes must be more than 0");
   granularity_ = b.granularity();
   reserved_ = align_up(max_bytes, granularity_);

@@ -37,7 +37,8 @@ std::uint64_t parse_size(const std::string& text, const std::string& what) {
   else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
   else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
   else
-    throw invalid_argument(what + ": unknown unit '" + unit + "' in '" + text + "' (B, KiB, MiB, GiB, TiB)");
+    throw invalid_argument(what + ": unknown unit '" + unit + "' in '" + text +
+                           "' (B, KiB, MiB, GiB, TiB)");
   double bytes = value * mult;
   if (bytes > 9.0e18) throw invalid_argument(what + ": '" + text + "' is too large");
   if (bytes != std::floor(bytes))

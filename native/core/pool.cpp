@@ -12,7 +12,8 @@ params to_params(const PoolConfig& c) {
   params p{{"preset", c.preset},
            {"thread_safe", c.thread_safe ? "true" : "false"},
            {"max_reserved", std::to_string(c.max_pool_size)},
-           {"release_threshold", std::to_string(c.release_threshold == never_release ? 0 : c.release_threshold)}};
+           {"release_threshold",
+            std::to_string(c.release_threshold == never_release ? 0 : c.release_threshold)}};
   // Passed on for pow2 (or its former name), and for another preset only when set, so that it is
   // refused by name.
   if (c.preset == "pow2" || c.preset == "seed" || c.segment_size != PoolConfig{}.segment_size)
@@ -25,8 +26,9 @@ params to_params(const PoolConfig& c) {
 caching_pool::caching_pool(backing& device, const PoolConfig& config)
     : config_(config), alloc_(make_allocator("caching", device, to_params(config))) {
   if (config_.max_pool_size != 0 && config_.initial_pool_size > config_.max_pool_size)
-    throw invalid_argument("PoolConfig: initial_pool_size (" + format_bytes(config_.initial_pool_size) +
-                           ") exceeds max_pool_size (" + format_bytes(config_.max_pool_size) + ")");
+    throw invalid_argument("PoolConfig: initial_pool_size (" +
+                           format_bytes(config_.initial_pool_size) + ") exceeds max_pool_size (" +
+                           format_bytes(config_.max_pool_size) + ")");
   if (config_.initial_pool_size != 0) {
     // One block of the initial size, freed at once, leaves its segment cached.
     alloc_->deallocate(alloc_->allocate(config_.initial_pool_size, 0), 0);

@@ -19,9 +19,9 @@ std::vector<strategy_info>& infos() {
   return i;
 }
 // A fixed order, so the CLI, the UI and replay output list strategies the same way every time.
-const std::vector<std::string> display_order = {"cuda_malloc", "async_pool", "block_pool", "slab",
-                                                "buddy", "arena", "vmm_growable", "caching",
-                                                "device_bump"};
+const std::vector<std::string> display_order = {"cuda_malloc",  "async_pool", "block_pool",
+                                                "slab",         "buddy",      "arena",
+                                                "vmm_growable", "caching",    "device_bump"};
 std::size_t rank(const std::string& name) {
   auto it = std::find(display_order.begin(), display_order.end(), name);
   return static_cast<std::size_t>(it - display_order.begin());
@@ -58,8 +58,9 @@ std::unique_ptr<allocator> make_allocator(const std::string& name, backing& b, c
     if (!known) {
       std::string list;
       for (auto& pi : info.params) list += (list.empty() ? "" : ", ") + pi.name;
-      throw invalid_argument("strategy '" + name + "' has no parameter '" + key + "'" +
-                             (list.empty() ? std::string(" (it takes none)") : " (it takes: " + list + ")"));
+      throw invalid_argument(
+          "strategy '" + name + "' has no parameter '" + key + "'" +
+          (list.empty() ? std::string(" (it takes none)") : " (it takes: " + list + ")"));
     }
   }
   if (info.needs_vmm && !b.has_vmm())

@@ -47,17 +47,15 @@ bool register_private_expedited() {
 void process_wide_barrier() {
   if (membarrier(cmd_private_expedited) == 0) return;
   // A child after fork() may have to register again.
-  if (errno == EPERM && register_private_expedited() &&
-      membarrier(cmd_private_expedited) == 0)
+  if (errno == EPERM && register_private_expedited() && membarrier(cmd_private_expedited) == 0)
     return;
   // The slow global barrier (a grace period of every CPU) gives the same guarantee.
   const long supported = membarrier(cmd_query);
-  if (supported > 0 && (supported & cmd_global) != 0 &&
-      membarrier(cmd_global) == 0)
-    return;
+  if (supported > 0 && (supported & cmd_global) != 0 && membarrier(cmd_global) == 0) return;
   // The owner could be inside its critical section unseen: going on would break the exclusion.
-  std::fputs("vramscope: membarrier(2) failed while revoking a lock's bias; cannot continue safely\n",
-             stderr);
+  std::fputs(
+      "vramscope: membarrier(2) failed while revoking a lock's bias; cannot continue safely\n",
+      stderr);
   std::abort();
 }
 
@@ -72,10 +70,8 @@ void spin_lock::settle_bias() noexcept {
   const std::uintptr_t owner = owner_.load(std::memory_order_relaxed);
   if (owner == 0) {
     // The first thread to take the lock while others exist: it is the owner from its next lock.
-    if (biasing_available())
-      owner_.store(this_thread_id(), std::memory_order_relaxed);
-    else
-      revoked_.store(true, std::memory_order_relaxed);  // no bias in this process
+    if (biasing_available()) owner_.store(this_thread_id(), std::memory_order_relaxed);
+    else revoked_.store(true, std::memory_order_relaxed);  // no bias in this process
     return;
   }
   // Another thread: the owner only comes here once the bias is revoked, which it is not.
@@ -83,10 +79,8 @@ void spin_lock::settle_bias() noexcept {
   process_wide_barrier();
   // Now either the owner's announcement is visible here, or its next look at revoked_ sees true.
   for (int spin = 0; owner_in_.load(std::memory_order_acquire); ++spin) {
-    if (spin < 64)
-      cpu_relax();
-    else
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (spin < 64) cpu_relax();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
 }
 

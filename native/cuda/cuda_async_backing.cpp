@@ -77,7 +77,8 @@ class cuda_async_backing final : public cuda_backing_base {
  protected:
   std::size_t physical_in_use() const noexcept override {
     unsigned long long reserved = 0;
-    if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess) {
+    if (cudaMemPoolGetAttribute(pool_, cudaMemPoolAttrReservedMemCurrent, &reserved) !=
+        cudaSuccess) {
       (void)cudaGetLastError();
       reserved = 0;
     }

@@ -63,10 +63,14 @@ bool probe_cuda_device(std::string* reason) noexcept {
 std::unique_ptr<backing> make_cuda_backing(backing_kind kind, const cuda_options& options) {
   require_device(options.device);
   switch (kind) {
-    case backing_kind::cuda_malloc: return std::make_unique<cuda_malloc_backing>(options);
-    case backing_kind::cuda_vmm: return cuda::make_vmm_backing(options);
-    case backing_kind::cuda_async: return cuda::make_async_backing(options);
-    case backing_kind::simulated: break;
+    case backing_kind::cuda_malloc:
+      return std::make_unique<cuda_malloc_backing>(options);
+    case backing_kind::cuda_vmm:
+      return cuda::make_vmm_backing(options);
+    case backing_kind::cuda_async:
+      return cuda::make_async_backing(options);
+    case backing_kind::simulated:
+      break;
   }
   throw invalid_argument(std::string("make_cuda_backing: '") + backing_kind_name(kind) +
                          "' is not a CUDA backing");

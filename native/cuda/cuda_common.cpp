@@ -42,8 +42,9 @@ void cuda_backing_base::use_device() const {
 
 void cuda_backing_base::check_cap(std::size_t bytes, const char* call) const {
   if (capped_ && bytes > available())
-    throw out_of_memory(bytes, available(),
-                        std::string("device capped at ") + format_bytes(capacity_) + " (" + call + ")");
+    throw out_of_memory(
+        bytes, available(),
+        std::string("device capped at ") + format_bytes(capacity_) + " (" + call + ")");
 }
 
 void cuda_backing_base::throw_out_of_memory(const char* call, std::size_t requested) const {

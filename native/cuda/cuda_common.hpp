@@ -63,7 +63,7 @@ class cuda_backing_base : public backing {
  private:
   cudaEvent_t event_of(event_t e) const;
   // Events are reused: creating one is a driver call, recording a cached one is not.
-  std::vector<cudaEvent_t> events_;      // handle h is events_[h - 1]
+  std::vector<cudaEvent_t> events_;  // handle h is events_[h - 1]
   std::vector<event_t> free_events_;
 };
 

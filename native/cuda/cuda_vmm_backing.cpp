@@ -31,7 +31,8 @@ struct driver_api {
   static void load(F& fn, const char* symbol) {
     void* p = nullptr;
     cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    cudaError_t status = cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
+    cudaError_t status =
+        cudaGetDriverEntryPointByVersion(symbol, &p, 12000, cudaEnableDefault, &found);
     if (status != cudaSuccess) throw_device_error("cudaGetDriverEntryPointByVersion", status);
     if (found != cudaDriverEntryPointSuccess || p == nullptr)
       throw unsupported(std::string("the CUDA driver has no ") + symbol +
@@ -64,10 +65,10 @@ class cuda_vmm_backing final : public cuda_backing_base {
  public:
   explicit cuda_vmm_backing(const cuda_options& options) : cuda_backing_base(options) {
     int supported = 0;
-    check(cudaDeviceGetAttribute(&supported,
-                                 static_cast<cudaDeviceAttr>(
-                                     CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED),
-                                 device_),
+    check(cudaDeviceGetAttribute(
+              &supported,
+              static_cast<cudaDeviceAttr>(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED),
+              device_),
           "cudaDeviceGetAttribute");
     if (!supported)
       throw unsupported("CUDA device " + std::to_string(device_) +
@@ -100,7 +101,8 @@ class cuda_vmm_backing final : public cuda_backing_base {
                              " is not a multiple of the granularity " + format_bytes(granularity_));
     use_device();
     CUdeviceptr p = 0;
-    CUresult status = api_.address_reserve(&p, bytes, alignment > granularity_ ? alignment : 0, 0, 0);
+    CUresult status =
+        api_.address_reserve(&p, bytes, alignment > granularity_ ? alignment : 0, 0, 0);
     if (status != CUDA_SUCCESS) fail("cuMemAddressReserve", status, bytes);
     reservations_.emplace(static_cast<address_t>(p), bytes);
     ++calls_.va_reserve;
@@ -149,7 +151,8 @@ class cuda_vmm_backing final : public cuda_backing_base {
   void unmap(address_t address, std::size_t bytes) override {
     check_range(address, bytes, "unmap");
     for (address_t g = address; g < address + bytes; g += granularity_)
-      if (!granules_.count(g)) throw invalid_argument("cuda_vmm backing: unmap of an unmapped granule");
+      if (!granules_.count(g))
+        throw invalid_argument("cuda_vmm backing: unmap of an unmapped granule");
     for (address_t g = address; g < address + bytes; g += granularity_) unmap_granule(g);
     mapped_bytes_ -= bytes;
     ++calls_.unmap;
@@ -165,7 +168,8 @@ class cuda_vmm_backing final : public cuda_backing_base {
                              format_bytes(bytes) + " at " + format_address(address) +
                              " is not granule-aligned");
     auto it = reservations_.upper_bound(address);
-    if (it == reservations_.begin() || address + bytes > std::prev(it)->first + std::prev(it)->second)
+    if (it == reservations_.begin() ||
+        address + bytes > std::prev(it)->first + std::prev(it)->second)
       throw invalid_argument(std::string("cuda_vmm backing: ") + what +
                              " outside reserved address space");
   }

@@ -41,7 +41,8 @@ enum class op : int {
 };
 
 [[noreturn]] void broken(const suite_config& c, std::size_t step, const std::string& what) {
-  std::fprintf(stderr, "allocator_ops_fuzz: %s, operation %zu: %s\n", c.label.c_str(), step, what.c_str());
+  std::fprintf(stderr, "allocator_ops_fuzz: %s, operation %zu: %s\n", c.label.c_str(), step,
+               what.c_str());
   std::abort();
 }
 
@@ -94,21 +95,26 @@ struct model {
     try {
       p = alloc->allocate(bytes, stream);
     } catch (const out_of_memory& e) {
-      if (e.requested() != bytes) fail("out_of_memory names " + std::to_string(e.requested()) + " bytes, not " + std::to_string(bytes));
+      if (e.requested() != bytes)
+        fail("out_of_memory names " + std::to_string(e.requested()) + " bytes, not " +
+             std::to_string(bytes));
       // On the way to a failure an allocator may complete deferred frees (it waits for them before
       // giving up) and release cached memory no block uses (the driver's pool trims on
       // out-of-memory; PyTorch frees cached blocks): what the caller holds must stay exactly as it
       // was, and the failed call may not keep any memory it obtained.
       allocator::counters after = alloc->live_counters();
-      if (before.requested_live != after.requested_live || before.rounded_live != after.rounded_live ||
-          before.live_blocks != after.live_blocks)
+      if (before.requested_live != after.requested_live ||
+          before.rounded_live != after.rounded_live || before.live_blocks != after.live_blocks)
         fail("a failed allocate changed the live blocks");
       if (after.reserved_live > before.reserved_live)
-        fail("a failed allocate kept " + std::to_string(after.reserved_live - before.reserved_live) + " bytes it obtained");
-      if (alloc->stats().failures != ++failures) fail("a failed allocate was not counted as a failure");
+        fail("a failed allocate kept " +
+             std::to_string(after.reserved_live - before.reserved_live) + " bytes it obtained");
+      if (alloc->stats().failures != ++failures)
+        fail("a failed allocate was not counted as a failure");
       return;
     } catch (const std::exception& e) {
-      fail("allocate(" + std::to_string(bytes) + ") threw something other than out_of_memory: " + e.what());
+      fail("allocate(" + std::to_string(bytes) +
+           ") threw something other than out_of_memory: " + e.what());
     }
     address_t a = reinterpret_cast<address_t>(p);
     if (a == 0) fail("allocate returned nullptr for " + std::to_string(bytes) + " bytes");
@@ -136,7 +142,8 @@ struct model {
 void run(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   static const std::vector<suite_config> configs = suite_configs();
-  const suite_config& config = configs[in.ConsumeIntegralInRange<std::size_t>(0, configs.size() - 1)];
+  const suite_config& config =
+      configs[in.ConsumeIntegralInRange<std::size_t>(0, configs.size() - 1)];
   model m(config);
   const unsigned max_shift = 64 - __builtin_clzll(config.max_request);
   const unsigned device_shift = 65 - __builtin_clzll(config.capacity);
@@ -145,11 +152,13 @@ void run(const std::uint8_t* data, std::size_t size) {
       case op::allocate: {
         std::size_t n = std::size_t{1} << in.ConsumeIntegralInRange<unsigned>(0, max_shift);
         n = in.ConsumeIntegralInRange<std::size_t>(n / 2 + 1, n);
-        m.allocate(std::min(n, config.max_request), in.ConsumeIntegralInRange<stream_t>(1, stream_count));
+        m.allocate(std::min(n, config.max_request),
+                   in.ConsumeIntegralInRange<stream_t>(1, stream_count));
         break;
       }
       case op::allocate_large: {
-        std::size_t n = std::size_t{1} << in.ConsumeIntegralInRange<unsigned>(max_shift, device_shift);
+        std::size_t n = std::size_t{1}
+                        << in.ConsumeIntegralInRange<unsigned>(max_shift, device_shift);
         m.allocate(in.ConsumeIntegralInRange<std::size_t>(n / 2 + 1, n), 1);
         break;
       }
@@ -164,26 +173,29 @@ void run(const std::uint8_t* data, std::size_t size) {
       case op::record_stream: {
         if (m.order.empty()) break;
         std::size_t i = in.ConsumeIntegralInRange<std::size_t>(0, m.order.size() - 1);
-        m.alloc->record_stream(reinterpret_cast<void*>(m.order[i]), in.ConsumeIntegralInRange<stream_t>(1, stream_count));
+        m.alloc->record_stream(reinterpret_cast<void*>(m.order[i]),
+                               in.ConsumeIntegralInRange<stream_t>(1, stream_count));
         break;
       }
       case op::invalid_free: {
         // Inside a live block, or well away from any: never the start of a block we hold.
-        address_t a = m.order.empty() ? address_t{0x1000} << in.ConsumeIntegralInRange<unsigned>(0, 30)
-                                      : m.order[in.ConsumeIntegralInRange<std::size_t>(0, m.order.size() - 1)] +
-                                            in.ConsumeIntegralInRange<std::uint64_t>(1, 4096);
+        address_t a = m.order.empty()
+                          ? address_t{0x1000} << in.ConsumeIntegralInRange<unsigned>(0, 30)
+                          : m.order[in.ConsumeIntegralInRange<std::size_t>(0, m.order.size() - 1)] +
+                                in.ConsumeIntegralInRange<std::uint64_t>(1, 4096);
         if (m.live.count(a)) break;
         // The start of a block freed earlier is a double free, which is just as typed.
-        m.expect_rejected<invalid_free, double_free>("freeing an address never handed out",
-                                                     [&] { m.alloc->deallocate(reinterpret_cast<void*>(a), 1); });
+        m.expect_rejected<invalid_free, double_free>("freeing an address never handed out", [&] {
+          m.alloc->deallocate(reinterpret_cast<void*>(a), 1);
+        });
         break;
       }
       case op::double_free: {
         if (m.freed.empty()) break;
         address_t a = m.freed[in.ConsumeIntegralInRange<std::size_t>(0, m.freed.size() - 1)];
         if (m.live.count(a)) break;  // handed out again since
-        m.expect_rejected<double_free, invalid_free>("a double free",
-                                                     [&] { m.alloc->deallocate(reinterpret_cast<void*>(a), 1); });
+        m.expect_rejected<double_free, invalid_free>(
+            "a double free", [&] { m.alloc->deallocate(reinterpret_cast<void*>(a), 1); });
         break;
       }
       case op::trim:
@@ -201,12 +213,14 @@ void run(const std::uint8_t* data, std::size_t size) {
         }
         break;
       case op::advance_time:
-        m.backing->set_time(m.backing->time() + in.ConsumeIntegralInRange<std::uint64_t>(1, 100000));
+        m.backing->set_time(m.backing->time() +
+                            in.ConsumeIntegralInRange<std::uint64_t>(1, 100000));
         m.alloc->process_deferred();
         break;
       case op::synchronize:
         m.alloc->synchronize_deferred();
-        if (m.alloc->stats().pending_blocks != 0) m.fail("pending blocks left after synchronize_deferred");
+        if (m.alloc->stats().pending_blocks != 0)
+          m.fail("pending blocks left after synchronize_deferred");
         break;
     }
     m.check();
@@ -216,7 +230,8 @@ void run(const std::uint8_t* data, std::size_t size) {
   m.alloc->synchronize_deferred();
   m.check();
   allocator_stats end = m.alloc->stats();
-  if (end.rounded_live != 0 || end.requested_live != 0 || end.pending_bytes != 0) m.fail("bytes still live after freeing everything");
+  if (end.rounded_live != 0 || end.requested_live != 0 || end.pending_bytes != 0)
+    m.fail("bytes still live after freeing everything");
 }
 
 }  // namespace

@@ -18,14 +18,16 @@ struct frozen_state {
 void frozen_state_deleter::operator()(frozen_state* s) const { delete s; }
 
 std::unique_ptr<frozen_state, frozen_state_deleter> freeze(const allocator& a) {
-  return std::unique_ptr<frozen_state, frozen_state_deleter>(new frozen_state{a.stats(), testing::snapshot(a)});
+  return std::unique_ptr<frozen_state, frozen_state_deleter>(
+      new frozen_state{a.stats(), testing::snapshot(a)});
 }
 
 std::string changes_since(const frozen_state& before, const allocator& a) {
   allocator_stats now = a.stats();
   std::string out;
   auto field = [&](const char* name, std::uint64_t x, std::uint64_t y) {
-    if (x != y) out += std::string(" ") + name + " " + std::to_string(x) + " -> " + std::to_string(y);
+    if (x != y)
+      out += std::string(" ") + name + " " + std::to_string(x) + " -> " + std::to_string(y);
   };
   const allocator_stats& was = before.stats;
   field("requested_live", was.requested_live, now.requested_live);

@@ -59,7 +59,8 @@ constexpr cu_result cu_error_not_found = 500;
 inline std::uint64_t now_ns() noexcept {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull + static_cast<std::uint64_t>(ts.tv_nsec);
+  return static_cast<std::uint64_t>(ts.tv_sec) * 1000000000ull +
+         static_cast<std::uint64_t>(ts.tv_nsec);
 }
 
 // The hot path reads the CPU's counter, not the clock: clock_gettime costs 20-60 ns (more in some
@@ -82,7 +83,8 @@ VS_TLS thread_local std::uint32_t tls_thread_id = 0;
 VS_TLS thread_local int tls_runtime_depth = 0;
 
 inline std::uint32_t thread_id() noexcept {
-  if (VS_UNLIKELY(tls_thread_id == 0)) tls_thread_id = static_cast<std::uint32_t>(syscall(SYS_gettid));
+  if (VS_UNLIKELY(tls_thread_id == 0))
+    tls_thread_id = static_cast<std::uint32_t>(syscall(SYS_gettid));
   return tls_thread_id;
 }
 
@@ -167,7 +169,8 @@ bool drain(bool wait_for_lock) noexcept {
   bool wrote = false;
   const std::uint64_t ticks_now = now_ticks(), ns_now = now_ns();
   const double ns_per_tick = ticks_now > g.origin_ticks && ns_now > g.origin_ns
-                                 ? static_cast<double>(ns_now - g.origin_ns) / static_cast<double>(ticks_now - g.origin_ticks)
+                                 ? static_cast<double>(ns_now - g.origin_ns) /
+                                       static_cast<double>(ticks_now - g.origin_ticks)
                                  : 1.0;
   for (;;) {
     std::size_t n = 0;
@@ -179,7 +182,8 @@ bool drain(bool wait_for_lock) noexcept {
       s.ready.store(g.tail + ring_slots, std::memory_order_release);
       ++g.tail;
       // Ticks to nanoseconds (see now_ticks).
-      const double since = static_cast<double>(static_cast<std::int64_t>(r.time_ns - g.origin_ticks)) * ns_per_tick;
+      const double since =
+          static_cast<double>(static_cast<std::int64_t>(r.time_ns - g.origin_ticks)) * ns_per_tick;
       r.time_ns = g.origin_ns + static_cast<std::uint64_t>(since > 0 ? since : 0);
       const double took = static_cast<double>(r.duration_ns) * ns_per_tick;
       r.duration_ns = took >= 4294967295.0 ? 0xffffffffu : static_cast<std::uint32_t>(took);
@@ -236,7 +240,6 @@ std::uint32_t env_number(const char* name, std::uint32_t fallback, std::uint32_t
   return n > max ? max : static_cast<std::uint32_t>(n);
 }
 
-
 __attribute__((noinline)) void initialize() noexcept {
   pthread_mutex_lock(&g.init_lock);
   if (g.state.load(std::memory_order_relaxed) != state_unset) {
@@ -252,7 +255,8 @@ __attribute__((noinline)) void initialize() noexcept {
     if (ring != nullptr) {
       g.fd = fd;
       g.ring = static_cast<ring_slot*>(ring);
-      for (std::size_t i = 0; i < ring_slots; ++i) g.ring[i].ready.store(i, std::memory_order_relaxed);
+      for (std::size_t i = 0; i < ring_slots; ++i)
+        g.ring[i].ready.store(i, std::memory_order_relaxed);
       g.stack_depth = env_number(VRAMSCOPE_INTERCEPT_ENV_STACK, 0, 32);
       g.flush_ms = env_number(VRAMSCOPE_INTERCEPT_ENV_FLUSH_MS, 50, 100);
       if (g.flush_ms == 0) g.flush_ms = 1;
@@ -359,7 +363,9 @@ void emit_note() noexcept {
        g.unwrapped_proc_addresses.load());
 }
 
-inline std::uint64_t as_number(const void* p) noexcept { return reinterpret_cast<std::uint64_t>(p); }
+inline std::uint64_t as_number(const void* p) noexcept {
+  return reinterpret_cast<std::uint64_t>(p);
+}
 
 // A recorded runtime call: its own driver calls are not recorded again.
 struct runtime_scope {
@@ -402,9 +408,11 @@ using cu_mem_host_alloc_fn = cu_result (*)(void**, std::size_t, unsigned);
 using cu_mem_free_host_fn = cu_result (*)(void*);
 using cu_mem_create_fn = cu_result (*)(cu_handle*, std::size_t, const void*, unsigned long long);
 using cu_mem_release_fn = cu_result (*)(cu_handle);
-using cu_mem_map_fn = cu_result (*)(cu_deviceptr, std::size_t, std::size_t, cu_handle, unsigned long long);
+using cu_mem_map_fn = cu_result (*)(cu_deviceptr, std::size_t, std::size_t, cu_handle,
+                                    unsigned long long);
 using cu_mem_unmap_fn = cu_result (*)(cu_deviceptr, std::size_t);
-using cu_mem_address_reserve_fn = cu_result (*)(cu_deviceptr*, std::size_t, std::size_t, cu_deviceptr, unsigned long long);
+using cu_mem_address_reserve_fn = cu_result (*)(cu_deviceptr*, std::size_t, std::size_t,
+                                                cu_deviceptr, unsigned long long);
 using cu_mem_address_free_fn = cu_result (*)(cu_deviceptr, std::size_t);
 using cu_get_proc_address_v1_fn = cu_result (*)(const char*, void**, int, std::uint64_t);
 using cu_get_proc_address_v2_fn = cu_result (*)(const char*, void**, int, std::uint64_t, void*);
@@ -428,10 +436,10 @@ driver_fn<cu_get_proc_address_v1_fn> d_get_proc_v1;
 driver_fn<cu_get_proc_address_v2_fn> d_get_proc_v2;
 
 // The recording bodies, shared by the exported symbol and every slot's wrapper.
-#define VS_TIMED(call)                       \
-  if (!record_driver()) return (call);       \
-  const std::uint64_t t0 = now_ticks();      \
-  const cu_result r = (call);                \
+#define VS_TIMED(call)                  \
+  if (!record_driver()) return (call);  \
+  const std::uint64_t t0 = now_ticks(); \
+  const cu_result r = (call);           \
   const std::uint64_t t1 = now_ticks();
 
 cu_result rec_mem_alloc(cu_mem_alloc_fn real, std::uint16_t how, cu_deviceptr* p, std::size_t n) {
@@ -447,41 +455,49 @@ cu_result rec_mem_free(cu_mem_free_fn real, std::uint16_t how, cu_deviceptr p) {
   emit(VRAMSCOPE_OP_CU_MEM_FREE, how, t0, t1, r, p, 0, 0, 0);
   return r;
 }
-cu_result rec_mem_alloc_async(cu_mem_alloc_async_fn real, std::uint16_t how, cu_deviceptr* p, std::size_t n, stream_handle s) {
+cu_result rec_mem_alloc_async(cu_mem_alloc_async_fn real, std::uint16_t how, cu_deviceptr* p,
+                              std::size_t n, stream_handle s) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, s))
   emit(VRAMSCOPE_OP_CU_MEM_ALLOC_ASYNC, how, t0, t1, r, r == 0 && p ? *p : 0, n, as_number(s), 0);
   return r;
 }
-cu_result rec_mem_free_async(cu_mem_free_async_fn real, std::uint16_t how, cu_deviceptr p, stream_handle s) {
+cu_result rec_mem_free_async(cu_mem_free_async_fn real, std::uint16_t how, cu_deviceptr p,
+                             stream_handle s) {
   if (real == nullptr) return cu_error_not_found;
   if (p == 0) return real(p, s);
   VS_TIMED(real(p, s))
   emit(VRAMSCOPE_OP_CU_MEM_FREE_ASYNC, how, t0, t1, r, p, 0, as_number(s), 0);
   return r;
 }
-cu_result rec_mem_alloc_pool(cu_mem_alloc_pool_fn real, std::uint16_t how, cu_deviceptr* p, std::size_t n, pool_handle pool, stream_handle s) {
+cu_result rec_mem_alloc_pool(cu_mem_alloc_pool_fn real, std::uint16_t how, cu_deviceptr* p,
+                             std::size_t n, pool_handle pool, stream_handle s) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, pool, s))
-  emit(VRAMSCOPE_OP_CU_MEM_ALLOC_FROM_POOL_ASYNC, how, t0, t1, r, r == 0 && p ? *p : 0, n, as_number(s), as_number(pool));
+  emit(VRAMSCOPE_OP_CU_MEM_ALLOC_FROM_POOL_ASYNC, how, t0, t1, r, r == 0 && p ? *p : 0, n,
+       as_number(s), as_number(pool));
   return r;
 }
-cu_result rec_mem_alloc_managed(cu_mem_alloc_managed_fn real, std::uint16_t how, cu_deviceptr* p, std::size_t n, unsigned flags) {
+cu_result rec_mem_alloc_managed(cu_mem_alloc_managed_fn real, std::uint16_t how, cu_deviceptr* p,
+                                std::size_t n, unsigned flags) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, flags))
   emit(VRAMSCOPE_OP_CU_MEM_ALLOC_MANAGED, how, t0, t1, r, r == 0 && p ? *p : 0, n, 0, flags);
   return r;
 }
-cu_result rec_mem_alloc_host(cu_mem_alloc_host_fn real, std::uint16_t how, void** p, std::size_t n) {
+cu_result rec_mem_alloc_host(cu_mem_alloc_host_fn real, std::uint16_t how, void** p,
+                             std::size_t n) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n))
   emit(VRAMSCOPE_OP_CU_MEM_ALLOC_HOST, how, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, 0, 0);
   return r;
 }
-cu_result rec_mem_host_alloc(cu_mem_host_alloc_fn real, std::uint16_t how, void** p, std::size_t n, unsigned flags) {
+cu_result rec_mem_host_alloc(cu_mem_host_alloc_fn real, std::uint16_t how, void** p, std::size_t n,
+                             unsigned flags) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, flags))
-  emit(VRAMSCOPE_OP_CU_MEM_ALLOC_HOST, how, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, 0, flags);
+  emit(VRAMSCOPE_OP_CU_MEM_ALLOC_HOST, how, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, 0,
+       flags);
   return r;
 }
 cu_result rec_mem_free_host(cu_mem_free_host_fn real, std::uint16_t how, void* p) {
@@ -491,7 +507,8 @@ cu_result rec_mem_free_host(cu_mem_free_host_fn real, std::uint16_t how, void* p
   emit(VRAMSCOPE_OP_CU_MEM_FREE_HOST, how, t0, t1, r, as_number(p), 0, 0, 0);
   return r;
 }
-cu_result rec_mem_create(cu_mem_create_fn real, std::uint16_t how, cu_handle* h, std::size_t n, const void* prop, unsigned long long flags) {
+cu_result rec_mem_create(cu_mem_create_fn real, std::uint16_t how, cu_handle* h, std::size_t n,
+                         const void* prop, unsigned long long flags) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(h, n, prop, flags))
   emit(VRAMSCOPE_OP_CU_MEM_CREATE, how, t0, t1, r, r == 0 && h ? *h : 0, n, 0, 0);
@@ -503,7 +520,8 @@ cu_result rec_mem_release(cu_mem_release_fn real, std::uint16_t how, cu_handle h
   emit(VRAMSCOPE_OP_CU_MEM_RELEASE, how, t0, t1, r, h, 0, 0, 0);
   return r;
 }
-cu_result rec_mem_map(cu_mem_map_fn real, std::uint16_t how, cu_deviceptr p, std::size_t n, std::size_t offset, cu_handle h, unsigned long long flags) {
+cu_result rec_mem_map(cu_mem_map_fn real, std::uint16_t how, cu_deviceptr p, std::size_t n,
+                      std::size_t offset, cu_handle h, unsigned long long flags) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, offset, h, flags))
   emit(VRAMSCOPE_OP_CU_MEM_MAP, how, t0, t1, r, p, n, 0, h);
@@ -515,13 +533,16 @@ cu_result rec_mem_unmap(cu_mem_unmap_fn real, std::uint16_t how, cu_deviceptr p,
   emit(VRAMSCOPE_OP_CU_MEM_UNMAP, how, t0, t1, r, p, n, 0, 0);
   return r;
 }
-cu_result rec_mem_address_reserve(cu_mem_address_reserve_fn real, std::uint16_t how, cu_deviceptr* p, std::size_t n, std::size_t alignment, cu_deviceptr addr, unsigned long long flags) {
+cu_result rec_mem_address_reserve(cu_mem_address_reserve_fn real, std::uint16_t how,
+                                  cu_deviceptr* p, std::size_t n, std::size_t alignment,
+                                  cu_deviceptr addr, unsigned long long flags) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n, alignment, addr, flags))
   emit(VRAMSCOPE_OP_CU_MEM_ADDRESS_RESERVE, how, t0, t1, r, r == 0 && p ? *p : 0, n, 0, alignment);
   return r;
 }
-cu_result rec_mem_address_free(cu_mem_address_free_fn real, std::uint16_t how, cu_deviceptr p, std::size_t n) {
+cu_result rec_mem_address_free(cu_mem_address_free_fn real, std::uint16_t how, cu_deviceptr p,
+                               std::size_t n) {
   if (real == nullptr) return cu_error_not_found;
   VS_TIMED(real(p, n))
   emit(VRAMSCOPE_OP_CU_MEM_ADDRESS_FREE, how, t0, t1, r, p, n, 0, 0);
@@ -532,28 +553,85 @@ cu_result rec_mem_address_free(cu_mem_address_free_fn real, std::uint16_t how, c
 constexpr std::uint16_t via_proc = VRAMSCOPE_FLAG_FROM_PROC_ADDRESS;
 
 // Slot wrappers: wrapper<S> calls the real function kept in slot S.
-template <int S> cu_result w_mem_alloc(cu_deviceptr* p, std::size_t n) { return rec_mem_alloc(d_mem_alloc.slots[S].load(std::memory_order_acquire), via_proc, p, n); }
-template <int S> cu_result w_mem_free(cu_deviceptr p) { return rec_mem_free(d_mem_free.slots[S].load(std::memory_order_acquire), via_proc, p); }
-template <int S> cu_result w_mem_alloc_async(cu_deviceptr* p, std::size_t n, stream_handle s) { return rec_mem_alloc_async(d_mem_alloc_async.slots[S].load(std::memory_order_acquire), via_proc, p, n, s); }
-template <int S> cu_result w_mem_free_async(cu_deviceptr p, stream_handle s) { return rec_mem_free_async(d_mem_free_async.slots[S].load(std::memory_order_acquire), via_proc, p, s); }
-template <int S> cu_result w_mem_alloc_pool(cu_deviceptr* p, std::size_t n, pool_handle pool, stream_handle s) { return rec_mem_alloc_pool(d_mem_alloc_pool.slots[S].load(std::memory_order_acquire), via_proc, p, n, pool, s); }
-template <int S> cu_result w_mem_alloc_managed(cu_deviceptr* p, std::size_t n, unsigned f) { return rec_mem_alloc_managed(d_mem_alloc_managed.slots[S].load(std::memory_order_acquire), via_proc, p, n, f); }
-template <int S> cu_result w_mem_alloc_host(void** p, std::size_t n) { return rec_mem_alloc_host(d_mem_alloc_host.slots[S].load(std::memory_order_acquire), via_proc, p, n); }
-template <int S> cu_result w_mem_host_alloc(void** p, std::size_t n, unsigned f) { return rec_mem_host_alloc(d_mem_host_alloc.slots[S].load(std::memory_order_acquire), via_proc, p, n, f); }
-template <int S> cu_result w_mem_free_host(void* p) { return rec_mem_free_host(d_mem_free_host.slots[S].load(std::memory_order_acquire), via_proc, p); }
-template <int S> cu_result w_mem_create(cu_handle* h, std::size_t n, const void* prop, unsigned long long f) { return rec_mem_create(d_mem_create.slots[S].load(std::memory_order_acquire), via_proc, h, n, prop, f); }
-template <int S> cu_result w_mem_release(cu_handle h) { return rec_mem_release(d_mem_release.slots[S].load(std::memory_order_acquire), via_proc, h); }
-template <int S> cu_result w_mem_map(cu_deviceptr p, std::size_t n, std::size_t o, cu_handle h, unsigned long long f) { return rec_mem_map(d_mem_map.slots[S].load(std::memory_order_acquire), via_proc, p, n, o, h, f); }
-template <int S> cu_result w_mem_unmap(cu_deviceptr p, std::size_t n) { return rec_mem_unmap(d_mem_unmap.slots[S].load(std::memory_order_acquire), via_proc, p, n); }
-template <int S> cu_result w_mem_address_reserve(cu_deviceptr* p, std::size_t n, std::size_t a, cu_deviceptr at, unsigned long long f) { return rec_mem_address_reserve(d_mem_address_reserve.slots[S].load(std::memory_order_acquire), via_proc, p, n, a, at, f); }
-template <int S> cu_result w_mem_address_free(cu_deviceptr p, std::size_t n) { return rec_mem_address_free(d_mem_address_free.slots[S].load(std::memory_order_acquire), via_proc, p, n); }
+template <int S>
+cu_result w_mem_alloc(cu_deviceptr* p, std::size_t n) {
+  return rec_mem_alloc(d_mem_alloc.slots[S].load(std::memory_order_acquire), via_proc, p, n);
+}
+template <int S>
+cu_result w_mem_free(cu_deviceptr p) {
+  return rec_mem_free(d_mem_free.slots[S].load(std::memory_order_acquire), via_proc, p);
+}
+template <int S>
+cu_result w_mem_alloc_async(cu_deviceptr* p, std::size_t n, stream_handle s) {
+  return rec_mem_alloc_async(d_mem_alloc_async.slots[S].load(std::memory_order_acquire), via_proc,
+                             p, n, s);
+}
+template <int S>
+cu_result w_mem_free_async(cu_deviceptr p, stream_handle s) {
+  return rec_mem_free_async(d_mem_free_async.slots[S].load(std::memory_order_acquire), via_proc, p,
+                            s);
+}
+template <int S>
+cu_result w_mem_alloc_pool(cu_deviceptr* p, std::size_t n, pool_handle pool, stream_handle s) {
+  return rec_mem_alloc_pool(d_mem_alloc_pool.slots[S].load(std::memory_order_acquire), via_proc, p,
+                            n, pool, s);
+}
+template <int S>
+cu_result w_mem_alloc_managed(cu_deviceptr* p, std::size_t n, unsigned f) {
+  return rec_mem_alloc_managed(d_mem_alloc_managed.slots[S].load(std::memory_order_acquire),
+                               via_proc, p, n, f);
+}
+template <int S>
+cu_result w_mem_alloc_host(void** p, std::size_t n) {
+  return rec_mem_alloc_host(d_mem_alloc_host.slots[S].load(std::memory_order_acquire), via_proc, p,
+                            n);
+}
+template <int S>
+cu_result w_mem_host_alloc(void** p, std::size_t n, unsigned f) {
+  return rec_mem_host_alloc(d_mem_host_alloc.slots[S].load(std::memory_order_acquire), via_proc, p,
+                            n, f);
+}
+template <int S>
+cu_result w_mem_free_host(void* p) {
+  return rec_mem_free_host(d_mem_free_host.slots[S].load(std::memory_order_acquire), via_proc, p);
+}
+template <int S>
+cu_result w_mem_create(cu_handle* h, std::size_t n, const void* prop, unsigned long long f) {
+  return rec_mem_create(d_mem_create.slots[S].load(std::memory_order_acquire), via_proc, h, n, prop,
+                        f);
+}
+template <int S>
+cu_result w_mem_release(cu_handle h) {
+  return rec_mem_release(d_mem_release.slots[S].load(std::memory_order_acquire), via_proc, h);
+}
+template <int S>
+cu_result w_mem_map(cu_deviceptr p, std::size_t n, std::size_t o, cu_handle h,
+                    unsigned long long f) {
+  return rec_mem_map(d_mem_map.slots[S].load(std::memory_order_acquire), via_proc, p, n, o, h, f);
+}
+template <int S>
+cu_result w_mem_unmap(cu_deviceptr p, std::size_t n) {
+  return rec_mem_unmap(d_mem_unmap.slots[S].load(std::memory_order_acquire), via_proc, p, n);
+}
+template <int S>
+cu_result w_mem_address_reserve(cu_deviceptr* p, std::size_t n, std::size_t a, cu_deviceptr at,
+                                unsigned long long f) {
+  return rec_mem_address_reserve(d_mem_address_reserve.slots[S].load(std::memory_order_acquire),
+                                 via_proc, p, n, a, at, f);
+}
+template <int S>
+cu_result w_mem_address_free(cu_deviceptr p, std::size_t n) {
+  return rec_mem_address_free(d_mem_address_free.slots[S].load(std::memory_order_acquire), via_proc,
+                              p, n);
+}
 
 // One row per function a caller may look up: the names it goes by, and how to wrap a real one.
 struct wrappable {
-  const char* proc_name;     // cuGetProcAddress's name
-  const char* symbols[3];    // dlsym names (exported variants), nullptr-terminated
-  int min_version;           // cuGetProcAddress versions below this give an older ABI: not wrapped
-  void* (*wrap)(void* real); // returns a wrapper calling `real`, or nullptr when the slots are full
+  const char* proc_name;   // cuGetProcAddress's name
+  const char* symbols[3];  // dlsym names (exported variants), nullptr-terminated
+  int min_version;         // cuGetProcAddress versions below this give an older ABI: not wrapped
+  void* (*wrap)(
+      void* real);  // returns a wrapper calling `real`, or nullptr when the slots are full
 };
 
 template <class Fn, Fn (*Wrappers)[proc_slots]>
@@ -571,8 +649,8 @@ void* wrap_in_slot(driver_fn<Fn>& fn, void* real) noexcept {
   return nullptr;
 }
 
-#define VS_WRAPPER_TABLE(fn_type, table, wrapper, object)                                          \
-  fn_type table[proc_slots] = {wrapper<0>, wrapper<1>, wrapper<2>, wrapper<3>};                   \
+#define VS_WRAPPER_TABLE(fn_type, table, wrapper, object)                       \
+  fn_type table[proc_slots] = {wrapper<0>, wrapper<1>, wrapper<2>, wrapper<3>}; \
   void* wrap_##object(void* real) noexcept { return wrap_in_slot<fn_type, &table>(object, real); }
 
 VS_WRAPPER_TABLE(cu_mem_alloc_fn, t_mem_alloc, w_mem_alloc, d_mem_alloc)
@@ -580,7 +658,8 @@ VS_WRAPPER_TABLE(cu_mem_free_fn, t_mem_free, w_mem_free, d_mem_free)
 VS_WRAPPER_TABLE(cu_mem_alloc_async_fn, t_mem_alloc_async, w_mem_alloc_async, d_mem_alloc_async)
 VS_WRAPPER_TABLE(cu_mem_free_async_fn, t_mem_free_async, w_mem_free_async, d_mem_free_async)
 VS_WRAPPER_TABLE(cu_mem_alloc_pool_fn, t_mem_alloc_pool, w_mem_alloc_pool, d_mem_alloc_pool)
-VS_WRAPPER_TABLE(cu_mem_alloc_managed_fn, t_mem_alloc_managed, w_mem_alloc_managed, d_mem_alloc_managed)
+VS_WRAPPER_TABLE(cu_mem_alloc_managed_fn, t_mem_alloc_managed, w_mem_alloc_managed,
+                 d_mem_alloc_managed)
 VS_WRAPPER_TABLE(cu_mem_alloc_host_fn, t_mem_alloc_host, w_mem_alloc_host, d_mem_alloc_host)
 VS_WRAPPER_TABLE(cu_mem_host_alloc_fn, t_mem_host_alloc, w_mem_host_alloc, d_mem_host_alloc)
 VS_WRAPPER_TABLE(cu_mem_free_host_fn, t_mem_free_host, w_mem_free_host, d_mem_free_host)
@@ -588,17 +667,25 @@ VS_WRAPPER_TABLE(cu_mem_create_fn, t_mem_create, w_mem_create, d_mem_create)
 VS_WRAPPER_TABLE(cu_mem_release_fn, t_mem_release, w_mem_release, d_mem_release)
 VS_WRAPPER_TABLE(cu_mem_map_fn, t_mem_map, w_mem_map, d_mem_map)
 VS_WRAPPER_TABLE(cu_mem_unmap_fn, t_mem_unmap, w_mem_unmap, d_mem_unmap)
-VS_WRAPPER_TABLE(cu_mem_address_reserve_fn, t_mem_address_reserve, w_mem_address_reserve, d_mem_address_reserve)
+VS_WRAPPER_TABLE(cu_mem_address_reserve_fn, t_mem_address_reserve, w_mem_address_reserve,
+                 d_mem_address_reserve)
 VS_WRAPPER_TABLE(cu_mem_address_free_fn, t_mem_address_free, w_mem_address_free, d_mem_address_free)
 
 // cuGetProcAddress itself: what it returns for the memory functions (and for itself) is wrapped.
-cu_result proc_v1(cu_get_proc_address_v1_fn real, const char* symbol, void** pfn, int version, std::uint64_t flags);
-cu_result proc_v2(cu_get_proc_address_v2_fn real, const char* symbol, void** pfn, int version, std::uint64_t flags, void* status);
-template <int S> cu_result w_get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t flags) {
-  return proc_v1(d_get_proc_v1.slots[S].load(std::memory_order_acquire), symbol, pfn, version, flags);
+cu_result proc_v1(cu_get_proc_address_v1_fn real, const char* symbol, void** pfn, int version,
+                  std::uint64_t flags);
+cu_result proc_v2(cu_get_proc_address_v2_fn real, const char* symbol, void** pfn, int version,
+                  std::uint64_t flags, void* status);
+template <int S>
+cu_result w_get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t flags) {
+  return proc_v1(d_get_proc_v1.slots[S].load(std::memory_order_acquire), symbol, pfn, version,
+                 flags);
 }
-template <int S> cu_result w_get_proc_v2(const char* symbol, void** pfn, int version, std::uint64_t flags, void* status) {
-  return proc_v2(d_get_proc_v2.slots[S].load(std::memory_order_acquire), symbol, pfn, version, flags, status);
+template <int S>
+cu_result w_get_proc_v2(const char* symbol, void** pfn, int version, std::uint64_t flags,
+                        void* status) {
+  return proc_v2(d_get_proc_v2.slots[S].load(std::memory_order_acquire), symbol, pfn, version,
+                 flags, status);
 }
 VS_WRAPPER_TABLE(cu_get_proc_address_v1_fn, t_get_proc_v1, w_get_proc_v1, d_get_proc_v1)
 VS_WRAPPER_TABLE(cu_get_proc_address_v2_fn, t_get_proc_v2, w_get_proc_v2, d_get_proc_v2)
@@ -609,9 +696,18 @@ VS_WRAPPER_TABLE(cu_get_proc_address_v2_fn, t_get_proc_v2, w_get_proc_v2, d_get_
 const wrappable wrappables[] = {
     {"cuMemAlloc", {"cuMemAlloc_v2", nullptr, nullptr}, 3020, wrap_d_mem_alloc},
     {"cuMemFree", {"cuMemFree_v2", nullptr, nullptr}, 3020, wrap_d_mem_free},
-    {"cuMemAllocAsync", {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", nullptr}, 0, wrap_d_mem_alloc_async},
-    {"cuMemFreeAsync", {"cuMemFreeAsync", "cuMemFreeAsync_ptsz", nullptr}, 0, wrap_d_mem_free_async},
-    {"cuMemAllocFromPoolAsync", {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", nullptr}, 0, wrap_d_mem_alloc_pool},
+    {"cuMemAllocAsync",
+     {"cuMemAllocAsync", "cuMemAllocAsync_ptsz", nullptr},
+     0,
+     wrap_d_mem_alloc_async},
+    {"cuMemFreeAsync",
+     {"cuMemFreeAsync", "cuMemFreeAsync_ptsz", nullptr},
+     0,
+     wrap_d_mem_free_async},
+    {"cuMemAllocFromPoolAsync",
+     {"cuMemAllocFromPoolAsync", "cuMemAllocFromPoolAsync_ptsz", nullptr},
+     0,
+     wrap_d_mem_alloc_pool},
     {"cuMemAllocManaged", {"cuMemAllocManaged", nullptr, nullptr}, 0, wrap_d_mem_alloc_managed},
     {"cuMemAllocHost", {"cuMemAllocHost_v2", nullptr, nullptr}, 3020, wrap_d_mem_alloc_host},
     {"cuMemHostAlloc", {"cuMemHostAlloc", nullptr, nullptr}, 0, wrap_d_mem_host_alloc},
@@ -620,7 +716,10 @@ const wrappable wrappables[] = {
     {"cuMemRelease", {"cuMemRelease", nullptr, nullptr}, 0, wrap_d_mem_release},
     {"cuMemMap", {"cuMemMap", nullptr, nullptr}, 0, wrap_d_mem_map},
     {"cuMemUnmap", {"cuMemUnmap", nullptr, nullptr}, 0, wrap_d_mem_unmap},
-    {"cuMemAddressReserve", {"cuMemAddressReserve", nullptr, nullptr}, 0, wrap_d_mem_address_reserve},
+    {"cuMemAddressReserve",
+     {"cuMemAddressReserve", nullptr, nullptr},
+     0,
+     wrap_d_mem_address_reserve},
     {"cuMemAddressFree", {"cuMemAddressFree", nullptr, nullptr}, 0, wrap_d_mem_address_free},
 };
 
@@ -662,17 +761,19 @@ std::atomic<cuda_malloc_fn> r_cuda_malloc_host{nullptr};
 std::atomic<cuda_host_alloc_fn> r_cuda_host_alloc{nullptr};
 std::atomic<cuda_free_fn> r_cuda_free_host{nullptr};
 
-#define VS_RUNTIME(real, call)                            \
-  if (real == nullptr) return cuda_error_initialization;  \
-  if (!recording()) return (call);                        \
-  runtime_scope scope;                                    \
-  const std::uint64_t t0 = now_ticks();                   \
-  const cuda_error r = (call);                            \
+#define VS_RUNTIME(real, call)                           \
+  if (real == nullptr) return cuda_error_initialization; \
+  if (!recording()) return (call);                       \
+  runtime_scope scope;                                   \
+  const std::uint64_t t0 = now_ticks();                  \
+  const cuda_error r = (call);                           \
   const std::uint64_t t1 = now_ticks();
 
-cuda_error runtime_malloc_async(cuda_malloc_async_fn real, void** p, std::size_t n, stream_handle s) {
+cuda_error runtime_malloc_async(cuda_malloc_async_fn real, void** p, std::size_t n,
+                                stream_handle s) {
   VS_RUNTIME(real, real(p, n, s))
-  emit(VRAMSCOPE_OP_CUDA_MALLOC_ASYNC, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, as_number(s), 0);
+  emit(VRAMSCOPE_OP_CUDA_MALLOC_ASYNC, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n,
+       as_number(s), 0);
   return r;
 }
 cuda_error runtime_free_async(cuda_free_async_fn real, void* p, stream_handle s) {
@@ -681,9 +782,11 @@ cuda_error runtime_free_async(cuda_free_async_fn real, void* p, stream_handle s)
   emit(VRAMSCOPE_OP_CUDA_FREE_ASYNC, 0, t0, t1, r, as_number(p), 0, as_number(s), 0);
   return r;
 }
-cuda_error runtime_malloc_pool(cuda_malloc_pool_fn real, void** p, std::size_t n, pool_handle pool, stream_handle s) {
+cuda_error runtime_malloc_pool(cuda_malloc_pool_fn real, void** p, std::size_t n, pool_handle pool,
+                               stream_handle s) {
   VS_RUNTIME(real, real(p, n, pool, s))
-  emit(VRAMSCOPE_OP_CUDA_MALLOC_FROM_POOL_ASYNC, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, as_number(s), as_number(pool));
+  emit(VRAMSCOPE_OP_CUDA_MALLOC_FROM_POOL_ASYNC, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n,
+       as_number(s), as_number(pool));
   return r;
 }
 }  // namespace
@@ -706,7 +809,8 @@ VS_EXPORT cuda_error cudaMallocAsync(void** p, std::size_t n, stream_handle s) {
   return runtime_malloc_async(next_symbol(r_cuda_malloc_async, "cudaMallocAsync"), p, n, s);
 }
 VS_EXPORT cuda_error cudaMallocAsync_ptsz(void** p, std::size_t n, stream_handle s) {
-  return runtime_malloc_async(next_symbol(r_cuda_malloc_async_ptsz, "cudaMallocAsync_ptsz"), p, n, s);
+  return runtime_malloc_async(next_symbol(r_cuda_malloc_async_ptsz, "cudaMallocAsync_ptsz"), p, n,
+                              s);
 }
 VS_EXPORT cuda_error cudaFreeAsync(void* p, stream_handle s) {
   return runtime_free_async(next_symbol(r_cuda_free_async, "cudaFreeAsync"), p, s);
@@ -714,16 +818,21 @@ VS_EXPORT cuda_error cudaFreeAsync(void* p, stream_handle s) {
 VS_EXPORT cuda_error cudaFreeAsync_ptsz(void* p, stream_handle s) {
   return runtime_free_async(next_symbol(r_cuda_free_async_ptsz, "cudaFreeAsync_ptsz"), p, s);
 }
-VS_EXPORT cuda_error cudaMallocFromPoolAsync(void** p, std::size_t n, pool_handle pool, stream_handle s) {
-  return runtime_malloc_pool(next_symbol(r_cuda_malloc_pool, "cudaMallocFromPoolAsync"), p, n, pool, s);
+VS_EXPORT cuda_error cudaMallocFromPoolAsync(void** p, std::size_t n, pool_handle pool,
+                                             stream_handle s) {
+  return runtime_malloc_pool(next_symbol(r_cuda_malloc_pool, "cudaMallocFromPoolAsync"), p, n, pool,
+                             s);
 }
-VS_EXPORT cuda_error cudaMallocFromPoolAsync_ptsz(void** p, std::size_t n, pool_handle pool, stream_handle s) {
-  return runtime_malloc_pool(next_symbol(r_cuda_malloc_pool_ptsz, "cudaMallocFromPoolAsync_ptsz"), p, n, pool, s);
+VS_EXPORT cuda_error cudaMallocFromPoolAsync_ptsz(void** p, std::size_t n, pool_handle pool,
+                                                  stream_handle s) {
+  return runtime_malloc_pool(next_symbol(r_cuda_malloc_pool_ptsz, "cudaMallocFromPoolAsync_ptsz"),
+                             p, n, pool, s);
 }
 VS_EXPORT cuda_error cudaMallocManaged(void** p, std::size_t n, unsigned flags) {
   cuda_malloc_managed_fn real = next_symbol(r_cuda_malloc_managed, "cudaMallocManaged");
   VS_RUNTIME(real, real(p, n, flags))
-  emit(VRAMSCOPE_OP_CUDA_MALLOC_MANAGED, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, 0, flags);
+  emit(VRAMSCOPE_OP_CUDA_MALLOC_MANAGED, 0, t0, t1, r, r == 0 && p ? as_number(*p) : 0, n, 0,
+       flags);
   return r;
 }
 VS_EXPORT cuda_error cudaMallocHost(void** p, std::size_t n) {
@@ -760,11 +869,14 @@ VS_EXPORT cu_result cuMemAllocAsync(cu_deviceptr* p, std::size_t n, stream_handl
 VS_EXPORT cu_result cuMemFreeAsync(cu_deviceptr p, stream_handle s) {
   return rec_mem_free_async(next_symbol(d_mem_free_async.linked, "cuMemFreeAsync"), 0, p, s);
 }
-VS_EXPORT cu_result cuMemAllocFromPoolAsync(cu_deviceptr* p, std::size_t n, pool_handle pool, stream_handle s) {
-  return rec_mem_alloc_pool(next_symbol(d_mem_alloc_pool.linked, "cuMemAllocFromPoolAsync"), 0, p, n, pool, s);
+VS_EXPORT cu_result cuMemAllocFromPoolAsync(cu_deviceptr* p, std::size_t n, pool_handle pool,
+                                            stream_handle s) {
+  return rec_mem_alloc_pool(next_symbol(d_mem_alloc_pool.linked, "cuMemAllocFromPoolAsync"), 0, p,
+                            n, pool, s);
 }
 VS_EXPORT cu_result cuMemAllocManaged(cu_deviceptr* p, std::size_t n, unsigned flags) {
-  return rec_mem_alloc_managed(next_symbol(d_mem_alloc_managed.linked, "cuMemAllocManaged"), 0, p, n, flags);
+  return rec_mem_alloc_managed(next_symbol(d_mem_alloc_managed.linked, "cuMemAllocManaged"), 0, p,
+                               n, flags);
 }
 VS_EXPORT cu_result cuMemAllocHost_v2(void** p, std::size_t n) {
   return rec_mem_alloc_host(next_symbol(d_mem_alloc_host.linked, "cuMemAllocHost_v2"), 0, p, n);
@@ -775,44 +887,56 @@ VS_EXPORT cu_result cuMemHostAlloc(void** p, std::size_t n, unsigned flags) {
 VS_EXPORT cu_result cuMemFreeHost(void* p) {
   return rec_mem_free_host(next_symbol(d_mem_free_host.linked, "cuMemFreeHost"), 0, p);
 }
-VS_EXPORT cu_result cuMemCreate(cu_handle* h, std::size_t n, const void* prop, unsigned long long flags) {
+VS_EXPORT cu_result cuMemCreate(cu_handle* h, std::size_t n, const void* prop,
+                                unsigned long long flags) {
   return rec_mem_create(next_symbol(d_mem_create.linked, "cuMemCreate"), 0, h, n, prop, flags);
 }
 VS_EXPORT cu_result cuMemRelease(cu_handle h) {
   return rec_mem_release(next_symbol(d_mem_release.linked, "cuMemRelease"), 0, h);
 }
-VS_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t n, std::size_t offset, cu_handle h, unsigned long long flags) {
+VS_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t n, std::size_t offset, cu_handle h,
+                             unsigned long long flags) {
   return rec_mem_map(next_symbol(d_mem_map.linked, "cuMemMap"), 0, p, n, offset, h, flags);
 }
 VS_EXPORT cu_result cuMemUnmap(cu_deviceptr p, std::size_t n) {
   return rec_mem_unmap(next_symbol(d_mem_unmap.linked, "cuMemUnmap"), 0, p, n);
 }
-VS_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* p, std::size_t n, std::size_t alignment, cu_deviceptr addr, unsigned long long flags) {
-  return rec_mem_address_reserve(next_symbol(d_mem_address_reserve.linked, "cuMemAddressReserve"), 0, p, n, alignment, addr, flags);
+VS_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* p, std::size_t n, std::size_t alignment,
+                                        cu_deviceptr addr, unsigned long long flags) {
+  return rec_mem_address_reserve(next_symbol(d_mem_address_reserve.linked, "cuMemAddressReserve"),
+                                 0, p, n, alignment, addr, flags);
 }
 VS_EXPORT cu_result cuMemAddressFree(cu_deviceptr p, std::size_t n) {
   return rec_mem_address_free(next_symbol(d_mem_address_free.linked, "cuMemAddressFree"), 0, p, n);
 }
 
-VS_EXPORT cu_result cuGetProcAddress(const char* symbol, void** pfn, int version, std::uint64_t flags) {
-  return proc_v1(next_symbol(d_get_proc_v1.linked, "cuGetProcAddress"), symbol, pfn, version, flags);
+VS_EXPORT cu_result cuGetProcAddress(const char* symbol, void** pfn, int version,
+                                     std::uint64_t flags) {
+  return proc_v1(next_symbol(d_get_proc_v1.linked, "cuGetProcAddress"), symbol, pfn, version,
+                 flags);
 }
-VS_EXPORT cu_result cuGetProcAddress_v2(const char* symbol, void** pfn, int version, std::uint64_t flags, void* status) {
-  return proc_v2(next_symbol(d_get_proc_v2.linked, "cuGetProcAddress_v2"), symbol, pfn, version, flags, status);
+VS_EXPORT cu_result cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
+                                        std::uint64_t flags, void* status) {
+  return proc_v2(next_symbol(d_get_proc_v2.linked, "cuGetProcAddress_v2"), symbol, pfn, version,
+                 flags, status);
 }
 
 namespace {
 
-cu_result proc_v1(cu_get_proc_address_v1_fn real, const char* symbol, void** pfn, int version, std::uint64_t flags) {
+cu_result proc_v1(cu_get_proc_address_v1_fn real, const char* symbol, void** pfn, int version,
+                  std::uint64_t flags) {
   if (real == nullptr) return cu_error_not_found;
   const cu_result r = real(symbol, pfn, version, flags);
-  if (r == 0 && pfn != nullptr && *pfn != nullptr && symbol != nullptr) *pfn = wrap_proc_result(symbol, *pfn, version);
+  if (r == 0 && pfn != nullptr && *pfn != nullptr && symbol != nullptr)
+    *pfn = wrap_proc_result(symbol, *pfn, version);
   return r;
 }
-cu_result proc_v2(cu_get_proc_address_v2_fn real, const char* symbol, void** pfn, int version, std::uint64_t flags, void* status) {
+cu_result proc_v2(cu_get_proc_address_v2_fn real, const char* symbol, void** pfn, int version,
+                  std::uint64_t flags, void* status) {
   if (real == nullptr) return cu_error_not_found;
   const cu_result r = real(symbol, pfn, version, flags, status);
-  if (r == 0 && pfn != nullptr && *pfn != nullptr && symbol != nullptr) *pfn = wrap_proc_result(symbol, *pfn, version);
+  if (r == 0 && pfn != nullptr && *pfn != nullptr && symbol != nullptr)
+    *pfn = wrap_proc_result(symbol, *pfn, version);
   return r;
 }
 
@@ -826,7 +950,8 @@ void* wrap_proc_result(const char* name, void* real, int version) noexcept {
   if (std::strncmp(name, "cu", 2) != 0 || is_own_function(real)) return real;
   // The driver's own cuGetProcAddress: the ABI it has follows the version asked for (v2 from 12.0).
   if (std::strcmp(name, "cuGetProcAddress") == 0)
-    return with_wrapper(version >= 12000 ? wrap_d_get_proc_v2(real) : wrap_d_get_proc_v1(real), real);
+    return with_wrapper(version >= 12000 ? wrap_d_get_proc_v2(real) : wrap_d_get_proc_v1(real),
+                        real);
   for (const wrappable& w : wrappables) {
     if (std::strcmp(name, w.proc_name) != 0) continue;
     if (version < w.min_version) return real;
@@ -838,8 +963,10 @@ void* wrap_proc_result(const char* name, void* real, int version) noexcept {
 // What dlsym hands back for a driver symbol looked up in a library (libcuda.so.1, usually).
 void* wrap_dlsym_result(const char* name, void* real) noexcept {
   if (is_own_function(real)) return real;
-  if (std::strcmp(name, "cuGetProcAddress") == 0) return with_wrapper(wrap_d_get_proc_v1(real), real);
-  if (std::strcmp(name, "cuGetProcAddress_v2") == 0) return with_wrapper(wrap_d_get_proc_v2(real), real);
+  if (std::strcmp(name, "cuGetProcAddress") == 0)
+    return with_wrapper(wrap_d_get_proc_v1(real), real);
+  if (std::strcmp(name, "cuGetProcAddress_v2") == 0)
+    return with_wrapper(wrap_d_get_proc_v2(real), real);
   for (const wrappable& w : wrappables) {
     for (const char* symbol : w.symbols) {
       if (symbol == nullptr || std::strcmp(name, symbol) != 0) continue;
@@ -860,7 +987,8 @@ VS_EXPORT void* dlsym(void* __restrict handle, const char* __restrict name) noex
   if (real == nullptr) return nullptr;
   void* p = real(handle, name);
   if (p == nullptr || handle == RTLD_NEXT) return p;
-  if (name[0] != 'c' || name[1] != 'u' || (std::strncmp(name, "cuMem", 5) != 0 && std::strncmp(name, "cuGetProc", 9) != 0))
+  if (name[0] != 'c' || name[1] != 'u' ||
+      (std::strncmp(name, "cuMem", 5) != 0 && std::strncmp(name, "cuGetProc", 9) != 0))
     return p;
   return wrap_dlsym_result(name, p);
 }

@@ -28,7 +28,9 @@ inline int& failures_in_case() {
   return f;
 }
 struct registrar {
-  registrar(const char* name, std::function<void()> body) { registry().push_back({name, std::move(body)}); }
+  registrar(const char* name, std::function<void()> body) {
+    registry().push_back({name, std::move(body)});
+  }
 };
 struct fatal {};
 
@@ -64,7 +66,8 @@ inline int run_all(int argc, char** argv) {
     } catch (...) {
       report(t.name, 0, "unexpected non-standard exception");
     }
-    double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     if (failures_in_case() == 0) {
       ++passed;
       std::printf("ok   %s (%.1f ms)\n", t.name, ms);
@@ -85,45 +88,45 @@ inline int run_all(int argc, char** argv) {
 
 #define CHECK_CAT2(a, b) a##b
 #define CHECK_CAT(a, b) CHECK_CAT2(a, b)
-#define TEST(name)                                                                  \
-  static void CHECK_CAT(test_fn_, __LINE__)();                                      \
+#define TEST(name)                                                                                \
+  static void CHECK_CAT(test_fn_, __LINE__)();                                                    \
   static ::check::registrar CHECK_CAT(test_reg_, __LINE__)(name, &CHECK_CAT(test_fn_, __LINE__)); \
   static void CHECK_CAT(test_fn_, __LINE__)()
 
-#define CHECK(cond)                                                   \
-  do {                                                                \
+#define CHECK(cond)                                                       \
+  do {                                                                    \
     if (!(cond)) ::check::report(__FILE__, __LINE__, "CHECK(" #cond ")"); \
   } while (0)
-#define REQUIRE(cond)                                                   \
-  do {                                                                  \
-    if (!(cond)) {                                                      \
-      ::check::report(__FILE__, __LINE__, "REQUIRE(" #cond ")");        \
-      throw ::check::fatal{};                                           \
-    }                                                                   \
+#define REQUIRE(cond)                                            \
+  do {                                                           \
+    if (!(cond)) {                                               \
+      ::check::report(__FILE__, __LINE__, "REQUIRE(" #cond ")"); \
+      throw ::check::fatal{};                                    \
+    }                                                            \
   } while (0)
-#define CHECK_EQ(a, b)                                                                        \
-  do {                                                                                        \
-    auto&& check_a_ = (a);                                                                    \
-    auto&& check_b_ = (b);                                                                    \
-    if (!(check_a_ == check_b_))                                                              \
-      ::check::report(__FILE__, __LINE__,                                                     \
-                      "CHECK_EQ(" #a ", " #b "): " + ::check::show(check_a_) + " != " +       \
-                          ::check::show(check_b_));                                           \
+#define CHECK_EQ(a, b)                                                         \
+  do {                                                                         \
+    auto&& check_a_ = (a);                                                     \
+    auto&& check_b_ = (b);                                                     \
+    if (!(check_a_ == check_b_))                                               \
+      ::check::report(__FILE__, __LINE__,                                      \
+                      "CHECK_EQ(" #a ", " #b "): " + ::check::show(check_a_) + \
+                          " != " + ::check::show(check_b_));                   \
   } while (0)
-#define CHECK_THROWS_AS(expr, type)                                                         \
-  do {                                                                                      \
-    bool check_thrown_ = false;                                                             \
-    try {                                                                                   \
-      (void)(expr);                                                                         \
-    } catch (const type&) {                                                                 \
-      check_thrown_ = true;                                                                 \
-    } catch (const std::exception& e) {                                                     \
-      ::check::report(__FILE__, __LINE__, "CHECK_THROWS_AS(" #expr ", " #type "): threw " + \
-                                              std::string(e.what()));                       \
-      check_thrown_ = true;                                                                 \
-    }                                                                                       \
-    if (!check_thrown_)                                                                     \
-      ::check::report(__FILE__, __LINE__, "CHECK_THROWS_AS(" #expr ", " #type "): no throw"); \
+#define CHECK_THROWS_AS(expr, type)                                                             \
+  do {                                                                                          \
+    bool check_thrown_ = false;                                                                 \
+    try {                                                                                       \
+      (void)(expr);                                                                             \
+    } catch (const type&) {                                                                     \
+      check_thrown_ = true;                                                                     \
+    } catch (const std::exception& e) {                                                         \
+      ::check::report(__FILE__, __LINE__,                                                       \
+                      "CHECK_THROWS_AS(" #expr ", " #type "): threw " + std::string(e.what())); \
+      check_thrown_ = true;                                                                     \
+    }                                                                                           \
+    if (!check_thrown_)                                                                         \
+      ::check::report(__FILE__, __LINE__, "CHECK_THROWS_AS(" #expr ", " #type "): no throw");   \
   } while (0)
 
 #define CHECK_MAIN \

@@ -40,7 +40,8 @@ inline bool same_layout(const layout_snapshot& x, const layout_snapshot& y) {
 
 // Returns an empty string when every invariant holds, else what broke.
 // `live` maps each address the test holds to its requested size (nullptr: skip that check).
-inline std::string check_invariants(const allocator& a, const std::map<address_t, std::size_t>* live) {
+inline std::string check_invariants(const allocator& a,
+                                    const std::map<address_t, std::size_t>* live) {
   layout_snapshot s = snapshot(a);
   allocator_stats st = a.stats();
   auto fail = [&](const std::string& what) { return a.name() + ": " + what; };
@@ -72,16 +73,27 @@ inline std::string check_invariants(const allocator& a, const std::map<address_t
     // Inside a mapped region.
     auto it = std::upper_bound(regions.begin(), regions.end(), b.address,
                                [](address_t x, const region_info& r) { return x < r.address; });
-    if (it == regions.begin()) return fail("block " + format_address(b.address) + " outside every region");
+    if (it == regions.begin())
+      return fail("block " + format_address(b.address) + " outside every region");
     --it;
     if (!it->mapped || b.address + b.size > it->address + it->size)
       return fail("block " + format_address(b.address) + "+" + std::to_string(b.size) +
                   " not inside a mapped region");
     switch (b.state) {
-      case block_state::live: live_bytes += b.size; ++live_count; break;
-      case block_state::pending: pending_bytes += b.size; ++pending_count; break;
-      case block_state::free: free_bytes += b.size; break;
-      case block_state::unusable: unusable_bytes += b.size; break;
+      case block_state::live:
+        live_bytes += b.size;
+        ++live_count;
+        break;
+      case block_state::pending:
+        pending_bytes += b.size;
+        ++pending_count;
+        break;
+      case block_state::free:
+        free_bytes += b.size;
+        break;
+      case block_state::unusable:
+        unusable_bytes += b.size;
+        break;
     }
     if (live && b.state == block_state::live && !live->count(b.address))
       return fail("walk shows a live block the test never got: " + format_address(b.address));
@@ -97,22 +109,29 @@ inline std::string check_invariants(const allocator& a, const std::map<address_t
                   std::to_string(requested));
   }
   if (st.rounded_live != live_bytes)
-    return fail("rounded_live " + std::to_string(st.rounded_live) + " != recount " + std::to_string(live_bytes));
+    return fail("rounded_live " + std::to_string(st.rounded_live) + " != recount " +
+                std::to_string(live_bytes));
   if (st.pending_bytes != pending_bytes)
-    return fail("pending_bytes " + std::to_string(st.pending_bytes) + " != recount " + std::to_string(pending_bytes));
+    return fail("pending_bytes " + std::to_string(st.pending_bytes) + " != recount " +
+                std::to_string(pending_bytes));
   if (st.live_blocks != live_count)
-    return fail("live_blocks " + std::to_string(st.live_blocks) + " != recount " + std::to_string(live_count));
+    return fail("live_blocks " + std::to_string(st.live_blocks) + " != recount " +
+                std::to_string(live_count));
   if (st.free_bytes != free_bytes)
-    return fail("free_bytes " + std::to_string(st.free_bytes) + " != recount " + std::to_string(free_bytes));
+    return fail("free_bytes " + std::to_string(st.free_bytes) + " != recount " +
+                std::to_string(free_bytes));
   if (st.unusable_bytes != unusable_bytes)
-    return fail("unusable_bytes " + std::to_string(st.unusable_bytes) + " != recount " + std::to_string(unusable_bytes));
+    return fail("unusable_bytes " + std::to_string(st.unusable_bytes) + " != recount " +
+                std::to_string(unusable_bytes));
   if (st.reserved_live != mapped)
-    return fail("reserved_live " + std::to_string(st.reserved_live) + " != mapped regions " + std::to_string(mapped));
+    return fail("reserved_live " + std::to_string(st.reserved_live) + " != mapped regions " +
+                std::to_string(mapped));
   if (live_bytes + pending_bytes + free_bytes + unusable_bytes != mapped)
     return fail("live + pending + free + unusable = " +
                 std::to_string(live_bytes + pending_bytes + free_bytes + unusable_bytes) +
                 " != reserved " + std::to_string(mapped));
-  if (st.largest_free_block > st.free_bytes) return fail("largest free block larger than free bytes");
+  if (st.largest_free_block > st.free_bytes)
+    return fail("largest free block larger than free bytes");
   if (st.rounded_live < st.requested_live) return fail("rounded < requested");
   if (st.reserved_peak < st.reserved_live || st.rounded_peak < st.rounded_live ||
       st.requested_peak < st.requested_live)

@@ -10,19 +10,22 @@
 namespace vramscope::testing {
 
 struct suite_config {
-  std::string label;         // test names use it: "caching.pytorch"
-  std::string strategy;      // registry name
+  std::string label;     // test names use it: "caching.pytorch"
+  std::string strategy;  // registry name
   params parameters;
-  std::size_t max_request;   // the largest request the strategy serves in this configuration
-  std::size_t capacity;      // the simulated device's physical memory
+  std::size_t max_request;  // the largest request the strategy serves in this configuration
+  std::size_t capacity;     // the simulated device's physical memory
 };
 
 inline std::vector<suite_config> suite_configs() {
   return {
       {"cuda_malloc", "cuda_malloc", {}, 8 * MiB, 64 * MiB},
       {"async_pool", "async_pool", {}, 8 * MiB, 64 * MiB},
-      {"block_pool", "block_pool", {{"block_size", "64KiB"}, {"pool_size", "4MiB"}, {"max_regions", "4"}},
-       64 * KiB, 64 * MiB},
+      {"block_pool",
+       "block_pool",
+       {{"block_size", "64KiB"}, {"pool_size", "4MiB"}, {"max_regions", "4"}},
+       64 * KiB,
+       64 * MiB},
       {"slab", "slab", {{"slab_size", "1MiB"}}, 64 * KiB, 64 * MiB},
       {"buddy", "buddy", {{"pool_size", "32MiB"}, {"min_block", "256"}}, 16 * MiB, 64 * MiB},
       {"arena", "arena", {{"reserve", "256MiB"}}, 4 * MiB, 64 * MiB},

@@ -42,7 +42,8 @@ double thread_cpu_ns() {
 
 int main(int argc, char** argv) {
   if (argc < 6) {
-    std::fprintf(stderr, "usage: pair_cost STRATEGY SIZE LIVE TRACING(0|1) PAIRS [key=value ...]\n");
+    std::fprintf(stderr,
+                 "usage: pair_cost STRATEGY SIZE LIVE TRACING(0|1) PAIRS [key=value ...]\n");
     return 2;
   }
   const std::string strategy = argv[1];

@@ -45,7 +45,16 @@ interface Options {
 }
 
 function parseOptions(argv: string[]): Options {
-  const o: Options = { quick: false, only: new Set(PARTS), runs: 3, clock: 'wall', memoryViz: process.env['MEMORY_VIZ_JS'], out: '', from: [], markdown: undefined }
+  const o: Options = {
+    quick: false,
+    only: new Set(PARTS),
+    runs: 3,
+    clock: 'wall',
+    memoryViz: process.env['MEMORY_VIZ_JS'],
+    out: '',
+    from: [],
+    markdown: undefined,
+  }
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!
     const value = (): string => {
@@ -70,7 +79,11 @@ function parseOptions(argv: string[]): Options {
     else if (arg === '--from') o.from.push(value())
     else if (arg === '--markdown') o.markdown = value()
     else if (arg === '--help' || arg === '-h') {
-      console.log(readFileSync(import.meta.filename, 'utf8').split('\nimport ')[0]!.replace(/^\/\/ ?/gm, ''))
+      console.log(
+        readFileSync(import.meta.filename, 'utf8')
+          .split('\nimport ')[0]!
+          .replace(/^\/\/ ?/gm, ''),
+      )
       process.exit(0)
     } else fail(`unknown option ${arg}`)
   }
@@ -126,7 +139,14 @@ interface TorchPairs {
 interface ReplayRun {
   events: number
   bare_loop_ns_per_event: number
-  rows: { label: string; parameters: string; replay_ns_per_event: number; strategy_alone_ns_per_event: number; target_events_per_second: number | null; failures: number }[]
+  rows: {
+    label: string
+    parameters: string
+    replay_ns_per_event: number
+    strategy_alone_ns_per_event: number
+    target_events_per_second: number | null
+    failures: number
+  }[]
 }
 
 function median(values: number[]): number {
@@ -163,8 +183,16 @@ function tracingRatio(runs: NativeRun[], label: string, cell: NativeFigure): num
   const ratios: number[] = []
   for (const r of runs) {
     const find = (tracing: boolean): NativeFigure | undefined =>
-      r.figures.find((f) => f.measured && f.kind === 'strategy' && f.subject === label && f.backing === cell.backing &&
-        f.size === cell.size && f.live_blocks === cell.live_blocks && f.tracing === tracing)
+      r.figures.find(
+        (f) =>
+          f.measured &&
+          f.kind === 'strategy' &&
+          f.subject === label &&
+          f.backing === cell.backing &&
+          f.size === cell.size &&
+          f.live_blocks === cell.live_blocks &&
+          f.tracing === tracing,
+      )
     const on = find(true)
     const off = find(false)
     if (on && off) ratios.push(on.median_ns / off.median_ns)
@@ -175,8 +203,7 @@ function tracingRatio(runs: NativeRun[], label: string, cell: NativeFigure): num
 function pairFigures(runs: NativeRun[], torch: TorchPairs | string): Figure[] {
   const all = combine(runs)
   const figures: Figure[] = []
-  const peer = (subject: string, size: number, live: number): number | undefined =>
-    all.get(`peer|${subject}|CUDA runtime|${size}|${live}|false`)?.median_ns
+  const peer = (subject: string, size: number, live: number): number | undefined => all.get(`peer|${subject}|CUDA runtime|${size}|${live}|false`)?.median_ns
   const strategies = [...all.values()].filter((f) => f.kind === 'strategy' && !f.tracing)
   const labels = [...new Set(strategies.map((f) => f.subject))]
   const gpu = runs[0]!.machine.gpu !== null
@@ -211,7 +238,11 @@ function pairFigures(runs: NativeRun[], torch: TorchPairs | string): Figure[] {
           const p = peer(ratio[2]!, c.size, c.live_blocks)
           if (p !== undefined && (!lowest || p / c.median_ns < lowest.ratio)) lowest = { ratio: p / c.median_ns, cell: c }
         }
-        if (lowest) judged.push({ text: `≥ ${ratio[1]}× faster than ${ratio[2]} (lowest ${lowest.ratio.toFixed(lowest.ratio >= 100 ? 0 : 1)}×, ${cellName(lowest.cell.size, lowest.cell.live_blocks)})`, met: lowest.ratio >= Number(ratio[1]) })
+        if (lowest)
+          judged.push({
+            text: `≥ ${ratio[1]}× faster than ${ratio[2]} (lowest ${lowest.ratio.toFixed(lowest.ratio >= 100 ? 0 : 1)}×, ${cellName(lowest.cell.size, lowest.cell.live_blocks)})`,
+            met: lowest.ratio >= Number(ratio[1]),
+          })
       }
     }
     figures.push({
@@ -318,7 +349,9 @@ function table(figures: Figure[], skipped: string[]): string {
 /** memory_viz's file, or why there is none. */
 function findMemoryViz(o: Options): { path: string } | { why: string } {
   if (o.memoryViz) return existsSync(o.memoryViz) ? { path: o.memoryViz } : { why: `no file ${o.memoryViz}` }
-  const found = spawnSync('python3', ['-c', 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "utils", "viz", "MemoryViz.js"))'], { encoding: 'utf8' })
+  const found = spawnSync('python3', ['-c', 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "utils", "viz", "MemoryViz.js"))'], {
+    encoding: 'utf8',
+  })
   const path = found.status === 0 ? found.stdout.trim() : ''
   if (path && existsSync(path)) return { path }
   return { why: "no MemoryViz.js: give --memory-viz PATH (PyTorch's public torch/utils/viz/MemoryViz.js) or install torch" }
@@ -411,13 +444,18 @@ function collect(dir: string): { header: string[]; figures: Figure[]; skipped: s
   if (nativeRuns.length) {
     figures.push(...pairFigures(nativeRuns, torch ?? 'not measured'))
     const m = nativeRuns[0]!.machine
-    if (!m.gpu) skipped.push(`pair latency: the GPU peers (cudaMalloc, cudaMallocAsync, PyTorch's allocator) and the real backings: ${m.no_gpu_reason ?? 'no GPU'}`)
-    header.push(`pair latency: ${m.cpu}, ${m.cores} cores${m.gpu ? `, ${m.gpu.name} (driver ${m.gpu.driver_version})` : ', no GPU'}; the median of ${nativeRuns.length} run${nativeRuns.length > 1 ? 's' : ''}, each the median of its repetitions${torch ? `; PyTorch ${torch.torch} on ${torch.device}` : ''}`)
+    if (!m.gpu)
+      skipped.push(`pair latency: the GPU peers (cudaMalloc, cudaMallocAsync, PyTorch's allocator) and the real backings: ${m.no_gpu_reason ?? 'no GPU'}`)
+    header.push(
+      `pair latency: ${m.cpu}, ${m.cores} cores${m.gpu ? `, ${m.gpu.name} (driver ${m.gpu.driver_version})` : ', no GPU'}; the median of ${nativeRuns.length} run${nativeRuns.length > 1 ? 's' : ''}, each the median of its repetitions${torch ? `; PyTorch ${torch.torch} on ${torch.device}` : ''}`,
+    )
   }
   const replay = read<ReplayRun & { reps: number; clock: string }>('replay.json')
   if (replay) {
     figures.push(...replayFigures(replay))
-    header.push(`replay (vramscope_bench replay): ${replay.events.toLocaleString('en')} events, the median of ${replay.reps} runs, ${replay.clock.includes('cpu') ? "the thread's CPU time" : 'wall time'}, on the machine of the run in ${dir}`)
+    header.push(
+      `replay (vramscope_bench replay): ${replay.events.toLocaleString('en')} events, the median of ${replay.reps} runs, ${replay.clock.includes('cpu') ? "the thread's CPU time" : 'wall time'}, on the machine of the run in ${dir}`,
+    )
   }
   for (const name of ['trace-load.json', 'import.json', 'renderer.json']) {
     const f = read<FigureFile>(name)

@@ -58,6 +58,11 @@ for (const file of files) {
     }
   }
   console.log(`\n${basename(file)}, medians of ${rounds - 1} imports each (load average now ${loadavg()[0]!.toFixed(2)}):`)
-  for (const [name] of sides) console.log(`  ${name.padEnd(6)} wall ${median(wall[name]!).toFixed(0).padStart(7)} ms  cpu ${median(cpu[name]!).toFixed(0).padStart(7)} ms   (wall: ${wall[name]!.map((t) => t.toFixed(0)).join(' ')})`)
-  console.log(`  after / before: wall ${(median(wall['after']!) / median(wall['before']!)).toFixed(3)}, cpu ${(median(cpu['after']!) / median(cpu['before']!)).toFixed(3)}`)
+  for (const [name] of sides)
+    console.log(
+      `  ${name.padEnd(6)} wall ${median(wall[name]!).toFixed(0).padStart(7)} ms  cpu ${median(cpu[name]!).toFixed(0).padStart(7)} ms   (wall: ${wall[name]!.map((t) => t.toFixed(0)).join(' ')})`,
+    )
+  console.log(
+    `  after / before: wall ${(median(wall['after']!) / median(wall['before']!)).toFixed(3)}, cpu ${(median(cpu['after']!) / median(cpu['before']!)).toFixed(3)}`,
+  )
 }

@@ -31,12 +31,14 @@ function options(name: string): string[] {
 }
 
 const root = join(import.meta.dirname, '..', '..')
-const files = options('file').length > 0 ? options('file') : ['convnet_varimg', 'inference_mixed', 'mlp_varbatch', 'transformer_varseq'].map((n) => join(root, 'test', 'fixtures', 'pytorch', `${n}.pickle`))
+const files =
+  options('file').length > 0
+    ? options('file')
+    : ['convnet_varimg', 'inference_mixed', 'mlp_varbatch', 'transformer_varseq'].map((n) => join(root, 'test', 'fixtures', 'pytorch', `${n}.pickle`))
 const runs = Number(options('runs')[0] ?? 31)
 const warmup = Number(options('warmup')[0] ?? 10)
 const clock = options('clock')[0] ?? 'wall'
 const peerPath = options('peer')[0] ?? process.env['MEMORY_VIZ_JS']
-
 
 const now =
   clock === 'cpu'
@@ -123,7 +125,11 @@ const PEER = 'memory_viz unpickle (peer)'
 function laneOf(bytes: Uint8Array): string {
   const sink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
   const decoded = decodeFast(bytes, sink, 200)
-  return decoded === null ? 'general lane (the fast lane hands it back)' : 'root' in decoded ? 'fast lane' : `fast lane, the general lane from byte ${decoded.at}`
+  return decoded === null
+    ? 'general lane (the fast lane hands it back)'
+    : 'root' in decoded
+      ? 'fast lane'
+      : `fast lane, the general lane from byte ${decoded.at}`
 }
 const inputs = files.map((file) => {
   const bytes = new Uint8Array(readFileSync(file))
@@ -153,15 +159,21 @@ for (const { file, bytes, times } of inputs) {
 for (const { file, bytes, times } of inputs) {
   const check = parsePytorchSnapshot(bytes, file)
   const mb = bytes.length / 1e6
-  console.log(`\n${basename(file)}: ${mb.toFixed(2)} MB, ${check.trace.events.kind.length} request events, ${check.recorded[0]?.layout?.op.length ?? 0} layout events; import by the ${laneOf(bytes)}`)
+  console.log(
+    `\n${basename(file)}: ${mb.toFixed(2)} MB, ${check.trace.events.kind.length} request events, ${check.recorded[0]?.layout?.op.length ?? 0} layout events; import by the ${laneOf(bytes)}`,
+  )
   for (const [name, t] of Object.entries(times)) {
     const m = median(t)
-    console.log(`  ${name.padEnd(42)} median ${m.toFixed(2).padStart(8)} ms  ${(mb / (m / 1000)).toFixed(0).padStart(5)} MB/s  min ${Math.min(...t).toFixed(2)} ms`)
+    console.log(
+      `  ${name.padEnd(42)} median ${m.toFixed(2).padStart(8)} ms  ${(mb / (m / 1000)).toFixed(0).padStart(5)} MB/s  min ${Math.min(...t).toFixed(2)} ms`,
+    )
   }
   if (typeof peer !== 'string') {
     const ours = times[HEADLINE]!
     const p = times[PEER]!
-    console.log(`  import vs peer: ${(median(p) / median(ours)).toFixed(2)}x faster by medians, ${(Math.min(...p) / Math.min(...ours)).toFixed(2)}x by minima (target >= 3x)`)
+    console.log(
+      `  import vs peer: ${(median(p) / median(ours)).toFixed(2)}x faster by medians, ${(Math.min(...p) / Math.min(...ours)).toFixed(2)}x by minima (target >= 3x)`,
+    )
   }
   const ours = median(times[HEADLINE]!)
   const peerMedian = typeof peer === 'string' ? undefined : median(times[PEER]!)

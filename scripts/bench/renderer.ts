@@ -222,7 +222,9 @@ async function measureFillRectPeer(page: Page, events: number[], canvas: { width
   return page.evaluate(
     ({ events, canvas }) => {
       type Model = { blocks: { count: number; from: Uint32Array; to: Uint32Array; size: Float64Array; stream: Uint32Array } }
-      const app = (globalThis as unknown as { vramscopeApp: { strategies: { model: Model; placed: { blockLinear: Float64Array; spans: { total: number } } }[] } }).vramscopeApp
+      const app = (
+        globalThis as unknown as { vramscopeApp: { strategies: { model: Model; placed: { blockLinear: Float64Array; spans: { total: number } } }[] } }
+      ).vramscopeApp
       const { model, placed } = app.strategies[0]!
       const b = model.blocks
       const c = document.createElement('canvas')
@@ -310,7 +312,13 @@ async function framesBench(browser: Browser, file: string, fromEvent: number): P
       ['five maps (the default strategies)', ''],
     ] as const) {
       if (spec !== '') await replayWith(opened.page, spec)
-      else await replayWith(opened.page, await opened.page.evaluate(() => (globalThis as unknown as { vramscopeApp: { info: { defaultStrategies: string } } }).vramscopeApp.info.defaultStrategies))
+      else
+        await replayWith(
+          opened.page,
+          await opened.page.evaluate(
+            () => (globalThis as unknown as { vramscopeApp: { info: { defaultStrategies: string } } }).vramscopeApp.info.defaultStrategies,
+          ),
+        )
       const all: Playback = { intervals: [], frameWork: [], mapDraws: [], events: [], liveBlocks: 0, canvas: { width: 0, height: 0 } }
       for (let run = 0; run < RUNS; run++) {
         const p = await measurePlayback(opened.page, fromEvent + 2000 * run, 2000, 4)
@@ -321,14 +329,43 @@ async function framesBench(browser: Browser, file: string, fromEvent: number): P
         all.liveBlocks = p.liveBlocks
         all.canvas = p.canvas
       }
-      const peer = await measureFillRectPeer(opened.page, all.events.filter((_, i) => i % 4 === 0), all.canvas)
+      const peer = await measureFillRectPeer(
+        opened.page,
+        all.events.filter((_, i) => i % 4 === 0),
+        all.canvas,
+      )
       console.log(` ${label}: ${all.liveBlocks} live blocks in the first map, canvas ${all.canvas.width}×${all.canvas.height}, ${all.intervals.length} frames`)
-      line('frame interval, median / p95', `${ms(median(all.intervals))} / ${ms(quantile(all.intervals, 0.95))}`, `budget ${ms(FRAME_BUDGET_MS)}: ${verdict(median(all.intervals) <= FRAME_BUDGET_MS + 0.5 && quantile(all.intervals, 0.95) <= FRAME_BUDGET_MS + 0.5)}`)
+      line(
+        'frame interval, median / p95',
+        `${ms(median(all.intervals))} / ${ms(quantile(all.intervals, 0.95))}`,
+        `budget ${ms(FRAME_BUDGET_MS)}: ${verdict(median(all.intervals) <= FRAME_BUDGET_MS + 0.5 && quantile(all.intervals, 0.95) <= FRAME_BUDGET_MS + 0.5)}`,
+      )
       line('frame script work, median / p95', `${ms(median(all.frameWork))} / ${ms(quantile(all.frameWork, 0.95))}`, `budget ${ms(FRAME_BUDGET_MS)}`)
-      line('one map drawn (rasterize + put), median / p95', `${ms(median(all.mapDraws))} / ${ms(quantile(all.mapDraws, 0.95))}`, `fillRect peer ${ms(median(peer))} / ${ms(quantile(peer, 0.95))}`)
+      line(
+        'one map drawn (rasterize + put), median / p95',
+        `${ms(median(all.mapDraws))} / ${ms(quantile(all.mapDraws, 0.95))}`,
+        `fillRect peer ${ms(median(peer))} / ${ms(quantile(peer, 0.95))}`,
+      )
       const p95 = quantile(all.intervals, 0.95)
-      figures.add({ area: 'renderer', what: `frame interval while playing, ${label}, ${all.liveBlocks} live blocks, median (p95 ${ms(p95)})`, value: median(all.intervals), unit: 'ms', peers: [], better: 'lower', target: label.startsWith('one map') ? `≤ ${ms(FRAME_BUDGET_MS)}, median and p95` : undefined, met: label.startsWith('one map') ? within(median(all.intervals), FRAME_BUDGET_MS) && within(p95, FRAME_BUDGET_MS) : undefined, note: 'no peer draws this; the budget is one display frame' })
-      figures.add({ area: 'renderer', what: `one map drawn (rasterize + put), ${label}, median`, value: median(all.mapDraws), unit: 'ms', peers: [{ name: 'the same live blocks drawn with one fillRect each', value: median(peer) }], better: 'lower' })
+      figures.add({
+        area: 'renderer',
+        what: `frame interval while playing, ${label}, ${all.liveBlocks} live blocks, median (p95 ${ms(p95)})`,
+        value: median(all.intervals),
+        unit: 'ms',
+        peers: [],
+        better: 'lower',
+        target: label.startsWith('one map') ? `≤ ${ms(FRAME_BUDGET_MS)}, median and p95` : undefined,
+        met: label.startsWith('one map') ? within(median(all.intervals), FRAME_BUDGET_MS) && within(p95, FRAME_BUDGET_MS) : undefined,
+        note: 'no peer draws this; the budget is one display frame',
+      })
+      figures.add({
+        area: 'renderer',
+        what: `one map drawn (rasterize + put), ${label}, median`,
+        value: median(all.mapDraws),
+        unit: 'ms',
+        peers: [{ name: 'the same live blocks drawn with one fillRect each', value: median(peer) }],
+        better: 'lower',
+      })
     }
   } finally {
     await close(opened)
@@ -360,15 +397,53 @@ async function millionBench(browser: Browser, file: string): Promise<void> {
   line(`first map drawn, median of ${RUNS}`, ms(median(firstMaps)), `target 1000 ms: ${verdict(median(firstMaps) <= 1000)}`)
   const million = `a 1 M-event trace (${maps} strategies)`
   const noPeer = 'no peer opens this trace (memory_viz reads only PyTorch snapshots)'
-  figures.add({ area: 'renderer', what: `${million}: first paint (timeline and event count), median of ${RUNS}`, value: median(paints), unit: 'ms', peers: [], better: 'lower', target: '≤ 1000 ms', met: median(paints) <= 1000, note: noPeer })
-  figures.add({ area: 'renderer', what: `${million}: first memory map drawn, median of ${RUNS}`, value: median(firstMaps), unit: 'ms', peers: [], better: 'lower', target: '≤ 1000 ms', met: median(firstMaps) <= 1000, note: noPeer })
+  figures.add({
+    area: 'renderer',
+    what: `${million}: first paint (timeline and event count), median of ${RUNS}`,
+    value: median(paints),
+    unit: 'ms',
+    peers: [],
+    better: 'lower',
+    target: '≤ 1000 ms',
+    met: median(paints) <= 1000,
+    note: noPeer,
+  })
+  figures.add({
+    area: 'renderer',
+    what: `${million}: first memory map drawn, median of ${RUNS}`,
+    value: median(firstMaps),
+    unit: 'ms',
+    peers: [],
+    better: 'lower',
+    target: '≤ 1000 ms',
+    met: median(firstMaps) <= 1000,
+    note: noPeer,
+  })
   line(`all ${maps} maps drawn`, ms(median(allMaps)), '')
   line('  trace opened, sent and decoded', ms(median(opens)), '')
   line('  then every strategy replayed, sent, decoded', ms(median(replays)), '')
   if (scrub) {
-    line(`scrub to a random event (${scrub.mapsPerSeek} maps), median / p95`, `${ms(median(scrub.drawn))} / ${ms(quantile(scrub.drawn, 0.95))}`, `target 50 ms: ${verdict(quantile(scrub.drawn, 0.95) <= 50)}`)
-    line('scrub to the next frame, median / p95', `${ms(median(scrub.presented))} / ${ms(quantile(scrub.presented, 0.95))}`, `frame budget ${ms(FRAME_BUDGET_MS)}`)
-    figures.add({ area: 'renderer', what: `${million}: scrub to a random event, every map redrawn, p95 (median ${ms(median(scrub.drawn))})`, value: quantile(scrub.drawn, 0.95), unit: 'ms', peers: [], better: 'lower', target: '≤ 50 ms', met: quantile(scrub.drawn, 0.95) <= 50, note: noPeer })
+    line(
+      `scrub to a random event (${scrub.mapsPerSeek} maps), median / p95`,
+      `${ms(median(scrub.drawn))} / ${ms(quantile(scrub.drawn, 0.95))}`,
+      `target 50 ms: ${verdict(quantile(scrub.drawn, 0.95) <= 50)}`,
+    )
+    line(
+      'scrub to the next frame, median / p95',
+      `${ms(median(scrub.presented))} / ${ms(quantile(scrub.presented, 0.95))}`,
+      `frame budget ${ms(FRAME_BUDGET_MS)}`,
+    )
+    figures.add({
+      area: 'renderer',
+      what: `${million}: scrub to a random event, every map redrawn, p95 (median ${ms(median(scrub.drawn))})`,
+      value: quantile(scrub.drawn, 0.95),
+      unit: 'ms',
+      peers: [],
+      better: 'lower',
+      target: '≤ 50 ms',
+      met: quantile(scrub.drawn, 0.95) <= 50,
+      note: noPeer,
+    })
   }
 }
 
@@ -446,13 +521,33 @@ async function pytorchBench(browser: Browser, snapshot: string): Promise<void> {
     const ratio = median(peer) / median(ours)
     return `memory_viz ${why ? why : ms(median(peer))}: ${Number.isFinite(ratio) ? `${ratio.toFixed(1)}× faster, target 3×: ${verdict(ratio >= 3)}` : ''}`
   }
-  console.log(`  (runs: first paint ${ours.map((v) => v.toFixed(0)).join(', ')}; first map ${oursMap.map((v) => v.toFixed(0)).join(', ')}; memory_viz ${peer.map((v) => v.toFixed(0)).join(', ')} ms)`)
+  console.log(
+    `  (runs: first paint ${ours.map((v) => v.toFixed(0)).join(', ')}; first map ${oursMap.map((v) => v.toFixed(0)).join(', ')}; memory_viz ${peer.map((v) => v.toFixed(0)).join(', ')} ms)`,
+  )
   line(`first paint (timeline, event count), median of ${RUNS}`, ms(median(ours)), versus(ours))
   line(`first map drawn (of ${maps}), median of ${RUNS}`, ms(median(oursMap)), versus(oursMap))
   const peers = why ? [] : [{ name: "memory_viz's page, first polygon", value: median(peer) }]
   const snapshotName = `PyTorch snapshot ${basename(snapshot)} (${mb.toFixed(0)} MB)`
-  figures.add({ area: 'renderer', what: `${snapshotName}: first paint, median of ${RUNS}`, value: median(ours), unit: 'ms', peers, better: 'lower', target: '≥ 3× faster than memory_viz', met: why ? undefined : median(peer) / median(ours) >= 3, note: why || undefined })
-  figures.add({ area: 'renderer', what: `${snapshotName}: first memory map drawn, median of ${RUNS}`, value: median(oursMap), unit: 'ms', peers, better: 'lower', note: why || undefined })
+  figures.add({
+    area: 'renderer',
+    what: `${snapshotName}: first paint, median of ${RUNS}`,
+    value: median(ours),
+    unit: 'ms',
+    peers,
+    better: 'lower',
+    target: '≥ 3× faster than memory_viz',
+    met: why ? undefined : median(peer) / median(ours) >= 3,
+    note: why || undefined,
+  })
+  figures.add({
+    area: 'renderer',
+    what: `${snapshotName}: first memory map drawn, median of ${RUNS}`,
+    value: median(oursMap),
+    unit: 'ms',
+    peers,
+    better: 'lower',
+    note: why || undefined,
+  })
 }
 
 async function bigBench(browser: Browser, snapshot: string): Promise<void> {
@@ -474,7 +569,17 @@ async function bigBench(browser: Browser, snapshot: string): Promise<void> {
   const p = await memoryVizFirstPaint(browser, PEER_DIR, snapshot, 300_000)
   line('memory_viz first paint', p.why ?? ms(p.ms), '')
   if (bigOpened !== undefined)
-    figures.add({ area: 'renderer', what: `large PyTorch snapshot ${basename(snapshot)} (${mb.toFixed(0)} MB) opens: first paint, one run`, value: bigOpened, unit: 'ms', peers: p.why ? [] : [{ name: "memory_viz's page, first polygon", value: p.ms }], better: 'lower', target: 'opens', met: true, note: p.why })
+    figures.add({
+      area: 'renderer',
+      what: `large PyTorch snapshot ${basename(snapshot)} (${mb.toFixed(0)} MB) opens: first paint, one run`,
+      value: bigOpened,
+      unit: 'ms',
+      peers: p.why ? [] : [{ name: "memory_viz's page, first polygon", value: p.ms }],
+      better: 'lower',
+      target: 'opens',
+      met: true,
+      note: p.why,
+    })
 }
 
 async function main(): Promise<void> {
@@ -486,7 +591,11 @@ async function main(): Promise<void> {
   const inputs = await writeRendererInputs(INPUT_DIR)
   const version = execFileSync(CHROMIUM, ['--version'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim()
   console.log(`Renderer benchmark (issue 4): ${version}, software rendering (--disable-gpu), viewport ${VIEWPORT.width}×${VIEWPORT.height}, ${RUNS} runs`)
-  console.log(`load average ${loadavg().map((l) => l.toFixed(2)).join(' ')}; inputs in ${INPUT_DIR}`)
+  console.log(
+    `load average ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}; inputs in ${INPUT_DIR}`,
+  )
   const browser = await launchBrowser()
   try {
     if (ONLY.has('frames')) await framesBench(browser, inputs.hundredThousandLive, inputs.manyLiveFrom + 1000)
@@ -502,7 +611,11 @@ async function main(): Promise<void> {
   } finally {
     await browser.close()
   }
-  console.log(`\nload average after: ${loadavg().map((l) => l.toFixed(2)).join(' ')}`)
+  console.log(
+    `\nload average after: ${loadavg()
+      .map((l) => l.toFixed(2))
+      .join(' ')}`,
+  )
   figures.writeIfAsked()
 }
 

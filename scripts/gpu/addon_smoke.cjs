@@ -10,10 +10,16 @@ console.log('builtWithCuda', addon.builtWithCuda(), 'cudaDeviceAvailable', JSON.
 if (!device.available) process.exit(1)
 let failed = 0
 for (const info of addon.strategies()) {
-  const params = info.name === 'block_pool' ? { block_size: '1MiB', pool_size: '64MiB' }
-    : info.name === 'buddy' ? { pool_size: '256MiB' }
-    : info.name === 'arena' || info.name === 'vmm_growable' ? { reserve: '4GiB' }
-    : info.name === 'device_bump' ? { capacity: '256MiB' } : {}
+  const params =
+    info.name === 'block_pool'
+      ? { block_size: '1MiB', pool_size: '64MiB' }
+      : info.name === 'buddy'
+        ? { pool_size: '256MiB' }
+        : info.name === 'arena' || info.name === 'vmm_growable'
+          ? { reserve: '4GiB' }
+          : info.name === 'device_bump'
+            ? { capacity: '256MiB' }
+            : {}
   try {
     const a = new addon.Allocator(info.name, params, info.cudaBacking, { capacity: 2 ** 31 })
     const blocks = []
@@ -21,9 +27,15 @@ for (const info of addon.strategies()) {
     const s = a.stats()
     for (const b of blocks) a.deallocate(b, 0)
     let typed = 'no error'
-    try { a.deallocate(0x1234500n, 0) } catch (e) { typed = e.code }
-    console.log(`${info.name.padEnd(13)} on ${info.cudaBacking.padEnd(11)} first block 0x${blocks[0].toString(16)}, ` +
-      `requested ${s.requestedLive} B, reserved ${s.reservedLive} B; bad free -> ${typed}`)
+    try {
+      a.deallocate(0x1234500n, 0)
+    } catch (e) {
+      typed = e.code
+    }
+    console.log(
+      `${info.name.padEnd(13)} on ${info.cudaBacking.padEnd(11)} first block 0x${blocks[0].toString(16)}, ` +
+        `requested ${s.requestedLive} B, reserved ${s.reservedLive} B; bad free -> ${typed}`,
+    )
     if (typed !== 'INVALID_FREE') failed++
     a.dispose()
   } catch (e) {

@@ -10,7 +10,13 @@ import { AppSession } from '../../src-main/services/app-session.ts'
 const out = process.argv[2] ?? '/tmp/app-record'
 let failed = false
 for (const recordInProcess of [false, true]) {
-  const session = new AppSession({ version: 'check', host: 'web', samplesDir: join(import.meta.dirname, '..', '..', 'resources', 'samples'), recordInProcess, recordingsDir: join(out, recordInProcess ? 'in-process' : 'child') })
+  const session = new AppSession({
+    version: 'check',
+    host: 'web',
+    samplesDir: join(import.meta.dirname, '..', '..', 'resources', 'samples'),
+    recordInProcess,
+    recordingsDir: join(out, recordInProcess ? 'in-process' : 'child'),
+  })
   const info = await session.info()
   console.log(`recording available: ${JSON.stringify(info.recording)}; workloads: ${info.workloads.map((w) => w.name).join(', ')}`)
   for (const request of [
@@ -25,7 +31,9 @@ for (const recordInProcess of [false, true]) {
       continue
     }
     const summary = session.jobResult(jobId)
-    console.log(`ok ${recordInProcess ? 'in-process' : 'child'} ${request.workload} on ${request.strategy}: ${summary.name}: ${summary.events} events, ${summary.allocs} allocs, stored ${summary.stored.join(', ')}, gpu ${summary.gpu ?? '?'}`)
+    console.log(
+      `ok ${recordInProcess ? 'in-process' : 'child'} ${request.workload} on ${request.strategy}: ${summary.name}: ${summary.events} events, ${summary.allocs} allocs, stored ${summary.stored.join(', ')}, gpu ${summary.gpu ?? '?'}`,
+    )
   }
 }
 process.exit(failed ? 1 : 0)

@@ -28,7 +28,11 @@ function check(what: string, ok: boolean, detail = ''): void {
 }
 
 function cli(args: string[], env: NodeJS.ProcessEnv = {}): { status: number | null; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), ...args], { encoding: 'utf8', env: { ...process.env, ...env }, maxBuffer: 64 << 20 })
+  const r = spawnSync(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    maxBuffer: 64 << 20,
+  })
   return { status: r.status, stdout: r.stdout, stderr: r.stderr }
 }
 
@@ -57,18 +61,42 @@ async function opened(name: string, file: string): Promise<{ info: Info; kinds: 
 async function builtIn(name: string, args: string[]): Promise<void> {
   const file = join(out, `${name}.vramscope`)
   const r = cli(['record', ...args, '-o', file, '--json'])
-  check(`${name}: the recorder exits 0 (an out-of-memory ends a workload cleanly)`, r.status === 0, r.status === 0 ? '' : `exit ${r.status}: ${r.stderr.trim()}`)
+  check(
+    `${name}: the recorder exits 0 (an out-of-memory ends a workload cleanly)`,
+    r.status === 0,
+    r.status === 0 ? '' : `exit ${r.status}: ${r.stderr.trim()}`,
+  )
   if (r.status !== 0) return
-  const o = JSON.parse(r.stdout) as { outOfMemory: boolean; stoppedBy: string; corruptedBytes: number; verifiedBytes: number; allocations: number; frees: number; events: number }
+  const o = JSON.parse(r.stdout) as {
+    outOfMemory: boolean
+    stoppedBy: string
+    corruptedBytes: number
+    verifiedBytes: number
+    allocations: number
+    frees: number
+    events: number
+  }
   check(`${name}: the workload says it ended by out of memory`, o.outOfMemory === true && /memory/i.test(o.stoppedBy), `stoppedBy "${o.stoppedBy}"`)
-  check(`${name}: the kernels found every block's data intact`, o.corruptedBytes === 0 && o.verifiedBytes > 0, `${o.verifiedBytes} verified, ${o.corruptedBytes} corrupted`)
+  check(
+    `${name}: the kernels found every block's data intact`,
+    o.corruptedBytes === 0 && o.verifiedBytes > 0,
+    `${o.verifiedBytes} verified, ${o.corruptedBytes} corrupted`,
+  )
   const f = await opened(name, file)
   if (!f) return
-  check(`${name}: every allocation before the failure is in the file`, f.info.allocs === o.allocations && f.info.frees === o.frees && o.allocations > 0, `file ${f.info.allocs}/${f.info.frees}, recorder ${o.allocations}/${o.frees}`)
+  check(
+    `${name}: every allocation before the failure is in the file`,
+    f.info.allocs === o.allocations && f.info.frees === o.frees && o.allocations > 0,
+    `file ${f.info.allocs}/${f.info.frees}, recorder ${o.allocations}/${o.frees}`,
+  )
   // The workload stops at the failure and gives back what it held: after it come frees only.
   const failure = f.kinds.indexOf(EventKind.oom)
   const after = Array.from(f.kinds.subarray(failure + 1))
-  check(`${name}: the failure is the workload's last request, the frees of what it held follow`, f.info.recordedFailures === 1 && failure >= 0 && after.every((k) => k === EventKind.free || k === EventKind.marker), `${f.info.recordedFailures} failures, at event ${failure} of ${f.kinds.length}, then ${after.filter((k) => k === EventKind.free).length} frees`)
+  check(
+    `${name}: the failure is the workload's last request, the frees of what it held follow`,
+    f.info.recordedFailures === 1 && failure >= 0 && after.every((k) => k === EventKind.free || k === EventKind.marker),
+    `${f.info.recordedFailures} failures, at event ${failure} of ${f.kinds.length}, then ${after.filter((k) => k === EventKind.free).length} frees`,
+  )
 }
 
 async function program(): Promise<void> {
@@ -76,7 +104,11 @@ async function program(): Promise<void> {
   const file = join(out, `${name}.vramscope`)
   const statsFile = join(out, `${name}.memory_stats.json`)
   const r = cli(['record', '-o', file, '--json', '--', 'python3', join(ROOT, 'scripts', 'gpu', 'torch_oom.py'), statsFile])
-  check(`${name}: the program caught the out-of-memory and exited 0 under the recorder`, r.status === 0, r.status === 0 ? '' : `exit ${r.status}: ${r.stderr.trim().slice(-2000)}`)
+  check(
+    `${name}: the program caught the out-of-memory and exited 0 under the recorder`,
+    r.status === 0,
+    r.status === 0 ? '' : `exit ${r.status}: ${r.stderr.trim().slice(-2000)}`,
+  )
   if (r.status !== 0) return
   const stats = JSON.parse(readFileSync(statsFile, 'utf8')) as Record<string, number>
   console.log(`     PyTorch: held ${stats['held_before_oom']} x 4 GiB, num_ooms ${stats['num_ooms']}, segment.all.allocated ${stats['segment.all.allocated']}`)
@@ -84,11 +116,23 @@ async function program(): Promise<void> {
   if (!f) return
   // PyTorch frees its cached blocks and asks cudaMalloc again before it raises: one out-of-memory
   // of the program's is one or more refused cudaMalloc calls.
-  check(`${name}: the refused cudaMalloc calls are in the file`, f.info.recordedFailures >= (stats['num_ooms'] ?? 0) && (stats['num_ooms'] ?? 0) >= 1, `${f.info.recordedFailures} recorded, num_ooms ${stats['num_ooms']}`)
-  check(`${name}: every segment PyTorch obtained is an allocation in the file`, f.info.allocs === stats['segment.all.allocated'], `${f.info.allocs} recorded, ${stats['segment.all.allocated']} segments`)
+  check(
+    `${name}: the refused cudaMalloc calls are in the file`,
+    f.info.recordedFailures >= (stats['num_ooms'] ?? 0) && (stats['num_ooms'] ?? 0) >= 1,
+    `${f.info.recordedFailures} recorded, num_ooms ${stats['num_ooms']}`,
+  )
+  check(
+    `${name}: every segment PyTorch obtained is an allocation in the file`,
+    f.info.allocs === stats['segment.all.allocated'],
+    `${f.info.allocs} recorded, ${stats['segment.all.allocated']} segments`,
+  )
   const firstOom = f.kinds.indexOf(EventKind.oom)
   const after = Array.from(f.kinds.subarray(firstOom + 1)).filter((k) => k === EventKind.alloc).length
-  check(`${name}: recording went on after the failure (the program's recovery is in the file)`, firstOom >= 0 && after >= 1, `${after} allocations after the first failure`)
+  check(
+    `${name}: recording went on after the failure (the program's recovery is in the file)`,
+    firstOom >= 0 && after >= 1,
+    `${after} allocations after the first failure`,
+  )
 }
 
 // 1 TiB: past any GPU's memory, so the driver refuses at the step where old and new buffers no

@@ -23,8 +23,7 @@ export const EXIT_INTERNAL = 1
 
 const packageJson = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
 
-const STRATEGIES_HELP =
-  'strategies to replay, comma-separated, parameters after colons: caching:preset=pytorch,slab,buddy:pool_size=4GiB (repeatable)'
+const STRATEGIES_HELP = 'strategies to replay, comma-separated, parameters after colons: caching:preset=pytorch,slab,buddy:pool_size=4GiB (repeatable)'
 
 function buildProgram(io: Io): Command {
   const program = new Command('vramscope')
@@ -95,10 +94,15 @@ function buildProgram(io: Io): Command {
 
   program
     .command('record')
-    .description('record real GPU memory use: any CUDA program (-- python train.py) through an LD_PRELOAD interposer, or a built-in workload (--workload); needs an NVIDIA GPU and driver')
+    .description(
+      'record real GPU memory use: any CUDA program (-- python train.py) through an LD_PRELOAD interposer, or a built-in workload (--workload); needs an NVIDIA GPU and driver',
+    )
     .argument('[command...]', 'the program to run and record, after --')
     .requiredOption('-o, --output <out>', 'the .vramscope file to stream the recording into (it opens even if the program crashes or is killed)')
-    .option('-w, --workload <name>', 'run a built-in workload instead: async_pipeline, cross_stream, slab_mix, buddy_mix, arena_steps, growable_buffer, device_bump, training, inference, fragmentation')
+    .option(
+      '-w, --workload <name>',
+      'run a built-in workload instead: async_pipeline, cross_stream, slab_mix, buddy_mix, arena_steps, growable_buffer, device_bump, training, inference, fragmentation',
+    )
     .option('-s, --strategy <spec>', 'with --workload: the strategy on its real backing, parameters after colons (default caching)')
     .option('-p, --param <key=value>', 'with --workload: a workload parameter such as steps=50 (repeatable)', collect)
     .option('--cap <size>', 'with --workload: memory the backing may hand out, such as 2GiB (an out-of-memory ends the workload as a recorded failure)')
@@ -156,7 +160,9 @@ export async function runCli(argv: readonly string[], io: Io): Promise<number> {
     if (error instanceof InputError) {
       io.stderr.write(`vramscope: ${error.message}\n`)
       if (wantsJson(argv))
-        io.stdout.write(`${JSON.stringify({ error: { kind: 'input', file: error.file, position: error.position, problem: error.problem, message: error.message } })}\n`)
+        io.stdout.write(
+          `${JSON.stringify({ error: { kind: 'input', file: error.file, position: error.position, problem: error.problem, message: error.message } })}\n`,
+        )
       return EXIT_BAD_INPUT
     }
     const e = error instanceof Error ? error : new Error(String(error))

@@ -23,8 +23,7 @@ export class ProgressBar {
     this.lastDraw = now
     const fraction = total > 0 ? Math.min(1, done / total) : 0
     const filled = Math.round(fraction * BAR_WIDTH)
-    const amount =
-      unit === 'bytes' ? `${formatBytes(done)} / ${formatBytes(total)}` : `${formatCount(done)} / ${formatCount(total)} events`
+    const amount = unit === 'bytes' ? `${formatBytes(done)} / ${formatBytes(total)}` : `${formatCount(done)} / ${formatCount(total)} events`
     const line = `${label} [${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${amount}`
     const width = this.stream.columns ?? 100
     this.stream.write(`\r${line.slice(0, width - 1)}\x1b[K`)

@@ -43,7 +43,8 @@ export function printJson(io: Io, value: unknown): void {
       value,
       (_key, v: unknown) => {
         if (typeof v === 'bigint') return v.toString()
-        if (ArrayBuffer.isView(v) && !(v instanceof DataView)) return Array.from(v as unknown as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? x.toString() : x))
+        if (ArrayBuffer.isView(v) && !(v instanceof DataView))
+          return Array.from(v as unknown as ArrayLike<number | bigint>, (x) => (typeof x === 'bigint' ? x.toString() : x))
         if (typeof v === 'number' && !Number.isFinite(v)) return null
         return v
       },

@@ -5,7 +5,16 @@
 // (JSON or a bundle). Nothing here knows which transport it serves.
 import { boolean, custom, number, record, strictObject, string, undefined as undefinedSchema, type z, type ZodType } from 'zod'
 
-import { CONTRACT, isChannel, type Bundle, type BundleChannel, type Channel, type ChannelArg, type ChannelResult, type SchemaKit } from '../../src-shared/contract.ts'
+import {
+  CONTRACT,
+  isChannel,
+  type Bundle,
+  type BundleChannel,
+  type Channel,
+  type ChannelArg,
+  type ChannelResult,
+  type SchemaKit,
+} from '../../src-shared/contract.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 
 /** What a handler returns: the channel's result, or for a bundle, its encoded bytes (a worker's). */
@@ -44,7 +53,8 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     if (issue.expected === 'undefined' && issue.path.length === 0) return 'takes no argument'
     return `${where} must be ${EXPECTED[issue.expected] ?? issue.expected}`
   }
-  if (issue.code === 'unrecognized_keys') return `${issue.path.length > 0 ? `${where}: ` : ''}unexpected ${issue.keys.length === 1 ? 'key' : 'keys'} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`
+  if (issue.code === 'unrecognized_keys')
+    return `${issue.path.length > 0 ? `${where}: ` : ''}unexpected ${issue.keys.length === 1 ? 'key' : 'keys'} ${issue.keys.map((k) => JSON.stringify(k)).join(', ')}`
   return `${where}: ${issue.message}`
 }
 

@@ -33,7 +33,6 @@ const DEV_SERVER_URL = devServerUrlOf(app.isPackaged, process.env)
 const ADDON = join(HERE, '..', 'native', 'vramscope.node').replace(`app.asar${sep}`, `app.asar.unpacked${sep}`)
 const SAMPLES_DIR = app.isPackaged ? join(process.resourcesPath, 'samples') : join(HERE, '..', '..', 'resources', 'samples')
 
-
 // Before ready: app:// privileged, every renderer sandboxed, every web contents held to the app's pages.
 secureApp(app, protocol, DEV_SERVER_URL)
 
@@ -50,7 +49,13 @@ const worker = new WorkerClient({
   spawn: () => forkElectronWorker(WORKER_ENTRY, { ...process.env, VRAMSCOPE_ADDON: ADDON }),
   // The worker is a utility process of its own: it records in place, and a CUDA fault there ends
   // only it (main reports it and starts a fresh one).
-  init: { version: app.getVersion(), host: 'electron', samplesDir: SAMPLES_DIR, recordInProcess: true, recordingsDir: join(app.getPath('userData'), 'recordings') },
+  init: {
+    version: app.getVersion(),
+    host: 'electron',
+    samplesDir: SAMPLES_DIR,
+    recordInProcess: true,
+    recordingsDir: join(app.getPath('userData'), 'recordings'),
+  },
   onCrash: (error) => broadcast({ command: 'error', message: error.message }),
 })
 

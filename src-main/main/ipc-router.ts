@@ -104,7 +104,10 @@ export class IpcRouter {
     const worker = this.options.worker
     const forwarded: Partial<Record<WorkerChannel, (arg: unknown) => Promise<unknown>>> = {}
     for (const channel of WORKER_CHANNELS)
-      forwarded[channel] = specOf(channel).job === 'trace' ? async (arg) => this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string }) : (arg) => worker.call(channel, arg)
+      forwarded[channel] =
+        specOf(channel).job === 'trace'
+          ? async (arg) => this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string })
+          : (arg) => worker.call(channel, arg)
     const own: Pick<Handlers, MainChannel | 'app:info' | 'trace:openPath' | 'job:result'> = {
       'app:info': async () => {
         const info = await worker.call('app:info', undefined)
@@ -120,7 +123,10 @@ export class IpcRouter {
       },
       'trace:openPath': async ({ path }) => {
         const known = [...this.chosen.values()].includes(path) || this.options.recent.list().some((r) => this.options.recent.pathOf(r.key) === path)
-        if (!known) throw Object.assign(new Error('path: a window opens only files you chose (File › Open, the command line, a file association or recent files)'), { code: 'BAD_INPUT' })
+        if (!known)
+          throw Object.assign(new Error('path: a window opens only files you chose (File › Open, the command line, a file association or recent files)'), {
+            code: 'BAD_INPUT',
+          })
         return this.track(windowId, path, await worker.call('trace:openPath', { path }))
       },
       'job:result': async (arg) => {
@@ -143,8 +149,7 @@ export class IpcRouter {
     if (!job) return
     this.openJobs.delete(jobId)
     this.withTrace.add(job.windowId)
-    if (job.path !== undefined)
-      await this.options.recent.add(job.path).catch((e: Error) => this.options.log?.(`recent files: ${e.message}`))
+    if (job.path !== undefined) await this.options.recent.add(job.path).catch((e: Error) => this.options.log?.(`recent files: ${e.message}`))
     this.options.onOpened?.(job.windowId, job.path)
   }
 }

@@ -77,11 +77,21 @@ export function menuTemplate(context: MenuContext, actions: MenuActions): MenuIt
   const view: MenuItemConstructorOptions = {
     label: 'View',
     submenu: [
-      ...VIEWS.map(([name, label, accelerator]): MenuItemConstructorOptions => ({ label, accelerator, enabled: context.hasTrace, click: () => actions.show(name) })),
+      ...VIEWS.map(([name, label, accelerator]): MenuItemConstructorOptions => ({
+        label,
+        accelerator,
+        enabled: context.hasTrace,
+        click: () => actions.show(name),
+      })),
       { type: 'separator' },
       {
         label: 'Theme',
-        submenu: themes.map(([theme, label]): MenuItemConstructorOptions => ({ label, type: 'radio', checked: context.theme === theme, click: () => actions.setTheme(theme) })),
+        submenu: themes.map(([theme, label]): MenuItemConstructorOptions => ({
+          label,
+          type: 'radio',
+          checked: context.theme === theme,
+          click: () => actions.setTheme(theme),
+        })),
       },
       { type: 'separator' },
       { role: 'resetZoom' },

@@ -16,7 +16,14 @@ interface Entry extends RecentFile {
 
 function isEntry(v: unknown): v is Entry {
   const e = v as Entry
-  return typeof e === 'object' && e !== null && typeof e.path === 'string' && typeof e.key === 'string' && typeof e.name === 'string' && typeof e.openedAt === 'number'
+  return (
+    typeof e === 'object' &&
+    e !== null &&
+    typeof e.path === 'string' &&
+    typeof e.key === 'string' &&
+    typeof e.name === 'string' &&
+    typeof e.openedAt === 'number'
+  )
 }
 
 export class RecentFiles {

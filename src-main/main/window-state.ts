@@ -54,7 +54,12 @@ export function fitToDisplays(saved: Rect | undefined, workAreas: readonly Rect[
       area = best.a
       const width = Math.max(MIN_SIZE.width, Math.min(saved.width, area.width))
       const height = Math.max(MIN_SIZE.height, Math.min(saved.height, area.height))
-      rect = { x: Math.min(Math.max(saved.x, area.x), area.x + area.width - width), y: Math.min(Math.max(saved.y, area.y), area.y + area.height - height), width, height }
+      rect = {
+        x: Math.min(Math.max(saved.x, area.x), area.x + area.width - width),
+        y: Math.min(Math.max(saved.y, area.y), area.y + area.height - height),
+        width,
+        height,
+      }
     } else rect = centred(primary)
   } else rect = centred(primary)
   if (offset > 0) {

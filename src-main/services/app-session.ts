@@ -9,7 +9,17 @@ import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, dirname, join, sep } from 'node:path'
 
-import type { AppInfo, Bundle, JobStatus, RecentFile, RecordRequest, ReplayRequest, SampleInfo, TraceSummary, WorkloadChoice } from '../../src-shared/contract.ts'
+import type {
+  AppInfo,
+  Bundle,
+  JobStatus,
+  RecentFile,
+  RecordRequest,
+  ReplayRequest,
+  SampleInfo,
+  TraceSummary,
+  WorkloadChoice,
+} from '../../src-shared/contract.ts'
 import { packTraceData } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
@@ -25,8 +35,7 @@ import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
 
-export const PRIVACY_STATEMENT =
-  'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
+export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
 /** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
 export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable'
@@ -94,13 +103,20 @@ const MAX_JOBS_KEPT = 64
  * (a page of the web host may be another user's, who has no business knowing them).
  */
 function withoutPath(e: unknown, path: string, shown: string): unknown {
-  if (e instanceof Error) e.message = e.message.split(path).join(shown).split(dirname(path) + sep).join('')
+  if (e instanceof Error)
+    e.message = e.message
+      .split(path)
+      .join(shown)
+      .split(dirname(path) + sep)
+      .join('')
   return e
 }
 
 /** A file name safe to show and to write in a private directory. */
 export function uploadName(name: unknown): string {
-  const shown = basename(String(name ?? '')).replace(/[^\w.\- ]/g, '_').slice(0, 200)
+  const shown = basename(String(name ?? ''))
+    .replace(/[^\w.\- ]/g, '_')
+    .slice(0, 200)
   return shown === '' || shown.startsWith('.') ? `upload${shown}` : shown
 }
 
@@ -174,10 +190,15 @@ export class AppSession {
   recordWorkload(request: RecordRequest, page = DEFAULT_PAGE): { jobId: string } {
     const known = this.workloads()
     const workload = known.find((w) => w.name === request?.workload)
-    if (!workload) throw new ApiError('BAD_INPUT', `workload: ${JSON.stringify(request?.workload)} is not a built-in workload (known: ${known.map((w) => w.name).join(', ') || 'none in this build'})`)
+    if (!workload)
+      throw new ApiError(
+        'BAD_INPUT',
+        `workload: ${JSON.stringify(request?.workload)} is not a built-in workload (known: ${known.map((w) => w.name).join(', ') || 'none in this build'})`,
+      )
     const spec: WorkloadSpec = { workload: workload.name, workloadParams: { ...(request.params ?? {}) } }
     for (const key of Object.keys(spec.workloadParams!))
-      if (!workload.params.some((p) => p.name === key)) throw new ApiError('BAD_INPUT', `params.${key}: ${workload.name} takes ${workload.params.map((p) => p.name).join(', ') || 'no parameters'}`)
+      if (!workload.params.some((p) => p.name === key))
+        throw new ApiError('BAD_INPUT', `params.${key}: ${workload.name} takes ${workload.params.map((p) => p.name).join(', ') || 'no parameters'}`)
     if (request.strategy !== undefined && request.strategy !== '') {
       let specs
       try {
@@ -365,7 +386,8 @@ export class AppSession {
   /** Keeps a newly opened trace, closing the least recently used beyond the page's and the session's limits. */
   private admit(traceId: string, trace: OpenedTrace): void {
     this.traces.set(traceId, trace)
-    const byAge = (page?: string) => [...this.traces].filter(([id, t]) => id !== traceId && (page === undefined || t.page === page)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)
+    const byAge = (page?: string) =>
+      [...this.traces].filter(([id, t]) => id !== traceId && (page === undefined || t.page === page)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)
     const perPage = this.options.maxTracesPerPage ?? MAX_TRACES_PER_PAGE
     if (trace.page !== DEFAULT_PAGE) {
       const older = byAge(trace.page)
@@ -436,7 +458,12 @@ export class AppSession {
     const t = this.traces.get(traceId)
     if (!t) {
       const closed = this.closed.get(traceId)
-      throw new ApiError('NOT_FOUND', closed !== undefined ? `trace: ${JSON.stringify(traceId)} was closed: ${closed}; open the file again` : `trace: no open trace ${JSON.stringify(traceId)}`)
+      throw new ApiError(
+        'NOT_FOUND',
+        closed !== undefined
+          ? `trace: ${JSON.stringify(traceId)} was closed: ${closed}; open the file again`
+          : `trace: no open trace ${JSON.stringify(traceId)}`,
+      )
     }
     t.lastUsed = ++this.uses
     return t
@@ -471,19 +498,27 @@ export class AppSession {
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
     })
     const includeStored = request.includeStored !== false
-    return this.startJob<Bundle>(page, 'replaying', async (job) => {
-      const results = targets.length === 0 ? [] : await replayTrace(input.trace, targets, {
-        ...(cap !== undefined && { cap }),
-        layout: true,
-        signal: job.controller.signal,
-        onProgress: (p) => {
-          job.status.phase = `replaying ${p.label}`
-          job.status.fraction = p.fraction
-        },
-      })
-      const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
-      return replayBundle(input.trace, stored, results)
-    }, request.traceId)
+    return this.startJob<Bundle>(
+      page,
+      'replaying',
+      async (job) => {
+        const results =
+          targets.length === 0
+            ? []
+            : await replayTrace(input.trace, targets, {
+                ...(cap !== undefined && { cap }),
+                layout: true,
+                signal: job.controller.signal,
+                onProgress: (p) => {
+                  job.status.phase = `replaying ${p.label}`
+                  job.status.fraction = p.fraction
+                },
+              })
+        const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
+        return replayBundle(input.trace, stored, results)
+      },
+      request.traceId,
+    )
   }
 
   replayResult(jobId: string): Bundle {
@@ -580,7 +615,8 @@ function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
   if (targets === undefined || targets === null) return specs
   const { first, count } = targets
   if (!Number.isSafeInteger(first) || first < 0) throw new ApiError('BAD_INPUT', `targets.first: must be a whole number from 0, got ${JSON.stringify(first)}`)
-  if (count !== undefined && (!Number.isSafeInteger(count) || count < 0)) throw new ApiError('BAD_INPUT', `targets.count: must be a whole number from 0, got ${JSON.stringify(count)}`)
+  if (count !== undefined && (!Number.isSafeInteger(count) || count < 0))
+    throw new ApiError('BAD_INPUT', `targets.count: must be a whole number from 0, got ${JSON.stringify(count)}`)
   return specs.slice(first, count === undefined ? undefined : first + count)
 }
 

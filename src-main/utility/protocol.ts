@@ -24,9 +24,7 @@ export type WorkerInit = SessionOptions & { everyChannel?: boolean }
 /** What the web host asks of its worker's session besides the contract's channels. */
 export type SessionRequest =
   /** Opens a file the host wrote (an upload) as `page`'s; the session deletes it once opened or failed. */
-  | { op: 'openUploadedFile'; path: string; name: string; page: string }
-  | { op: 'prefetchInitial' }
-  | { op: 'closeIdlePages'; idleMs: number }
+  { op: 'openUploadedFile'; path: string; name: string; page: string } | { op: 'prefetchInitial' } | { op: 'closeIdlePages'; idleMs: number }
 
 /** Parent → worker. `page`: the web host's page the call comes from (what it opens is that page's). */
 export type WorkerRequest =

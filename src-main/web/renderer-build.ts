@@ -33,7 +33,10 @@ export async function ensureRendererBuilt(log: (line: string) => void = () => {}
   log('building the UI (vite build)…')
   const vite = join(REPO_ROOT, 'node_modules', 'vite', 'bin', 'vite.js')
   await new Promise<void>((resolve, reject) => {
-    const child = spawn(process.execPath, [vite, 'build', '-c', 'vite.renderer.config.ts', '--logLevel', 'warn'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [vite, 'build', '-c', 'vite.renderer.config.ts', '--logLevel', 'warn'], {
+      cwd: REPO_ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let output = ''
     child.stdout.on('data', (d: Buffer) => (output += d.toString()))
     child.stderr.on('data', (d: Buffer) => (output += d.toString()))

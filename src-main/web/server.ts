@@ -71,7 +71,6 @@ export interface WebHost {
   close(): Promise<void>
 }
 
-
 const SECURITY_HEADERS = {
   'content-security-policy': CONTENT_SECURITY_POLICY,
   'x-content-type-options': 'nosniff',
@@ -239,7 +238,8 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   async function api(channel: Channel, req: IncomingMessage, res: ServerResponse): Promise<void> {
     const spec = specOf(channel)
     const named = req.headers[PAGE_HEADER]
-    if (named !== undefined && (typeof named !== 'string' || !PAGE_ID.test(named))) throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
+    if (named !== undefined && (typeof named !== 'string' || !PAGE_ID.test(named)))
+      throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
     const page = named ?? DEFAULT_PAGE
     session.seen(page)
     const handlers = session.handlers(page)
@@ -315,7 +315,8 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
         if (url.pathname.startsWith('/api/')) {
           if (req.method !== 'POST') throw new HttpError(405, 'BAD_INPUT', 'API calls are POST requests')
           const auth = String(req.headers.authorization ?? '')
-          if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), token)) throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong token: open the URL vramscope serve printed')
+          if (!auth.startsWith('Bearer ') || !sameToken(auth.slice(7), token))
+            throw new HttpError(401, 'UNAUTHORIZED', 'missing or wrong token: open the URL vramscope serve printed')
           await api(channelNamed(decoded(url.pathname.slice(5), 'the channel')), req, res)
           return
         }
@@ -359,8 +360,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
   const port = typeof address === 'object' && address ? address.port : 0
   const shownHost = host.includes(':') ? `[${host}]` : host
   allowedHosts = new Set([`${shownHost}:${port}`.toLowerCase()])
-  if (host === '127.0.0.1' || host === '::1' || host === 'localhost')
-    for (const h of ['127.0.0.1', 'localhost', '[::1]']) allowedHosts.add(`${h}:${port}`)
+  if (host === '127.0.0.1' || host === '::1' || host === 'localhost') for (const h of ['127.0.0.1', 'localhost', '[::1]']) allowedHosts.add(`${h}:${port}`)
   const urlHost = anyHost ? '127.0.0.1' : shownHost
   return {
     url: `http://${urlHost}:${port}/?token=${token}`,

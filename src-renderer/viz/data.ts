@@ -4,7 +4,17 @@
 import { BundleError, bundleByteLength, decodeBundle } from '../../src-shared/bundle.ts'
 import { concatBytes } from '../../src-shared/bytes.ts'
 import type { Bundle } from '../../src-shared/contract.ts'
-import { layoutPiece, layoutPieceEnd, listedStrategies, readTraceData, strategyMetrics, type Frame, type ListedStrategy, type StrategyMetrics, type TraceDataSent } from '../../src-shared/wire.ts'
+import {
+  layoutPiece,
+  layoutPieceEnd,
+  listedStrategies,
+  readTraceData,
+  strategyMetrics,
+  type Frame,
+  type ListedStrategy,
+  type StrategyMetrics,
+  type TraceDataSent,
+} from '../../src-shared/wire.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from './requested.ts'
@@ -100,7 +110,8 @@ export class ReplayDecoder {
   }
 
   finish(): StrategyView[] {
-    if (!this.bytes || this.received !== this.bytes.byteLength) throw new BundleError(`bundle: ended after ${this.bytes ? this.received : this.headBytes} bytes, short of its header's length`)
+    if (!this.bytes || this.received !== this.bytes.byteLength)
+      throw new BundleError(`bundle: ended after ${this.bytes ? this.received : this.headBytes} bytes, short of its header's length`)
     return this.listed.map(({ layout: _, ...s }, i) => {
       const model = this.builders[i]!.finish()
       const view: StrategyView = { ...s, model, placed: placeModel(model) }
@@ -110,7 +121,6 @@ export class ReplayDecoder {
     })
   }
 }
-
 
 /** The frames of the stack an alloc event recorded, innermost first. */
 export function framesOf(trace: TraceData, event: number): Frame[] {

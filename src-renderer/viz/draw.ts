@@ -65,7 +65,14 @@ export function tint(color: number, t: number): number {
   return rgba(Math.round(r + (target - r) * w), Math.round(g + (target - g) * w), Math.round(b + (target - b) * w), (color >>> 24) & 0xff)
 }
 
-export function rasterize(model: StrategyModel, placed: PlacedModel, request: DrawRequest, palette: MapPalette, pixels: Uint32Array, owner: Int32Array): DrawResult {
+export function rasterize(
+  model: StrategyModel,
+  placed: PlacedModel,
+  request: DrawRequest,
+  palette: MapPalette,
+  pixels: Uint32Array,
+  owner: Int32Array,
+): DrawResult {
   const { width, height, view, event: e } = request
   const count = width * height
   const bpp = view.length / count

@@ -34,7 +34,9 @@ function sceneOf(source: ExportSource): { scene: Scene; canvases: HTMLCanvasElem
     const f = s ? figuresAt(s.model, source.event) : null
     return {
       title: s?.name ?? `map ${i + 1}`,
-      subtitle: f ? `reserved ${formatBytes(f.reserved)} · in use ${formatBytes(f.rounded)} · waste ${formatBytes(f.rounded - f.requested)} · ${formatCount(f.liveBlocks)} blocks` : '',
+      subtitle: f
+        ? `reserved ${formatBytes(f.reserved)} · in use ${formatBytes(f.rounded)} · waste ${formatBytes(f.rounded - f.requested)} · ${formatCount(f.liveBlocks)} blocks`
+        : '',
       width: c.width,
       height: c.height,
     }
@@ -83,7 +85,9 @@ export async function exportPng(source: ExportSource): Promise<void> {
       ctx.strokeRect(item.x - 0.5, item.y - 0.5, item.width + 1, item.height + 1)
     }
   }
-  const blob = await new Promise<Blob>((resolve, reject) => canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the browser could not encode the PNG'))), 'image/png'))
+  const blob = await new Promise<Blob>((resolve, reject) =>
+    canvas.toBlob((b) => (b ? resolve(b) : reject(new Error('the browser could not encode the PNG'))), 'image/png'),
+  )
   download(blob, `${source.fileStem}.png`)
 }
 

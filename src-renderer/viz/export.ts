@@ -143,7 +143,7 @@ export function commonestColor(pixels: Uint32Array): number {
   const counts = new Map<number, number>()
   let best = pixels[0] ?? 0
   let bestCount = 0
-  for (let i = 0; i < pixels.length; ) {
+  for (let i = 0; i < pixels.length;) {
     const c = pixels[i]!
     let j = i + 1
     while (j < pixels.length && pixels[j] === c) j++
@@ -169,7 +169,7 @@ export function pixelRects(pixels: Uint32Array, width: number, height: number, b
   for (let y = 0; y < height; y++) {
     const next = new Map<string, number>()
     const row = y * width
-    for (let x = 0; x < width; ) {
+    for (let x = 0; x < width;) {
       const c = pixels[row + x]!
       let end = x + 1
       while (end < width && pixels[row + end] === c) end++
@@ -211,7 +211,9 @@ export function sceneToSvg(scene: Scene, maps: Uint32Array[]): string {
   ]
   for (const item of scene.items) {
     if (item.kind === 'text') {
-      out.push(`<text x="${item.x}" y="${item.y}" font-size="${item.size}"${item.bold ? ' font-weight="bold"' : ''}${item.anchor === 'end' ? ' text-anchor="end"' : ''} fill="${item.color}">${escapeXml(item.text)}</text>`)
+      out.push(
+        `<text x="${item.x}" y="${item.y}" font-size="${item.size}"${item.bold ? ' font-weight="bold"' : ''}${item.anchor === 'end' ? ' text-anchor="end"' : ''} fill="${item.color}">${escapeXml(item.text)}</text>`,
+      )
     } else if (item.kind === 'line') {
       out.push(`<line x1="${item.x1}" y1="${item.y1}" x2="${item.x2}" y2="${item.y2}" stroke="${item.color}"/>`)
     } else {

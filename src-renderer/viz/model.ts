@@ -337,8 +337,7 @@ export class StrategyModelBuilder {
     }
     b.deadFrom[k] = event
     const stack = this.bumpStack
-    if (this.reuse === 'bump-lifo' && stack.at(-1) === k)
-      while (stack.length > 0 && b.deadFrom[stack.at(-1)!] !== NEVER) b.to[stack.pop()!] = event
+    if (this.reuse === 'bump-lifo' && stack.at(-1) === k) while (stack.length > 0 && b.deadFrom[stack.at(-1)!] !== NEVER) b.to[stack.pop()!] = event
   }
 
   /** The next piece of the layout, in order. */
@@ -478,7 +477,8 @@ function present(index: IntervalIndex | null | undefined, from: Uint32Array, to:
   let scratch = presentScratch.get(key)
   if (scratch && scratch.event === e) return scratch.result
   const needed = index ? index.maxAlive : count
-  if (!scratch || scratch.buffer.length < needed) presentScratch.set(key, (scratch = { buffer: new Uint32Array(needed), event: -1, result: new Uint32Array(0) }))
+  if (!scratch || scratch.buffer.length < needed)
+    presentScratch.set(key, (scratch = { buffer: new Uint32Array(needed), event: -1, result: new Uint32Array(0) }))
   const out = scratch.buffer
   let n = 0
   if (index) n = aliveAt(index, from, to, count, e, out)
@@ -594,7 +594,9 @@ export function fragmentationAt(model: StrategyModel, e: number): { fragmentatio
     else memory.push([s[0], s[1]])
   }
   const b = model.blocks
-  const live = blocksPresentAt(model, e).slice().sort((x, y) => b.address[x]! - b.address[y]!)
+  const live = blocksPresentAt(model, e)
+    .slice()
+    .sort((x, y) => b.address[x]! - b.address[y]!)
   let freeBytes = 0
   let largestFree = 0
   let j = 0

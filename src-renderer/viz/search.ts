@@ -7,10 +7,7 @@ import type { StrategyModel } from './model.ts'
 export type SizeComparison = '=' | '>=' | '<=' | '>' | '<'
 
 export type SearchQuery =
-  | { kind: 'empty' }
-  | { kind: 'address'; address: number }
-  | { kind: 'size'; comparison: SizeComparison; bytes: number }
-  | { kind: 'frame'; text: string }
+  { kind: 'empty' } | { kind: 'address'; address: number } | { kind: 'size'; comparison: SizeComparison; bytes: number } | { kind: 'frame'; text: string }
 
 const UNITS: Record<string, number> = {
   '': 1,

@@ -4,9 +4,7 @@
 // million-event trace never stalls a frame.
 import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
 
-export type DecodeRequest =
-  | { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer }
-  | { id: number; what: 'replay'; stream: ReadableStream<Uint8Array> }
+export type DecodeRequest = { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer } | { id: number; what: 'replay'; stream: ReadableStream<Uint8Array> }
 export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string }
 
 async function replayFrom(stream: ReadableStream<Uint8Array>): Promise<unknown> {
@@ -24,11 +22,7 @@ self.onmessage = async (message: MessageEvent<DecodeRequest>) => {
   const started = performance.now()
   try {
     const value =
-      'stream' in request
-        ? await replayFrom(request.stream)
-        : request.what === 'trace'
-          ? decodeTraceData(request.buffer)
-          : decodeReplay(request.buffer)
+      'stream' in request ? await replayFrom(request.stream) : request.what === 'trace' ? decodeTraceData(request.buffer) : decodeReplay(request.buffer)
     const response: DecodeResponse = { id: request.id, ok: true, value, ms: performance.now() - started }
     ;(self as unknown as Worker).postMessage(response, transferablesOf(value))
   } catch (e) {

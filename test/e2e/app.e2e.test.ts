@@ -84,7 +84,10 @@ describe('vramscope in the browser', { skip }, () => {
     assert.ok(found, 'a click on the map selected a block with frames')
     const frames = await page.getByTestId('frames').locator('li').allTextContents()
     assert.ok(frames.length > 0, 'the PyTorch snapshot recorded frames for this block')
-    assert.ok(frames.some((f) => /\.py:\d+/.test(f)), `frames name Python files: ${frames.slice(0, 3).join(' | ')}`)
+    assert.ok(
+      frames.some((f) => /\.py:\d+/.test(f)),
+      `frames name Python files: ${frames.slice(0, 3).join(' | ')}`,
+    )
     await page.screenshot({ path: join(OUTPUT, 'inspected-block.png'), fullPage: true })
   })
 
@@ -106,7 +109,10 @@ describe('vramscope in the browser', { skip }, () => {
     const firstEvent = await eventPosition(page)
     assert.match((await page.getByTestId('event-position').textContent()) ?? '', /alloc #/, 'the playhead is on the alloc')
     const frames = await page.getByTestId('frames').locator('li').allTextContents()
-    assert.ok(frames.some((f) => f.includes(frameText)), `the inspector shows a matching frame: ${frames.slice(0, 4).join(' | ')}`)
+    assert.ok(
+      frames.some((f) => f.includes(frameText)),
+      `the inspector shows a matching frame: ${frames.slice(0, 4).join(' | ')}`,
+    )
     await page.keyboard.press('Enter')
     assert.match((await count.textContent()) ?? '', /^\s*2 \/ /)
     const secondEvent = await eventPosition(page)
@@ -119,14 +125,17 @@ describe('vramscope in the browser', { skip }, () => {
     assert.match((await count.textContent()) ?? '', new RegExp(`^\\s*${total.toLocaleString('en-US')} / `), 'previous from the first wraps to the last')
   })
 
-  it('lists what was held at each strategy\'s peak, grouped by frame or stream, and inspects a group', async () => {
+  it("lists what was held at each strategy's peak, grouped by frame or stream, and inspects a group", async () => {
     const peak = page.getByRole('region', { name: 'peak view' })
     await peak.scrollIntoViewIfNeeded()
     await peak.getByLabel('peak view strategy').selectOption({ label: 'caching (pytorch)' })
     const rows = peak.getByTestId('peak-groups').locator('tbody tr')
     assert.ok((await rows.count()) >= 2, 'several frames held memory at the peak')
     const sizes = await rows.locator('td:nth-child(4)').allTextContents()
-    assert.ok(sizes.every((s) => /\d/.test(s)), `rounded bytes shown: ${sizes.slice(0, 3).join(', ')}`)
+    assert.ok(
+      sizes.every((s) => /\d/.test(s)),
+      `rounded bytes shown: ${sizes.slice(0, 3).join(', ')}`,
+    )
     const peakEvent = Number(/event ([\d,]+)/.exec((await peak.locator('header').textContent()) ?? '')![1]!.replaceAll(',', ''))
     // The largest group with a stack (allocations made before the recording began have none).
     const labels = (await rows.locator('td.name').allTextContents()).map((l) => l.trim())
@@ -147,7 +156,9 @@ describe('vramscope in the browser', { skip }, () => {
 
   it('exports the view as a PNG that decodes and an SVG of rects that parses', async () => {
     await page.locator('h1').click()
-    const canvases = await page.locator('.map canvas').evaluateAll((nodes) => nodes.map((n) => [(n as { width: number }).width, (n as { height: number }).height]))
+    const canvases = await page
+      .locator('.map canvas')
+      .evaluateAll((nodes) => nodes.map((n) => [(n as { width: number }).width, (n as { height: number }).height]))
     const [png] = await Promise.all([page.waitForEvent('download'), page.keyboard.press('e')])
     assert.match(png.suggestedFilename(), /^vramscope-transformer_varseq-event\d+\.png$/)
     const pngPath = join(OUTPUT, 'export.png')
@@ -164,7 +175,7 @@ describe('vramscope in the browser', { skip }, () => {
     assert.equal(bytes[24], 8, 'bit depth')
     assert.equal(bytes[25], 6, 'RGBA')
     const idat: Buffer[] = []
-    for (let at = 8; at < bytes.length; ) {
+    for (let at = 8; at < bytes.length;) {
       const length = bytes.readUInt32BE(at)
       if (bytes.toString('latin1', at + 4, at + 8) === 'IDAT') idat.push(bytes.subarray(at + 8, at + 8 + length))
       at += 12 + length

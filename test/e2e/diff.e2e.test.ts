@@ -31,7 +31,10 @@ describe('diff of two traces in the browser', { skip }, () => {
     const table = page.getByTestId('diff-table')
     await table.waitFor({ timeout: 60_000 })
     const groups = await table.locator('th[scope="rowgroup"]').allTextContents()
-    assert.deepEqual(groups.map((g) => g.trim()), ['pytorch (recorded)', 'caching (pytorch)', 'buddy'])
+    assert.deepEqual(
+      groups.map((g) => g.trim()),
+      ['pytorch (recorded)', 'caching (pytorch)', 'buddy'],
+    )
     const text = (await table.textContent()) ?? ''
     assert.match(text, /peak reserved/)
     assert.match(text, /[+-]\d/, 'differences are signed')

@@ -46,7 +46,10 @@ describe('vramscope desktop app (Electron)', () => {
     if (skip) return
     downloads = await mkdtemp(join(tmpdir(), 'vramscope-e2e-downloads-'))
     const env = { ...process.env, VRAMSCOPE_DOWNLOAD_DIR: downloads } as Record<string, string>
-    electronApp = PACKAGED !== undefined ? await _electron.launch({ executablePath: PACKAGED, args: [SAMPLE], env }) : await _electron.launch({ args: [ROOT, SAMPLE], cwd: ROOT, env })
+    electronApp =
+      PACKAGED !== undefined
+        ? await _electron.launch({ executablePath: PACKAGED, args: [SAMPLE], env })
+        : await _electron.launch({ args: [ROOT, SAMPLE], cwd: ROOT, env })
     page = await electronApp.firstWindow()
   })
   after(async () => {
@@ -63,7 +66,12 @@ describe('vramscope desktop app (Electron)', () => {
     // The page sees the preload's API and nothing of Node or Electron.
     const exposed = await page.evaluate(() => {
       const g = globalThis as unknown as Record<string, unknown>
-      return { api: Object.keys((g['vramscope'] as object) ?? {}), require: typeof g['require'], process: typeof g['process'], ipc: typeof (g['vramscope'] as Record<string, unknown>)?.['ipcRenderer'] }
+      return {
+        api: Object.keys((g['vramscope'] as object) ?? {}),
+        require: typeof g['require'],
+        process: typeof g['process'],
+        ipc: typeof (g['vramscope'] as Record<string, unknown>)?.['ipcRenderer'],
+      }
     })
     assert.ok(exposed.api.includes('replay:start') && exposed.api.includes('app:command'))
     assert.deepEqual([exposed.require, exposed.process, exposed.ipc], ['undefined', 'undefined', 'undefined'])
@@ -73,7 +81,9 @@ describe('vramscope desktop app (Electron)', () => {
     // What Electron reports it applied, not what main asked for (test/unit/main/electron-security.test.ts
     // tests those). getLastWebPreferences is left out of Electron's typings but still there.
     type Reporting = { getLastWebPreferences(): Record<string, unknown> | null }
-    const applied = await electronApp.evaluate(({ BrowserWindow }) => BrowserWindow.getAllWindows().map((w) => (w.webContents as unknown as Reporting).getLastWebPreferences()))
+    const applied = await electronApp.evaluate(({ BrowserWindow }) =>
+      BrowserWindow.getAllWindows().map((w) => (w.webContents as unknown as Reporting).getLastWebPreferences()),
+    )
     assert.ok(applied.length > 0, 'a window is open')
     for (const prefs of applied) {
       assert.ok(prefs, 'the window reports its web preferences')
@@ -84,7 +94,11 @@ describe('vramscope desktop app (Electron)', () => {
       assert.match(String(prefs['preload']), /preload[\\/]index\.cjs$/)
     }
     assert.match(page.url(), /^app:\/\/vramscope\//)
-    const csp = await page.evaluate(() => (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } }).document.querySelector('meta[http-equiv="Content-Security-Policy"]')?.getAttribute('content'))
+    const csp = await page.evaluate(() =>
+      (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } }).document
+        .querySelector('meta[http-equiv="Content-Security-Policy"]')
+        ?.getAttribute('content'),
+    )
     assert.equal(csp, CONTENT_SECURITY_POLICY)
   })
 
@@ -93,7 +107,11 @@ describe('vramscope desktop app (Electron)', () => {
     await page.getByRole('button', { name: 'Replay' }).click()
     await waitForCount(page.locator('.map'), (n) => n === 4)
     const header = await page.locator('table.metrics thead th').allTextContents()
-    for (const name of ['caching (pytorch)', 'slab', 'buddy']) assert.ok(header.some((h) => h.includes(name)), `${name} in ${header.join(' | ')}`)
+    for (const name of ['caching (pytorch)', 'slab', 'buddy'])
+      assert.ok(
+        header.some((h) => h.includes(name)),
+        `${name} in ${header.join(' | ')}`,
+      )
     assert.ok((await page.locator('table.metrics td.best').count()) > 0)
   })
 
@@ -106,12 +124,17 @@ describe('vramscope desktop app (Electron)', () => {
     assert.ok(png, `a PNG was saved (found: ${files.join(', ') || 'nothing'})`)
     assert.ok((await stat(join(downloads, png))).size > 1000)
     await electronApp.evaluate(({ Menu }) => {
-      const item = Menu.getApplicationMenu()!.items.find((i) => i.label === 'File')!.submenu!.items.find((i) => i.label === 'Export View as SVG…')!
+      const item = Menu.getApplicationMenu()!
+        .items.find((i) => i.label === 'File')!
+        .submenu!.items.find((i) => i.label === 'Export View as SVG…')!
       item.click()
     })
     const svgDeadline = Date.now() + 30_000
     while (Date.now() < svgDeadline && !(await readdir(downloads)).some((f) => f.endsWith('.svg'))) await new Promise((r) => setTimeout(r, 100))
-    assert.ok((await readdir(downloads)).some((f) => f.endsWith('.svg')), 'the menu’s export reached the page')
+    assert.ok(
+      (await readdir(downloads)).some((f) => f.endsWith('.svg')),
+      'the menu’s export reached the page',
+    )
   })
 
   test('navigation away and new windows are refused', { skip }, async () => {

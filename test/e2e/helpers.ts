@@ -12,7 +12,14 @@ export const ROOT = join(import.meta.dirname, '..', '..')
 /** Where the tests put their screenshots (look at them). */
 export const OUTPUT = join(ROOT, 'test', 'e2e', 'output')
 export const CHROMIUM = process.env['VRAMSCOPE_CHROMIUM'] ?? '/usr/bin/chromium'
-export const CHROMIUM_ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run', '--disable-sync']
+export const CHROMIUM_ARGS = [
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--no-first-run',
+  '--disable-sync',
+]
 
 /** Why the browser tests cannot run here, or undefined when they can. */
 export function browserSkipReason(): string | undefined {

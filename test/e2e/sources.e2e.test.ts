@@ -69,7 +69,10 @@ describe('every kind of input in the browser', { skip }, () => {
     await page.getByTestId('file-input').setInputFiles(file)
     await page.getByText('with-failures.csv').first().waitFor({ timeout: 30_000 })
     const names = await checkViews(page, 2)
-    assert.ok(names.every((n) => !n.includes('(recorded)')), `an RMM log has no recorded layout: ${names.join(', ')}`)
+    assert.ok(
+      names.every((n) => !n.includes('(recorded)')),
+      `an RMM log has no recorded layout: ${names.join(', ')}`,
+    )
     await page.getByRole('button', { name: 'peak' }).click() // the 1 GiB block is live there
     const id = await inspectSomeBlock(page)
     assert.ok(id !== '', 'a click on a map selected a block')

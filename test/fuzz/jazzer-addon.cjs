@@ -47,7 +47,12 @@ function withoutNewerVersions(elf, name) {
   const sections = []
   for (let i = 0; i < shnum; i++) {
     const at = shoff + i * shentsize
-    sections.push({ type: out.readUInt32LE(at + 4), offset: Number(out.readBigUInt64LE(at + 0x18)), size: Number(out.readBigUInt64LE(at + 0x20)), link: out.readUInt32LE(at + 0x28) })
+    sections.push({
+      type: out.readUInt32LE(at + 4),
+      offset: Number(out.readBigUInt64LE(at + 0x18)),
+      size: Number(out.readBigUInt64LE(at + 0x20)),
+      link: out.readUInt32LE(at + 0x28),
+    })
   }
   const dynsym = sections.find((s) => s.type === 11) // SHT_DYNSYM
   const versym = sections.find((s) => s.type === 0x6fffffff) // SHT_GNU_versym
@@ -64,7 +69,7 @@ function withoutNewerVersions(elf, name) {
   let v238 = -1
   let v432 = -1
   let v225 = -1
-  for (let need = verneed.offset, more = true; more; ) {
+  for (let need = verneed.offset, more = true; more;) {
     const count = out.readUInt16LE(need + 2)
     let aux = need + out.readUInt32LE(need + 8)
     for (let k = 0; k < count; k++) {

@@ -28,7 +28,10 @@ const behind = (options: number[], inputs: Uint8Array[]) => options.flatMap((o) 
 const seeds: Record<string, () => Uint8Array[]> = {
   // 1: checksums recomputed (the decoder), 0: as they are (the checksum check).
   'trace-file': () =>
-    behind([1, 0], [concat(encodeTrace(sampleTrace(24, 11), sampleStrategies(2))), concat(encodeTrace(sampleTrace(60, 12), [])), ...files('trace', /\.vramscope$/)]),
+    behind(
+      [1, 0],
+      [concat(encodeTrace(sampleTrace(24, 11), sampleStrategies(2))), concat(encodeTrace(sampleTrace(60, 12), [])), ...files('trace', /\.vramscope$/)],
+    ),
   // 0 and 3 bad lines allowed.
   'rmm-log': () => behind([0, 3], files('rmm', /\.(csv|bin)$/)),
   // 0: the fast lane where it applies, 1: the general lane (the restricted unpickler).

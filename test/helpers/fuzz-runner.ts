@@ -109,7 +109,30 @@ async function traceInputs(): Promise<Uint8Array[]> {
 
 // --- RMM logs -------------------------------------------------------------------------------------
 
-const TOKENS = [',', '"', '\n', '\r\n', ' ', '0x', '0', '9', 'f', 'allocate', 'free', 'allocate failure', '(nil)', ':', '.', '\u0000', '\ufffd', 'é', '\t', '""', '99999999999999999999', '-1']
+const TOKENS = [
+  ',',
+  '"',
+  '\n',
+  '\r\n',
+  ' ',
+  '0x',
+  '0',
+  '9',
+  'f',
+  'allocate',
+  'free',
+  'allocate failure',
+  '(nil)',
+  ':',
+  '.',
+  '\u0000',
+  '\ufffd',
+  'é',
+  '\t',
+  '""',
+  '99999999999999999999',
+  '-1',
+]
 const encoder = new TextEncoder()
 
 const rmmMutations: Mutation[] = [
@@ -149,7 +172,10 @@ function rmmInputs(): Uint8Array[] {
     .sort()
     .map((f) => new Uint8Array(readFileSync(join(dir, f))))
   const lines = ['Thread,Time,Action,Pointer,Size,Stream']
-  for (let i = 0; i < 150; i++) lines.push(`3,12:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')},allocate,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x${i % 3}`)
+  for (let i = 0; i < 150; i++)
+    lines.push(
+      `3,12:00:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')},allocate,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x${i % 3}`,
+    )
   for (let i = 0; i < 150; i += 2) lines.push(`3,12:01:00.${String(i).padStart(6, '0')},free,0x${(0x1000 + i * 256).toString(16)},${256 * (i + 1)},0x0`)
   return [...fixtures, encoder.encode(lines.join('\n'))]
 }

@@ -9,14 +9,25 @@ import { fileURLToPath } from 'node:url'
 import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
 import { SnapshotImportError } from '../../src-main/services/import/pytorch/snapshot-error.ts'
 import { concat } from './bytes.ts'
-import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, type FuzzTarget, type Mutation, type Rand } from './fuzz-harness.ts'
+import {
+  appendRandomBytes,
+  copyRange,
+  deleteRange,
+  flipBits,
+  int,
+  setRandomBytes,
+  truncate,
+  type FuzzTarget,
+  type Mutation,
+  type Rand,
+} from './fuzz-harness.ts'
 import { checkPytorchImport } from './reader-checks.ts'
 
 /** Opcodes worth planting: every kind the unpickler knows, the forbidden ones included. */
 const OPCODES = [
-  0x28, 0x29, 0x2e, 0x30, 0x31, 0x32, 0x42, 0x43, 0x46, 0x47, 0x49, 0x4a, 0x4b, 0x4c, 0x4d, 0x4e, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55,
-  0x56, 0x58, 0x5d, 0x61, 0x62, 0x63, 0x64, 0x65, 0x67, 0x68, 0x69, 0x6a, 0x6c, 0x6f, 0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80,
-  0x81, 0x82, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8b, 0x8c, 0x8d, 0x8e, 0x8f, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97,
+  0x28, 0x29, 0x2e, 0x30, 0x31, 0x32, 0x42, 0x43, 0x46, 0x47, 0x49, 0x4a, 0x4b, 0x4c, 0x4d, 0x4e, 0x50, 0x51, 0x52, 0x53, 0x54, 0x55, 0x56, 0x58, 0x5d, 0x61,
+  0x62, 0x63, 0x64, 0x65, 0x67, 0x68, 0x69, 0x6a, 0x6c, 0x6f, 0x70, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x81, 0x82, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a,
+  0x8b, 0x8c, 0x8d, 0x8e, 0x8f, 0x92, 0x93, 0x94, 0x95, 0x96, 0x97,
 ]
 
 const plantOpcodes: Mutation = (b, r) => {
@@ -51,7 +62,27 @@ function spliceFrom(others: Uint8Array[]): Mutation {
   }
 }
 
-const JSON_TOKENS = ['{', '}', '[', ']', ',', ':', '"', '0', '-1', '1e309', '"alloc"', '"free_requested"', '"segment_free"', 'null', 'true', '"addr"', '18446744073709551617', '"\\u0000"', '__proto__']
+const JSON_TOKENS = [
+  '{',
+  '}',
+  '[',
+  ']',
+  ',',
+  ':',
+  '"',
+  '0',
+  '-1',
+  '1e309',
+  '"alloc"',
+  '"free_requested"',
+  '"segment_free"',
+  'null',
+  'true',
+  '"addr"',
+  '18446744073709551617',
+  '"\\u0000"',
+  '__proto__',
+]
 
 const jsonMutations: Mutation[] = [
   (b, r) => {
@@ -76,12 +107,27 @@ export function pytorchSnapshotTarget(): FuzzTarget {
   const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
   // Mostly the small inputs, so that a CI run gets through many cases; the large ones now and then.
   const pickles = [
-    ['synthetic.pickle', 6], ['synthetic-protocol-2.pickle', 2], ['synthetic-protocol-5.pickle', 2], ['mlp_varbatch_overflowed.pickle', 3],
-    ['inference_mixed.pickle', 1], ['convnet_varimg.pickle', 1], ['mlp_varbatch.pickle', 1],
+    ['synthetic.pickle', 6],
+    ['synthetic-protocol-2.pickle', 2],
+    ['synthetic-protocol-5.pickle', 2],
+    ['mlp_varbatch_overflowed.pickle', 3],
+    ['inference_mixed.pickle', 1],
+    ['convnet_varimg.pickle', 1],
+    ['mlp_varbatch.pickle', 1],
   ] as const
   const inputs = pickles.flatMap(([name, weight]) => Array.from({ length: weight }, () => ({ name, bytes: read(name) })))
   const json = { name: 'synthetic.json', bytes: read('synthetic.json') }
-  const mutations = [flipBits, setRandomBytes, plantOpcodes, truncate, deleteRange, copyRange, spliceFrom(inputs.map((i) => i.bytes)), enlargeArgument, appendRandomBytes]
+  const mutations = [
+    flipBits,
+    setRandomBytes,
+    plantOpcodes,
+    truncate,
+    deleteRange,
+    copyRange,
+    spliceFrom(inputs.map((i) => i.bytes)),
+    enlargeArgument,
+    appendRandomBytes,
+  ]
   return {
     nextCase(rand: Rand) {
       const useJson = rand() < 0.15
@@ -96,7 +142,10 @@ export function pytorchSnapshotTarget(): FuzzTarget {
       }
       return { bytes, what: `${input.name}: ${steps.join('; ')}` }
     },
-    read: (bytes, rand) => checkPytorchImport(parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined })),
+    read: (bytes, rand) =>
+      checkPytorchImport(
+        parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined }),
+      ),
     expectedError: (e) => (e instanceof SnapshotImportError && e.file === 'fuzzed.snapshot' && e.message.startsWith('fuzzed.snapshot: ') ? e.code : undefined),
   }
 }

@@ -59,6 +59,15 @@ for (const target of targets) {
   const [result] = await replayTrace(trace, [target], { layout: false })
   const ms = performance.now() - started
   const s = result!.summary
-  strategies.push({ label: result!.label, ms: Math.round(ms), eventsPerSecond: Math.round(s.events / (ms / 1000)), events: s.events, allocs: s.allocs, failures: s.failures, peakReserved: s.peakReserved, rssMiB: Math.round(rssMiB()) })
+  strategies.push({
+    label: result!.label,
+    ms: Math.round(ms),
+    eventsPerSecond: Math.round(s.events / (ms / 1000)),
+    events: s.events,
+    allocs: s.allocs,
+    failures: s.failures,
+    peakReserved: s.peakReserved,
+    rssMiB: Math.round(rssMiB()),
+  })
 }
 process.stdout.write(`${JSON.stringify({ events: n, afterTraceMiB: Math.round(afterTrace), peakMiB: Math.round(rssMiB()), strategies })}\n`)

@@ -25,5 +25,8 @@ try {
 // Closing after the failure must not throw something else or hang either.
 let closeError: unknown
 await writer.close().catch((e: unknown) => (closeError = e))
-const describe = (e: unknown) => (e instanceof Error ? { name: e.constructor.name, code: (e as { code?: string }).code, message: e.message } : { message: String(e) })
-process.stdout.write(`${JSON.stringify({ error: describe(error), closeError: closeError === undefined ? null : describe(closeError), appended, onDisk: writer.flushedEventCount })}\n`)
+const describe = (e: unknown) =>
+  e instanceof Error ? { name: e.constructor.name, code: (e as { code?: string }).code, message: e.message } : { message: String(e) }
+process.stdout.write(
+  `${JSON.stringify({ error: describe(error), closeError: closeError === undefined ? null : describe(closeError), appended, onDisk: writer.flushedEventCount })}\n`,
+)

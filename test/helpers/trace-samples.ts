@@ -58,7 +58,7 @@ export function sampleTrace(n: number, seed = 1): RequestTrace {
       gpu: 'NVIDIA H100 80GB HBM3',
       driver: '580.65.06',
       warnings: ['a sample warning'],
-      properties: { seed: String(seed), 'ünïcode': 'värde ✓' },
+      properties: { seed: String(seed), ünïcode: 'värde ✓' },
     },
     events,
     tables: {

@@ -56,7 +56,11 @@ describe('bad files', () => {
   it('a FIFO or a directory given as input is refused at once, not waited on forever', async () => {
     const fifo = join(scratch, 'pipe.vramscope')
     execFileSync('mkfifo', [fifo])
-    for (const args of [['info', fifo], ['replay', fifo, '-s', 'slab']]) refused(await vramscope(args, { timeoutMs: 30_000 }), /FIFO \(named pipe\); vramscope reads regular files only/)
+    for (const args of [
+      ['info', fifo],
+      ['replay', fifo, '-s', 'slab'],
+    ])
+      refused(await vramscope(args, { timeoutMs: 30_000 }), /FIFO \(named pipe\); vramscope reads regular files only/)
     await assert.rejects(readTrace(fifo), /FIFO/)
     refused(await vramscope(['info', scratch], { timeoutMs: 30_000 }), /is a directory/)
   })
@@ -82,7 +86,11 @@ describe('bad files', () => {
       assert.match(run.stderr, new RegExp(`^vramscope: ${escape(output)}: the file reached the size limit.*nothing was written`, 'm'), shownRun)
       assert.doesNotMatch(run.stderr, /internal error|\n\s+at /, 'no crash, no stack')
       assert.equal(await readFile(output, 'utf8'), 'an older file', 'the older file is unchanged')
-      assert.deepEqual((await readdir(scratch)).filter((f) => f.endsWith('.partial')), [], 'no temporary file left')
+      assert.deepEqual(
+        (await readdir(scratch)).filter((f) => f.endsWith('.partial')),
+        [],
+        'no temporary file left',
+      )
     }
   })
 
@@ -96,7 +104,14 @@ describe('bad files', () => {
   it('pickles with forbidden opcodes: the opcode and its byte offset, and a command in one is never run', async () => {
     const pwned = '/tmp/vramscope-hostile-pickle-ran' // what scripts/fixtures/make_hostile_pickles.py's pickles would create
     rmSync(pwned, { force: true })
-    for (const name of ['os-system-global-reduce', 'os-system-stack-global', 'os-system-protocol-0', 'forbidden-REDUCE', 'forbidden-BUILD', 'forbidden-NEWOBJ']) {
+    for (const name of [
+      'os-system-global-reduce',
+      'os-system-stack-global',
+      'os-system-protocol-0',
+      'forbidden-REDUCE',
+      'forbidden-BUILD',
+      'forbidden-NEWOBJ',
+    ]) {
       const path = fixture(`hostile/${name}.pickle`)
       refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: byte \\d+: .*forbidden`, 'm'))
     }
@@ -118,8 +133,16 @@ describe('bad files', () => {
       events.size.set([4096, 0, 0])
       events.time.set([0, 10, 20])
       const path = join(scratch, `${name}.vramscope`)
-      await writeTrace(path, { meta: { source: 'synthetic', warnings: [], properties: {} }, events, tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] } })
-      for (const args of [['info', path], ['replay', path, '-s', 'slab']]) refused(await vramscope(args), new RegExp(`${escape(path)}: ${problem.source}`))
+      await writeTrace(path, {
+        meta: { source: 'synthetic', warnings: [], properties: {} },
+        events,
+        tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+      })
+      for (const args of [
+        ['info', path],
+        ['replay', path, '-s', 'slab'],
+      ])
+        refused(await vramscope(args), new RegExp(`${escape(path)}: ${problem.source}`))
     }
   })
 
@@ -142,7 +165,10 @@ describe('bad files', () => {
     const nameless = join(scratch, 'nothing')
     await writeFile(nameless, '')
     refused(await vramscope(['info', nameless]), /nothing: byte 0: the file is empty/)
-    refused(await vramscope(['info', fixture('hostile/random-bytes.bin')]), /random-bytes\.bin: byte 0: not a vramscope trace, a PyTorch memory snapshot or an RMM log/)
+    refused(
+      await vramscope(['info', fixture('hostile/random-bytes.bin')]),
+      /random-bytes\.bin: byte 0: not a vramscope trace, a PyTorch memory snapshot or an RMM log/,
+    )
     refused(await vramscope(['info', fixture('rmm/binary.bin')]), /binary\.bin: byte 0: the file is gzip-compressed/)
     refused(await vramscope(['info', join(scratch, 'missing.vramscope')]), /missing\.vramscope: cannot be read: ENOENT/)
   })
@@ -167,7 +193,10 @@ describe('bad options', () => {
   })
 
   it('an unknown parameter, listing the ones the strategy takes', async () => {
-    refused(await vramscope(['replay', trace, '-s', 'buddy:pool=4GiB']), /'buddy:pool=4GiB': strategy 'buddy' has no parameter 'pool' \(it takes: .*pool_size.*\)/)
+    refused(
+      await vramscope(['replay', trace, '-s', 'buddy:pool=4GiB']),
+      /'buddy:pool=4GiB': strategy 'buddy' has no parameter 'pool' \(it takes: .*pool_size.*\)/,
+    )
   })
 
   it('a parameter value the library refuses', async () => {
@@ -194,11 +223,15 @@ describe('bad options', () => {
     }
   })
 
-  it('record without an NVIDIA driver says so and exits 2 (more in record.test.ts)', { skip: existsSync('/dev/nvidiactl') && 'this machine has an NVIDIA driver' }, async () => {
-    const run = await vramscope(['record', '-o', join(scratch, 'never.vramscope'), '--', 'python', 'train.py'])
-    assert.equal(run.code, 2, shown(run))
-    assert.match(run.stderr, /vramscope record: recording needs an NVIDIA GPU and driver; import and replay work without one/)
-  })
+  it(
+    'record without an NVIDIA driver says so and exits 2 (more in record.test.ts)',
+    { skip: existsSync('/dev/nvidiactl') && 'this machine has an NVIDIA driver' },
+    async () => {
+      const run = await vramscope(['record', '-o', join(scratch, 'never.vramscope'), '--', 'python', 'train.py'])
+      assert.equal(run.code, 2, shown(run))
+      assert.match(run.stderr, /vramscope record: recording needs an NVIDIA GPU and driver; import and replay work without one/)
+    },
+  )
 
   it('serve names a missing file, a bad port and a host it cannot listen on, and exits 2', async () => {
     const missing = await vramscope(['serve', 'no-such-trace.pickle'])

@@ -103,7 +103,10 @@ describe('vramscope export --format csv', () => {
     const out = join(scratch, 'mlp.csv')
     const result = await vramscopeJson<{ output: string; strategies: string[] }>(['export', replayed, '--format', 'csv', '-o', out])
     const saved = await readTrace(replayed)
-    assert.deepEqual(result.strategies, saved.strategies.map((s) => s.name))
+    assert.deepEqual(
+      result.strategies,
+      saved.strategies.map((s) => s.name),
+    )
     const rows = parseCsv(await readFile(out, 'utf8'))
     const [header, ...body] = rows
     assert.deepEqual(header!.slice(0, 3), ['name', 'strategy', 'params'])

@@ -45,7 +45,7 @@ function sameColumns(actual: TraceEvents, expected: TraceEvents): void {
 }
 
 describe('vramscope info', () => {
-  it('describes a PyTorch snapshot as the importer reads it, with PyTorch\'s own peak from its recorded layout', async () => {
+  it("describes a PyTorch snapshot as the importer reads it, with PyTorch's own peak from its recorded layout", async () => {
     const path = fixture('pytorch/mlp_varbatch.pickle')
     const info = await vramscopeJson<InfoJson>(['info', path])
     const imported = await importPytorchSnapshot(path)
@@ -81,13 +81,15 @@ describe('vramscope info', () => {
     const fromJson = await vramscopeJson<InfoJson>(['info', fixture('pytorch/synthetic.json')])
     assert.match(fromJson.format, /\(json\)/)
     assert.match(fromPickle.format, /\(pickle\)/)
-    for (const key of ['events', 'allocs', 'frees', 'blocks', 'streams', 'frames', 'peakRequested'] as const)
-      assert.equal(fromJson[key], fromPickle[key], key)
+    for (const key of ['events', 'allocs', 'frees', 'blocks', 'streams', 'frames', 'peakRequested'] as const) assert.equal(fromJson[key], fromPickle[key], key)
   })
 
-  it('says when a snapshot\'s ring buffer overflowed', async () => {
+  it("says when a snapshot's ring buffer overflowed", async () => {
     const info = await vramscopeJson<InfoJson>(['info', fixture('pytorch/mlp_varbatch_overflowed.pickle')])
-    assert.ok(info.warnings.some((w) => /overflow|lost|ring buffer/i.test(w)), JSON.stringify(info.warnings))
+    assert.ok(
+      info.warnings.some((w) => /overflow|lost|ring buffer/i.test(w)),
+      JSON.stringify(info.warnings),
+    )
   })
 
   it('describes an RMM log as the RMM importer reads it', async () => {
@@ -141,7 +143,7 @@ describe('vramscope info', () => {
 })
 
 describe('vramscope import', () => {
-  it('saves a PyTorch snapshot as a trace file with the same events and PyTorch\'s recorded layout', async () => {
+  it("saves a PyTorch snapshot as a trace file with the same events and PyTorch's recorded layout", async () => {
     const path = fixture('pytorch/transformer_varseq.pickle')
     const out = join(scratch, 'transformer.vramscope')
     const run = await vramscope(['import', path, '-o', out])

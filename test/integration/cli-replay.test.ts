@@ -20,7 +20,14 @@ interface ReplayJson {
   events: number
   cap: number | null
   output: string | null
-  strategies: { name: string; strategy: string; params: Record<string, unknown>; recorded: boolean; recordedPlacement: number; summary: Record<string, number> }[]
+  strategies: {
+    name: string
+    strategy: string
+    params: Record<string, unknown>
+    recorded: boolean
+    recordedPlacement: number
+    summary: Record<string, number>
+  }[]
   winners: Record<string, string[]>
   fidelity: { model: string; recorded: string; modelPeakReserved: number; recordedPeakReserved: number; modelSegments: number; recordedSegments: number }[]
 }
@@ -70,8 +77,19 @@ describe('vramscope replay', () => {
     const lines = run.stdout.split('\n')
     const header = lines.find((l) => l.includes('caching (pytorch)'))!
     for (const name of ['caching (pytorch)', 'slab', 'buddy (pool_size=4GiB)', 'pytorch (recorded)']) assert.ok(header.includes(name), header)
-    for (const metric of ['peak requested', 'peak reserved', 'internal waste at peak', 'external fragmentation at peak', 'failures', 'device calls', 'events/s'])
-      assert.ok(lines.some((l) => l.startsWith(metric)), `a row for ${metric}`)
+    for (const metric of [
+      'peak requested',
+      'peak reserved',
+      'internal waste at peak',
+      'external fragmentation at peak',
+      'failures',
+      'device calls',
+      'events/s',
+    ])
+      assert.ok(
+        lines.some((l) => l.startsWith(metric)),
+        `a row for ${metric}`,
+      )
     // The 4 GiB buddy pool reserves the most, so it cannot win peak reserved; someone does.
     const peakRow = lines.find((l) => l.startsWith('peak reserved'))!
     assert.match(peakRow, /\*/)
@@ -94,7 +112,10 @@ describe('vramscope replay', () => {
         assert.equal(summaryOf(result, r.name)[key], r.summary![key], `${r.name} ${key}`)
     const reserved = direct.results.map((r) => r.summary!['peakReserved']!)
     const best = Math.min(...reserved)
-    assert.deepEqual(result.winners['peakReserved'], direct.results.filter((r) => r.summary!['peakReserved'] === best).map((r) => r.name))
+    assert.deepEqual(
+      result.winners['peakReserved'],
+      direct.results.filter((r) => r.summary!['peakReserved'] === best).map((r) => r.name),
+    )
     assert.ok(!Object.values(result.winners).flat().includes('pytorch (recorded)'), 'the recorded allocator is the reference, not ranked')
   })
 
@@ -126,7 +147,7 @@ describe('vramscope replay', () => {
     assert.equal(saved.trace.events.kind.length, (await openInput(fixture('rmm/clock-time.csv'))).trace.events.kind.length)
   })
 
-  it('reads strategy lists: parameters after colons or commas, a size list\'s own commas, bracketed values', async () => {
+  it("reads strategy lists: parameters after colons or commas, a size list's own commas, bracketed values", async () => {
     const result = await vramscopeJson<ReplayJson>([
       'replay',
       fixture('rmm/clock-time.csv'),
@@ -154,7 +175,10 @@ describe('vramscope replay', () => {
     assert.match(warnings[0]!, /warning: .*preset=seed is deprecated, use preset=pow2/)
     const renamed = await vramscopeJson<ReplayJson>(['replay', csv, '-s', 'caching:preset=pow2'])
     const result = JSON.parse(old.stdout) as ReplayJson
-    assert.deepEqual(result.strategies.map((s) => [s.name, s.params]), [['caching (pow2)', { preset: 'pow2' }]])
+    assert.deepEqual(
+      result.strategies.map((s) => [s.name, s.params]),
+      [['caching (pow2)', { preset: 'pow2' }]],
+    )
     for (const key of ['peakRequested', 'peakReserved', 'internalWasteAtPeak', 'externalFragmentationAtPeak', 'failures', 'deviceCalls'])
       assert.equal(summaryOf(result, 'caching (pow2)')[key], summaryOf(renamed, 'caching (pow2)')[key], key)
   })

@@ -62,21 +62,25 @@ describe('arguments and the no-GPU message', () => {
     assert.equal(existsSync(out), false, 'nothing written for bad arguments')
   })
 
-  it('without an NVIDIA driver: the message, exit 2, for a program and for a workload', { skip: nvidiaDriverPresent() && 'this machine has an NVIDIA driver' }, async () => {
-    const out = join(scratch, 'no-gpu.vramscope')
-    for (const args of [
-      ['record', '-o', out, '--', 'true'],
-      ['record', '-o', out, '--workload', 'training'],
-    ]) {
-      const run = await vramscope(args)
-      assert.equal(run.code, 2, shown(run))
-      assert.match(run.stderr, /^vramscope record: recording needs an NVIDIA GPU and driver; import and replay work without one/m, shown(run))
-      const json = await vramscope([...args, '--json'])
-      assert.equal(json.code, 2)
-      assert.equal((JSON.parse(json.stdout) as { error: { kind: string } }).error.kind, 'no-gpu')
-    }
-    assert.equal(existsSync(out), false)
-  })
+  it(
+    'without an NVIDIA driver: the message, exit 2, for a program and for a workload',
+    { skip: nvidiaDriverPresent() && 'this machine has an NVIDIA driver' },
+    async () => {
+      const out = join(scratch, 'no-gpu.vramscope')
+      for (const args of [
+        ['record', '-o', out, '--', 'true'],
+        ['record', '-o', out, '--workload', 'training'],
+      ]) {
+        const run = await vramscope(args)
+        assert.equal(run.code, 2, shown(run))
+        assert.match(run.stderr, /^vramscope record: recording needs an NVIDIA GPU and driver; import and replay work without one/m, shown(run))
+        const json = await vramscope([...args, '--json'])
+        assert.equal(json.code, 2)
+        assert.equal((JSON.parse(json.stdout) as { error: { kind: string } }).error.kind, 'no-gpu')
+      }
+      assert.equal(existsSync(out), false)
+    },
+  )
 
   it('a program that does not exist: exit 2 naming it', { skip: skipInterposer }, async () => {
     const run = await vramscope(['record', '-o', join(scratch, 'x.vramscope'), '--skip-driver-check', '--', 'no-such-program-vramscope'])
@@ -140,7 +144,10 @@ describe('the interposer against a stand-in driver', { skip: skipInterposer }, (
     const deviceOps = new Set([1, 3, 5, 16, 18])
     const allocs = want.filter((w) => deviceOps.has(w.op) && w.status === 0)
     const gotAllocs = [...e.kind.keys()].filter((i) => e.kind[i] === EventKind.alloc)
-    assert.deepEqual(gotAllocs.map((i) => e.size[i]), allocs.map((w) => w.size))
+    assert.deepEqual(
+      gotAllocs.map((i) => e.size[i]),
+      allocs.map((w) => w.size),
+    )
     assert.equal([...e.kind].filter((k) => k === EventKind.free).length, allocs.length, 'every block freed')
     const oom = [...e.kind.keys()].find((i) => e.kind[i] === EventKind.oom)!
     assert.equal(e.size[oom], 2 * 2 ** 40)
@@ -158,7 +165,10 @@ describe('the interposer against a stand-in driver', { skip: skipInterposer }, (
     assert.ok(recorded.layout, 'the recorded layout is in the file')
     const l = recorded.layout!
     const layoutAllocs = [...l.op.keys()].filter((i) => l.op[i] === LayoutOp.alloc).map((i) => l.address[i])
-    assert.deepEqual(layoutAllocs, allocs.map((w) => w.address))
+    assert.deepEqual(
+      layoutAllocs,
+      allocs.map((w) => w.address),
+    )
     const mapAt = [...l.op.keys()].find((i) => l.op[i] === LayoutOp.map)!
     assert.equal(l.address[mapAt], want.find((w) => w.op === 34)!.address)
     assert.equal(l.size[mapAt], 2 << 20)
@@ -197,7 +207,7 @@ describe('the interposer against a stand-in driver', { skip: skipInterposer }, (
     const recorded = childOf(child.pid!)
     child.kill('SIGKILL')
     await once(child, 'exit')
-    if (recorded) process.kill(recorded, 'SIGKILL')  // the orphaned program
+    if (recorded) process.kill(recorded, 'SIGKILL') // the orphaned program
     const { trace, file } = await readTrace(out)
     assert.equal(file.complete, false)
     assert.ok(trace.events.kind.length > 0, 'events flushed before the kill are there')

@@ -20,7 +20,11 @@ describe('recorded PyTorch layout against the replayed PyTorch policy, event by 
   for (const name of ['convnet_varimg', 'inference_mixed', 'mlp_varbatch', 'transformer_varseq']) {
     it(`${name}: the same reserved bytes after every event`, async () => {
       const input = await openInput(join(FIXTURES, `${name}.pickle`))
-      const results = await replayTrace(input.trace, [{ label: 'caching (pytorch)', strategy: 'caching', params: { preset: 'pytorch' }, regionPlacement: recordedRegionPlacement(input.strategies) }], { layout: true })
+      const results = await replayTrace(
+        input.trace,
+        [{ label: 'caching (pytorch)', strategy: 'caching', params: { preset: 'pytorch' }, regionPlacement: recordedRegionPlacement(input.strategies) }],
+        { layout: true },
+      )
       const bytes = encodeBundle(replayBundle(input.trace, input.strategies, results))
       const [recorded, replayed] = decodeReplay(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
       const n = input.trace.events.kind.length

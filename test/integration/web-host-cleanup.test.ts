@@ -25,12 +25,15 @@ interface Reply {
 
 function post(host: WebHost, channel: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<Reply> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, headers: { authorization: `Bearer ${host.token}`, ...headers } }, (res) => {
-      let text = ''
-      res.setEncoding('utf8')
-      res.on('data', (c: string) => (text += c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
-    })
+    const req = request(
+      { host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, headers: { authorization: `Bearer ${host.token}`, ...headers } },
+      (res) => {
+        let text = ''
+        res.setEncoding('utf8')
+        res.on('data', (c: string) => (text += c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -76,7 +79,13 @@ describe('web host: upload temporary files and server paths', () => {
     await writeFile(join(staticDir, 'index.html'), '<!doctype html><title>vramscope</title>')
     startedWith = join(staticDir, 'started-with.pickle')
     await copyFile(join(ROOT, 'test', 'fixtures', 'pytorch', 'mlp_varbatch.pickle'), startedWith)
-    session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), initialFile: startedWith, allowedPaths: new Set([startedWith]) })
+    session = new AppSession({
+      version: 'test',
+      host: 'web',
+      samplesDir: join(ROOT, 'resources', 'samples'),
+      initialFile: startedWith,
+      allowedPaths: new Set([startedWith]),
+    })
     host = await startWebHost({ session, staticDir, maxUploadBytes: UPLOAD_LIMIT, uploadDir, uploadIdleMs: IDLE_MS })
   })
   after(async () => {

@@ -83,16 +83,23 @@ describe('web host: hostile requests', () => {
   })
 
   it('an upload declared over the limit: 413 before anything is read', async () => {
-    const r = await send(host, '/api/trace:openBytes', Buffer.alloc(UPLOAD_LIMIT + 1), { 'content-type': 'application/octet-stream', 'x-file-name': 'big.pickle' })
+    const r = await send(host, '/api/trace:openBytes', Buffer.alloc(UPLOAD_LIMIT + 1), {
+      'content-type': 'application/octet-stream',
+      'x-file-name': 'big.pickle',
+    })
     assert.equal(r.status, 413)
     assert.match(message(r), new RegExp(`larger than the ${UPLOAD_LIMIT}-byte limit`))
   })
 
   it('an upload streamed past the limit without a length: refused, and the host stays usable', async () => {
     const chunks = Array.from({ length: 8 }, () => Buffer.alloc(1024, 1))
-    const r = await send(host, '/api/trace:openBytes', undefined, { 'content-type': 'application/octet-stream', 'x-file-name': 'stream.pickle', 'transfer-encoding': 'chunked' }, chunks).catch(
-      (e: NodeJS.ErrnoException) => ({ status: -1, body: e.code ?? e.message }),
-    )
+    const r = await send(
+      host,
+      '/api/trace:openBytes',
+      undefined,
+      { 'content-type': 'application/octet-stream', 'x-file-name': 'stream.pickle', 'transfer-encoding': 'chunked' },
+      chunks,
+    ).catch((e: NodeJS.ErrnoException) => ({ status: -1, body: e.code ?? e.message }))
     // Refused mid-stream: the rest of the body is read and dropped, so the client reads the 413, not a reset.
     assert.equal(r.status, 413, `got ${r.status} ${r.body}`)
     assert.match(message(r), /limit/)

@@ -56,7 +56,14 @@ describe('web host: open traces per page and in all', () => {
   before(async () => {
     staticDir = await mkdtemp(join(tmpdir(), 'vramscope-pages-'))
     await writeFile(join(staticDir, 'index.html'), '<!doctype html><title>vramscope</title>')
-    session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set(), maxTracesPerPage: PER_PAGE, maxTracesOpen: IN_ALL })
+    session = new AppSession({
+      version: 'test',
+      host: 'web',
+      samplesDir: join(ROOT, 'resources', 'samples'),
+      allowedPaths: new Set(),
+      maxTracesPerPage: PER_PAGE,
+      maxTracesOpen: IN_ALL,
+    })
     host = await startWebHost({ session, staticDir, pageIdleMs: 600_000 })
   })
   after(async () => {

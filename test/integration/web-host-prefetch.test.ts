@@ -53,7 +53,13 @@ describe('web host: the initial file ahead of the page', () => {
   let session: AppSession
   let host: WebHost
   before(async () => {
-    session = new AppSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), initialFile: SAMPLE, allowedPaths: new Set([SAMPLE]) })
+    session = new AppSession({
+      version: 'test',
+      host: 'web',
+      samplesDir: join(ROOT, 'resources', 'samples'),
+      initialFile: SAMPLE,
+      allowedPaths: new Set([SAMPLE]),
+    })
     host = await startHost(session)
   })
   after(() => host.close())
@@ -82,7 +88,12 @@ describe('web host: the initial file ahead of the page', () => {
     const summary = await api<TraceSummary>(host, 'job:result', { jobId })
     assert.equal(summary.name, 'h100-inference-buddy.vramscope')
     // The replay is the page's own, as without a prefetch.
-    const replay = await api<{ jobId: string }>(host, 'replay:start', { traceId: summary.traceId, strategies: info.defaultStrategies, targets: { first: 0, count: 1 }, includeStored: true })
+    const replay = await api<{ jobId: string }>(host, 'replay:start', {
+      traceId: summary.traceId,
+      strategies: info.defaultStrategies,
+      targets: { first: 0, count: 1 },
+      includeStored: true,
+    })
     assert.equal(jobCount(), before + 1)
     assert.equal((await settle(host, replay.jobId)).state, 'done')
     // Taken once: opening the file again is a job of its own.

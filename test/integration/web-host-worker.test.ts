@@ -22,11 +22,20 @@ let uploadDir: string
 
 function post(channel: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, headers: { authorization: `Bearer ${host.token}`, 'x-vramscope-page': 'page-1', ...headers } }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('latin1') }))
-    })
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port: host.port,
+        method: 'POST',
+        path: `/api/${channel}`,
+        headers: { authorization: `Bearer ${host.token}`, 'x-vramscope-page': 'page-1', ...headers },
+      },
+      (res) => {
+        const chunks: Buffer[] = []
+        res.on('data', (c: Buffer) => chunks.push(c))
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('latin1') }))
+      },
+    )
     req.on('error', reject)
     req.end(body)
   })
@@ -92,10 +101,19 @@ describe('web host with its session in a worker process', () => {
     try {
       const bytes = await readFile(join(ROOT, 'test', 'fixtures', 'pytorch', 'transformer_varseq.pickle'))
       const r = await new Promise<{ status: number }>((resolve, reject) => {
-        const req = request({ host: '127.0.0.1', port: ownHost.port, method: 'POST', path: '/api/trace:openBytes', headers: { authorization: `Bearer ${ownHost.token}`, 'x-file-name': 'big.pickle' } }, (res) => {
-          res.resume()
-          res.on('end', () => resolve({ status: res.statusCode ?? 0 }))
-        })
+        const req = request(
+          {
+            host: '127.0.0.1',
+            port: ownHost.port,
+            method: 'POST',
+            path: '/api/trace:openBytes',
+            headers: { authorization: `Bearer ${ownHost.token}`, 'x-file-name': 'big.pickle' },
+          },
+          (res) => {
+            res.resume()
+            res.on('end', () => resolve({ status: res.statusCode ?? 0 }))
+          },
+        )
         req.on('error', reject)
         req.end(bytes)
       })

@@ -23,7 +23,12 @@ interface Reply {
   body: Buffer
 }
 
-function call(host: WebHost, method: string, path: string, options: { body?: string | Buffer; headers?: Record<string, string>; token?: string | null } = {}): Promise<Reply> {
+function call(
+  host: WebHost,
+  method: string,
+  path: string,
+  options: { body?: string | Buffer; headers?: Record<string, string>; token?: string | null } = {},
+): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const token = options.token === undefined ? host.token : options.token
     const req = request(
@@ -40,7 +45,11 @@ function call(host: WebHost, method: string, path: string, options: { body?: str
 }
 
 const api = (host: WebHost, channel: string, arg?: unknown, token?: string | null) =>
-  call(host, 'POST', `/api/${channel}`, { body: arg === undefined ? '' : JSON.stringify(arg), headers: { 'content-type': 'application/json' }, ...(token !== undefined && { token }) })
+  call(host, 'POST', `/api/${channel}`, {
+    body: arg === undefined ? '' : JSON.stringify(arg),
+    headers: { 'content-type': 'application/json' },
+    ...(token !== undefined && { token }),
+  })
 
 const json = (r: Reply) => JSON.parse(r.body.toString('utf8')) as { ok: boolean; result?: any; error?: { code: string; message: string } }
 
@@ -154,7 +163,10 @@ describe('web host', () => {
   })
 
   it('fails an upload that is not a trace with a message naming the problem, and stays usable', async () => {
-    const r = await call(host, 'POST', '/api/trace:openBytes', { body: Buffer.from('\x00\x01 definitely not a trace'), headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'junk.bin' } })
+    const r = await call(host, 'POST', '/api/trace:openBytes', {
+      body: Buffer.from('\x00\x01 definitely not a trace'),
+      headers: { 'content-type': 'application/octet-stream', 'x-file-name': 'junk.bin' },
+    })
     const { jobId } = json(r).result
     const status = await settle(host, jobId)
     assert.equal(status.state, 'failed')

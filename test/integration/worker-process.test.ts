@@ -41,7 +41,10 @@ describe('worker process (child_process.fork, the protocol of the utility proces
     const client = newClient()
     try {
       const info = await client.call('app:info', undefined)
-      assert.ok(info.strategies.some((s) => s.name === 'caching'), 'the worker loaded the native addon')
+      assert.ok(
+        info.strategies.some((s) => s.name === 'caching'),
+        'the worker loaded the native addon',
+      )
       assert.ok(info.samples.some((s) => s.name === 'transformer_varseq.pickle'))
       const open = await client.call('trace:openSample', { name: 'transformer_varseq.pickle' })
       assert.equal((await settle(client, open.jobId)).state, 'done')
@@ -57,7 +60,10 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         return s.state !== 'running'
       })
       assert.equal(done.state, 'done')
-      assert.ok([...phases].some((p) => p.startsWith('replaying')), `progress phases seen: ${[...phases].join(', ')}`)
+      assert.ok(
+        [...phases].some((p) => p.startsWith('replaying')),
+        `progress phases seen: ${[...phases].join(', ')}`,
+      )
       const result = decodeBundle(await client.call('replay:result', { jobId: replay.jobId }))
       const names = (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
       assert.deepEqual(names, ['slab', 'buddy'])
@@ -70,7 +76,10 @@ describe('worker process (child_process.fork, the protocol of the utility proces
   test('an error of the session comes back with its code, and the worker goes on', async () => {
     const client = newClient()
     try {
-      await assert.rejects(client.call('trace:data', { traceId: 'no-such-trace' }), (e: Error & { code?: string }) => e.code === 'NOT_FOUND' && /no open trace/.test(e.message))
+      await assert.rejects(
+        client.call('trace:data', { traceId: 'no-such-trace' }),
+        (e: Error & { code?: string }) => e.code === 'NOT_FOUND' && /no open trace/.test(e.message),
+      )
       await assert.rejects(client.call('trace:openSample', { name: '../package.json' }), (e: Error & { code?: string }) => e.code === 'BAD_INPUT')
       assert.ok((await client.call('app:info', undefined)).version === 'test')
     } finally {
@@ -97,7 +106,10 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         assert.equal((await settle(client, open.jobId)).state, 'done')
         const summary = await client.call('job:result', { jobId: open.jobId })
         const firstPid = client.pid!
-        const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable' })
+        const replay = await client.call('replay:start', {
+          traceId: summary.traceId,
+          strategies: 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable',
+        })
         const midway = await settle(client, replay.jobId, (s) => s.state !== 'running' || (s.fraction > 0.05 && s.phase.startsWith('replaying')))
         assert.equal(midway.state, 'running', 'the replay was still running when the worker was killed (make the trace bigger if not)')
 
@@ -119,7 +131,10 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         assert.equal(failed.error?.code, 'WORKER_EXITED')
         assert.equal(failed.error?.message, error.message, 'the job reads as failed with the same words the UI shows')
 
-        await assert.rejects(client.call('trace:data', { traceId: summary.traceId }), (e: Error) => e instanceof WorkerExitedError && /opened in a worker process that has since ended/.test(e.message))
+        await assert.rejects(
+          client.call('trace:data', { traceId: summary.traceId }),
+          (e: Error) => e instanceof WorkerExitedError && /opened in a worker process that has since ended/.test(e.message),
+        )
         await assert.rejects(client.call('replay:result', { jobId: replay.jobId }), WorkerExitedError)
         assert.equal(crashes.length, 1, 'the crash was reported once')
 

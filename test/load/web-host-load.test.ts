@@ -39,7 +39,14 @@ let events: number
 function post(agent: Agent, channel: string, body: string, token = host.token): Promise<Reply> {
   return new Promise((resolve, reject) => {
     const req = request(
-      { host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, agent, headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' } },
+      {
+        host: '127.0.0.1',
+        port: host.port,
+        method: 'POST',
+        path: `/api/${channel}`,
+        agent,
+        headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      },
       (res) => {
         const chunks: Buffer[] = []
         res.on('data', (c: Buffer) => chunks.push(c))
@@ -115,7 +122,10 @@ async function client(index: number): Promise<Record<string, number>> {
         assert.equal((await settle(agent, start.result.jobId)).state, 'done')
         const r = await post(agent, 'replay:result', JSON.stringify({ jobId: start.result.jobId }))
         const bundle = decodeBundle(r.body.buffer.slice(r.body.byteOffset, r.body.byteOffset + r.body.byteLength) as ArrayBuffer)
-        assert.deepEqual((bundle.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name), ['slab'])
+        assert.deepEqual(
+          (bundle.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name),
+          ['slab'],
+        )
         sent['replay'] = (sent['replay'] ?? 0) + 1
       } else {
         const r = await post(agent, 'trace:data', JSON.stringify({ traceId: `no-such-${index}-${k}` }))
@@ -129,28 +139,33 @@ async function client(index: number): Promise<Record<string, number>> {
   return sent
 }
 
-it(`web host: ${CLIENTS} concurrent clients x ${REQUESTS} requests each on loopback all get correct answers within ${BUDGET_MS / 1000} s`, { timeout: BUDGET_MS + 30_000 }, async (t) => {
-  const started = performance.now()
-  let timer: NodeJS.Timeout | undefined
-  const overrun = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`not done within ${BUDGET_MS / 1000} s`)), BUDGET_MS)
-  })
-  try {
-    const results = await Promise.race([Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i))), overrun])
-    const ms = performance.now() - started
-    const totals: Record<string, number> = {}
-    for (const r of results) for (const [kind, n] of Object.entries(r)) totals[kind] = (totals[kind] ?? 0) + n
-    const all = Object.values(totals).reduce((a, b) => a + b, 0)
-    t.diagnostic(`${all} requests in ${(ms / 1000).toFixed(1)} s (${Math.round(all / (ms / 1000))}/s): ${JSON.stringify(totals)}`)
-    assert.equal(all, CLIENTS * REQUESTS)
-    for (const kind of ['info', 'data', 'unauthorized', 'malformed', 'replay', 'unknown']) assert.ok((totals[kind] ?? 0) > 0, `some ${kind} requests were made`)
-    // Still answering afterwards.
-    const agent = new Agent()
-    assert.equal((await post(agent, 'app:info', '')).status, 200)
-  } finally {
-    clearTimeout(timer)
-  }
-})
+it(
+  `web host: ${CLIENTS} concurrent clients x ${REQUESTS} requests each on loopback all get correct answers within ${BUDGET_MS / 1000} s`,
+  { timeout: BUDGET_MS + 30_000 },
+  async (t) => {
+    const started = performance.now()
+    let timer: NodeJS.Timeout | undefined
+    const overrun = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`not done within ${BUDGET_MS / 1000} s`)), BUDGET_MS)
+    })
+    try {
+      const results = await Promise.race([Promise.all(Array.from({ length: CLIENTS }, (_, i) => client(i))), overrun])
+      const ms = performance.now() - started
+      const totals: Record<string, number> = {}
+      for (const r of results) for (const [kind, n] of Object.entries(r)) totals[kind] = (totals[kind] ?? 0) + n
+      const all = Object.values(totals).reduce((a, b) => a + b, 0)
+      t.diagnostic(`${all} requests in ${(ms / 1000).toFixed(1)} s (${Math.round(all / (ms / 1000))}/s): ${JSON.stringify(totals)}`)
+      assert.equal(all, CLIENTS * REQUESTS)
+      for (const kind of ['info', 'data', 'unauthorized', 'malformed', 'replay', 'unknown'])
+        assert.ok((totals[kind] ?? 0) > 0, `some ${kind} requests were made`)
+      // Still answering afterwards.
+      const agent = new Agent()
+      assert.equal((await post(agent, 'app:info', '')).status, 200)
+    } finally {
+      clearTimeout(timer)
+    }
+  },
+)
 
 // Opens, uploads and pages that go away without a word, in a loop against a real `vramscope serve`
 // (the bin script, loopback): its memory stays flat and its upload folder ends empty. Each round
@@ -177,93 +192,111 @@ function rssOf(pid: number): number {
   }
 }
 
-it(`vramscope serve: ${LOOP_SECONDS} s of opens, uploads, aborted uploads and abandoned pages leave memory flat and no upload file behind`, { timeout: (LOOP_SECONDS + 120) * 1000 }, async (t) => {
-  const uploadDir = await mkdtemp(join(tmpdir(), 'vramscope-load-uploads-'))
-  const child = spawn(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), 'serve', '--json', '--upload-dir', uploadDir], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
-  let stderr = ''
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
-  const agent = new Agent({ keepAlive: true, maxSockets: 8 })
-  try {
-    const served = await new Promise<{ port: number; token: string }>((resolve, reject) => {
-      createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line)))
-      child.once('exit', (code) => reject(new Error(`vramscope serve exited ${code}:\n${stderr}`)))
+it(
+  `vramscope serve: ${LOOP_SECONDS} s of opens, uploads, aborted uploads and abandoned pages leave memory flat and no upload file behind`,
+  { timeout: (LOOP_SECONDS + 120) * 1000 },
+  async (t) => {
+    const uploadDir = await mkdtemp(join(tmpdir(), 'vramscope-load-uploads-'))
+    const child = spawn(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), 'serve', '--json', '--upload-dir', uploadDir], {
+      cwd: ROOT,
+      stdio: ['ignore', 'pipe', 'pipe'],
     })
-    const snapshot = readFileSync(join(ROOT, 'test', 'fixtures', 'pytorch', 'transformer_varseq.pickle'))
-    const call = (channel: string, body: string | Buffer, page: string, headers: Record<string, string> = {}) =>
-      new Promise<Reply>((resolve, reject) => {
-        const req = request(
-          { host: '127.0.0.1', port: served.port, method: 'POST', path: `/api/${channel}`, agent, headers: { authorization: `Bearer ${served.token}`, 'x-vramscope-page': page, ...headers } },
-          (res) => {
-            const chunks: Buffer[] = []
-            res.on('data', (c: Buffer) => chunks.push(c))
-            res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
-          },
-        )
-        req.on('error', reject)
-        req.end(body)
+    let stderr = ''
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+    const agent = new Agent({ keepAlive: true, maxSockets: 8 })
+    try {
+      const served = await new Promise<{ port: number; token: string }>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line)))
+        child.once('exit', (code) => reject(new Error(`vramscope serve exited ${code}:\n${stderr}`)))
       })
-    const done = async (jobId: string, page: string) => {
-      for (;;) {
-        const status = json(await call('job:status', JSON.stringify({ jobId, waitMs: 500 }), page)).result as JobStatus
-        if (status.state !== 'running') return status
-      }
-    }
-    const abortedUpload = () =>
-      new Promise<void>((resolve) => {
-        const socket = connect(served.port, '127.0.0.1', () => {
-          socket.write(`POST /api/trace:openBytes HTTP/1.1\r\nhost: 127.0.0.1:${served.port}\r\nauthorization: Bearer ${served.token}\r\nx-file-name: gone.pickle\r\ncontent-length: ${snapshot.length}\r\n\r\n`)
-          socket.write(snapshot.subarray(0, snapshot.length >> 1), () => setTimeout(() => socket.destroy(), 20))
+      const snapshot = readFileSync(join(ROOT, 'test', 'fixtures', 'pytorch', 'transformer_varseq.pickle'))
+      const call = (channel: string, body: string | Buffer, page: string, headers: Record<string, string> = {}) =>
+        new Promise<Reply>((resolve, reject) => {
+          const req = request(
+            {
+              host: '127.0.0.1',
+              port: served.port,
+              method: 'POST',
+              path: `/api/${channel}`,
+              agent,
+              headers: { authorization: `Bearer ${served.token}`, 'x-vramscope-page': page, ...headers },
+            },
+            (res) => {
+              const chunks: Buffer[] = []
+              res.on('data', (c: Buffer) => chunks.push(c))
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
+            },
+          )
+          req.on('error', reject)
+          req.end(body)
         })
-        socket.on('error', () => {})
-        socket.on('close', () => resolve())
-      })
-    let rounds = 0
-    const round = async (page: string) => {
-      const open = json(await call('trace:openSample', JSON.stringify({ name: 'convnet_varimg.pickle' }), page)).result
-      assert.equal((await done(open.jobId, page)).state, 'done')
-      const { traceId } = json(await call('job:result', JSON.stringify({ jobId: open.jobId }), page)).result
-      assert.equal((await call('trace:data', JSON.stringify({ traceId }), page)).status, 200)
-      const replay = json(await call('replay:start', JSON.stringify({ traceId, strategies: 'slab' }), page)).result
-      assert.equal((await done(replay.jobId, page)).state, 'done')
-      assert.equal((await call('replay:result', JSON.stringify({ jobId: replay.jobId }), page)).status, 200)
-      const upload = json(await call('trace:openBytes', snapshot, page, { 'x-file-name': 'upload.pickle', 'content-type': 'application/octet-stream' }))
-      assert.ok(upload.ok, JSON.stringify(upload.error))
-      assert.equal((await done(upload.result.jobId, page)).state, 'done')
-      await abortedUpload()
-      if (++rounds % 4 === 0) assert.equal((await call('page:close', '', page)).status, 200)
+      const done = async (jobId: string, page: string) => {
+        for (;;) {
+          const status = json(await call('job:status', JSON.stringify({ jobId, waitMs: 500 }), page)).result as JobStatus
+          if (status.state !== 'running') return status
+        }
+      }
+      const abortedUpload = () =>
+        new Promise<void>((resolve) => {
+          const socket = connect(served.port, '127.0.0.1', () => {
+            socket.write(
+              `POST /api/trace:openBytes HTTP/1.1\r\nhost: 127.0.0.1:${served.port}\r\nauthorization: Bearer ${served.token}\r\nx-file-name: gone.pickle\r\ncontent-length: ${snapshot.length}\r\n\r\n`,
+            )
+            socket.write(snapshot.subarray(0, snapshot.length >> 1), () => setTimeout(() => socket.destroy(), 20))
+          })
+          socket.on('error', () => {})
+          socket.on('close', () => resolve())
+        })
+      let rounds = 0
+      const round = async (page: string) => {
+        const open = json(await call('trace:openSample', JSON.stringify({ name: 'convnet_varimg.pickle' }), page)).result
+        assert.equal((await done(open.jobId, page)).state, 'done')
+        const { traceId } = json(await call('job:result', JSON.stringify({ jobId: open.jobId }), page)).result
+        assert.equal((await call('trace:data', JSON.stringify({ traceId }), page)).status, 200)
+        const replay = json(await call('replay:start', JSON.stringify({ traceId, strategies: 'slab' }), page)).result
+        assert.equal((await done(replay.jobId, page)).state, 'done')
+        assert.equal((await call('replay:result', JSON.stringify({ jobId: replay.jobId }), page)).status, 200)
+        const upload = json(await call('trace:openBytes', snapshot, page, { 'x-file-name': 'upload.pickle', 'content-type': 'application/octet-stream' }))
+        assert.ok(upload.ok, JSON.stringify(upload.error))
+        assert.equal((await done(upload.result.jobId, page)).state, 'done')
+        await abortedUpload()
+        if (++rounds % 4 === 0) assert.equal((await call('page:close', '', page)).status, 200)
+      }
+      const pages = 3
+      const loop = async (until: number, lane: number) => {
+        for (let i = 0; performance.now() < until; i++) await round(`load-${lane}-${i}-${Math.random().toString(36).slice(2, 8)}`)
+      }
+      const start = performance.now()
+      // The first rounds fill what the host keeps by design (caches, the session's open traces).
+      await Promise.all(Array.from({ length: pages }, (_, lane) => loop(start + Math.min(5, LOOP_SECONDS / 3) * 1000, lane)))
+      const warmRss = rssOf(child.pid!)
+      const warmRounds = rounds
+      let peakRss = warmRss
+      const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOf(child.pid!))), 200)
+      await Promise.all(Array.from({ length: pages }, (_, lane) => loop(start + LOOP_SECONDS * 1000, lane)))
+      clearInterval(sampler)
+      const endRss = rssOf(child.pid!)
+      // Cleanup runs as requests end: give the last aborted upload a moment.
+      let left: string[] = []
+      for (let i = 0; i < 50; i++) {
+        left = await readdir(uploadDir)
+        if (left.length === 0) break
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      const mb = (n: number) => `${(n / 1024 ** 2).toFixed(0)} MB`
+      t.diagnostic(
+        `${rounds} rounds (${warmRounds} to warm up) in ${((performance.now() - start) / 1000).toFixed(1)} s, each an open, a replay, an upload, an aborted upload and an abandoned page; server RSS (with its worker) ${mb(warmRss)} after warm-up, ${mb(peakRss)} at peak, ${mb(endRss)} at the end; ${left.length} entries left in the upload folder`,
+      )
+      assert.deepEqual(left, [], 'no upload file left behind')
+      assert.ok(endRss - warmRss < RSS_GROWTH_LIMIT, `RSS grew ${mb(endRss - warmRss)} (from ${mb(warmRss)} to ${mb(endRss)})`)
+    } finally {
+      agent.destroy()
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r))
+        child.kill('SIGTERM')
+        await exited
+      }
+      await rm(uploadDir, { recursive: true, force: true })
     }
-    const pages = 3
-    const loop = async (until: number, lane: number) => {
-      for (let i = 0; performance.now() < until; i++) await round(`load-${lane}-${i}-${Math.random().toString(36).slice(2, 8)}`)
-    }
-    const start = performance.now()
-    // The first rounds fill what the host keeps by design (caches, the session's open traces).
-    await Promise.all(Array.from({ length: pages }, (_, lane) => loop(start + Math.min(5, LOOP_SECONDS / 3) * 1000, lane)))
-    const warmRss = rssOf(child.pid!)
-    const warmRounds = rounds
-    let peakRss = warmRss
-    const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOf(child.pid!))), 200)
-    await Promise.all(Array.from({ length: pages }, (_, lane) => loop(start + LOOP_SECONDS * 1000, lane)))
-    clearInterval(sampler)
-    const endRss = rssOf(child.pid!)
-    // Cleanup runs as requests end: give the last aborted upload a moment.
-    let left: string[] = []
-    for (let i = 0; i < 50; i++) {
-      left = await readdir(uploadDir)
-      if (left.length === 0) break
-      await new Promise((r) => setTimeout(r, 100))
-    }
-    const mb = (n: number) => `${(n / 1024 ** 2).toFixed(0)} MB`
-    t.diagnostic(`${rounds} rounds (${warmRounds} to warm up) in ${((performance.now() - start) / 1000).toFixed(1)} s, each an open, a replay, an upload, an aborted upload and an abandoned page; server RSS (with its worker) ${mb(warmRss)} after warm-up, ${mb(peakRss)} at peak, ${mb(endRss)} at the end; ${left.length} entries left in the upload folder`)
-    assert.deepEqual(left, [], 'no upload file left behind')
-    assert.ok(endRss - warmRss < RSS_GROWTH_LIMIT, `RSS grew ${mb(endRss - warmRss)} (from ${mb(warmRss)} to ${mb(endRss)})`)
-  } finally {
-    agent.destroy()
-    if (child.exitCode === null) {
-      const exited = new Promise((r) => child.once('exit', r))
-      child.kill('SIGTERM')
-      await exited
-    }
-    await rm(uploadDir, { recursive: true, force: true })
-  }
-})
+  },
+)

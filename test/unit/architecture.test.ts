@@ -37,7 +37,9 @@ function forbidden(layer: 'src-renderer' | 'src-shared', file: string, specifier
   if (specifier.startsWith('node:') || NODE_BUILTINS.has(specifier.split('/')[0]!)) return 'a Node built-in'
   if (specifier.endsWith('.node') || specifier === 'bindings') return 'the native addon'
   if (!specifier.startsWith('.')) return undefined
-  const target = relative(ROOT, resolve(dirname(file), specifier)).split(sep).join('/')
+  const target = relative(ROOT, resolve(dirname(file), specifier))
+    .split(sep)
+    .join('/')
   if (target.startsWith('src-main/')) return 'the Node side (src-main/)'
   if (target.startsWith('native/') || target.startsWith('build/')) return 'the native addon'
   if (layer === 'src-shared' && target.startsWith('src-renderer/')) return 'the renderer (src-renderer/)'

@@ -28,16 +28,16 @@ it('loads the addon from build/Release, once', () => {
 })
 
 it('says to run npm install when the addon is missing', () => {
-  const child = spawnSync(
-    process.execPath,
-    ['--import', 'tsx', '-e', "import('./src-main/native.ts').then((m) => m.loadNative())"],
-    { cwd: repoRoot, env: { ...process.env, VRAMSCOPE_ADDON: '/nonexistent/vramscope.node' }, encoding: 'utf8' },
-  )
+  const child = spawnSync(process.execPath, ['--import', 'tsx', '-e', "import('./src-main/native.ts').then((m) => m.loadNative())"], {
+    cwd: repoRoot,
+    env: { ...process.env, VRAMSCOPE_ADDON: '/nonexistent/vramscope.node' },
+    encoding: 'utf8',
+  })
   assert.notEqual(child.status, 0)
   assert.match(child.stderr, /native addon is not built \(looked for \/nonexistent\/vramscope\.node\)\. Run `npm install`/)
 })
 
-it('mirrors the addon\'s runOps codes and block states', () => {
+it("mirrors the addon's runOps codes and block states", () => {
   const { runOpCodes } = loadNative()
   assert.deepEqual(runOpCodes.kinds, { ...RunOpKind })
   assert.deepEqual(runOpCodes.statuses, { ...RunOpStatus })
@@ -49,8 +49,7 @@ it('mirrors the addon\'s runOps codes and block states', () => {
 
 it('names every trace op', () => {
   const names = traceOpNames()
-  for (const expected of ['alloc', 'free', 'free_pending', 'free_completed', 'map', 'unmap', 'failure', 'reset'])
-    assert.ok(names.includes(expected), expected)
+  for (const expected of ['alloc', 'free', 'free_pending', 'free_completed', 'map', 'unmap', 'failure', 'reset']) assert.ok(names.includes(expected), expected)
   assert.equal(new Set(names).size, names.length)
 })
 
@@ -60,8 +59,14 @@ it('throws a coded TypeError, not a crash, when the raw addon gets wrong types',
   for (const call of [() => raw.allocate('x' as never), () => raw.deallocate({} as never), () => raw.allocate(-1)]) {
     assert.throws(call, (error: NativeError) => error instanceof TypeError && error.code === 'INVALID_ARGUMENT')
   }
-  assert.throws(() => raw.runOps({} as never), (error: NativeError) => error.code === 'INVALID_ARGUMENT' && /ops\.kind/.test(error.message))
-  assert.throws(() => new native.Allocator('nope', {}, 'simulated'), (error: NativeError) => error.code === 'INVALID_ARGUMENT')
+  assert.throws(
+    () => raw.runOps({} as never),
+    (error: NativeError) => error.code === 'INVALID_ARGUMENT' && /ops\.kind/.test(error.message),
+  )
+  assert.throws(
+    () => new native.Allocator('nope', {}, 'simulated'),
+    (error: NativeError) => error.code === 'INVALID_ARGUMENT',
+  )
 })
 
 /** What CMake decided when it configured the addon (build/CMakeCache.txt). */
@@ -96,7 +101,10 @@ it('reports whether a CUDA device can be used, and CUDA backings follow it', () 
   if (!builtWithCuda()) {
     assert.equal(device.available, false)
     assert.match(device.reason ?? '', /no CUDA support/)
-    assert.throws(() => new Allocator(strategy.name, {}, 'cuda_malloc'), (e: NativeError) => e.code === 'UNSUPPORTED')
+    assert.throws(
+      () => new Allocator(strategy.name, {}, 'cuda_malloc'),
+      (e: NativeError) => e.code === 'UNSUPPORTED',
+    )
   } else if (!device.available) {
     assert.ok(device.reason.length > 0, 'a reason is given')
     for (const backing of ['cuda_malloc', 'cuda_vmm', 'cuda_async'] as const)

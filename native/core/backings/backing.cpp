@@ -9,10 +9,14 @@ namespace vramscope {
 
 const char* backing_kind_name(backing_kind kind) noexcept {
   switch (kind) {
-    case backing_kind::simulated: return "simulated";
-    case backing_kind::cuda_malloc: return "cuda_malloc";
-    case backing_kind::cuda_vmm: return "cuda_vmm";
-    case backing_kind::cuda_async: return "cuda_async";
+    case backing_kind::simulated:
+      return "simulated";
+    case backing_kind::cuda_malloc:
+      return "cuda_malloc";
+    case backing_kind::cuda_vmm:
+      return "cuda_vmm";
+    case backing_kind::cuda_async:
+      return "cuda_async";
   }
   return "unknown";
 }
@@ -32,8 +36,12 @@ namespace {
 }
 }  // namespace
 
-address_t backing::reserve_address_space(std::size_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
-void backing::release_address_space(address_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
+address_t backing::reserve_address_space(std::size_t, std::size_t) {
+  lacks(*this, "virtual memory (VMM)");
+}
+void backing::release_address_space(address_t, std::size_t) {
+  lacks(*this, "virtual memory (VMM)");
+}
 void backing::map(address_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
 void backing::unmap(address_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
 address_t backing::allocate_async(std::size_t, stream_t) { lacks(*this, "stream-ordered pool"); }

@@ -32,7 +32,8 @@ simulated_backing::simulated_backing(const simulated_options& options)
 address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t alignment) {
   // Only placements go below first_fit_start_, so default addresses do not depend on them.
   auto it = free_space_.upper_bound(first_fit_start_);
-  if (it != free_space_.begin() && std::prev(it)->first + std::prev(it)->second > first_fit_start_) --it;
+  if (it != free_space_.begin() && std::prev(it)->first + std::prev(it)->second > first_fit_start_)
+    --it;
   for (; it != free_space_.end(); ++it) {
     address_t start = align_up(std::max(it->first, first_fit_start_), alignment);
     address_t end = it->first + it->second;
@@ -55,7 +56,8 @@ bool simulated_backing::take_address_space_at(address_t address, std::size_t byt
   if (address < range_start || address + bytes > range_end) return false;
   free_space_.erase(it);
   if (address > range_start) free_space_.emplace(range_start, address - range_start);
-  if (address + bytes < range_end) free_space_.emplace(address + bytes, range_end - (address + bytes));
+  if (address + bytes < range_end)
+    free_space_.emplace(address + bytes, range_end - (address + bytes));
   return true;
 }
 
@@ -77,7 +79,8 @@ void simulated_backing::give_address_space(address_t address, std::size_t bytes)
 }
 
 void simulated_backing::charge(std::size_t bytes, const char* what) {
-  if (bytes > available()) throw out_of_memory(bytes, available(), std::string("simulated device (") + what + ")");
+  if (bytes > available())
+    throw out_of_memory(bytes, available(), std::string("simulated device (") + what + ")");
   physical_used_ += bytes;
 }
 
@@ -95,7 +98,8 @@ address_t simulated_backing::allocate_region(std::size_t bytes) {
       a = options_.region_placement[next_placement_++];
     } else {
       if (next_placement_ < options_.region_placement.size()) ++next_placement_;
-      a = take_address_space(span, bytes >= options_.granularity ? options_.granularity : region_alignment);
+      a = take_address_space(
+          span, bytes >= options_.granularity ? options_.granularity : region_alignment);
     }
   } catch (...) {
     physical_used_ -= bytes;
@@ -108,8 +112,7 @@ address_t simulated_backing::allocate_region(std::size_t bytes) {
 
 void simulated_backing::free_region(address_t address, std::size_t bytes) {
   auto it = regions_.find(address);
-  if (it == regions_.end() || it->second != bytes)
-    throw invalid_free(address);
+  if (it == regions_.end() || it->second != bytes) throw invalid_free(address);
   regions_.erase(it);
   give_address_space(address, align_up(bytes, region_alignment));
   physical_used_ -= bytes;
@@ -133,7 +136,8 @@ void simulated_backing::release_address_space(address_t address, std::size_t byt
   auto it = reserved_.find(address);
   if (it == reserved_.end() || it->second.bytes != bytes) throw invalid_free(address);
   for (bool m : it->second.mapped)
-    if (m) throw invalid_argument("simulated backing: releasing address space that is still mapped");
+    if (m)
+      throw invalid_argument("simulated backing: releasing address space that is still mapped");
   reserved_.erase(it);
   give_address_space(address, bytes);
   ++calls_.va_release;
@@ -145,7 +149,8 @@ void simulated_backing::map(address_t address, std::size_t bytes) {
     throw invalid_argument("simulated backing: map of " + format_bytes(bytes) + " at " +
                            format_address(address) + " is not granule-aligned");
   auto it = reserved_.upper_bound(address);
-  if (it == reserved_.begin()) throw invalid_argument("simulated backing: map outside reserved address space");
+  if (it == reserved_.begin())
+    throw invalid_argument("simulated backing: map outside reserved address space");
   --it;
   if (address + bytes > it->first + it->second.bytes)
     throw invalid_argument("simulated backing: map outside reserved address space");
@@ -168,7 +173,8 @@ void simulated_backing::unmap(address_t address, std::size_t bytes) {
     throw invalid_argument("simulated backing: unmap outside reserved address space");
   std::size_t first = (address - it->first) / g, count = bytes / g;
   for (std::size_t i = first; i < first + count; ++i)
-    if (!it->second.mapped[i]) throw invalid_argument("simulated backing: unmap of an unmapped granule");
+    if (!it->second.mapped[i])
+      throw invalid_argument("simulated backing: unmap of an unmapped granule");
   for (std::size_t i = first; i < first + count; ++i) it->second.mapped[i] = false;
   mapped_bytes_ -= bytes;
   physical_used_ -= bytes;
@@ -215,7 +221,8 @@ address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
     async_chunks_.emplace(a, chunk);
     if (chunk > need) async_free_.emplace(a + need, chunk - need);
     async_stats_.reserved_current += chunk;
-    async_stats_.reserved_high = std::max(async_stats_.reserved_high, async_stats_.reserved_current);
+    async_stats_.reserved_high =
+        std::max(async_stats_.reserved_high, async_stats_.reserved_current);
   }
   async_live_.emplace(a, need);
   async_stats_.used_current += need;
@@ -275,7 +282,8 @@ void simulated_backing::trim_async_pool(std::size_t min_bytes_to_keep) {
 }
 
 void simulated_backing::async_sync_release() {
-  if (async_stats_.reserved_current > release_threshold_) async_release_free_chunks(release_threshold_);
+  if (async_stats_.reserved_current > release_threshold_)
+    async_release_free_chunks(release_threshold_);
 }
 
 async_pool_stats simulated_backing::async_stats() const { return async_stats_; }

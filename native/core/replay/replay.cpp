@@ -86,7 +86,8 @@ std::size_t check_columns(const request_columns& e) {
                                " bytes (a whole number below 2^53 is needed)");
       // Ids are dense from 0, so no alloc id reaches the number of events.
       if (e.id[i] >= e.count)
-        throw invalid_argument("replay: " + at_event(i) + " allocates id " + std::to_string(e.id[i]) +
+        throw invalid_argument("replay: " + at_event(i) + " allocates id " +
+                               std::to_string(e.id[i]) +
                                ", but ids must be dense from 0 (below the event count " +
                                std::to_string(e.count) + ")");
       max_alloc_id = std::max(max_alloc_id, e.id[i]);
@@ -116,7 +117,8 @@ class layout_tracer final : public tracer {
       out_.address.push_back(e->address);
       out_.size.push_back(static_cast<double>(e->size));
       out_.requested.push_back(static_cast<double>(e->requested));
-      out_.stream.push_back(e->stream == 0 ? replay_no_stream : static_cast<std::uint32_t>(e->stream - 1));
+      out_.stream.push_back(e->stream == 0 ? replay_no_stream
+                                           : static_cast<std::uint32_t>(e->stream - 1));
       out_.aux.push_back(e->aux);
       out_.event.push_back(event);
     }
@@ -147,8 +149,9 @@ class free_space_meter final : public layout_visitor {
     std::uint64_t largest_free_block = 0;
     std::uint64_t visited = 0;
     double external_fragmentation() const {
-      return free_bytes == 0 ? 0.0
-                             : 1.0 - static_cast<double>(largest_free_block) / static_cast<double>(free_bytes);
+      return free_bytes == 0
+                 ? 0.0
+                 : 1.0 - static_cast<double>(largest_free_block) / static_cast<double>(free_bytes);
     }
   };
 
@@ -233,7 +236,8 @@ class player {
       case request_kind::alloc: {
         ++s.allocs;
         id_slot& slot = ids_[e.id[i]];
-        if (VRAMSCOPE_UNLIKELY(slot.state == id_state::live && slot.epoch == epoch_)) ++s.reused_live_ids;
+        if (VRAMSCOPE_UNLIKELY(slot.state == id_state::live && slot.epoch == epoch_))
+          ++s.reused_live_ids;
         const std::size_t bytes = static_cast<std::size_t>(e.size[i]);
         if (VRAMSCOPE_UNLIKELY(bytes == 0)) {
           ++s.zero_size_allocs;
@@ -241,7 +245,8 @@ class player {
           return;
         }
         try {
-          slot.address = reinterpret_cast<address_t>(allocator_->allocate(bytes, replay_stream(e.stream[i])));
+          slot.address =
+              reinterpret_cast<address_t>(allocator_->allocate(bytes, replay_stream(e.stream[i])));
           slot.epoch = epoch_;
           slot.state = id_state::live;
           ++live_;
@@ -256,7 +261,8 @@ class player {
         if (VRAMSCOPE_LIKELY(id < ids_.size())) {
           id_slot& slot = ids_[id];
           if (VRAMSCOPE_LIKELY(slot.state == id_state::live && slot.epoch == epoch_)) {
-            allocator_->deallocate(reinterpret_cast<void*>(slot.address), replay_stream(e.stream[i]));
+            allocator_->deallocate(reinterpret_cast<void*>(slot.address),
+                                   replay_stream(e.stream[i]));
             slot.state = id_state::freed;
             --live_;
             return;
@@ -278,20 +284,29 @@ class player {
   }
 
  private:
-  VRAMSCOPE_NOINLINE void note_failure(std::size_t i, std::size_t bytes, id_slot& slot, replay_summary& s) {
+  VRAMSCOPE_NOINLINE void note_failure(std::size_t i, std::size_t bytes, id_slot& slot,
+                                       replay_summary& s) {
     ++s.failures;
     s.failed_bytes += bytes;
-    if (s.first_failures.size() < max_first_failures) s.first_failures.push_back(static_cast<std::uint32_t>(i));
+    if (s.first_failures.size() < max_first_failures)
+      s.first_failures.push_back(static_cast<std::uint32_t>(i));
     slot = {0, epoch_, id_state::failed};
   }
 
   VRAMSCOPE_NOINLINE void note_odd_free(id_slot& slot, replay_summary& s) {
     switch (slot.state) {
-      case id_state::live: ++s.frees_of_dropped; break;  // allocated before a reset
-      case id_state::failed: ++s.frees_of_failed; break;
-      case id_state::zero_size: break;  // cudaFree(nullptr): nothing to do
+      case id_state::live:
+        ++s.frees_of_dropped;
+        break;  // allocated before a reset
+      case id_state::failed:
+        ++s.frees_of_failed;
+        break;
+      case id_state::zero_size:
+        break;  // cudaFree(nullptr): nothing to do
       case id_state::never:
-      case id_state::freed: ++s.unknown_frees; return;
+      case id_state::freed:
+        ++s.unknown_frees;
+        return;
     }
     slot.state = id_state::freed;
   }
@@ -335,7 +350,8 @@ struct walk_budget {
   std::uint64_t per_event;  // 0: no limit
   std::uint64_t spent = 0;
   bool allows(std::uint64_t expected_cost, std::size_t events_done) const {
-    return per_event == 0 || spent + expected_cost <= per_event * static_cast<std::uint64_t>(events_done);
+    return per_event == 0 ||
+           spent + expected_cost <= per_event * static_cast<std::uint64_t>(events_done);
   }
 };
 
@@ -356,9 +372,10 @@ struct running_bucket {
 };
 
 void reserve_buckets(replay_buckets& m, std::size_t n) {
-  for (auto* v : {&m.time, &m.requested_min, &m.requested_max, &m.requested_last, &m.rounded_min,
-                  &m.rounded_max, &m.rounded_last, &m.reserved_min, &m.reserved_max, &m.reserved_last,
-                  &m.device_calls, &m.external_fragmentation, &m.largest_free_block, &m.free_bytes})
+  for (auto* v :
+       {&m.time, &m.requested_min, &m.requested_max, &m.requested_last, &m.rounded_min,
+        &m.rounded_max, &m.rounded_last, &m.reserved_min, &m.reserved_max, &m.reserved_last,
+        &m.device_calls, &m.external_fragmentation, &m.largest_free_block, &m.free_bytes})
     v->reserve(n);
   m.end.reserve(n);
 }
@@ -382,11 +399,18 @@ free_space_meter::result measure_after(const request_columns& e, const replay_ta
 // One target's replay with everything it records: the loop, the peaks, the buckets and the walks.
 class target_replay {
  public:
-  target_replay(const request_columns& e, const replay_target& target, const replay_options& options,
-                std::size_t ids, const cancel_check& check_cancel)
-      : e_(e), target_(target), options_(options), ids_(ids), check_cancel_(check_cancel),
-        player_(target, options, ids), alloc_(player_.alloc()), tracer_(r_.layout),
-        bucket_budget_{options.walk_budget_per_event}, peak_budget_{options.peak_walk_budget_per_event} {
+  target_replay(const request_columns& e, const replay_target& target,
+                const replay_options& options, std::size_t ids, const cancel_check& check_cancel)
+      : e_(e),
+        target_(target),
+        options_(options),
+        ids_(ids),
+        check_cancel_(check_cancel),
+        player_(target, options, ids),
+        alloc_(player_.alloc()),
+        tracer_(r_.layout),
+        bucket_budget_{options.walk_budget_per_event},
+        peak_budget_{options.peak_walk_budget_per_event} {
     r_.label = target.label;
     r_.strategy = target.strategy;
     r_.parameters = target.parameters;
@@ -419,7 +443,8 @@ class target_replay {
     alloc_.set_tracer(nullptr);
     finish(n);
     if (progress) progress({target_index, target_count, n, n});
-    s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started).count();
+    s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
+                    .count();
     s.events_per_second = s.wall_ns > 0 ? static_cast<double>(n) * 1e9 / s.wall_ns : 0;
     return std::move(r_);
   }
@@ -441,7 +466,8 @@ class target_replay {
       alloc_.set_tracer(&tracer_);
     }
     if (options_.full_metrics)
-      for (auto* v : {&r_.full.requested, &r_.full.rounded, &r_.full.reserved, &r_.full.device_calls}) {
+      for (auto* v :
+           {&r_.full.requested, &r_.full.rounded, &r_.full.reserved, &r_.full.device_calls}) {
         reserve_huge(*v, n);
         v->resize(n);
       }
@@ -546,7 +572,8 @@ class target_replay {
     s.final_reserved = end.reserved_live;
     s.live_blocks = end.live_blocks;
     if (!peak_measured_) {
-      note_peak_free_space(measure_after(e_, target_, options_, ids_, s.peak_reserved_event, check_cancel_));
+      note_peak_free_space(
+          measure_after(e_, target_, options_, ids_, s.peak_reserved_event, check_cancel_));
       s.peak_measured_by_rerun = true;
     }
   }

@@ -26,11 +26,13 @@ class arena_allocator final : public allocator {
     lifo_reclaim_ = p.get_bool("lifo_reclaim", true);
     if (reserve_ == 0) throw invalid_argument("arena: parameter 'reserve' must be more than 0");
     if (commit_chunk_ == 0 || commit_chunk_ % granule != 0)
-      throw invalid_argument("arena: parameter 'commit_chunk' must be a multiple of the backing's granularity " +
-                             format_bytes(granule) + ", got " + format_bytes(commit_chunk_));
+      throw invalid_argument(
+          "arena: parameter 'commit_chunk' must be a multiple of the backing's granularity " +
+          format_bytes(granule) + ", got " + format_bytes(commit_chunk_));
     if (!is_power_of_two(alignment) || alignment < min_alignment)
-      throw invalid_argument("arena: parameter 'alignment' must be a power of two of at least 256 B, got " +
-                             format_bytes(alignment));
+      throw invalid_argument(
+          "arena: parameter 'alignment' must be a power of two of at least 256 B, got " +
+          format_bytes(alignment));
     alignment_mask_ = alignment - 1;
     base_ = reserve_address_space(reserve_, granule);
     top_ = mapped_end_ = base_;
@@ -100,11 +102,13 @@ class arena_allocator final : public allocator {
     if (n > reserve_end - top_)
       fail(bytes, reserve_end - top_,
            ("reserved address space exhausted (reserve " + format_bytes(reserve_) + ")").c_str());
-    address_t new_end = std::min<address_t>(base_ + align_up(top_ + n - base_, commit_chunk_), reserve_end);
+    address_t new_end =
+        std::min<address_t>(base_ + align_up(top_ + n - base_, commit_chunk_), reserve_end);
     try {
       map_range(mapped_end_, new_end - mapped_end_);
     } catch (const out_of_memory& e) {
-      fail(bytes, mapped_end_ - top_, ("no device memory to map more of the arena: " + std::string(e.what())).c_str());
+      fail(bytes, mapped_end_ - top_,
+           ("no device memory to map more of the arena: " + std::string(e.what())).c_str());
     }
     mapped_end_ = new_end;
   }
@@ -114,7 +118,8 @@ class arena_allocator final : public allocator {
   void do_reset() override {
     top_ = base_;
     count_ = 0;  // the entries stay as ghosts
-    if (release_on_reset_) unmap_above(base_ + std::min<std::uint64_t>(align_up(keep_mapped_, commit_chunk_), reserve_));
+    if (release_on_reset_)
+      unmap_above(base_ + std::min<std::uint64_t>(align_up(keep_mapped_, commit_chunk_), reserve_));
   }
 
   // Memory above the pointer that no block uses goes back (whole commit chunks).
@@ -132,7 +137,8 @@ class arena_allocator final : public allocator {
     for (std::size_t i = 0; i < count_; ++i) {
       address_t start = blocks_[i] & ~freed_bit;
       address_t end = i + 1 < count_ ? blocks_[i + 1] & ~freed_bit : top_;
-      v.block({start, end - start, (blocks_[i] & freed_bit) ? block_state::unusable : block_state::live, 0});
+      v.block({start, end - start,
+               (blocks_[i] & freed_bit) ? block_state::unusable : block_state::live, 0});
     }
     if (top_ < mapped_end_) v.block({top_, mapped_end_ - top_, block_state::free, 0});
   }
@@ -167,10 +173,13 @@ const strategy_registration registration{
      "bump pointer over reserved address space, maps granules as it grows, bulk reset at markers",
      {{"reserve", "size", "64GiB", "address space reserved once (rounded to the granularity)"},
       {"commit_chunk", "size", "2MiB",
-       "mapping step, a multiple of the backing's granularity (default: the granularity, 2 MiB on current GPUs)"},
-      {"alignment", "size", "256", "every block's size and start are multiples of this (power of two)"},
+       "mapping step, a multiple of the backing's granularity (default: the granularity, 2 MiB on "
+       "current GPUs)"},
+      {"alignment", "size", "256",
+       "every block's size and start are multiples of this (power of two)"},
       {"release_on_reset", "bool", "false", "true: reset() unmaps down to keep_mapped bytes"},
-      {"keep_mapped", "size", "0", "bytes that stay mapped through a reset when release_on_reset is true"},
+      {"keep_mapped", "size", "0",
+       "bytes that stay mapped through a reset when release_on_reset is true"},
       {"lifo_reclaim", "bool", "true", "freeing the topmost block pops the pointer back"}},
      strategy_traits().needs_vmm().supports_reset().runs_on(backing_kind::cuda_vmm)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {

@@ -57,24 +57,21 @@ class async_pool_strategy final : public allocator {
       fail_from_pool(bytes, e);
     }
     std::uint64_t rounded = align_up(bytes, 512);
-    if (track_pool_)
-      rounded = account_pool_after_allocation(a, bytes, used_before, stream);
-    else
-      note_reserved(static_cast<std::int64_t>(rounded));
+    if (track_pool_) rounded = account_pool_after_allocation(a, bytes, used_before, stream);
+    else note_reserved(static_cast<std::int64_t>(rounded));
     live_.insert(a, {rounded, stream});
     freed_.forget(a);
     return {a, rounded};
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t, stream_t stream) override {
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t,
+                     stream_t stream) override {
     get_backing().free_async(address, rounded, stream);
     live_.erase(address);
     freed_.remember(address);
     if (trim_on_free_) get_backing().trim_async_pool(release_threshold_);
-    if (track_pool_)
-      sync_reserved();
-    else
-      note_reserved(-static_cast<std::int64_t>(rounded));
+    if (track_pool_) sync_reserved();
+    else note_reserved(-static_cast<std::int64_t>(rounded));
   }
 
   // Reads the pool after an allocation: its growth is counted as reserved, and what it charged for
@@ -102,7 +99,8 @@ class async_pool_strategy final : public allocator {
   // pool tells us: it is traced as a trim of that many bytes.
   void note_reserved_now(std::uint64_t reserved_now) {
     if (reserved_now != counted_reserved_) {
-      if (reserved_now < counted_reserved_) trace(trace_op::trim, 0, counted_reserved_ - reserved_now);
+      if (reserved_now < counted_reserved_)
+        trace(trace_op::trim, 0, counted_reserved_ - reserved_now);
       note_reserved(static_cast<std::int64_t>(reserved_now) -
                     static_cast<std::int64_t>(counted_reserved_));
       counted_reserved_ = reserved_now;

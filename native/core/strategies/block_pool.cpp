@@ -27,7 +27,8 @@ class block_pool final : public allocator {
   }
 
   ~block_pool() override {
-    for (std::uint32_t r : region_order_) get_backing().free_region(regions_[r].address, region_bytes());
+    for (std::uint32_t r : region_order_)
+      get_backing().free_region(regions_[r].address, region_bytes());
   }
 
  private:
@@ -58,8 +59,7 @@ class block_pool final : public allocator {
   VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
     if (bytes > block_size_)
       fail(bytes, 0, ("request larger than block_size " + format_bytes(block_size_)).c_str());
-    if (region_order_.size() >= max_regions_)
-      fail(bytes, 0, "every block of the pool is in use");
+    if (region_order_.size() >= max_regions_) fail(bytes, 0, "every block of the pool is in use");
     // The first unused slot, else a new one (block indices are 32-bit cookies).
     std::uint32_t slot = 0;
     while (slot < regions_.size() && regions_[slot].address != 0) ++slot;
@@ -154,10 +154,10 @@ class block_pool final : public allocator {
   std::size_t pool_size_;
   std::size_t max_regions_;
   std::size_t blocks_per_region_;
-  std::vector<region> regions_;             // slots; a trimmed region leaves its slot unused
+  std::vector<region> regions_;              // slots; a trimmed region leaves its slot unused
   std::vector<std::uint32_t> region_order_;  // slots in use, in the order they were obtained
-  std::vector<std::uint8_t> is_free_;       // per block index
-  std::vector<address_t> free_address_;     // the free stack, warmest on top
+  std::vector<std::uint8_t> is_free_;        // per block index
+  std::vector<address_t> free_address_;      // the free stack, warmest on top
   std::vector<std::uint32_t> free_index_;
   std::size_t free_top_ = 0;
 };

@@ -20,11 +20,13 @@ class buddy_allocator final : public allocator {
     pool_size_ = p.get_size("pool_size", 1 * GiB);
     max_pools_ = p.get_uint("max_pools", 1);
     if (!is_power_of_two(min_block_) || min_block_ < min_alignment)
-      throw invalid_argument("buddy: parameter 'min_block' must be a power of two of at least 256 B, got " +
-                             format_bytes(min_block_));
+      throw invalid_argument(
+          "buddy: parameter 'min_block' must be a power of two of at least 256 B, got " +
+          format_bytes(min_block_));
     if (!is_power_of_two(pool_size_) || pool_size_ < min_block_)
-      throw invalid_argument("buddy: parameter 'pool_size' must be a power of two of at least min_block, got " +
-                             format_bytes(pool_size_));
+      throw invalid_argument(
+          "buddy: parameter 'pool_size' must be a power of two of at least min_block, got " +
+          format_bytes(pool_size_));
     if (pool_size_ / min_block_ > (std::uint64_t{1} << 30))
       throw invalid_argument("buddy: parameter 'pool_size' is more than 2^30 min_blocks (" +
                              format_bytes(pool_size_) + " / " + format_bytes(min_block_) + ")");
@@ -123,7 +125,8 @@ class buddy_allocator final : public allocator {
     if (emptied != 0) mark_empty(p, emptied);
     give(p, order, index);
     // One event for the whole cascade: the block it ended in.
-    if (order != freed_order) trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
+    if (order != freed_order)
+      trace(trace_op::merge, address_of(p, order, index), block_size(order), 0, 0, order);
   }
 
   unsigned order_for(std::size_t bytes) const {
@@ -246,8 +249,9 @@ class buddy_allocator final : public allocator {
     return *pools_[pool_index_of(a)];
   }
   std::size_t pool_index_of(address_t a) const {
-    auto it = std::upper_bound(pools_.begin(), pools_.end(), a,
-                               [](address_t x, const std::unique_ptr<pool>& p) { return x < p->base; });
+    auto it =
+        std::upper_bound(pools_.begin(), pools_.end(), a,
+                         [](address_t x, const std::unique_ptr<pool>& p) { return x < p->base; });
     return static_cast<std::size_t>(it - pools_.begin()) - 1;
   }
   const pool* find_pool(address_t a) const {
@@ -258,12 +262,13 @@ class buddy_allocator final : public allocator {
 
   VRAMSCOPE_NOINLINE allocation allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
     if (bytes > pool_size_)
-      fail(bytes, largest_free(), ("request larger than pool_size " + format_bytes(pool_size_)).c_str());
+      fail(bytes, largest_free(),
+           ("request larger than pool_size " + format_bytes(pool_size_)).c_str());
     if (pools_.size() >= max_pools_)
       fail(bytes, largest_free(),
            ("no free block of " + format_bytes(block_size(order_for(bytes))) + " in " +
-            std::to_string(pools_.size()) + " pool(s) of " + format_bytes(pool_size_) + " (max_pools " +
-            std::to_string(max_pools_) + ")")
+            std::to_string(pools_.size()) + " pool(s) of " + format_bytes(pool_size_) +
+            " (max_pools " + std::to_string(max_pools_) + ")")
                .c_str());
     auto p = std::make_unique<pool>();
     p->words.assign(pool_words_, 0);
@@ -275,11 +280,13 @@ class buddy_allocator final : public allocator {
     try {
       p->base = obtain_region(pool_size_, static_cast<std::uint32_t>(pools_.size()));
     } catch (const out_of_memory& e) {
-      fail(bytes, largest_free(), ("no device memory for another pool: " + std::string(e.what())).c_str());
+      fail(bytes, largest_free(),
+           ("no device memory for another pool: " + std::string(e.what())).c_str());
     }
     pool& added = *p;
-    auto at = std::upper_bound(pools_.begin(), pools_.end(), p->base,
-                               [](address_t x, const std::unique_ptr<pool>& q) { return x < q->base; });
+    auto at =
+        std::upper_bound(pools_.begin(), pools_.end(), p->base,
+                         [](address_t x, const std::unique_ptr<pool>& q) { return x < q->base; });
     pools_.insert(at, std::move(p));
     give(added, max_order_, 0);
     return do_allocate(bytes, 0, cookie);
@@ -326,7 +333,8 @@ class buddy_allocator final : public allocator {
     const pool* p = find_pool(a);
     if (p == nullptr || (a - p->base) % min_block_ != 0) return false;
     for (unsigned order = 0; order <= max_order_; ++order)
-      if (test(p->levels[order].free_bits, static_cast<std::size_t>((a - p->base) >> (min_shift_ + order))))
+      if (test(p->levels[order].free_bits,
+               static_cast<std::size_t>((a - p->base) >> (min_shift_ + order))))
         return true;
     return false;
   }
@@ -336,10 +344,11 @@ class buddy_allocator final : public allocator {
   std::uint64_t max_pools_;
   unsigned min_shift_;
   unsigned max_order_;
-  std::vector<std::unique_ptr<pool>> pools_;    // sorted by base address
-  std::uint64_t non_empty_orders_ = 0;          // bit k: some pool has a free block of order k
-  std::vector<std::size_t> free_offset_;        // per order: where its free bitmap starts in a pool's words
-  std::vector<std::size_t> live_offset_;        // per order: where its live bitmap starts
+  std::vector<std::unique_ptr<pool>> pools_;  // sorted by base address
+  std::uint64_t non_empty_orders_ = 0;        // bit k: some pool has a free block of order k
+  std::vector<std::size_t>
+      free_offset_;  // per order: where its free bitmap starts in a pool's words
+  std::vector<std::size_t> live_offset_;  // per order: where its live bitmap starts
   std::size_t pool_words_ = 0;
 };
 
@@ -348,7 +357,8 @@ const strategy_registration registration{
      "power-of-two split and coalesce",
      {{"min_block", "size", "256", "smallest block, a power of two of at least 256 B"},
       {"pool_size", "size", "1GiB", "bytes of each pool, one buddy tree (a power of two)"},
-      {"max_pools", "uint", "1", "pools obtained on demand; trim() returns pools that are entirely free"}},
+      {"max_pools", "uint", "1",
+       "pools obtained on demand; trim() returns pools that are entirely free"}},
      strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<buddy_allocator>(b, p);

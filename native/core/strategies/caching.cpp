@@ -30,8 +30,9 @@ class caching final : public allocator {
         max_reserved_(p.get_size("max_reserved", 0)),
         release_threshold_(p.get_size("release_threshold", 0)) {
     if (policy_.garbage_collection_threshold > 0 && max_reserved_ == 0)
-      throw invalid_argument("caching: garbage_collection_threshold needs max_reserved (as PyTorch's "
-                             "needs a per-process memory fraction)");
+      throw invalid_argument(
+          "caching: garbage_collection_threshold needs max_reserved (as PyTorch's "
+          "needs a per-process memory fraction)");
     collect_garbage_ = policy_.garbage_collection_threshold > 0;
     reuse_is_stream_ordered();  // a segment and its blocks belong to one stream
   }
@@ -113,9 +114,11 @@ class caching final : public allocator {
     if (alloc_size > backing_available() || exceeds_max_reserved(alloc_size)) {
       const std::uint64_t releasable = releasable_bytes();
       const bool fits_device = alloc_size <= backing_available() + releasable;
-      const bool fits_cap = max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
+      const bool fits_cap =
+          max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
       if (!fits_device || !fits_cap) {
-        std::string why = "no cached block fits and a new " + format_bytes(alloc_size) + " segment " +
+        std::string why = "no cached block fits and a new " + format_bytes(alloc_size) +
+                          " segment " +
                           (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
                                        : std::string("does not fit on the device")) +
                           " even with every unused segment released";
@@ -129,7 +132,8 @@ class caching final : public allocator {
         (release_cached_blocks(0), try_obtain(alloc_size, pool, address)))
       return new_segment(address, alloc_size, pool, stream);
     // Only a real device that fragments its own memory gets here.
-    fail(bytes, backing_available(), "the device refused a new segment after the cache was released");
+    fail(bytes, backing_available(),
+         "the device refused a new segment after the cache was released");
   }
 
   // PyTorch alloc_found_block: when should_split, the front of the block serves the request and
@@ -194,12 +198,14 @@ class caching final : public allocator {
   // cached oversize block of this stream that covers the request, else this stream's oversize
   // blocks from the largest down until as many bytes are released as asked.
   bool release_available_cached_blocks(free_index& index, std::uint64_t size) {
-    if (policy_.kind != preset::pytorch || policy_.max_split_size == caching_detail::unlimited) return false;
+    if (policy_.kind != preset::pytorch || policy_.max_split_size == caching_detail::unlimited)
+      return false;
     const std::uint64_t key = size < policy_.max_split_size ? policy_.max_split_size : size;
     std::vector<free_index::entry> blocks;
     index.ascending(blocks);
     std::size_t first_large_enough = 0;
-    while (first_large_enough < blocks.size() && blocks[first_large_enough].size < key) ++first_large_enough;
+    while (first_large_enough < blocks.size() && blocks[first_large_enough].size < key)
+      ++first_large_enough;
     if (first_large_enough < blocks.size()) {
       const free_index::entry& e = blocks[first_large_enough];
       // Oversize blocks are whole segments: they are never split.
@@ -296,7 +302,8 @@ class caching final : public allocator {
     return true;
   }
 
-  std::uint32_t new_segment(address_t address, std::uint64_t bytes, unsigned pool, stream_t stream) {
+  std::uint32_t new_segment(address_t address, std::uint64_t bytes, unsigned pool,
+                            stream_t stream) {
     const std::uint32_t n = new_node();
     block_node& b = nodes_[n];
     b.address = address;
@@ -412,7 +419,7 @@ class caching final : public allocator {
 
   std::vector<block_node> nodes_;
   std::vector<std::uint32_t> free_nodes_;
-  std::map<address_t, segment> segments_;     // by address, for walks and lookups
+  std::map<address_t, segment> segments_;      // by address, for walks and lookups
   std::map<stream_t, free_index> indexes_[2];  // per pool, per stream; ordered as PyTorch's sets
   struct last_index {
     stream_t stream = 0;

@@ -153,12 +153,13 @@ class free_index {
     out.reserve(count());
     for (auto& [size, id] : by_size_) {
       const auto& blocks = buckets_[id].blocks;
-      for (std::size_t i = blocks.size(); i-- > 0;) out.push_back({size, blocks[i].address, blocks[i].node});
+      for (std::size_t i = blocks.size(); i-- > 0;)
+        out.push_back({size, blocks[i].address, blocks[i].node});
     }
     if (front_.size != 0) {
       auto at = out.begin();
-      while (at != out.end() && (at->size < front_.size ||
-                                 (at->size == front_.size && at->address < front_.address)))
+      while (at != out.end() &&
+             (at->size < front_.size || (at->size == front_.size && at->address < front_.address)))
         ++at;
       out.insert(at, {front_.size, front_.address, front_.node});
     }

@@ -19,14 +19,16 @@ std::uint64_t parse_whole(const std::string& text, const std::string& what) {
   char* end = nullptr;
   unsigned long long v = std::strtoull(text.c_str(), &end, 10);
   if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) || *end != '\0')
-    throw invalid_argument("parameter 'roundup_power2_divisions': '" + text + "' is not a whole " + what);
+    throw invalid_argument("parameter 'roundup_power2_divisions': '" + text + "' is not a whole " +
+                           what);
   return v;
 }
 
 void check_division(std::uint64_t d, const std::string& text) {
   if (d != 0 && !is_power_of_two(d))
-    throw invalid_argument("parameter 'roundup_power2_divisions': divisions must be a power of two or 0, got '" +
-                           text + "'");
+    throw invalid_argument(
+        "parameter 'roundup_power2_divisions': divisions must be a power of two or 0, got '" +
+        text + "'");
 }
 
 // "4" applies 4 divisions to every size. "256:1,512:2,>:8" (brackets optional) sets intervals
@@ -49,7 +51,8 @@ std::array<std::uint64_t, roundup_intervals> parse_divisions(std::string text) {
   std::size_t start = 0;
   while (start <= cleaned.size()) {
     std::size_t comma = cleaned.find(',', start);
-    std::string item = cleaned.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    std::string item =
+        cleaned.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     start = comma == std::string::npos ? cleaned.size() + 1 : comma + 1;
     if (item.empty()) continue;
     std::size_t colon = item.find(':');
@@ -91,7 +94,8 @@ policy parse_policy(const params& p) {
   } else if (name == "pytorch") {
     pol.kind = preset::pytorch;
   } else {
-    throw invalid_argument("caching: parameter 'preset' must be pow2 or pytorch, got '" + name + "'");
+    throw invalid_argument("caching: parameter 'preset' must be pow2 or pytorch, got '" + name +
+                           "'");
   }
 
   if (pol.kind == preset::pow2) {
@@ -108,28 +112,33 @@ policy parse_policy(const params& p) {
 
   for (const char* key : pow2_only)
     if (p.has(key))
-      throw invalid_argument(std::string("caching: parameter '") + key +
-                             "' belongs to the pow2 preset; pytorch segments are 2 MiB (small pool) "
-                             "and 20 MiB or the rounded request (large pool)");
+      throw invalid_argument(
+          std::string("caching: parameter '") + key +
+          "' belongs to the pow2 preset; pytorch segments are 2 MiB (small pool) "
+          "and 20 MiB or the rounded request (large pool)");
   // PyTorch refuses max_split_size_mb and max_non_split_rounding_mb below kLargeBuffer (20 MiB).
   const std::string split = p.get_string("max_split_size", "unlimited");
   if (split != "unlimited") {
     pol.max_split_size = parse_size(split, "parameter 'max_split_size'");
     if (pol.max_split_size < large_buffer)
-      throw invalid_argument("parameter 'max_split_size': must be at least 20 MiB (as PyTorch's "
-                             "max_split_size_mb), got " + format_bytes(pol.max_split_size));
+      throw invalid_argument(
+          "parameter 'max_split_size': must be at least 20 MiB (as PyTorch's "
+          "max_split_size_mb), got " +
+          format_bytes(pol.max_split_size));
   }
   pol.max_non_split_rounding_size = p.get_size("max_non_split_rounding_size", large_buffer);
   if (pol.max_non_split_rounding_size < large_buffer)
-    throw invalid_argument("parameter 'max_non_split_rounding_size': must be at least 20 MiB (as "
-                           "PyTorch's max_non_split_rounding_mb), got " +
-                           format_bytes(pol.max_non_split_rounding_size));
+    throw invalid_argument(
+        "parameter 'max_non_split_rounding_size': must be at least 20 MiB (as "
+        "PyTorch's max_non_split_rounding_mb), got " +
+        format_bytes(pol.max_non_split_rounding_size));
   pol.roundup_divisions = parse_divisions(p.get_string("roundup_power2_divisions", "0"));
   for (std::uint64_t d : pol.roundup_divisions) pol.rounds_to_divisions |= d > 1;
   pol.garbage_collection_threshold = p.get_double("garbage_collection_threshold", 0);
   if (pol.garbage_collection_threshold != 0 &&
       !(pol.garbage_collection_threshold > 0 && pol.garbage_collection_threshold < 1))
-    throw invalid_argument("parameter 'garbage_collection_threshold': must be in (0, 1) or 0 for off");
+    throw invalid_argument(
+        "parameter 'garbage_collection_threshold': must be in (0, 1) or 0 for off");
   return pol;
 }
 

@@ -18,12 +18,12 @@ namespace vramscope::caching_detail {
 enum class preset : std::uint8_t { pow2, pytorch };
 
 // PyTorch's constants (CUDACachingAllocator.cpp).
-constexpr std::uint64_t min_block_size = 512;          // kMinBlockSize: every size rounds to 512 B
-constexpr std::uint64_t small_size = 1 * MiB;          // kSmallSize: largest small-pool request
-constexpr std::uint64_t small_buffer = 2 * MiB;        // kSmallBuffer: small-pool segment
-constexpr std::uint64_t large_buffer = 20 * MiB;       // kLargeBuffer: segment for 1-10 MiB requests
-constexpr std::uint64_t min_large_alloc = 10 * MiB;    // kMinLargeAlloc
-constexpr std::uint64_t round_large = 2 * MiB;         // kRoundLarge: larger segments round to this
+constexpr std::uint64_t min_block_size = 512;        // kMinBlockSize: every size rounds to 512 B
+constexpr std::uint64_t small_size = 1 * MiB;        // kSmallSize: largest small-pool request
+constexpr std::uint64_t small_buffer = 2 * MiB;      // kSmallBuffer: small-pool segment
+constexpr std::uint64_t large_buffer = 20 * MiB;     // kLargeBuffer: segment for 1-10 MiB requests
+constexpr std::uint64_t min_large_alloc = 10 * MiB;  // kMinLargeAlloc
+constexpr std::uint64_t round_large = 2 * MiB;       // kRoundLarge: larger segments round to this
 // AllocatorConfig: roundup_power2_divisions holds one value per power-of-two interval from 1 MiB
 // (sizes below fall in the first) to 64 GiB (sizes above fall in the last).
 constexpr std::size_t roundup_intervals = 16;

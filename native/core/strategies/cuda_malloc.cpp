@@ -24,7 +24,8 @@ class cuda_malloc_strategy final : public allocator {
 
   ~cuda_malloc_strategy() override {
     // Blocks the program never freed go back to the device with the allocator.
-    regions_.for_each([&](address_t a, std::uint64_t bytes) { get_backing().free_region(a, bytes); });
+    regions_.for_each(
+        [&](address_t a, std::uint64_t bytes) { get_backing().free_region(a, bytes); });
   }
 
  private:
@@ -63,7 +64,6 @@ class cuda_malloc_strategy final : public allocator {
       v.block({a, bytes, block_state::live, 0});
     }
   }
-
 
   bool do_was_freed(address_t address) const override { return freed_.contains(address); }
 

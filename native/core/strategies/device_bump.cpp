@@ -16,11 +16,13 @@ constexpr address_t flag_bits = freed_bit | device_bit;
 device_bump::device_bump(backing& b, const device_bump_options& options)
     : allocator("device_bump", b), capacity_(options.capacity), alignment_(options.alignment) {
   if (!is_power_of_two(alignment_) || alignment_ < min_alignment)
-    throw invalid_argument("device_bump: parameter 'alignment' must be a power of two of at least 256 B, got " +
-                           format_bytes(alignment_));
+    throw invalid_argument(
+        "device_bump: parameter 'alignment' must be a power of two of at least 256 B, got " +
+        format_bytes(alignment_));
   if (capacity_ < alignment_ || capacity_ % alignment_ != 0)
-    throw invalid_argument("device_bump: parameter 'capacity' must be a non-zero multiple of the alignment, got " +
-                           format_bytes(capacity_));
+    throw invalid_argument(
+        "device_bump: parameter 'capacity' must be a non-zero multiple of the alignment, got " +
+        format_bytes(capacity_));
 }
 
 device_bump::~device_bump() {
@@ -42,13 +44,16 @@ allocation device_bump::do_allocate(std::size_t bytes, stream_t, std::uint32_t& 
   return allocate_slow(bytes, cookie);
 }
 
-void device_bump::do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) { mark_freed(address); }
+void device_bump::do_deallocate(address_t address, std::uint64_t, std::uint32_t, stream_t) {
+  mark_freed(address);
+}
 
 VRAMSCOPE_NOINLINE allocation device_bump::allocate_slow(std::size_t bytes, std::uint32_t& cookie) {
   if (bytes > capacity_ - (base_ != 0 ? offset() : 0) || device_bump_round(bytes, alignment_) == 0)
     fail(bytes, base_ != 0 ? capacity_ - offset() : capacity_,
          base_ == 0 ? ("request larger than capacity " + format_bytes(capacity_)).c_str()
-                    : ("bump region exhausted (capacity " + format_bytes(capacity_) + "); reset() frees it")
+                    : ("bump region exhausted (capacity " + format_bytes(capacity_) +
+                       "); reset() frees it")
                           .c_str());
   if (base_ == 0) {
     try {
@@ -88,7 +93,8 @@ void device_bump::set_offset_from_device(std::uint64_t device_offset) {
                            " (the counter only moves forward until reset())");
   if (adopted == host_offset) return;
   if (base_ == 0)
-    throw invalid_argument("device_bump: a device offset before the region exists (call view() first)");
+    throw invalid_argument(
+        "device_bump: a device offset before the region exists (call view() first)");
   blocks_.push_back((base_ + host_offset) | device_bit);
   offset_.store(adopted, std::memory_order_release);
 }
@@ -102,7 +108,8 @@ void device_bump::do_walk(layout_visitor& v) const {
     address_t end = i + 1 < blocks_.size() ? blocks_[i + 1] & ~flag_bits : top;
     bool by_device = (blocks_[i] & device_bit) != 0;
     bool usable_live = (blocks_[i] & flag_bits) == 0;
-    v.block({start, end - start, usable_live ? block_state::live : block_state::unusable, by_device ? 1u : 0u});
+    v.block({start, end - start, usable_live ? block_state::live : block_state::unusable,
+             by_device ? 1u : 0u});
   }
   if (top < base_ + capacity_) v.block({top, base_ + capacity_ - top, block_state::free, 0});
 }
@@ -129,7 +136,8 @@ void device_bump::do_reset() {
 namespace {
 const strategy_registration registration{
     {"device_bump",
-     "atomicAdd bump allocation from inside kernels; host frees mark blocks unusable, reset() frees all",
+     "atomicAdd bump allocation from inside kernels; host frees mark blocks unusable, reset() "
+     "frees all",
      {{"capacity", "size", "1GiB", "bytes of the one region, obtained at the first allocation"},
       {"alignment", "size", "256", "every allocation is rounded to this (power of two)"}},
      strategy_traits().supports_reset().runs_on(backing_kind::cuda_malloc)},

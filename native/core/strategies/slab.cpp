@@ -12,8 +12,8 @@
 namespace vramscope {
 namespace {
 
-constexpr std::uint32_t no_slot = ~std::uint32_t{0};    // ends a free list
-constexpr std::uint32_t slot_live = no_slot - 1;        // marks a slot handed out
+constexpr std::uint32_t no_slot = ~std::uint32_t{0};  // ends a free list
+constexpr std::uint32_t slot_live = no_slot - 1;      // marks a slot handed out
 constexpr std::size_t large_alignment = 512;
 
 // One region cut into `capacity` slots of its class's size. Free slots form an intrusive singly
@@ -25,7 +25,7 @@ struct slab {
   std::uint32_t free_count;
   std::uint32_t live = 0;
   std::uint32_t free_head = 0;
-  std::uint32_t id = 0;           // its index in slab_allocator::slab_of_id_, the blocks' cookie
+  std::uint32_t id = 0;  // its index in slab_allocator::slab_of_id_, the blocks' cookie
   std::uint32_t class_index = 0;
   // A slot's index is (address - base) / size, an exact division: (address - base) >> shift times
   // the inverse of size's odd part modulo 2^64 (no divide instruction).
@@ -34,7 +34,8 @@ struct slab {
   bool in_partial = false;  // on its class's stack of slabs that have a free slot
   std::vector<std::uint32_t> next_slot;
 
-  slab(address_t b, std::uint32_t slots) : base(b), capacity(slots), free_count(slots), next_slot(slots) {
+  slab(address_t b, std::uint32_t slots)
+      : base(b), capacity(slots), free_count(slots), next_slot(slots) {
     // Lowest address first, so a fresh slab fills from its start.
     for (std::uint32_t i = 0; i < slots; ++i) next_slot[i] = i + 1 < slots ? i + 1 : no_slot;
   }
@@ -63,15 +64,16 @@ struct slab {
 struct size_class {
   std::uint64_t size;
   std::uint32_t slots_per_slab;
-  std::vector<slab*> partial;                 // slabs with a free slot; the top one serves requests
-  std::vector<std::unique_ptr<slab>> slabs;   // every slab of this class, sorted by base address
-  unsigned shift;                             // size = odd << shift
-  std::uint64_t odd_inverse;                  // odd * odd_inverse == 1 modulo 2^64
+  std::vector<slab*> partial;                // slabs with a free slot; the top one serves requests
+  std::vector<std::unique_ptr<slab>> slabs;  // every slab of this class, sorted by base address
+  unsigned shift;                            // size = odd << shift
+  std::uint64_t odd_inverse;                 // odd * odd_inverse == 1 modulo 2^64
 
   std::uint64_t slab_bytes() const { return std::uint64_t{slots_per_slab} * size; }
   slab* find(address_t a) const {
-    auto it = std::upper_bound(slabs.begin(), slabs.end(), a,
-                               [](address_t x, const std::unique_ptr<slab>& s) { return x < s->base; });
+    auto it =
+        std::upper_bound(slabs.begin(), slabs.end(), a,
+                         [](address_t x, const std::unique_ptr<slab>& s) { return x < s->base; });
     if (it == slabs.begin()) return nullptr;
     slab* s = (--it)->get();
     return a < s->base + slab_bytes() ? s : nullptr;
@@ -88,20 +90,24 @@ class slab_allocator final : public allocator {
     release_empty_slabs_ = p.get_bool("release_empty_slabs", false);
     std::string large = p.get_string("large", "region");
     if (large != "region" && large != "fail")
-      throw invalid_argument("slab: parameter 'large' must be 'region' or 'fail', got '" + large + "'");
+      throw invalid_argument("slab: parameter 'large' must be 'region' or 'fail', got '" + large +
+                             "'");
     large_fails_ = large == "fail";
 
     std::sort(sizes.begin(), sizes.end());
     sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
     for (std::uint64_t s : sizes)
       if (s == 0 || s % min_alignment != 0)
-        throw invalid_argument("slab: parameter 'classes': every class must be a multiple of 256 B, got " +
-                               format_bytes(s));
+        throw invalid_argument(
+            "slab: parameter 'classes': every class must be a multiple of 256 B, got " +
+            format_bytes(s));
     if (slab_size_ < sizes.back())
       throw invalid_argument("slab: parameter 'slab_size' (" + format_bytes(slab_size_) +
-                             ") is smaller than the largest class (" + format_bytes(sizes.back()) + ")");
+                             ") is smaller than the largest class (" + format_bytes(sizes.back()) +
+                             ")");
     if (slab_size_ / min_alignment > slot_live - 1)
-      throw invalid_argument("slab: parameter 'slab_size' is too large (" + format_bytes(slab_size_) + ")");
+      throw invalid_argument("slab: parameter 'slab_size' is too large (" +
+                             format_bytes(slab_size_) + ")");
     for (std::uint64_t s : sizes) {
       size_class c;
       c.size = s;
@@ -149,7 +155,8 @@ class slab_allocator final : public allocator {
     return allocate_slow(bytes, cookie);
   }
 
-  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t id, stream_t) override {
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t id,
+                     stream_t) override {
     if (VRAMSCOPE_LIKELY(id != large_cookie)) {
       slab& s = *slab_of_id_[id];
       VRAMSCOPE_ASSERT(address >= s.base && (address - s.base) % classes_[s.class_index].size == 0);
@@ -197,8 +204,9 @@ class slab_allocator final : public allocator {
       free_ids_.pop_back();
       slab_of_id_[s->id] = s;
     }
-    auto at = std::upper_bound(c.slabs.begin(), c.slabs.end(), base,
-                               [](address_t x, const std::unique_ptr<slab>& t) { return x < t->base; });
+    auto at =
+        std::upper_bound(c.slabs.begin(), c.slabs.end(), base,
+                         [](address_t x, const std::unique_ptr<slab>& t) { return x < t->base; });
     c.slabs.insert(at, std::move(owned));
     s->in_partial = true;
     c.partial.push_back(s);
@@ -207,9 +215,10 @@ class slab_allocator final : public allocator {
 
   VRAMSCOPE_NOINLINE allocation allocate_large(std::size_t bytes, std::uint32_t& cookie) {
     if (large_fails_)
-      fail(bytes, 0, ("request larger than the largest class " + format_bytes(largest_class_) +
-                      " (large=fail)")
-                         .c_str());
+      fail(bytes, 0,
+           ("request larger than the largest class " + format_bytes(largest_class_) +
+            " (large=fail)")
+               .c_str());
     std::size_t rounded = align_up(bytes, large_alignment);
     address_t a = obtain_or_fail(rounded, large_kind(), bytes, "no memory for a dedicated region");
     large_.emplace(a, rounded);
@@ -297,14 +306,15 @@ class slab_allocator final : public allocator {
 
   std::vector<size_class> classes_;
   std::uint32_t first_class_at_log2_[64];
-  std::vector<slab*> slab_of_id_;       // every slab by its id; nullptr for ids free for reuse
+  std::vector<slab*> slab_of_id_;  // every slab by its id; nullptr for ids free for reuse
   std::vector<std::uint32_t> free_ids_;
   std::uint64_t largest_class_ = 0;
   std::uint64_t slab_size_ = 0;
   std::uint64_t max_slabs_ = 0;
   bool release_empty_slabs_ = false;
   bool large_fails_ = false;
-  std::map<address_t, std::uint64_t> large_;  // dedicated regions of requests above the largest class
+  std::map<address_t, std::uint64_t>
+      large_;  // dedicated regions of requests above the largest class
 };
 
 const strategy_registration registration{

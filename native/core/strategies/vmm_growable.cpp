@@ -21,7 +21,8 @@ class vmm_growable final : public allocator {
     reserve_ = align_up(p.get_size("reserve", 64 * GiB), granule_);
     unmap_free_granules_ = p.get_bool("unmap_free_granules", true);
     keep_mapped_ = p.get_size("keep_mapped", 0);
-    if (reserve_ == 0) throw invalid_argument("vmm_growable: parameter 'reserve' must be more than 0");
+    if (reserve_ == 0)
+      throw invalid_argument("vmm_growable: parameter 'reserve' must be more than 0");
     base_ = reserve_address_space(reserve_, granule_);
     touching_.assign(reserve_ / granule_, 0);
     mapped_.assign(reserve_ / granule_, 0);
@@ -97,7 +98,9 @@ class vmm_growable final : public allocator {
 
   // --- granules -------------------------------------------------------------------------------
 
-  std::size_t granule_of(address_t a) const { return static_cast<std::size_t>((a - base_) / granule_); }
+  std::size_t granule_of(address_t a) const {
+    return static_cast<std::size_t>((a - base_) / granule_);
+  }
   address_t granule_address(std::size_t g) const { return base_ + g * granule_; }
 
   // Calls f(first, count, mapped) for each maximal run of equal mapped_ state in [begin, end).
@@ -131,7 +134,8 @@ class vmm_growable final : public allocator {
       });
     } catch (const out_of_memory& e) {
       for (auto& [g, count] : done) unmap_range(granule_address(g), count * granule_);
-      fail(requested, backing_available(), ("no device memory to map granules: " + std::string(e.what())).c_str());
+      fail(requested, backing_available(),
+           ("no device memory to map granules: " + std::string(e.what())).c_str());
     }
     for (auto& [g, count] : done)
       for (std::size_t k = g; k < g + count; ++k) mapped_[k] = 1;
@@ -186,7 +190,8 @@ class vmm_growable final : public allocator {
 
   [[noreturn]] VRAMSCOPE_NOINLINE void fail_no_room(std::size_t bytes) const {
     fail(bytes, largest_free_in_reserve(),
-         ("no room left in the reserved address space (reserve " + format_bytes(reserve_) + ")").c_str());
+         ("no room left in the reserved address space (reserve " + format_bytes(reserve_) + ")")
+             .c_str());
   }
 
   std::uint64_t largest_free_in_reserve() const {
@@ -209,7 +214,8 @@ class vmm_growable final : public allocator {
     for_each_run(0, scan_end, [&](std::size_t first, std::size_t count, bool mapped) {
       const address_t start = granule_address(first), end = start + count * granule_;
       if (!mapped) {
-        const address_t used_granules_end = granule_address((used_end - base_ + granule_ - 1) / granule_);
+        const address_t used_granules_end =
+            granule_address((used_end - base_ + granule_ - 1) / granule_);
         if (start < used_end) v.region({start, std::min(end, used_granules_end) - start, false, 0});
         return;
       }
@@ -237,11 +243,11 @@ class vmm_growable final : public allocator {
   std::uint64_t keep_mapped_;
   address_t base_;
   address_t high_water_ = 0;
-  std::map<address_t, block> blocks_;                              // address -> block, tiling
-  std::set<std::pair<std::uint64_t, address_t>> free_by_size_;     // (size, address) of free blocks
-  std::vector<std::uint32_t> touching_;                            // per granule: live blocks on it
-  std::vector<std::uint8_t> mapped_;                               // per granule: mapped now
-  std::uint64_t empty_mapped_bytes_ = 0;                           // mapped, touched by no live block
+  std::map<address_t, block> blocks_;                           // address -> block, tiling
+  std::set<std::pair<std::uint64_t, address_t>> free_by_size_;  // (size, address) of free blocks
+  std::vector<std::uint32_t> touching_;                         // per granule: live blocks on it
+  std::vector<std::uint8_t> mapped_;                            // per granule: mapped now
+  std::uint64_t empty_mapped_bytes_ = 0;                        // mapped, touched by no live block
 };
 
 const strategy_registration registration{
@@ -250,7 +256,8 @@ const strategy_registration registration{
      {{"reserve", "size", "64GiB", "address space reserved once (rounded to the granularity)"},
       {"unmap_free_granules", "bool", "true",
        "unmap a granule as soon as no live block touches it (false: only trim() unmaps)"},
-      {"keep_mapped", "size", "0", "hysteresis: bytes of empty granules that stay mapped until trim()"}},
+      {"keep_mapped", "size", "0",
+       "hysteresis: bytes of empty granules that stay mapped until trim()"}},
      strategy_traits().needs_vmm().runs_on(backing_kind::cuda_vmm)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {
       return std::make_unique<vmm_growable>(b, p);

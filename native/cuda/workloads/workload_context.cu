@@ -56,7 +56,8 @@ __global__ void verify_kernel(const unsigned char* p, unsigned long long bytes, 
 // `to` gets `from`'s words over the first `bytes` (a copy, so its pattern is from's).
 __global__ void copy_kernel(unsigned* to, const unsigned* from, unsigned long long words) {
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
-  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride) to[i] = from[i];
+  for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += stride)
+    to[i] = from[i];
 }
 
 unsigned grid_for(unsigned long long bytes) {
@@ -74,8 +75,13 @@ class context::collecting_tracer final : public tracer {
   std::vector<trace_event> events;
 };
 
-context::context(allocator& strategy, workload_sink& sink, unsigned streams, const std::atomic<bool>* cancel)
-    : strategy_(strategy), sink_(sink), cancel_(cancel), tracer_(new collecting_tracer), start_(std::chrono::steady_clock::now()) {
+context::context(allocator& strategy, workload_sink& sink, unsigned streams,
+                 const std::atomic<bool>* cancel)
+    : strategy_(strategy),
+      sink_(sink),
+      cancel_(cancel),
+      tracer_(new collecting_tracer),
+      start_(std::chrono::steady_clock::now()) {
   try {
     for (unsigned i = 0; i < (streams == 0 ? 1 : streams); ++i) {
       cudaStream_t s = nullptr;
@@ -105,7 +111,8 @@ context::~context() {
 }
 
 double context::now_ns() const {
-  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start_).count();
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - start_)
+      .count();
 }
 
 void context::check_cancel() const {
@@ -118,7 +125,8 @@ unsigned context::index_of(stream_t s) const {
 }
 
 void context::emit_layout(double at, std::uint64_t latency_ns) {
-  const std::uint32_t latency = latency_ns > 0xffffffffull ? 0xffffffffu : static_cast<std::uint32_t>(latency_ns);
+  const std::uint32_t latency =
+      latency_ns > 0xffffffffull ? 0xffffffffu : static_cast<std::uint32_t>(latency_ns);
   for (const trace_event& e : tracer_->events) sink_.layout(e, index_of(e.stream), at, latency);
   tracer_->events.clear();
 }
@@ -134,7 +142,8 @@ block context::allocate(std::uint64_t bytes, unsigned s) {
   } catch (const vramscope::out_of_memory& e) {
     const auto t1 = std::chrono::steady_clock::now();
     sink_.request(3, 0, bytes, s, at);
-    emit_layout(at, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    emit_layout(at, static_cast<std::uint64_t>(
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
     throw out_of_memory_stop{e.what()};
   }
   const auto t1 = std::chrono::steady_clock::now();
@@ -142,7 +151,8 @@ block context::allocate(std::uint64_t bytes, unsigned s) {
   ++allocations_;
   live_[b.id] = b;
   sink_.request(0, b.id, bytes, s, at);
-  emit_layout(at, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+  emit_layout(at, static_cast<std::uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   return b;
 }
 
@@ -155,20 +165,23 @@ void context::free(const block& b, unsigned s) {
   ++frees_;
   live_.erase(b.id);
   sink_.request(1, b.id, 0, s, at);
-  emit_layout(at, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+  emit_layout(at, static_cast<std::uint64_t>(
+                      std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
 }
 
 void context::fill(const block& b, unsigned s) {
   if (b.bytes == 0) return;
-  fill_kernel<<<grid_for(b.bytes), 256, 0, streams_.at(s)>>>(static_cast<unsigned char*>(b.ptr), b.bytes,
-                                                              cookie_of(reinterpret_cast<unsigned long long>(b.ptr), b.serial));
+  fill_kernel<<<grid_for(b.bytes), 256, 0, streams_.at(s)>>>(
+      static_cast<unsigned char*>(b.ptr), b.bytes,
+      cookie_of(reinterpret_cast<unsigned long long>(b.ptr), b.serial));
   check(cudaGetLastError(), "fill kernel launch");
 }
 
 void context::verify(const block& b, unsigned s) {
   if (b.bytes == 0) return;
-  verify_kernel<<<grid_for(b.bytes), 256, 0, streams_.at(s)>>>(static_cast<const unsigned char*>(b.ptr), b.bytes,
-                                                                cookie_of(reinterpret_cast<unsigned long long>(b.ptr), b.serial), bad_bytes_);
+  verify_kernel<<<grid_for(b.bytes), 256, 0, streams_.at(s)>>>(
+      static_cast<const unsigned char*>(b.ptr), b.bytes,
+      cookie_of(reinterpret_cast<unsigned long long>(b.ptr), b.serial), bad_bytes_);
   check(cudaGetLastError(), "verify kernel launch");
   verified_bytes_ += b.bytes;
 }
@@ -178,14 +191,16 @@ void context::copy_prefix(const block& from, block& to, unsigned s) {
   // The copied prefix must read back as `from`'s pattern; then `to` is given its own pattern, so
   // that a later verify(to) checks all of it.
   fill(to, s);
-  copy_kernel<<<grid_for(bytes), 256, 0, streams_.at(s)>>>(static_cast<unsigned*>(to.ptr), static_cast<const unsigned*>(from.ptr), bytes / 4);
+  copy_kernel<<<grid_for(bytes), 256, 0, streams_.at(s)>>>(
+      static_cast<unsigned*>(to.ptr), static_cast<const unsigned*>(from.ptr), bytes / 4);
   check(cudaGetLastError(), "copy kernel launch");
   // The copied words must equal the source's pattern at the source's address.
   block as_source = from;
   as_source.ptr = to.ptr;
   as_source.bytes = bytes / 4 * 4;
-  verify_kernel<<<grid_for(as_source.bytes), 256, 0, streams_.at(s)>>>(static_cast<const unsigned char*>(to.ptr), as_source.bytes,
-                                                                        cookie_of(reinterpret_cast<unsigned long long>(from.ptr), from.serial), bad_bytes_);
+  verify_kernel<<<grid_for(as_source.bytes), 256, 0, streams_.at(s)>>>(
+      static_cast<const unsigned char*>(to.ptr), as_source.bytes,
+      cookie_of(reinterpret_cast<unsigned long long>(from.ptr), from.serial), bad_bytes_);
   check(cudaGetLastError(), "verify kernel launch");
   verified_bytes_ += as_source.bytes;
   fill(to, s);  // from here on `to` holds its own pattern again
@@ -232,8 +247,10 @@ void context::reset(std::vector<block>& live) {
     const auto t0 = std::chrono::steady_clock::now();
     strategy_.reset();
     const auto t1 = std::chrono::steady_clock::now();
-    for (const block& b : live) sink_.request(1, b.id, 0, b.stream, at), ++frees_, live_.erase(b.id);
-    emit_layout(at, static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    for (const block& b : live)
+      sink_.request(1, b.id, 0, b.stream, at), ++frees_, live_.erase(b.id);
+    emit_layout(at, static_cast<std::uint64_t>(
+                        std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
   } else {
     for (const block& b : live) free(b);
   }

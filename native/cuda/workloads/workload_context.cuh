@@ -29,14 +29,16 @@ struct cancelled_stop {};
 struct block {
   void* ptr = nullptr;
   std::uint64_t bytes = 0;
-  std::uint32_t id = 0;      // request id in the trace
-  std::uint32_t serial = 0;  // pattern seed: distinguishes a block from an earlier one at the same address
-  unsigned stream = 0;       // stream index it was allocated on
+  std::uint32_t id = 0;  // request id in the trace
+  std::uint32_t serial =
+      0;  // pattern seed: distinguishes a block from an earlier one at the same address
+  unsigned stream = 0;  // stream index it was allocated on
 };
 
 class context {
  public:
-  context(allocator& strategy, workload_sink& sink, unsigned streams, const std::atomic<bool>* cancel);
+  context(allocator& strategy, workload_sink& sink, unsigned streams,
+          const std::atomic<bool>* cancel);
   ~context();
   context(const context&) = delete;
   context& operator=(const context&) = delete;

@@ -27,8 +27,11 @@ namespace {
 
 class counting_sink final : public vramscope::workload_sink {
  public:
-  void request(std::uint8_t kind, std::uint32_t, std::uint64_t, std::uint32_t, double) override { ++requests[kind & 3]; }
-  void layout(const vramscope::trace_event&, std::uint32_t, double, std::uint32_t latency) override {
+  void request(std::uint8_t kind, std::uint32_t, std::uint64_t, std::uint32_t, double) override {
+    ++requests[kind & 3];
+  }
+  void layout(const vramscope::trace_event&, std::uint32_t, double,
+              std::uint32_t latency) override {
     ++layout_events;
     latency_sum += latency;
   }
@@ -61,10 +64,11 @@ std::string escaped(const std::string& s) {
 
 // Counts and sizes small enough for compute-sanitizer, which serializes and instruments every launch.
 const std::map<std::string, std::string> small_values = {
-    {"steps", "4"},     {"ops", "300"},        {"live", "40"},         {"requests", "24"}, {"concurrent", "4"},
-    {"launches", "2"},  {"threads", "256"},    {"rounds", "2"},        {"pairs", "16"},    {"to", "8MiB"},
-    {"allocs", "8"},    {"layers", "2"},       {"hidden", "256"},      {"max_batch", "4"}, {"max_seq", "64"},
-    {"min_seq", "16"},  {"max_tokens", "256"}, {"max_size", "64KiB"},   {"buffers", "2"}};
+    {"steps", "4"},        {"ops", "300"},        {"live", "40"},     {"requests", "24"},
+    {"concurrent", "4"},   {"launches", "2"},     {"threads", "256"}, {"rounds", "2"},
+    {"pairs", "16"},       {"to", "8MiB"},        {"allocs", "8"},    {"layers", "2"},
+    {"hidden", "256"},     {"max_batch", "4"},    {"max_seq", "64"},  {"min_seq", "16"},
+    {"max_tokens", "256"}, {"max_size", "64KiB"}, {"buffers", "2"}};
 
 // Set when a run ended on a CUDA error: the context may be poisoned (an illegal address is sticky).
 bool context_unusable = false;
@@ -75,23 +79,28 @@ int run_one(const vramscope::workload_options& o) {
     const vramscope::workload_result r = vramscope::run_workload(o, sink);
     const bool clean = r.corrupted_bytes == 0 && (r.stopped_by.empty() || r.out_of_memory);
     std::printf(
-        "{\"workload\":\"%s\",\"strategy\":\"%s\",\"backing\":\"%s\",\"device\":\"%s\",\"allocations\":%llu,"
-        "\"frees\":%llu,\"ooms\":%llu,\"steps\":%llu,\"layoutEvents\":%llu,\"meanLatencyNs\":%.0f,\"gpuMs\":%.3f,"
-        "\"verifiedBytes\":%llu,\"corruptedBytes\":%llu,\"outOfMemory\":%s,\"stoppedBy\":\"%s\",\"reservedPeak\":%llu,"
+        "{\"workload\":\"%s\",\"strategy\":\"%s\",\"backing\":\"%s\",\"device\":\"%s\","
+        "\"allocations\":%llu,"
+        "\"frees\":%llu,\"ooms\":%llu,\"steps\":%llu,\"layoutEvents\":%llu,\"meanLatencyNs\":%.0f,"
+        "\"gpuMs\":%.3f,"
+        "\"verifiedBytes\":%llu,\"corruptedBytes\":%llu,\"outOfMemory\":%s,\"stoppedBy\":\"%s\","
+        "\"reservedPeak\":%llu,"
         "\"clean\":%s}\n",
         o.workload.c_str(), r.strategy.c_str(), r.backing.c_str(), escaped(r.device).c_str(),
-        static_cast<unsigned long long>(r.allocations), static_cast<unsigned long long>(r.frees), sink.requests[3],
-        static_cast<unsigned long long>(r.steps), sink.layout_events,
-        sink.layout_events ? sink.latency_sum / static_cast<double>(sink.layout_events) : 0.0, sink.gpu_ns_total / 1e6,
-        static_cast<unsigned long long>(r.verified_bytes), static_cast<unsigned long long>(r.corrupted_bytes),
-        r.out_of_memory ? "true" : "false", escaped(r.stopped_by).c_str(),
-        static_cast<unsigned long long>(r.final_stats.reserved_peak), clean ? "true" : "false");
+        static_cast<unsigned long long>(r.allocations), static_cast<unsigned long long>(r.frees),
+        sink.requests[3], static_cast<unsigned long long>(r.steps), sink.layout_events,
+        sink.layout_events ? sink.latency_sum / static_cast<double>(sink.layout_events) : 0.0,
+        sink.gpu_ns_total / 1e6, static_cast<unsigned long long>(r.verified_bytes),
+        static_cast<unsigned long long>(r.corrupted_bytes), r.out_of_memory ? "true" : "false",
+        escaped(r.stopped_by).c_str(), static_cast<unsigned long long>(r.final_stats.reserved_peak),
+        clean ? "true" : "false");
     std::fflush(stdout);
     if (!r.stopped_by.empty() && !r.out_of_memory) context_unusable = true;
     return clean ? 0 : 1;
   } catch (const vramscope::error& e) {
-    std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"%s\",\"code\":\"%s\"}\n", o.workload.c_str(),
-                o.strategy.c_str(), escaped(e.what()).c_str(), vramscope::error_code_name(e.code()));
+    std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"%s\",\"code\":\"%s\"}\n",
+                o.workload.c_str(), o.strategy.c_str(), escaped(e.what()).c_str(),
+                vramscope::error_code_name(e.code()));
     std::fflush(stdout);
     if (e.code() == vramscope::error_code::no_cuda_device) return 2;
     if (e.code() == vramscope::error_code::device_error) context_unusable = true;
@@ -112,8 +121,10 @@ int run_in_child(int argc, char** argv, const std::string& workload, const std::
   std::fflush(stdout);
   pid_t pid = 0;
   if (posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, raw.data(), environ) != 0) {
-    std::printf("{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"could not start a fresh process\",\"code\":\"internal\"}\n",
-                workload.c_str(), strategy.c_str());
+    std::printf(
+        "{\"workload\":\"%s\",\"strategy\":\"%s\",\"error\":\"could not start a fresh "
+        "process\",\"code\":\"internal\"}\n",
+        workload.c_str(), strategy.c_str());
     return 1;
   }
   int status = 0;
@@ -131,7 +142,8 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     std::string k, v;
     if (a == "--list") {
-      for (const auto& w : vramscope::workloads()) std::printf("%s%s\n", w.name.c_str(), w.multi_stream ? " (multi-stream)" : "");
+      for (const auto& w : vramscope::workloads())
+        std::printf("%s%s\n", w.name.c_str(), w.multi_stream ? " (multi-stream)" : "");
       return 0;
     } else if (a == "--small") {
       small = true;
@@ -152,13 +164,15 @@ int main(int argc, char** argv) {
   }
   const vramscope::workload_info* info = vramscope::find_workload(o.workload);
   if (info == nullptr) {
-    std::fprintf(stderr, "vramscope_workload: unknown workload '%s' (--list names them)\n", o.workload.c_str());
+    std::fprintf(stderr, "vramscope_workload: unknown workload '%s' (--list names them)\n",
+                 o.workload.c_str());
     return 2;
   }
   if (small)
     for (const auto& p : info->params) {
       auto it = small_values.find(p.name);
-      if (it != small_values.end() && !o.workload_params.has(p.name)) o.workload_params.set(p.name, it->second);
+      if (it != small_values.end() && !o.workload_params.has(p.name))
+        o.workload_params.set(p.name, it->second);
     }
   if (o.strategy != "all") return run_one(o);
   int status = 0;

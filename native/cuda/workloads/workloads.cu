@@ -28,7 +28,9 @@ void check(cudaError_t status, const char* call) {
   }
 }
 
-std::size_t pick(std::vector<block>& live, context& c) { return static_cast<std::size_t>(c.uniform(0, live.size() - 1)); }
+std::size_t pick(std::vector<block>& live, context& c) {
+  return static_cast<std::size_t>(c.uniform(0, live.size() - 1));
+}
 
 void release(context& c, std::vector<block>& live, std::size_t i) {
   c.verify(live[i]);
@@ -63,18 +65,20 @@ void cross_stream(context& c, const params& p) {
     if (step % 10 == 0) c.step_begin();
     block b = c.allocate(c.uniform(size / 4, size), 0);  // allocated on A
     c.fill(b, 0);
-    c.wait(1, 0);     // B sees A's fill
-    c.verify(b, 1);   // used on B
-    c.free(b, 1);     // freed on B: not reused on A before B's verify has run
+    c.wait(1, 0);    // B sees A's fill
+    c.verify(b, 1);  // used on B
+    c.free(b, 1);    // freed on B: not reused on A before B's verify has run
     if (step % 10 == 9 || step + 1 == steps) c.step_end();
   }
 }
 
-void random_mix(context& c, std::uint64_t ops, std::uint64_t live_max, const std::function<std::uint64_t()>& size) {
+void random_mix(context& c, std::uint64_t ops, std::uint64_t live_max,
+                const std::function<std::uint64_t()>& size) {
   std::vector<block> live;
   for (std::uint64_t op = 0; op < ops; ++op) {
     if (op % 1000 == 0) c.step_begin();
-    while (live.size() >= live_max || (!live.empty() && c.uniform(0, 99) < 40)) release(c, live, pick(live, c));
+    while (live.size() >= live_max || (!live.empty() && c.uniform(0, 99) < 40))
+      release(c, live, pick(live, c));
     live.push_back(c.allocate(size(), 0));
     c.fill(live.back());
     if (op % 1000 == 999 || op + 1 == ops) c.step_end();
@@ -121,7 +125,8 @@ void growable_buffer(context& c, const params& p) {
   c.fill(buffer);
   while (buffer.bytes < to) {
     c.step_begin();
-    const std::uint64_t next = std::min<std::uint64_t>(to, static_cast<std::uint64_t>(std::ceil(buffer.bytes * factor)));
+    const std::uint64_t next =
+        std::min<std::uint64_t>(to, static_cast<std::uint64_t>(std::ceil(buffer.bytes * factor)));
     block grown = c.allocate(next, 0);
     c.copy_prefix(buffer, grown, 0);
     c.verify(buffer);
@@ -136,7 +141,8 @@ void growable_buffer(context& c, const params& p) {
 // --- realistic patterns ------------------------------------------------------------------------------
 
 void training(context& c, const params& p) {
-  const auto steps = p.get_uint("steps", 30), layers = p.get_uint("layers", 12), hidden = p.get_uint("hidden", 1024);
+  const auto steps = p.get_uint("steps", 30), layers = p.get_uint("layers", 12),
+             hidden = p.get_uint("hidden", 1024);
   const auto min_batch = p.get_uint("min_batch", 4), max_batch = p.get_uint("max_batch", 32);
   const auto min_seq = p.get_uint("min_seq", 64), max_seq = p.get_uint("max_seq", 512);
   if (min_batch == 0 || min_batch > max_batch || min_seq == 0 || min_seq > max_seq)
@@ -284,7 +290,8 @@ __device__ unsigned bump_hash(unsigned long long x) {
 }
 
 __global__ void bump_kernel(device_bump_state* state, kernel_log_entry* log, unsigned threads,
-                            unsigned long long max_size, unsigned long long seed, unsigned long long* bad) {
+                            unsigned long long max_size, unsigned long long seed,
+                            unsigned long long* bad) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= threads) return;
   const unsigned long long bytes = 1 + bump_hash(seed * 0x9E3779B97F4A7C15ull + t) % max_size;
@@ -299,7 +306,8 @@ __global__ void bump_kernel(device_bump_state* state, kernel_log_entry* log, uns
     if (b[i] != static_cast<unsigned char>(t * 131 + i)) atomicAdd(bad, 1ull);
 }
 
-__global__ void bump_verify(const kernel_log_entry* log, unsigned threads, unsigned long long* bad) {
+__global__ void bump_verify(const kernel_log_entry* log, unsigned threads,
+                            unsigned long long* bad) {
   const unsigned t = blockIdx.x * blockDim.x + threadIdx.x;
   if (t >= threads || log[t].address == 0) return;
   const unsigned char* b = reinterpret_cast<const unsigned char*>(log[t].address);
@@ -325,12 +333,15 @@ void device_bump_workload(context& c, const params& p, workload_result& result) 
       device_bump_kernel_state state(bump, c.stream(0));
       const unsigned blocks = static_cast<unsigned>((threads + 255) / 256);
       const double at = c.now_ns();
-      bump_kernel<<<blocks, 256, 0, c.stream(0)>>>(state.get(), log, static_cast<unsigned>(threads), max_size, seed + launch, bad);
+      bump_kernel<<<blocks, 256, 0, c.stream(0)>>>(state.get(), log, static_cast<unsigned>(threads),
+                                                   max_size, seed + launch, bad);
       check(cudaGetLastError(), "bump_kernel launch");
       bump_verify<<<blocks, 256, 0, c.stream(0)>>>(log, static_cast<unsigned>(threads), bad);
       check(cudaGetLastError(), "bump_verify launch");
       state.adopt();
-      check(cudaMemcpy(host.data(), log, threads * sizeof(kernel_log_entry), cudaMemcpyDeviceToHost), "cudaMemcpy");
+      check(
+          cudaMemcpy(host.data(), log, threads * sizeof(kernel_log_entry), cudaMemcpyDeviceToHost),
+          "cudaMemcpy");
       // The kernels' own log becomes the trace: one request per thread, placed where it landed.
       std::vector<std::uint32_t> ids;
       for (const kernel_log_entry& e : host) {
@@ -340,7 +351,9 @@ void device_bump_workload(context& c, const params& p, workload_result& result) 
           continue;
         }
         c.sink().request(0, id, e.bytes, 0, at);
-        c.sink().layout(trace_event{trace_op::alloc, 1, 0, e.address, device_bump_round(e.bytes, bump.alignment()), e.bytes}, 0, at, 0);
+        c.sink().layout(trace_event{trace_op::alloc, 1, 0, e.address,
+                                    device_bump_round(e.bytes, bump.alignment()), e.bytes},
+                        0, at, 0);
         ids.push_back(id++);
         verified += e.bytes;
       }
@@ -381,14 +394,16 @@ body body_of(const std::string& name) {
 }
 
 unsigned streams_of(const std::string& name, const params& p) {
-  if (name == "async_pipeline") return static_cast<unsigned>(std::max<std::uint64_t>(1, p.get_uint("streams", 4)));
+  if (name == "async_pipeline")
+    return static_cast<unsigned>(std::max<std::uint64_t>(1, p.get_uint("streams", 4)));
   if (name == "cross_stream") return 2;
   return 1;
 }
 
 }  // namespace
 
-workload_result run_workload(const workload_options& o, workload_sink& sink, const std::atomic<bool>* cancel) {
+workload_result run_workload(const workload_options& o, workload_sink& sink,
+                             const std::atomic<bool>* cancel) {
   const workload_info* info = find_workload(o.workload);
   if (info == nullptr) {
     std::string known;
@@ -397,8 +412,10 @@ workload_result run_workload(const workload_options& o, workload_sink& sink, con
   }
   for (const auto& entry : o.workload_params.values()) {
     const std::string& key = entry.first;
-    const bool known = std::any_of(info->params.begin(), info->params.end(), [&](const param_info& pi) { return pi.name == key; });
-    if (!known) throw invalid_argument("workload " + info->name + ": unknown parameter '" + key + "'");
+    const bool known = std::any_of(info->params.begin(), info->params.end(),
+                                   [&](const param_info& pi) { return pi.name == key; });
+    if (!known)
+      throw invalid_argument("workload " + info->name + ": unknown parameter '" + key + "'");
   }
   workload_result result;
   result.strategy = info->fixed_strategy.empty() ? o.strategy : info->fixed_strategy;

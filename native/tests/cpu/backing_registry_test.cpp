@@ -22,7 +22,9 @@ std::unique_ptr<backing> make_stand_in(const cuda_options&) {
 }
 const backing_registration stand_in_registration{backing_kind::cuda_async, make_stand_in};
 
-TEST("core alone has no CUDA: no probe, and the kinds nobody registered are refused as unsupported") {
+TEST(
+    "core alone has no CUDA: no probe, and the kinds nobody registered are refused as "
+    "unsupported") {
   CHECK(!built_with_cuda());
   std::string reason;
   CHECK(!cuda_device_available(&reason));

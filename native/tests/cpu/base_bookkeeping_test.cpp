@@ -48,7 +48,8 @@ class failing_free_strategy final : public allocator {
     v.region({base_, region_bytes, true, 0});
     // Every block up to top_ is reported live or freed-but-unusable; nothing is reused.
     if (top_ > base_) v.block({base_, top_ - base_, block_state::unusable, 0});
-    if (top_ < base_ + region_bytes) v.block({top_, base_ + region_bytes - top_, block_state::free, 0});
+    if (top_ < base_ + region_bytes)
+      v.block({top_, base_ + region_bytes - top_, block_state::free, 0});
   }
   bool do_supports_reset() const noexcept override { return true; }
   void do_reset() override { top_ = base_; }

@@ -93,10 +93,11 @@ TEST("pytorch: roundup_power2_divisions rounds to the next division above 512 B 
   CHECK_EQ(rounded_size_of(3000, "pytorch", four), 3072u);  // [2048, 4096) in steps of 512
   // Per interval (lower bounds in MiB): the first entry also covers smaller sizes, '>' the rest.
   params list{{"roundup_power2_divisions", "[1:4,2:8,>:2]"}};
-  CHECK_EQ(rounded_size_of(3 * MiB / 2 + 1, "pytorch", list), 7 * MiB / 4);       // 4 steps of 256 KiB
-  CHECK_EQ(rounded_size_of(3 * MiB + 1, "pytorch", list), 3 * MiB + 256 * KiB);   // 8 steps of 256 KiB
-  CHECK_EQ(rounded_size_of(5 * MiB + 1, "pytorch", list), 6 * MiB);              // 2 steps of 2 MiB
-  CHECK_EQ(rounded_size_of(5 * MiB + 1, "pytorch"), 5 * MiB + 512);               // off by default
+  CHECK_EQ(rounded_size_of(3 * MiB / 2 + 1, "pytorch", list), 7 * MiB / 4);  // 4 steps of 256 KiB
+  CHECK_EQ(rounded_size_of(3 * MiB + 1, "pytorch", list),
+           3 * MiB + 256 * KiB);                                     // 8 steps of 256 KiB
+  CHECK_EQ(rounded_size_of(5 * MiB + 1, "pytorch", list), 6 * MiB);  // 2 steps of 2 MiB
+  CHECK_EQ(rounded_size_of(5 * MiB + 1, "pytorch"), 5 * MiB + 512);  // off by default
 }
 
 // --- pytorch: pools and segment sizes (get_pool, get_allocation_size) ----------------------------
@@ -148,14 +149,14 @@ TEST("pytorch: requests of 10 MiB and more get their size rounded to 2 MiB as th
   struct expectation {
     std::size_t request, segment, block;
   };
-  for (auto e : {expectation{10 * MiB - 512, 20 * MiB, 10 * MiB - 512},  // below kMinLargeAlloc
-                 expectation{10 * MiB, 10 * MiB, 10 * MiB},
-                 expectation{12 * MiB, 12 * MiB, 12 * MiB},
-                 // 11 MiB in a 12 MiB segment: the 1 MiB remainder is not above kSmallSize, so
-                 // the block is the whole segment.
-                 expectation{11 * MiB, 12 * MiB, 12 * MiB},
-                 // 102 MiB segment; the 2 MiB - 512 B remainder is above 1 MiB: split.
-                 expectation{100 * MiB + 1, 102 * MiB, 100 * MiB + 512}}) {
+  for (auto e :
+       {expectation{10 * MiB - 512, 20 * MiB, 10 * MiB - 512},  // below kMinLargeAlloc
+        expectation{10 * MiB, 10 * MiB, 10 * MiB}, expectation{12 * MiB, 12 * MiB, 12 * MiB},
+        // 11 MiB in a 12 MiB segment: the 1 MiB remainder is not above kSmallSize, so
+        // the block is the whole segment.
+        expectation{11 * MiB, 12 * MiB, 12 * MiB},
+        // 102 MiB segment; the 2 MiB - 512 B remainder is above 1 MiB: split.
+        expectation{100 * MiB + 1, 102 * MiB, 100 * MiB + 512}}) {
     pool_under_test t("pytorch");
     void* p = t.allocate(e.request);
     auto segs = t.segments();
@@ -184,7 +185,7 @@ TEST("pytorch: the small pool splits off any remainder of 512 B or more") {
 TEST("pytorch: the large pool splits only a remainder above 1 MiB") {
   pool_under_test t("pytorch");
   void* keep = t.allocate(5 * MiB);  // a 20 MiB segment: [5 live][15 free]
-  void* p = t.allocate(14 * MiB);   // 1 MiB remainder: not split, the block is all 15 MiB
+  void* p = t.allocate(14 * MiB);    // 1 MiB remainder: not split, the block is all 15 MiB
   CHECK_EQ(t.block_at(p).size, 15 * MiB);
   CHECK_EQ(t.segments().size(), 1u);
   t.deallocate(p);
@@ -208,7 +209,8 @@ TEST("pytorch: best fit takes the smallest cached block that fits, then the lowe
   t.deallocate(small_a);
   CHECK_EQ(t.segments_obtained(), 3u);
   void* p = t.allocate(11 * MiB + 512);  // the 12 MiB blocks fit better than the 16 MiB one
-  address_t lower = std::min(reinterpret_cast<address_t>(small_a), reinterpret_cast<address_t>(small_b));
+  address_t lower =
+      std::min(reinterpret_cast<address_t>(small_a), reinterpret_cast<address_t>(small_b));
   CHECK_EQ(reinterpret_cast<address_t>(p), lower);
   void* q = t.allocate(13 * MiB);  // only the 16 MiB block fits
   CHECK_EQ(reinterpret_cast<address_t>(q), reinterpret_cast<address_t>(big));
@@ -284,7 +286,7 @@ TEST("pytorch: trim releases only the segments that are entirely free") {
 TEST("pytorch: out of memory releases the cached segments, then the retry succeeds") {
   pool_under_test t("pytorch", {}, 64 * MiB);
   void* a = t.allocate(40 * MiB);
-  t.deallocate(a);  // 40 MiB cached
+  t.deallocate(a);                 // 40 MiB cached
   void* b = t.allocate(50 * MiB);  // 24 MiB left on the device: release the 40, then obtain 50
   CHECK(b != nullptr);
   CHECK_EQ(t.reserved(), 50 * MiB);
@@ -345,13 +347,16 @@ TEST("pytorch: max_split_size: oversize blocks serve oversize requests unsplit, 
   CHECK_EQ(r, big);
   t.deallocate(r);
   // With max_non_split_rounding_size the limit moves.
-  pool_under_test u("pytorch", {{"max_split_size", "40MiB"}, {"max_non_split_rounding_size", "20MiB"}});
+  pool_under_test u("pytorch",
+                    {{"max_split_size", "40MiB"}, {"max_non_split_rounding_size", "20MiB"}});
   void* x = u.allocate(62 * MiB);
   u.deallocate(x);
   CHECK(u.allocate(41 * MiB) != x);  // 62 >= 41 + 20: refused
 }
 
-TEST("pytorch: max_split_size: out of memory first releases just one oversize block that covers it") {
+TEST(
+    "pytorch: max_split_size: out of memory first releases just one oversize block that covers "
+    "it") {
   // release_available_cached_blocks: the smallest cached oversize block of at least
   // max(request, max_split_size) goes, the others stay cached.
   pool_under_test t("pytorch", {{"max_split_size", "40MiB"}}, 128 * MiB);
@@ -381,8 +386,11 @@ TEST("pytorch: max_split_size: out of memory first releases just one oversize bl
 
 // --- pytorch: garbage collection -----------------------------------------------------------------
 
-TEST("pytorch: garbage collection releases the cached segments unused longest, down to the threshold") {
-  pool_under_test t("pytorch", {{"max_reserved", "100MiB"}, {"garbage_collection_threshold", "0.5"}});
+TEST(
+    "pytorch: garbage collection releases the cached segments unused longest, down to the "
+    "threshold") {
+  pool_under_test t("pytorch",
+                    {{"max_reserved", "100MiB"}, {"garbage_collection_threshold", "0.5"}});
   void* a = t.allocate(30 * MiB);
   void* b = t.allocate(30 * MiB);
   void* c = t.allocate(12 * MiB);
@@ -483,10 +491,12 @@ TEST("each preset rejects the other preset's parameters by name") {
   } catch (const invalid_argument& e) {
     CHECK(std::string(e.what()).find("segment_size") != std::string::npos);
   }
-  CHECK_THROWS_AS(make_allocator("caching", *b, {{"preset", "pytorch"}, {"max_split_size", "8MiB"}}),
-                  invalid_argument);  // PyTorch's minimum is 20 MiB
+  CHECK_THROWS_AS(
+      make_allocator("caching", *b, {{"preset", "pytorch"}, {"max_split_size", "8MiB"}}),
+      invalid_argument);  // PyTorch's minimum is 20 MiB
   CHECK_THROWS_AS(make_allocator("caching", *b, {{"preset", "tensorflow"}}), invalid_argument);
-  CHECK_THROWS_AS(make_allocator("caching", *b, {{"preset", "pytorch"}, {"garbage_collection_threshold", "0.5"}}),
+  CHECK_THROWS_AS(make_allocator("caching", *b,
+                                 {{"preset", "pytorch"}, {"garbage_collection_threshold", "0.5"}}),
                   invalid_argument);  // needs max_reserved
 }
 
@@ -498,7 +508,8 @@ TEST("each preset rejects the other preset's parameters by name") {
 // decision can be compared, block by block.
 class recorded_addresses_backing final : public backing {
  public:
-  explicit recorded_addresses_backing(std::deque<address_t> addresses) : next_(std::move(addresses)) {}
+  explicit recorded_addresses_backing(std::deque<address_t> addresses)
+      : next_(std::move(addresses)) {}
   backing_kind kind() const noexcept override { return backing_kind::simulated; }
   bool is_device_memory() const noexcept override { return false; }
   address_t allocate_region(std::size_t bytes) override {
@@ -548,7 +559,8 @@ std::vector<trace_row> read_trace(const std::string& workload) {
 void check_same_addresses_as_pytorch(const std::string& workload) {
   auto rows = read_trace(workload);
   if (rows.empty()) {
-    std::printf("skipped: no recorded trace %s under %s\n", workload.c_str(), VRAMSCOPE_FIXTURES_DIR);
+    std::printf("skipped: no recorded trace %s under %s\n", workload.c_str(),
+                VRAMSCOPE_FIXTURES_DIR);
     return;
   }
   std::deque<address_t> segment_addresses;
@@ -569,10 +581,10 @@ void check_same_addresses_as_pytorch(const std::string& workload) {
       address_t got = reinterpret_cast<address_t>(p);
       ++allocations;
       if (got != r.address && elsewhere++ == 0)
-        ::check::report(__FILE__, __LINE__, workload + ": allocation " + std::to_string(allocations) +
-                                                " of " + std::to_string(r.size) + " B placed at " +
-                                                format_address(got) + ", PyTorch placed it at " +
-                                                format_address(r.address));
+        ::check::report(__FILE__, __LINE__,
+                        workload + ": allocation " + std::to_string(allocations) + " of " +
+                            std::to_string(r.size) + " B placed at " + format_address(got) +
+                            ", PyTorch placed it at " + format_address(r.address));
     } else if (r.action == "free_completed") {
       auto it = ours_of_recorded.find(r.address);
       REQUIRE(it != ours_of_recorded.end());
@@ -582,7 +594,8 @@ void check_same_addresses_as_pytorch(const std::string& workload) {
   }
   CHECK_EQ(elsewhere, 0u);
   CHECK_EQ(pool->stats().device_calls.region_alloc, segments_recorded);
-  std::fprintf(stderr, "  %s: %zu allocations, %zu at another address than PyTorch's, %zu segments\n",
+  std::fprintf(stderr,
+               "  %s: %zu allocations, %zu at another address than PyTorch's, %zu segments\n",
                workload.c_str(), allocations, elsewhere, segments_recorded);
 }
 

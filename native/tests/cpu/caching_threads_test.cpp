@@ -44,7 +44,8 @@ struct shadow_map {
     std::lock_guard<std::mutex> lock(mutex);
     auto next = blocks.lower_bound(a);
     if (next != blocks.end() && next->first < a + r.size)
-      problems.push_back("block " + format_address(a) + " overlaps live " + format_address(next->first));
+      problems.push_back("block " + format_address(a) + " overlaps live " +
+                         format_address(next->first));
     if (next != blocks.begin() && std::prev(next)->first + std::prev(next)->second.size > a)
       problems.push_back("block " + format_address(a) + " overlaps live " +
                          format_address(std::prev(next)->first));
@@ -59,7 +60,8 @@ struct shadow_map {
       problems.push_back("freeing " + format_address(a) + ", which the shadow map does not hold");
       return;
     }
-    if (it->second.cookie != cookie) problems.push_back("cookie of " + format_address(a) + " changed");
+    if (it->second.cookie != cookie)
+      problems.push_back("cookie of " + format_address(a) + " changed");
     blocks.erase(it);
   }
 };
@@ -102,7 +104,8 @@ double seconds_per_preset() {
 void stress(const std::string& preset) {
   simulated_options o;
   o.capacity = 4 * GiB;
-  o.completion_delay_ns = 0;  // cross-stream frees complete at the next allocation: no clock to share
+  o.completion_delay_ns =
+      0;  // cross-stream frees complete at the next allocation: no clock to share
   auto device = make_simulated_backing(o);
   auto alloc = make_allocator("caching", *device, {{"preset", preset}});
   REQUIRE(alloc->thread_safe());
@@ -122,7 +125,8 @@ void stress(const std::string& preset) {
     while (!stop.load(std::memory_order_relaxed)) {
       bool do_alloc = queue.size() < max_live && rng() % 100 < 55;
       if (do_alloc) {
-        std::size_t n = static_cast<std::size_t>(std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
+        std::size_t n = static_cast<std::size_t>(
+            std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
         stream_t s = 1 + rng() % 3;
         void* p;
         try {
@@ -159,7 +163,8 @@ void stress(const std::string& preset) {
         in_blocks += s.blocks[i].size;
         if (i > 0 && s.blocks[i - 1].address + s.blocks[i - 1].size > s.blocks[i].address) {
           std::lock_guard<std::mutex> lock(observer_problems_mutex);
-          observer_problems.push_back("walk shows overlapping blocks at " + format_address(s.blocks[i].address));
+          observer_problems.push_back("walk shows overlapping blocks at " +
+                                      format_address(s.blocks[i].address));
         }
       }
       if (in_blocks != in_regions) {
@@ -206,18 +211,24 @@ void stress(const std::string& preset) {
   CHECK_EQ(s.reserved_live, 0u);
   CHECK_EQ(s.requested_live, 0u);
   CHECK(check_invariants(*alloc, nullptr).empty());
-  std::fprintf(stderr, "  %s: %llu allocations, %llu frees (%llu by another thread), %llu out-of-memory, "
+  std::fprintf(stderr,
+               "  %s: %llu allocations, %llu frees (%llu by another thread), %llu out-of-memory, "
                "%llu walks, peak reserved %s\n",
-               preset.c_str(), (unsigned long long)allocations.load(), (unsigned long long)frees.load(),
-               (unsigned long long)cross_thread.load(), (unsigned long long)ooms.load(),
-               (unsigned long long)observer_walks.load(), format_bytes(s.reserved_peak).c_str());
+               preset.c_str(), (unsigned long long)allocations.load(),
+               (unsigned long long)frees.load(), (unsigned long long)cross_thread.load(),
+               (unsigned long long)ooms.load(), (unsigned long long)observer_walks.load(),
+               format_bytes(s.reserved_peak).c_str());
 }
 
-TEST("8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact (pow2)") {
+TEST(
+    "8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact "
+    "(pow2)") {
   stress("pow2");
 }
 
-TEST("8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact (pytorch)") {
+TEST(
+    "8 threads, cross-thread and cross-stream frees: no overlap, cookies intact, stats exact "
+    "(pytorch)") {
   stress("pytorch");
 }
 

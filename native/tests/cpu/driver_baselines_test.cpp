@@ -21,10 +21,10 @@ std::unique_ptr<simulated_backing> device(std::size_t capacity = 1 * GiB) {
   return make_simulated_backing(o);
 }
 
-#define CHECK_HOLDS(a, live)                                                     \
-  do {                                                                           \
-    std::string broken_ = check_invariants(*(a), &(live));                       \
-    if (!broken_.empty()) ::check::report(__FILE__, __LINE__, broken_);          \
+#define CHECK_HOLDS(a, live)                                            \
+  do {                                                                  \
+    std::string broken_ = check_invariants(*(a), &(live));              \
+    if (!broken_.empty()) ::check::report(__FILE__, __LINE__, broken_); \
   } while (0)
 
 TEST("cuda_malloc: one device region per request, rounded, reserved equal to live at all times") {
@@ -123,7 +123,9 @@ TEST("async_pool: the release threshold keeps pool memory across a synchronizati
   CHECK_EQ(a->stats().reserved_peak, 64 * MiB);
 }
 
-TEST("async_pool: with threshold 0 a synchronization releases the cache; counters catch up at the next call") {
+TEST(
+    "async_pool: with threshold 0 a synchronization releases the cache; counters catch up at the "
+    "next call") {
   auto b = device();
   auto a = make_allocator("async_pool", *b);
   std::map<address_t, std::size_t> live;
@@ -144,7 +146,8 @@ TEST("async_pool: with threshold 0 a synchronization releases the cache; counter
 
 TEST("async_pool: trim_on_free returns fully free chunks above the threshold after every free") {
   auto b = device();
-  auto a = make_allocator("async_pool", *b, {{"trim_on_free", "true"}, {"release_threshold", "4MiB"}});
+  auto a =
+      make_allocator("async_pool", *b, {{"trim_on_free", "true"}, {"release_threshold", "4MiB"}});
   std::map<address_t, std::size_t> live;
   void* small = a->allocate(1 * MiB);  // chunk A, 32 MiB
   void* big = a->allocate(40 * MiB);   // does not fit A's 31 MiB: chunk B, 64 MiB
@@ -157,7 +160,9 @@ TEST("async_pool: trim_on_free returns fully free chunks above the threshold aft
   a->deallocate(small);
 }
 
-TEST("async_pool: blocks share a chunk at 512 B granularity; a freed block is reused at the lowest address") {
+TEST(
+    "async_pool: blocks share a chunk at 512 B granularity; a freed block is reused at the lowest "
+    "address") {
   auto b = device();
   auto a = make_allocator("async_pool", *b, {{"release_threshold", "1GiB"}});
   std::map<address_t, std::size_t> live;
@@ -187,7 +192,9 @@ TEST("async_pool: blocks share a chunk at 512 B granularity; a freed block is re
   CHECK_HOLDS(a, live);
 }
 
-TEST("async_pool: with track_pool off, reserved counts the blocks alone and the walk still tiles it") {
+TEST(
+    "async_pool: with track_pool off, reserved counts the blocks alone and the walk still tiles "
+    "it") {
   auto b = device();
   auto a = make_allocator("async_pool", *b, {{"track_pool", "false"}});
   std::map<address_t, std::size_t> live;

@@ -103,7 +103,8 @@ TEST("block_pool: a trimmed region's slot is reused, and block indices stay righ
 TEST("slab: ids of released slabs are reused, and frees find their slab and slot") {
   std::mt19937_64 rng(11);
   // Classes that are not powers of two: the slot index is an exact division by multiplication.
-  setup s("slab", {{"classes", "768,1280,3328"}, {"slab_size", "16KiB"}, {"release_empty_slabs", "true"}});
+  setup s("slab",
+          {{"classes", "768,1280,3328"}, {"slab_size", "16KiB"}, {"release_empty_slabs", "true"}});
   std::uniform_int_distribution<std::size_t> size(1, 3328);
   for (int round = 0; round < 6; ++round) {
     for (int i = 0; i < 200; ++i) s.allocate(size(rng));
@@ -222,8 +223,9 @@ TEST("address_map: locate, erase_at and insert_new agree with std::map inside lo
   probe_against_std_map(table, 17, 200000, 3000, 0);
 }
 
-TEST("address_map with a front slot: agrees with std::map through inserts, LIFO and other frees, "
-     "walks, clears and growth") {
+TEST(
+    "address_map with a front slot: agrees with std::map through inserts, LIFO and other frees, "
+    "walks, clears and growth") {
   {
     address_map<std::uint64_t, true> table;
     probe_against_std_map(table, 17, 200000, 3000, 0);
@@ -279,8 +281,9 @@ TEST("address_map with a front slot: agrees with std::map through inserts, LIFO 
   }
 }
 
-TEST("caching free index: take_exact, insert, erase, lower_bound and ascending agree with an "
-     "ordered (size, address) set, the front slot included") {
+TEST(
+    "caching free index: take_exact, insert, erase, lower_bound and ascending agree with an "
+    "ordered (size, address) set, the front slot included") {
   using caching_detail::free_index;
   using caching_detail::no_block;
   std::mt19937_64 rng(23);
@@ -325,8 +328,8 @@ TEST("caching free index: take_exact, insert, erase, lower_bound and ascending a
       do address = (rng() % 4000000 + 1) << 20;
       while (!used_addresses.insert(address).second);
       // A hint: none, or another node's (stale or not: a hint only saves a lookup).
-      const std::uint32_t hint = what % 3 == 0 || hint_of.empty() ? free_index::no_bucket
-                                                                  : hint_of.begin()->second;
+      const std::uint32_t hint =
+          what % 3 == 0 || hint_of.empty() ? free_index::no_bucket : hint_of.begin()->second;
       hint_of[node] = index.insert(size, address, node, hint);
       reference[{size, address}] = node;
       last_inserted = node;
@@ -415,7 +418,8 @@ void check_no_increment_lost(spin_lock& lock, int threads, bool caller_too) {
   for (int t = 0; t < threads; ++t) workers.emplace_back(work);
   if (caller_too) work();
   for (auto& w : workers) w.join();
-  CHECK_EQ(counter, static_cast<std::uint64_t>(each) * static_cast<std::uint64_t>(threads + (caller_too ? 1 : 0)));
+  CHECK_EQ(counter, static_cast<std::uint64_t>(each) *
+                        static_cast<std::uint64_t>(threads + (caller_too ? 1 : 0)));
 }
 
 TEST("spin_lock: excludes across threads, and a thread started while it is held waits") {
@@ -425,17 +429,19 @@ TEST("spin_lock: excludes across threads, and a thread started while it is held 
   check_no_increment_lost(lock, 4, false);
 }
 
-
 // The biased lock (spin_lock.hpp): once other threads exist, the first thread to take the lock
 // owns it and takes it with plain stores; another thread's first lock revokes that for good.
-TEST("spin_lock: biased to its first user; another thread's lock waits for the owner, then revokes") {
+TEST(
+    "spin_lock: biased to its first user; another thread's lock waits for the owner, then "
+    "revokes") {
   std::thread([] {}).join();  // the process has had a second thread: no single-thread shortcut
   spin_lock lock;
   CHECK(lock.bias() == spin_lock::bias_state::none);
   lock.lock();
   lock.unlock();
   if (!spin_lock::biasing_available()) {
-    std::printf("  (no bias in this build or process: membarrier(2) unavailable, or ThreadSanitizer)\n");
+    std::printf(
+        "  (no bias in this build or process: membarrier(2) unavailable, or ThreadSanitizer)\n");
     CHECK(lock.bias() != spin_lock::bias_state::biased);
   } else {
     CHECK(lock.bias() == spin_lock::bias_state::biased);

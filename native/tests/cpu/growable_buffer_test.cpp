@@ -81,7 +81,9 @@ TEST("grow to a smaller size changes nothing; resize lowers the size and keeps t
   CHECK_EQ(buffer.mapped(), align_up(20 * MiB, buffer.granularity()));
 }
 
-TEST("growing past the reservation or the device's memory throws out_of_memory and changes nothing") {
+TEST(
+    "growing past the reservation or the device's memory throws out_of_memory and changes "
+    "nothing") {
   auto device = small_device(16 * MiB);
   growable_buffer buffer(*device, 64 * MiB);
   buffer.grow(8 * MiB);

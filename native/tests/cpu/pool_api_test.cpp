@@ -32,7 +32,9 @@ TEST("a block freed on its own stream is reused by the next request of that size
   CHECK_EQ(pool.stats().device_calls.region_alloc, 1u);
 }
 
-TEST("a block freed on another stream waits for that stream's event, then process_deferred completes it") {
+TEST(
+    "a block freed on another stream waits for that stream's event, then process_deferred "
+    "completes it") {
   auto d = device();
   caching_pool pool(*d);
   void* a = pool.allocate_async(4096, 1);
@@ -91,7 +93,9 @@ TEST("max_pool_size caps reserved memory with out_of_memory, the pool unchanged"
   CHECK(pool.stats().reserved_live <= 16 * MiB);
 }
 
-TEST("process_deferred releases unused segments down to the release threshold; the default keeps them") {
+TEST(
+    "process_deferred releases unused segments down to the release threshold; the default keeps "
+    "them") {
   auto d = device();
   PoolConfig keep;
   caching_pool cached(*d, keep);
@@ -104,7 +108,8 @@ TEST("process_deferred releases unused segments down to the release threshold; t
   c.release_threshold = 4 * MiB;
   caching_pool pool(*d, c);
   std::vector<void*> blocks;
-  for (int i = 0; i < 4; ++i) blocks.push_back(pool.allocate_async(4 * MiB, 0));  // four 4 MiB segments
+  for (int i = 0; i < 4; ++i)
+    blocks.push_back(pool.allocate_async(4 * MiB, 0));  // four 4 MiB segments
   for (void* p : blocks) pool.deallocate_async(p, 0);
   CHECK_EQ(pool.stats().reserved_live, 16 * MiB);
   pool.process_deferred();

@@ -89,7 +89,8 @@ replay_result replay(const std::string& workload, bool placement) {
       ++r.events;
     } else if (row.action == "free_completed") {
       auto it = by_recorded_address.find(row.address);
-      if (it == by_recorded_address.end()) throw std::runtime_error("free of unknown block in " + workload);
+      if (it == by_recorded_address.end())
+        throw std::runtime_error("free of unknown block in " + workload);
       pool->deallocate(it->second, row.stream);
       by_recorded_address.erase(it);
       ++r.events;
@@ -112,15 +113,20 @@ void check_workload(const std::string& workload) {
   std::uint64_t torch_segments_now = stat_of(stats, "segment.all.current");
   double error = std::fabs(static_cast<double>(r.reserved_peak) - static_cast<double>(torch_peak)) /
                  static_cast<double>(torch_peak);
-  std::fprintf(stderr, "  %-20s %zu events: peak reserved %llu (PyTorch %llu, %.3f %%), segments %llu (PyTorch %llu)\n",
+  std::fprintf(stderr,
+               "  %-20s %zu events: peak reserved %llu (PyTorch %llu, %.3f %%), segments %llu "
+               "(PyTorch %llu)\n",
                workload.c_str(), r.events, (unsigned long long)r.reserved_peak,
-               (unsigned long long)torch_peak, error * 100, (unsigned long long)r.segments_allocated,
-               (unsigned long long)torch_segments);
-  std::fprintf(stderr, "  %-20s %zu of %zu allocations at PyTorch's own address; without the recorded placement: peak %llu, segments %llu\n",
+               (unsigned long long)torch_peak, error * 100,
+               (unsigned long long)r.segments_allocated, (unsigned long long)torch_segments);
+  std::fprintf(stderr,
+               "  %-20s %zu of %zu allocations at PyTorch's own address; without the recorded "
+               "placement: peak %llu, segments %llu\n",
                "", r.same_address, r.allocations, (unsigned long long)unplaced.reserved_peak,
                (unsigned long long)unplaced.segments_allocated);
   CHECK(error <= 0.01);
-  CHECK_EQ(r.same_address, r.allocations);  // with the driver's placement, every block lands where PyTorch put it
+  CHECK_EQ(r.same_address,
+           r.allocations);  // with the driver's placement, every block lands where PyTorch put it
   CHECK_EQ(r.segments_allocated, torch_segments);
   CHECK_EQ(r.segments_now, torch_segments_now);
 }
@@ -128,13 +134,19 @@ void check_workload(const std::string& workload) {
 TEST("pytorch preset reproduces PyTorch's peak reserved and segments: MLP with changing batch") {
   check_workload("mlp_varbatch");
 }
-TEST("pytorch preset reproduces PyTorch's peak reserved and segments: transformer, changing sequence") {
+TEST(
+    "pytorch preset reproduces PyTorch's peak reserved and segments: transformer, changing "
+    "sequence") {
   check_workload("transformer_varseq");
 }
-TEST("pytorch preset reproduces PyTorch's peak reserved and segments: convnet, changing image size") {
+TEST(
+    "pytorch preset reproduces PyTorch's peak reserved and segments: convnet, changing image "
+    "size") {
   check_workload("convnet_varimg");
 }
-TEST("pytorch preset reproduces PyTorch's peak reserved and segments: inference server, mixed sizes") {
+TEST(
+    "pytorch preset reproduces PyTorch's peak reserved and segments: inference server, mixed "
+    "sizes") {
   check_workload("inference_mixed");
 }
 

@@ -15,11 +15,14 @@ const address_t default_base = simulated_options{}.base_address;
 
 // Where the H100 run of `fragmentation` on caching (pytorch) put its last three large segments:
 // going down, the last two below the simulated backing's default base.
-const std::vector<address_t> descending_across_base = {default_base, default_base - 32 * MiB, default_base - 64 * MiB};
+const std::vector<address_t> descending_across_base = {default_base, default_base - 32 * MiB,
+                                                       default_base - 64 * MiB};
 
 }  // namespace
 
-TEST("simulated backing: placements below base_address are honoured; unplaced regions still start at base_address") {
+TEST(
+    "simulated backing: placements below base_address are honoured; unplaced regions still start "
+    "at base_address") {
   simulated_options o;
   o.region_placement = descending_across_base;
   auto backing = make_simulated_backing(o);
@@ -35,7 +38,9 @@ TEST("simulated backing: placements below base_address are honoured; unplaced re
   CHECK(overlapping->allocate_region(20 * MiB) >= default_base);
 }
 
-TEST("caching (pytorch) over a placement that crosses base_address reuses the lowest segment, as the H100 run did") {
+TEST(
+    "caching (pytorch) over a placement that crosses base_address reuses the lowest segment, as "
+    "the H100 run did") {
   simulated_options o;
   o.region_placement = descending_across_base;
   auto backing = make_simulated_backing(o);

@@ -46,8 +46,8 @@ struct trace : request_column_vectors {
 
 // A deterministic mix over two streams: sizes up to max_request, about 45 % frees (one in ten on
 // the other stream), a marker every `marker_every` events (0: none).
-trace random_trace(std::size_t n, std::size_t max_request, std::uint32_t seed, std::size_t marker_every = 0,
-                   std::size_t max_live = 200) {
+trace random_trace(std::size_t n, std::size_t max_request, std::uint32_t seed,
+                   std::size_t marker_every = 0, std::size_t max_live = 200) {
   std::mt19937 rng(seed);
   trace t;
   struct held {
@@ -68,7 +68,8 @@ trace random_trace(std::size_t n, std::size_t max_request, std::uint32_t seed, s
     } else {
       // Log-uniform from 1 B to max_request: many small requests, a few large.
       const double top = std::log2(static_cast<double>(max_request));
-      const double bytes = std::floor(std::exp2(std::uniform_real_distribution<double>(0, top)(rng)));
+      const double bytes =
+          std::floor(std::exp2(std::uniform_real_distribution<double>(0, top)(rng)));
       const std::uint32_t s = rng() % 2;
       live.push_back({t.alloc(bytes, s), s});
     }
@@ -89,7 +90,8 @@ replay_result replay_one(const trace& t, const replay_target& target, replay_opt
 }
 
 // What a program calling the allocator directly sees after each event, for comparison.
-std::vector<allocator_stats> direct_run(const trace& t, const replay_target& target, bool reset_at_markers) {
+std::vector<allocator_stats> direct_run(const trace& t, const replay_target& target,
+                                        bool reset_at_markers) {
   auto backing = make_simulated_backing(target.simulated);
   auto a = make_allocator(target.strategy, *backing, target.parameters);
   std::map<std::uint32_t, void*> live;
@@ -141,17 +143,39 @@ std::uint64_t hash_result(const replay_result& r) {
       h.column(l.aux), h.column(l.event);
   const replay_buckets& b = r.buckets;
   h.column(b.end), h.column(b.time), h.column(b.requested_min), h.column(b.requested_max),
-      h.column(b.requested_last), h.column(b.rounded_min), h.column(b.rounded_max), h.column(b.rounded_last),
-      h.column(b.reserved_min), h.column(b.reserved_max), h.column(b.reserved_last), h.column(b.device_calls),
-      h.column(b.external_fragmentation), h.column(b.largest_free_block), h.column(b.free_bytes);
-  h.column(r.full.requested), h.column(r.full.rounded), h.column(r.full.reserved), h.column(r.full.device_calls);
+      h.column(b.requested_last), h.column(b.rounded_min), h.column(b.rounded_max),
+      h.column(b.rounded_last), h.column(b.reserved_min), h.column(b.reserved_max),
+      h.column(b.reserved_last), h.column(b.device_calls), h.column(b.external_fragmentation),
+      h.column(b.largest_free_block), h.column(b.free_bytes);
+  h.column(r.full.requested), h.column(r.full.rounded), h.column(r.full.reserved),
+      h.column(r.full.device_calls);
   const replay_summary& s = r.summary;
-  for (std::uint64_t v : {s.events, s.allocs, s.frees, s.markers, s.recorded_failures, s.peak_requested,
-                          s.peak_requested_event, s.peak_rounded, s.peak_rounded_event, s.peak_reserved,
-                          s.peak_reserved_event, s.reserved_high_water, s.largest_free_block_at_peak,
-                          s.free_bytes_at_peak, s.internal_waste_at_peak, s.failures, s.failed_bytes,
-                          s.device_calls, s.resets, s.dropped_by_reset, s.frees_of_dropped, s.frees_of_failed,
-                          s.unknown_frees, s.fragmentation_walks, s.walked_blocks, s.final_reserved})
+  for (std::uint64_t v : {s.events,
+                          s.allocs,
+                          s.frees,
+                          s.markers,
+                          s.recorded_failures,
+                          s.peak_requested,
+                          s.peak_requested_event,
+                          s.peak_rounded,
+                          s.peak_rounded_event,
+                          s.peak_reserved,
+                          s.peak_reserved_event,
+                          s.reserved_high_water,
+                          s.largest_free_block_at_peak,
+                          s.free_bytes_at_peak,
+                          s.internal_waste_at_peak,
+                          s.failures,
+                          s.failed_bytes,
+                          s.device_calls,
+                          s.resets,
+                          s.dropped_by_reset,
+                          s.frees_of_dropped,
+                          s.frees_of_failed,
+                          s.unknown_frees,
+                          s.fragmentation_walks,
+                          s.walked_blocks,
+                          s.final_reserved})
     h.value(v);
   h.real(s.external_fragmentation_at_peak);
   h.column(s.first_failures);
@@ -185,7 +209,8 @@ TEST("replay: per-event counters, peaks and fragmentation equal a direct run of 
     if (mismatches) std::fprintf(stderr, "  %s: %zu events differ\n", c.label.c_str(), mismatches);
     CHECK_EQ(mismatches, std::size_t{0});
     const replay_summary& s = r.summary;
-    CHECK_EQ(s.peak_reserved, static_cast<std::uint64_t>(direct[s.peak_reserved_event].reserved_live));
+    CHECK_EQ(s.peak_reserved,
+             static_cast<std::uint64_t>(direct[s.peak_reserved_event].reserved_live));
     CHECK_EQ(s.reserved_high_water, direct.back().reserved_peak);
     CHECK_EQ(s.final_requested, direct.back().requested_live);
     CHECK_EQ(s.live_blocks, direct.back().live_blocks);
@@ -237,14 +262,17 @@ TEST("replay: a peak the walk budget skipped is measured exactly by the re-run")
   CHECK(!b_exact.summary.peak_measured_by_rerun);
   CHECK_EQ(b.summary.free_bytes_at_peak, b_exact.summary.free_bytes_at_peak);
   CHECK_EQ(b.summary.largest_free_block_at_peak, b_exact.summary.largest_free_block_at_peak);
-  CHECK_EQ(b.summary.external_fragmentation_at_peak, b_exact.summary.external_fragmentation_at_peak);
+  CHECK_EQ(b.summary.external_fragmentation_at_peak,
+           b_exact.summary.external_fragmentation_at_peak);
   const replay_result a_starved = replay_one(t, target_of(c), starved);
-  CHECK_EQ(a_starved.summary.external_fragmentation_at_peak, a.summary.external_fragmentation_at_peak);
+  CHECK_EQ(a_starved.summary.external_fragmentation_at_peak,
+           a.summary.external_fragmentation_at_peak);
   CHECK_EQ(a_starved.summary.largest_free_block_at_peak, a.summary.largest_free_block_at_peak);
   // The starved run skipped bucket walks: those buckets say so with NaN.
   std::size_t not_measured = 0;
   for (double f : a_starved.buckets.external_fragmentation) not_measured += std::isnan(f);
-  CHECK(a_starved.summary.walked_blocks <= t.count() * 2 + a.summary.walked_blocks / a.summary.fragmentation_walks);
+  CHECK(a_starved.summary.walked_blocks <=
+        t.count() * 2 + a.summary.walked_blocks / a.summary.fragmentation_walks);
   CHECK(not_measured > 0);
 }
 
@@ -271,7 +299,8 @@ TEST("replay: under a cap, requests that do not fit fail, are counted, and the r
   CHECK_EQ(s.unknown_frees, std::uint64_t{0});
   CHECK(s.peak_reserved <= 16 * MiB);
   std::size_t failure_events = 0;
-  for (std::uint8_t op : r.layout.op) failure_events += op == static_cast<std::uint8_t>(trace_op::failure);
+  for (std::uint8_t op : r.layout.op)
+    failure_events += op == static_cast<std::uint8_t>(trace_op::failure);
   CHECK_EQ(failure_events, std::size_t{5});
   // The request after the failures was served.
   CHECK_EQ(r.full.requested[t.count() - 2], static_cast<double>(1 * MiB));
@@ -334,8 +363,8 @@ TEST("replay: frees of ids never allocated or already freed are counted, not fat
   trace t;
   const std::uint32_t a = t.alloc(4096);
   t.free(a);
-  t.free(a);            // already freed
-  t.push(k_free, 3, 0, 0);  // an id no alloc used (below the table size)
+  t.free(a);                      // already freed
+  t.push(k_free, 3, 0, 0);        // an id no alloc used (below the table size)
   t.push(k_free, 1000000, 0, 0);  // far beyond every alloc id
   const std::uint32_t zero = t.alloc(0);
   t.free(zero);  // cudaFree(nullptr): nothing, not odd
@@ -367,13 +396,14 @@ TEST("replay: an alloc of an id still live counts, and the older block stays liv
 TEST("replay: a free on another stream completes when the trace's clock passes the event") {
   trace t;
   const std::uint32_t a = t.alloc(4096, 0);
-  t.free(a, 1);  // stream-ordered: pending
+  t.free(a, 1);      // stream-ordered: pending
   t.alloc(4096, 0);  // 1 µs later: the 10 µs event has not completed
   t.alloc(4096, 0);
   t.time[3] = 50000;  // 50 µs: completed
   const replay_result r = replay_one(t, {"caching", "caching", {}, {}});
   std::map<std::uint8_t, std::uint32_t> event_of;
-  for (std::size_t k = 0; k < r.layout.op.size(); ++k) event_of.emplace(r.layout.op[k], r.layout.event[k]);
+  for (std::size_t k = 0; k < r.layout.op.size(); ++k)
+    event_of.emplace(r.layout.op[k], r.layout.event[k]);
   REQUIRE(event_of.count(static_cast<std::uint8_t>(trace_op::free_pending)));
   REQUIRE(event_of.count(static_cast<std::uint8_t>(trace_op::free_completed)));
   CHECK_EQ(event_of[static_cast<std::uint8_t>(trace_op::free_pending)], std::uint32_t{1});
@@ -396,7 +426,8 @@ TEST("replay: a target's region placement puts its regions where a recording had
   const replay_result r = replay_one(t, placed);
   std::vector<std::uint64_t> regions;
   for (std::size_t k = 0; k < r.layout.op.size(); ++k)
-    if (r.layout.op[k] == static_cast<std::uint8_t>(trace_op::region_reserve)) regions.push_back(r.layout.address[k]);
+    if (r.layout.op[k] == static_cast<std::uint8_t>(trace_op::region_reserve))
+      regions.push_back(r.layout.address[k]);
   REQUIRE(regions.size() == 2);
   CHECK_EQ(regions[0], std::uint64_t{first});
   CHECK_EQ(regions[1], std::uint64_t{second});
@@ -427,7 +458,7 @@ TEST("replay: the same input gives the same bytes out, for every strategy") {
 }
 
 TEST("replay: each bucket's min, max and last are those of the per-event values it covers") {
-  const suite_config c = suite_configs()[8];  // caching.pytorch
+  const suite_config c = suite_configs()[8];                    // caching.pytorch
   const trace t = random_trace(10007, c.max_request, 9, 1000);  // not a multiple of the buckets
   replay_options o;
   o.full_metrics = true;
@@ -492,12 +523,13 @@ TEST("replay: progress is reported per interval and target; cancel stops with a 
   std::size_t seen = 0;
   bool cancelled = false;
   try {
-    replay(t.columns(), {{"a", "caching", {}, {}}}, o,
-           [&](const replay_progress& p) {
-             seen = p.events_done;
-             if (p.events_done >= 3000) cancel = true;
-           },
-           &cancel);
+    replay(
+        t.columns(), {{"a", "caching", {}, {}}}, o,
+        [&](const replay_progress& p) {
+          seen = p.events_done;
+          if (p.events_done >= 3000) cancel = true;
+        },
+        &cancel);
   } catch (const replay_cancelled& e) {
     cancelled = true;
     CHECK_EQ(e.code(), error_code::cancelled);
@@ -505,7 +537,8 @@ TEST("replay: progress is reported per interval and target; cancel stops with a 
   CHECK(cancelled);
   CHECK_EQ(seen, std::size_t{3000});  // stopped at the next check
   cancel = true;
-  CHECK_THROWS_AS(replay(t.columns(), {{"a", "caching", {}, {}}}, o, {}, &cancel), replay_cancelled);
+  CHECK_THROWS_AS(replay(t.columns(), {{"a", "caching", {}, {}}}, o, {}, &cancel),
+                  replay_cancelled);
 }
 
 // --- bad input ------------------------------------------------------------------------------------------
@@ -523,25 +556,37 @@ TEST("replay: malformed columns and parameters are invalid_argument naming the e
   };
   trace bad_kind = t;
   bad_kind.kind[0] = 9;
-  CHECK(message_of([&] { replay(bad_kind.columns(), {{"x", "caching", {}, {}}}); }).find("event 0") != std::string::npos);
+  CHECK(message_of([&] {
+          replay(bad_kind.columns(), {{"x", "caching", {}, {}}});
+        }).find("event 0") != std::string::npos);
   trace bad_id = t;
   bad_id.id[0] = 5;
-  CHECK(message_of([&] { replay(bad_id.columns(), {{"x", "caching", {}, {}}}); }).find("dense") != std::string::npos);
+  CHECK(message_of([&] {
+          replay(bad_id.columns(), {{"x", "caching", {}, {}}});
+        }).find("dense") != std::string::npos);
   trace bad_size = t;
   bad_size.size[0] = 1.5;
-  CHECK(message_of([&] { replay(bad_size.columns(), {{"x", "caching", {}, {}}}); }).find("whole") != std::string::npos);
+  CHECK(message_of([&] {
+          replay(bad_size.columns(), {{"x", "caching", {}, {}}});
+        }).find("whole") != std::string::npos);
   trace bad_time = t;
   bad_time.time[0] = -1;
-  CHECK(message_of([&] { replay(bad_time.columns(), {{"x", "caching", {}, {}}}); }).find("time") != std::string::npos);
-  const std::string param = message_of([&] { replay(t.columns(), {{"mine", "caching", {{"nope", "1"}}, {}}}); });
+  CHECK(message_of([&] {
+          replay(bad_time.columns(), {{"x", "caching", {}, {}}});
+        }).find("time") != std::string::npos);
+  const std::string param = message_of([&] {
+    replay(t.columns(), {{"mine", "caching", {{"nope", "1"}}, {}}});
+  });
   CHECK(param.find("target 'mine'") != std::string::npos);
   CHECK(param.find("nope") != std::string::npos);
-  CHECK(message_of([&] { replay(t.columns(), {{"same", "caching", {}, {}}, {"same", "slab", {}, {}}}); })
-            .find("same") != std::string::npos);
+  CHECK(message_of([&] {
+          replay(t.columns(), {{"same", "caching", {}, {}}, {"same", "slab", {}, {}}});
+        }).find("same") != std::string::npos);
   // A pool larger than the cap is not an error of the replay: its requests fail and are counted.
   replay_options cap;
   cap.capacity = 64 * MiB;
-  const std::vector<replay_result> big = replay(t.columns(), {{"big pool", "buddy", {{"pool_size", "1GiB"}}, {}}}, cap);
+  const std::vector<replay_result> big =
+      replay(t.columns(), {{"big pool", "buddy", {{"pool_size", "1GiB"}}, {}}}, cap);
   CHECK_EQ(big[0].summary.failures, std::uint64_t{1});
   // No events: empty results, no buckets.
   trace none;

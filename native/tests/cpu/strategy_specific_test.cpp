@@ -135,7 +135,8 @@ TEST("slab: empty slabs stay until trim(), or go at once with release_empty_slab
   CHECK_EQ(keep.alloc->stats().reserved_live, 2 * MiB);
   CHECK_EQ(keep.allocate(4000), a);  // the empty slab serves again, same slot
   keep.alloc->trim();
-  CHECK_EQ(keep.alloc->stats().reserved_live, 1 * MiB);  // the 256 B slab went, the 4 KiB one is in use
+  CHECK_EQ(keep.alloc->stats().reserved_live,
+           1 * MiB);  // the 256 B slab went, the 4 KiB one is in use
   CHECK_CONSISTENT(keep);
 
   setup eager("slab", {{"slab_size", "1MiB"}, {"release_empty_slabs", "true"}});
@@ -157,7 +158,8 @@ TEST("slab: the walk shows each slab as a region of its class, slots tiling it")
   CHECK_EQ(layout.regions[1].kind, 3u);
   std::size_t slots_in_first = 0;
   for (auto& b : layout.blocks)
-    if (b.address >= layout.regions[0].address && b.address < layout.regions[0].address + 64 * KiB) {
+    if (b.address >= layout.regions[0].address &&
+        b.address < layout.regions[0].address + 64 * KiB) {
       CHECK_EQ(b.size, 1 * KiB);
       CHECK_EQ(b.aux, 1u);
       ++slots_in_first;
@@ -187,7 +189,8 @@ TEST("buddy: 1 MiB splits into 512 KiB buddies, and they merge back into one fre
   CHECK_CONSISTENT(s);
 }
 
-TEST("buddy: one byte splits the pool down to 256 B, one free buddy per order; freeing merges all") {
+TEST(
+    "buddy: one byte splits the pool down to 256 B, one free buddy per order; freeing merges all") {
   setup s("buddy", {{"pool_size", "1MiB"}});
   address_t a = s.allocate(1);
   auto free_blocks = blocks_of(*s.alloc, block_state::free);
@@ -212,7 +215,8 @@ TEST("buddy: a cascade of splits or merges is traced as one split or one merge")
   address_t a = s.allocate(1);
   std::vector<trace_op> ops;
   for (auto& e : events) ops.push_back(e.op);
-  REQUIRE((ops == std::vector<trace_op>{trace_op::region_reserve, trace_op::split, trace_op::alloc}));
+  REQUIRE(
+      (ops == std::vector<trace_op>{trace_op::region_reserve, trace_op::split, trace_op::alloc}));
   CHECK_EQ(events[1].address, a);  // the pool's root, split down to the 256 B kept
   CHECK_EQ(events[1].size, 256u);
   CHECK_EQ(events[1].aux, 12u);
@@ -237,8 +241,9 @@ TEST("buddy: neighbours that are not buddies do not merge") {
   auto free_blocks = blocks_of(*s.alloc, block_state::free);
   CHECK_EQ(free_blocks.size(), 2u);
   CHECK_THROWS_AS(s.allocate(512 * KiB), out_of_memory);
-  CHECK_EQ(s.alloc->stats().largest_free_block, 512 * KiB);  // contiguous, though not one buddy block
-  s.deallocate(q[0]);  // q[0] + q[1] merge into 512 KiB
+  CHECK_EQ(s.alloc->stats().largest_free_block,
+           512 * KiB);  // contiguous, though not one buddy block
+  s.deallocate(q[0]);   // q[0] + q[1] merge into 512 KiB
   CHECK(s.allocate(512 * KiB) == q[0]);
   CHECK_CONSISTENT(s);
 }
@@ -264,7 +269,9 @@ TEST("buddy: more pools are obtained on demand up to max_pools, and trim() retur
 
 // --- arena ----------------------------------------------------------------------------------------
 
-TEST("arena: blocks follow one another; reset brings the pointer back and reuses the same addresses") {
+TEST(
+    "arena: blocks follow one another; reset brings the pointer back and reuses the same "
+    "addresses") {
   setup s("arena", {{"reserve", "64MiB"}});
   std::vector<address_t> first_step;
   for (std::size_t n : {100, 300, 5000, 256}) first_step.push_back(s.allocate(n));
@@ -287,7 +294,8 @@ TEST("arena: release_on_reset unmaps down to keep_mapped; the default keeps ever
   keep.alloc->reset();
   CHECK_EQ(keep.alloc->stats().reserved_live, 10 * MiB);
 
-  setup release("arena", {{"reserve", "64MiB"}, {"release_on_reset", "true"}, {"keep_mapped", "3MiB"}});
+  setup release("arena",
+                {{"reserve", "64MiB"}, {"release_on_reset", "true"}, {"keep_mapped", "3MiB"}});
   address_t a = release.allocate(9 * MiB);
   auto unmaps = release.alloc->stats().device_calls.unmap;
   release.alloc->reset();
@@ -298,7 +306,9 @@ TEST("arena: release_on_reset unmaps down to keep_mapped; the default keeps ever
   CHECK_CONSISTENT(release);
 }
 
-TEST("arena: a freed block is unusable until reset; freeing the top pops the pointer over freed blocks") {
+TEST(
+    "arena: a freed block is unusable until reset; freeing the top pops the pointer over freed "
+    "blocks") {
   setup s("arena", {{"reserve", "64MiB"}});
   address_t a = s.allocate(1000), b = s.allocate(1000), c = s.allocate(1000);
   s.deallocate(b);
@@ -386,7 +396,8 @@ TEST("vmm_growable: a freed hole shows as an unmapped region and is filled befor
   auto layout = snapshot(*s.alloc);
   REQUIRE(layout.regions.size() == 3u);
   CHECK(layout.regions[0].mapped && layout.regions[0].address == a);
-  CHECK(!layout.regions[1].mapped && layout.regions[1].address == b && layout.regions[1].size == 2 * MiB);
+  CHECK(!layout.regions[1].mapped && layout.regions[1].address == b &&
+        layout.regions[1].size == 2 * MiB);
   CHECK(layout.regions[2].mapped && layout.regions[2].address == c);
   CHECK_CONSISTENT(s);
   CHECK_EQ(s.allocate(1 * MiB), b);  // best fit: the 2 MiB hole, not the tail
@@ -416,7 +427,8 @@ TEST("vmm_growable: keep_mapped and unmap_free_granules=false hold granules unti
   CHECK_CONSISTENT(lazy);
 }
 
-TEST("vmm_growable: a device too small to map, or a full reservation, fails with the state intact") {
+TEST(
+    "vmm_growable: a device too small to map, or a full reservation, fails with the state intact") {
   setup s("vmm_growable", {{"reserve", "256MiB"}}, 8 * MiB);
   address_t a = s.allocate(3 * MiB);
   auto before = s.alloc->stats();
@@ -502,14 +514,13 @@ TEST("device_bump: a kernel's offset is adopted and its bytes show as one unusab
   CHECK_EQ(bump.base(), 0u);
 }
 
-
 // --- the less-travelled parameter settings under random load ----------------------------------------
 // The typed suite stresses one configuration per strategy; these settings change which paths run
 // (slab release at empty, buddy with several pools, arena without LIFO pops and unmapping resets,
 // vmm_growable with hysteresis or deferred unmapping, device_bump adopting kernel offsets).
 
-std::string stress(const std::string& strategy, const params& p, std::size_t max_request, int operations,
-                   std::size_t capacity = 256 * MiB) {
+std::string stress(const std::string& strategy, const params& p, std::size_t max_request,
+                   int operations, std::size_t capacity = 256 * MiB) {
   setup s(strategy, p, capacity);
   std::mt19937_64 rng(std::hash<std::string>{}(strategy + p.values().begin()->second));
   std::map<address_t, std::size_t> live;  // address -> requested
@@ -523,7 +534,8 @@ std::string stress(const std::string& strategy, const params& p, std::size_t max
   for (int op = 0; op < operations; ++op) {
     if (order.empty() || (order.size() < 2000 && rng() % 100 < 55)) {
       const double log_max = std::log(static_cast<double>(max_request));
-      std::size_t n = static_cast<std::size_t>(std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
+      std::size_t n = static_cast<std::size_t>(
+          std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
       n = std::clamp<std::size_t>(n, 1, max_request);
       address_t a;
       try {
@@ -570,10 +582,13 @@ std::string stress(const std::string& strategy, const params& p, std::size_t max
 }
 
 TEST("stress: slab releasing empty slabs at once, capped slabs, odd class sizes") {
-  CHECK_EQ(stress("slab", {{"release_empty_slabs", "true"}, {"slab_size", "256KiB"}}, 128 * KiB, 200000), "");
-  CHECK_EQ(stress("slab", {{"classes", "768,3KiB,40KiB"}, {"max_slabs", "3"}, {"slab_size", "200KiB"}}, 40 * KiB,
-                  200000),
-           "");
+  CHECK_EQ(
+      stress("slab", {{"release_empty_slabs", "true"}, {"slab_size", "256KiB"}}, 128 * KiB, 200000),
+      "");
+  CHECK_EQ(
+      stress("slab", {{"classes", "768,3KiB,40KiB"}, {"max_slabs", "3"}, {"slab_size", "200KiB"}},
+             40 * KiB, 200000),
+      "");
 }
 
 TEST("stress: buddy with several pools and a larger min_block") {
@@ -582,20 +597,29 @@ TEST("stress: buddy with several pools and a larger min_block") {
 }
 
 TEST("stress: arena without LIFO pops, and unmapping at reset") {
-  CHECK_EQ(stress("arena", {{"lifo_reclaim", "false"}, {"reserve", "128MiB"}}, 1 * MiB, 200000), "");
-  CHECK_EQ(stress("arena", {{"release_on_reset", "true"}, {"keep_mapped", "5MiB"}, {"reserve", "128MiB"},
-                            {"alignment", "1KiB"}},
+  CHECK_EQ(stress("arena", {{"lifo_reclaim", "false"}, {"reserve", "128MiB"}}, 1 * MiB, 200000),
+           "");
+  CHECK_EQ(stress("arena",
+                  {{"release_on_reset", "true"},
+                   {"keep_mapped", "5MiB"},
+                   {"reserve", "128MiB"},
+                   {"alignment", "1KiB"}},
                   2 * MiB, 200000),
            "");
 }
 
 TEST("stress: vmm_growable with keep_mapped hysteresis, and with unmapping left to trim()") {
-  CHECK_EQ(stress("vmm_growable", {{"keep_mapped", "8MiB"}, {"reserve", "512MiB"}}, 6 * MiB, 100000), "");
-  CHECK_EQ(stress("vmm_growable", {{"unmap_free_granules", "false"}, {"reserve", "512MiB"}}, 6 * MiB, 100000), "");
+  CHECK_EQ(
+      stress("vmm_growable", {{"keep_mapped", "8MiB"}, {"reserve", "512MiB"}}, 6 * MiB, 100000),
+      "");
+  CHECK_EQ(stress("vmm_growable", {{"unmap_free_granules", "false"}, {"reserve", "512MiB"}},
+                  6 * MiB, 100000),
+           "");
 }
 
 TEST("stress: device_bump adopting kernel offsets between host allocations") {
-  CHECK_EQ(stress("device_bump", {{"capacity", "64MiB"}, {"alignment", "1KiB"}}, 1 * MiB, 200000), "");
+  CHECK_EQ(stress("device_bump", {{"capacity", "64MiB"}, {"alignment", "1KiB"}}, 1 * MiB, 200000),
+           "");
 }
 
 }  // namespace

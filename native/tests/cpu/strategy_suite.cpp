@@ -42,8 +42,6 @@ struct fixture {
   std::string invariants() const { return check_invariants(*alloc, &live); }
 };
 
-
-
 void each_config(void (*body)(const suite_config&)) {
   // A configuration whose strategy is missing is reported by the registration test below.
   for_each_config(body, [](const suite_config& c, bool registered) {
@@ -194,7 +192,9 @@ TEST("invalid free and double free raise typed errors and change nothing") {
   });
 }
 
-TEST("a block freed on its own stream is reusable at once; on another stream it waits for the event") {
+TEST(
+    "a block freed on its own stream is reusable at once; on another stream it waits for the "
+    "event") {
   each_config([](const suite_config& c) {
     fixture f(c);
     std::size_t n = std::min<std::size_t>(4096, c.max_request);
@@ -224,7 +224,8 @@ TEST("trim and reset leave a consistent allocator") {
   each_config([](const suite_config& c) {
     fixture f(c);
     std::vector<void*> ps;
-    for (int i = 0; i < 20; ++i) ps.push_back(f.allocate(std::min<std::size_t>(4096u << (i % 5), c.max_request)));
+    for (int i = 0; i < 20; ++i)
+      ps.push_back(f.allocate(std::min<std::size_t>(4096u << (i % 5), c.max_request)));
     for (std::size_t i = 0; i < ps.size(); i += 2) f.deallocate(ps[i]);
     f.alloc->trim();
     CHECK_INVARIANTS(f);
@@ -275,14 +276,16 @@ TEST("random stress: 1M operations per strategy, no overlap, stats equal a recou
     fixture f(c);
     std::mt19937_64 rng(0x5eed ^ std::hash<std::string>{}(c.label));
     std::vector<address_t> order;  // live addresses, for picking one at random
-    std::map<address_t, address_t> extent;  // address -> end (rounded extents from the walk not needed)
+    std::map<address_t, address_t>
+        extent;  // address -> end (rounded extents from the walk not needed)
     const double log_max = std::log(static_cast<double>(c.max_request));
     std::size_t ooms = 0, resets = 0;
     const int operations = 1000000;
     for (int op = 0; op < operations; ++op) {
       bool do_alloc = order.empty() || (order.size() < 3000 && (rng() % 100) < 55);
       if (do_alloc) {
-        std::size_t n = static_cast<std::size_t>(std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
+        std::size_t n = static_cast<std::size_t>(
+            std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
         n = std::clamp<std::size_t>(n, 1, c.max_request);
         stream_t s = rng() % 8 == 0 ? 2 : 1;
         void* p;
@@ -315,7 +318,8 @@ TEST("random stress: 1M operations per strategy, no overlap, stats equal a recou
         bool overlap = (next != extent.end() && next->first < end) ||
                        (next != extent.begin() && std::prev(next)->second > a);
         if (overlap) {
-          ::check::report(__FILE__, __LINE__, c.label + ": block overlaps a live block at op " + std::to_string(op));
+          ::check::report(__FILE__, __LINE__,
+                          c.label + ": block overlaps a live block at op " + std::to_string(op));
           return;
         }
         extent[a] = end;

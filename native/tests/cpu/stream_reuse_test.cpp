@@ -61,10 +61,14 @@ class unmap_watch final : public tracer {
 
 }  // namespace
 
-TEST("every strategy: a block freed on stream A reaches stream B only once A's queued work is done") {
+TEST(
+    "every strategy: a block freed on stream A reaches stream B only once A's queued work is "
+    "done") {
   for (const auto& c : testing::suite_configs()) {
     if (ordered_by_driver(c.strategy)) {
-      std::printf("  %s: skipped (reuse across streams is ordered by the driver, not modelled here)\n", c.label.c_str());
+      std::printf(
+          "  %s: skipped (reuse across streams is ordered by the driver, not modelled here)\n",
+          c.label.c_str());
       continue;
     }
     const std::size_t bytes = std::min<std::size_t>(c.max_request, 64 * KiB);
@@ -76,7 +80,8 @@ TEST("every strategy: a block freed on stream A reaches stream B only once A's q
       f.alloc->deallocate(p, stream_a);
       void* q = f.alloc->allocate(bytes, stream_b);
       if (overlaps(p, q, bytes) && !f.device->event_complete(work_on_p))
-        check::report(__FILE__, __LINE__, c.label + ": B got A's block while A's work on it was queued");
+        check::report(__FILE__, __LINE__,
+                      c.label + ": B got A's block while A's work on it was queued");
       f.alloc->deallocate(q, stream_b);
       CHECK_EQ(testing::check_invariants(*f.alloc, nullptr), std::string());
     }
@@ -89,7 +94,9 @@ TEST("every strategy: a block freed on stream A reaches stream B only once A's q
       f.alloc->deallocate(p, stream_a);
       void* q = f.alloc->allocate(bytes, stream_b);
       if (overlaps(p, q, bytes) && !f.device->event_complete(work_on_p))
-        check::report(__FILE__, __LINE__, c.label + ": B got a block A freed after B's last allocation, A's work queued");
+        check::report(
+            __FILE__, __LINE__,
+            c.label + ": B got a block A freed after B's last allocation, A's work queued");
       f.alloc->deallocate(q, stream_b);
       f.alloc->deallocate(r, stream_b);
       CHECK_EQ(testing::check_invariants(*f.alloc, nullptr), std::string());
@@ -130,7 +137,9 @@ TEST("stream switches wait once per freeing stream, not once per allocation") {
   f.alloc->deallocate(q, stream_b);
 }
 
-TEST("a block freed on another stream, once complete, waits for its own stream before another reuses it") {
+TEST(
+    "a block freed on another stream, once complete, waits for its own stream before another "
+    "reuses it") {
   testing::suite_config slab{"slab", "slab", {{"slab_size", "1MiB"}}, 64 * KiB, 64 * MiB};
   fixture f(slab);
   void* p = f.alloc->allocate(1000, stream_a);
@@ -155,7 +164,8 @@ TEST("vmm_growable: a granule is unmapped only once the work queued before the f
   alloc->deallocate(p, stream_a);
   CHECK_EQ(watch.unmaps, 1);
   // The same through trim(), with the granules kept mapped at the free.
-  auto kept = make_allocator("vmm_growable", *device, params{{"reserve", "256MiB"}, {"unmap_free_granules", "false"}});
+  auto kept = make_allocator("vmm_growable", *device,
+                             params{{"reserve", "256MiB"}, {"unmap_free_granules", "false"}});
   kept->set_tracer(&watch);
   void* r = kept->allocate(3 * MiB, stream_a);
   work = device->record_event(stream_a);

@@ -33,7 +33,8 @@ __global__ void allocate_and_stamp(const thread_plan* plan, int threads, device_
   if (id >= threads) return;
   const thread_plan p = plan[id];
   void* block = nullptr;
-  if (p.calls) block = vramscope::device_bump_alloc(p.state ? state_b : state_a, p.bytes, p.alignment);
+  if (p.calls)
+    block = vramscope::device_bump_alloc(p.state ? state_b : state_a, p.bytes, p.alignment);
   got[id] = block;
   if (block != nullptr) {
     unsigned* words = static_cast<unsigned*>(block);
@@ -47,12 +48,14 @@ __global__ void count_bad_stamps(const thread_plan* plan, void* const* got, int 
   if (id >= threads || got[id] == nullptr) return;
   const unsigned* words = static_cast<const unsigned*>(got[id]);
   unsigned long long bad = 0;
-  for (unsigned long long i = 0; i < plan[id].bytes / 4; ++i) bad += words[i] != static_cast<unsigned>(id);
+  for (unsigned long long i = 0; i < plan[id].bytes / 4; ++i)
+    bad += words[i] != static_cast<unsigned>(id);
   if (bad) atomicAdd(bad_words, bad);
 }
 
 // Every thread asks for 256 B `rounds` times, however full the region already is.
-__global__ void allocate_repeatedly(device_bump_state* state, int rounds, unsigned long long* successes) {
+__global__ void allocate_repeatedly(device_bump_state* state, int rounds,
+                                    unsigned long long* successes) {
   unsigned long long mine = 0;
   for (int r = 0; r < rounds; ++r) mine += vramscope::device_bump_alloc(state, 256) != nullptr;
   if (mine) atomicAdd(successes, mine);
@@ -72,7 +75,8 @@ struct kernel_run {
   unsigned long long bad_words = 0;
 };
 
-kernel_run run_plan(const std::vector<thread_plan>& plan, device_bump_state* a, device_bump_state* b) {
+kernel_run run_plan(const std::vector<thread_plan>& plan, device_bump_state* a,
+                    device_bump_state* b) {
   const int threads = static_cast<int>(plan.size());
   thread_plan* d_plan = nullptr;
   void** d_got = nullptr;
@@ -80,7 +84,8 @@ kernel_run run_plan(const std::vector<thread_plan>& plan, device_bump_state* a, 
   GPU_CHECK(cudaMalloc(&d_plan, plan.size() * sizeof(thread_plan)));
   GPU_CHECK(cudaMalloc(&d_got, plan.size() * sizeof(void*)));
   GPU_CHECK(cudaMalloc(&d_bad, sizeof(unsigned long long)));
-  GPU_CHECK(cudaMemcpy(d_plan, plan.data(), plan.size() * sizeof(thread_plan), cudaMemcpyHostToDevice));
+  GPU_CHECK(
+      cudaMemcpy(d_plan, plan.data(), plan.size() * sizeof(thread_plan), cudaMemcpyHostToDevice));
   GPU_CHECK(cudaMemset(d_bad, 0, sizeof(unsigned long long)));
   const int per_block = 256, blocks = (threads + per_block - 1) / per_block;
   allocate_and_stamp<<<blocks, per_block>>>(d_plan, threads, a, b, d_got);
@@ -113,7 +118,8 @@ std::size_t check_blocks(const std::vector<thread_plan>& plan, const kernel_run&
     CHECK(p + plan[i].bytes <= region.base + region.capacity);
     spans.push_back({p, p + round256(plan[i].bytes)});
   }
-  std::sort(spans.begin(), spans.end(), [](const span& x, const span& y) { return x.start < y.start; });
+  std::sort(spans.begin(), spans.end(),
+            [](const span& x, const span& y) { return x.start < y.start; });
   std::size_t overlaps = 0;
   for (std::size_t i = 1; i < spans.size(); ++i) overlaps += spans[i].start < spans[i - 1].end;
   CHECK_EQ(overlaps, std::size_t{0});
@@ -121,7 +127,8 @@ std::size_t check_blocks(const std::vector<thread_plan>& plan, const kernel_run&
 }
 
 struct bump_on_device {
-  std::unique_ptr<vramscope::backing> backing = vramscope::make_backing(vramscope::backing_kind::cuda_malloc);
+  std::unique_ptr<vramscope::backing> backing =
+      vramscope::make_backing(vramscope::backing_kind::cuda_malloc);
   std::unique_ptr<vramscope::allocator> owner;
   device_bump& bump;
   explicit bump_on_device(const char* capacity)
@@ -186,9 +193,9 @@ TEST("device_bump: diverged warps, two states in one warp and bad arguments") {
   bump_on_device a("64MiB"), b("64MiB");
   std::vector<thread_plan> plan = mixed_plan(32 * 1024, 2);
   for (std::size_t i = 0; i < plan.size(); ++i) {
-    plan[i].calls = i % 3 != 0;            // a third of each warp does not call
-    plan[i].state = (i / 2) % 2;           // neighbours pairwise on different states
-    if (i % 17 == 0) plan[i].bytes = 0;    // nullptr, takes nothing
+    plan[i].calls = i % 3 != 0;                // a third of each warp does not call
+    plan[i].state = (i / 2) % 2;               // neighbours pairwise on different states
+    if (i % 17 == 0) plan[i].bytes = 0;        // nullptr, takes nothing
     if (i % 23 == 0) plan[i].alignment = 768;  // not a power of two: nullptr
   }
   unsigned long long expected[2] = {0, 0};
@@ -221,8 +228,8 @@ TEST("device_bump: kernels start after the host's blocks and leave them intact")
   const kernel_run run = run_plan(plan, state.get(), state.get());
   CHECK_EQ(run.bad_words, 0ull);
   for (void* p : run.got)
-    CHECK(p != nullptr &&
-          reinterpret_cast<unsigned long long>(p) >= reinterpret_cast<unsigned long long>(host_block) + 64 * 1024);
+    CHECK(p != nullptr && reinterpret_cast<unsigned long long>(p) >=
+                              reinterpret_cast<unsigned long long>(host_block) + 64 * 1024);
   CHECK_EQ(state.adopt().offset, expected);
 
   std::vector<unsigned char> back(64 * 1024);
@@ -231,7 +238,9 @@ TEST("device_bump: kernels start after the host's blocks and leave them intact")
   d.owner->deallocate(host_block);
 }
 
-TEST("device_bump: retrying on a full region hands out every slot once and the offset cannot run away") {
+TEST(
+    "device_bump: retrying on a full region hands out every slot once and the offset cannot run "
+    "away") {
   bump_on_device d("4MiB");
   device_bump_kernel_state state(d.bump);
   unsigned long long* successes = nullptr;

@@ -21,14 +21,14 @@
 namespace gpu {
 
 // A CUDA call in a test: failure is reported with its text and ends the case.
-#define GPU_CHECK(call)                                                                          \
-  do {                                                                                           \
-    cudaError_t gpu_status_ = (call);                                                            \
-    if (gpu_status_ != cudaSuccess) {                                                            \
-      ::check::report(__FILE__, __LINE__,                                                        \
-                      std::string(#call " failed: ") + cudaGetErrorString(gpu_status_));        \
-      throw ::check::fatal{};                                                                    \
-    }                                                                                            \
+#define GPU_CHECK(call)                                                                  \
+  do {                                                                                   \
+    cudaError_t gpu_status_ = (call);                                                    \
+    if (gpu_status_ != cudaSuccess) {                                                    \
+      ::check::report(__FILE__, __LINE__,                                                \
+                      std::string(#call " failed: ") + cudaGetErrorString(gpu_status_)); \
+      throw ::check::fatal{};                                                            \
+    }                                                                                    \
   } while (0)
 
 struct block_desc {
@@ -57,7 +57,8 @@ __global__ void fill_blocks(const block_desc* blocks, int count) {
     const unsigned int c = cookie_of(d.address, d.serial);
     unsigned int* words = reinterpret_cast<unsigned int*>(d.address);
     const unsigned long long n_words = d.bytes / 4;
-    for (unsigned long long i = threadIdx.x; i < n_words; i += blockDim.x) words[i] = word_pattern(c, i);
+    for (unsigned long long i = threadIdx.x; i < n_words; i += blockDim.x)
+      words[i] = word_pattern(c, i);
     unsigned char* bytes = reinterpret_cast<unsigned char*>(d.address);
     for (unsigned long long i = n_words * 4 + threadIdx.x; i < d.bytes; i += blockDim.x)
       bytes[i] = byte_pattern(c, i);
@@ -101,16 +102,15 @@ __global__ void busy_then_fill(block_desc d, unsigned long long busy_ns) {
   __syncthreads();
   const unsigned int c = cookie_of(d.address, d.serial);
   unsigned int* words = reinterpret_cast<unsigned int*>(d.address);
-  for (unsigned long long i = threadIdx.x; i < d.bytes / 4; i += blockDim.x) words[i] = word_pattern(c, i);
+  for (unsigned long long i = threadIdx.x; i < d.bytes / 4; i += blockDim.x)
+    words[i] = word_pattern(c, i);
 }
 
 // Launches fill/verify over a host list of blocks, through a descriptor buffer of its own (device
 // memory from cudaMalloc directly, so it never counts against the allocator under test).
 class pattern_checker {
  public:
-  pattern_checker() {
-    GPU_CHECK(cudaMalloc(&counters_, sizeof(unsigned long long) + sizeof(int)));
-  }
+  pattern_checker() { GPU_CHECK(cudaMalloc(&counters_, sizeof(unsigned long long) + sizeof(int))); }
   ~pattern_checker() {
     cudaFree(descs_);
     cudaFree(counters_);
@@ -172,7 +172,9 @@ inline cudaStream_t new_stream() {
   GPU_CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   return s;
 }
-inline vramscope::stream_t as_stream(cudaStream_t s) { return reinterpret_cast<vramscope::stream_t>(s); }
+inline vramscope::stream_t as_stream(cudaStream_t s) {
+  return reinterpret_cast<vramscope::stream_t>(s);
+}
 
 // The GPU suites' main: which device, driver and runtime first; no device is a failure.
 inline int run_on_device(int argc, char** argv) {

@@ -91,26 +91,28 @@ struct gpu_fixture {
   }
 };
 
-
-
 void each_config(void (*body)(const suite_config&)) {
   for_each_config(body, [](const suite_config& c, bool registered) {
     if (!registered) {
       std::printf("  [%s] skipped: strategy not registered in this build\n", c.label.c_str());
       return false;
     }
-    std::printf("  [%s] on %s\n", c.label.c_str(), backing_kind_name(find_strategy(c.strategy).cuda_backing));
+    std::printf("  [%s] on %s\n", c.label.c_str(),
+                backing_kind_name(find_strategy(c.strategy).cuda_backing));
     std::fflush(stdout);
     return true;
   });
 }
 
-TEST("every strategy's blocks hold their own pattern through rounds of allocate, write, verify, free") {
+TEST(
+    "every strategy's blocks hold their own pattern through rounds of allocate, write, verify, "
+    "free") {
   each_config([](const suite_config& c) {
     gpu_fixture f(c);
     if (walk_is_opaque(*f.alloc))
-      std::printf("    cudaMemPool is opaque: checking blocks and counters, not the tiling of "
-                  "reserved memory\n");
+      std::printf(
+          "    cudaMemPool is opaque: checking blocks and counters, not the tiling of "
+          "reserved memory\n");
     gpu::pattern_checker patterns;
     std::mt19937_64 rng(0x6a11 ^ std::hash<std::string>{}(c.label));
     const double log_max = std::log(static_cast<double>(c.max_request));
@@ -164,10 +166,11 @@ TEST("every strategy's blocks hold their own pattern through rounds of allocate,
       }
       CHECK_INVARIANTS(f);
     }
-    std::printf("    %zu blocks written and verified, %zu out-of-memory under the %s cap, peak "
-                "reserved %s\n",
-                blocks_written, ooms, format_bytes(c.capacity).c_str(),
-                format_bytes(f.alloc->stats().reserved_peak).c_str());
+    std::printf(
+        "    %zu blocks written and verified, %zu out-of-memory under the %s cap, peak "
+        "reserved %s\n",
+        blocks_written, ooms, format_bytes(c.capacity).c_str(),
+        format_bytes(f.alloc->stats().reserved_peak).c_str());
   });
 }
 

@@ -70,8 +70,8 @@ TEST("growable buffer: 1 MiB grows to 100 MiB in place, the first MiB intact aft
 TEST("VMM arena commits granule by granule as it bumps, and reset() gives the granules back") {
   auto vmm = cuda_backing_of(backing_kind::cuda_vmm);
   const std::size_t g = vmm->granularity();
-  auto arena = make_allocator("arena", *vmm,
-                              {{"reserve", "1GiB"}, {"release_on_reset", "true"}, {"keep_mapped", "0"}});
+  auto arena = make_allocator(
+      "arena", *vmm, {{"reserve", "1GiB"}, {"release_on_reset", "true"}, {"keep_mapped", "0"}});
   gpu::pattern_checker patterns;
   std::vector<gpu::block_desc> blocks;
   std::map<address_t, std::size_t> live;
@@ -119,8 +119,9 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
   if (cudaStreamQuery(b) == cudaSuccess) {
     // A 300 ms kernel already done right after its launch: launches are serialized (as under
     // compute-sanitizer), so B's kernel cannot be seen running and the race cannot be staged.
-    std::printf("  skipped: kernel launches are serialized here (compute-sanitizer?), so stream B's\n"
-                "  kernel cannot be observed while it runs; the race is checked in the plain GPU run\n");
+    std::printf(
+        "  skipped: kernel launches are serialized here (compute-sanitizer?), so stream B's\n"
+        "  kernel cannot be observed while it runs; the race is checked in the plain GPU run\n");
     pool->synchronize_deferred();
     return;
   }
@@ -139,10 +140,11 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
   const bool raced = cudaStreamQuery(b) == cudaErrorNotReady;
   (void)cudaGetLastError();
   if (serialized_launches())
-    std::printf("  launches serialized: B's kernel %s when A's fill was queued; ordering not checked here\n",
-                raced ? "still ran" : "had finished");
-  else
-    CHECK(raced);
+    std::printf(
+        "  launches serialized: B's kernel %s when A's fill was queued; ordering not checked "
+        "here\n",
+        raced ? "still ran" : "had finished");
+  else CHECK(raced);
   GPU_CHECK(cudaStreamSynchronize(b));
   CHECK_EQ(on_a.verify({written_by_b}, nullptr, a), 0ull);
   CHECK_EQ(on_a.verify({written_on_a}, nullptr, a), 0ull);
@@ -170,9 +172,9 @@ TEST("caching pool: a block used on stream B is not reused on A until B's kernel
     GPU_CHECK(cudaStreamSynchronize(b));
     const unsigned long long corrupted = on_a.verify({a_data}, nullptr, a);
     if (serialized_launches())
-      std::printf("  control under serialized launches: %llu words overwritten (B ran first)\n", corrupted);
-    else
-      CHECK(corrupted != 0ull);
+      std::printf("  control under serialized launches: %llu words overwritten (B ran first)\n",
+                  corrupted);
+    else CHECK(corrupted != 0ull);
   } else {
     std::printf("  control skipped: the pool did not reuse the freed memory at once\n");
     GPU_CHECK(cudaStreamSynchronize(b));
@@ -216,7 +218,9 @@ TEST("cudaMallocAsync pool: the release threshold keeps memory across a sync, tr
   CHECK_EQ(released->async_stats().reserved_current, 0u);
 }
 
-TEST("cuda_vmm backing: one granule of a mapping unmaps alone; a map beyond the cap changes nothing") {
+TEST(
+    "cuda_vmm backing: one granule of a mapping unmaps alone; a map beyond the cap changes "
+    "nothing") {
   auto probe = cuda_backing_of(backing_kind::cuda_vmm);
   const std::size_t g = probe->granularity();
   probe.reset();
@@ -232,7 +236,7 @@ TEST("cuda_vmm backing: one granule of a mapping unmaps alone; a map beyond the 
   // Beyond the cap: refused before any driver call; the hole stays a hole.
   CHECK_THROWS_AS(vmm->map(base + 4 * g, 2 * g), out_of_memory);
   CHECK_EQ(vmm->available(), g);
-  vmm->map(base + g, g);  // the hole can be filled again
+  vmm->map(base + g, g);                                     // the hole can be filled again
   CHECK_THROWS_AS(vmm->map(base + g, g), invalid_argument);  // mapped twice
   patterns.fill({desc(base + g, g, 4)});
   CHECK_EQ(patterns.verify({first, desc(base + g, g, 4), rest}), 0ull);

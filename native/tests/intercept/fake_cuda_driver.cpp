@@ -60,13 +60,15 @@ cu_result mem_map(cu_deviceptr p, std::size_t, std::size_t, cu_handle h, unsigne
   return p == 0 || h == 0 ? invalid_value : 0;
 }
 cu_result mem_unmap(cu_deviceptr p, std::size_t) { return p == 0 ? invalid_value : 0; }
-cu_result mem_address_reserve(cu_deviceptr* p, std::size_t n, std::size_t, cu_deviceptr, unsigned long long) {
+cu_result mem_address_reserve(cu_deviceptr* p, std::size_t n, std::size_t, cu_deviceptr,
+                              unsigned long long) {
   return mem_alloc(p, n);
 }
 cu_result mem_address_free(cu_deviceptr p, std::size_t) { return mem_free(p); }
 
 cu_result get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t flags);
-cu_result get_proc_v2(const char* symbol, void** pfn, int version, std::uint64_t flags, void* status) {
+cu_result get_proc_v2(const char* symbol, void** pfn, int version, std::uint64_t flags,
+                      void* status) {
   if (status != nullptr) *static_cast<int*>(status) = 0;
   return get_proc_v1(symbol, pfn, version, flags);
 }
@@ -82,8 +84,10 @@ cu_result get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t
   const entry entries[] = {
       {"cuMemAlloc", reinterpret_cast<void*>(&mem_alloc), nullptr},
       {"cuMemFree", reinterpret_cast<void*>(&mem_free), nullptr},
-      {"cuMemAllocAsync", reinterpret_cast<void*>(&mem_alloc_async), reinterpret_cast<void*>(&mem_alloc_async_ptsz)},
-      {"cuMemFreeAsync", reinterpret_cast<void*>(&mem_free_async), reinterpret_cast<void*>(&mem_free_async_ptsz)},
+      {"cuMemAllocAsync", reinterpret_cast<void*>(&mem_alloc_async),
+       reinterpret_cast<void*>(&mem_alloc_async_ptsz)},
+      {"cuMemFreeAsync", reinterpret_cast<void*>(&mem_free_async),
+       reinterpret_cast<void*>(&mem_free_async_ptsz)},
       {"cuMemAllocFromPoolAsync", reinterpret_cast<void*>(&mem_alloc_pool), nullptr},
       {"cuMemAllocManaged", reinterpret_cast<void*>(&mem_alloc_managed), nullptr},
       {"cuMemAllocHost", reinterpret_cast<void*>(&mem_alloc_host), nullptr},
@@ -95,7 +99,10 @@ cu_result get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t
       {"cuMemUnmap", reinterpret_cast<void*>(&mem_unmap), nullptr},
       {"cuMemAddressReserve", reinterpret_cast<void*>(&mem_address_reserve), nullptr},
       {"cuMemAddressFree", reinterpret_cast<void*>(&mem_address_free), nullptr},
-      {"cuGetProcAddress", version >= 12000 ? reinterpret_cast<void*>(&get_proc_v2) : reinterpret_cast<void*>(&get_proc_v1), nullptr},
+      {"cuGetProcAddress",
+       version >= 12000 ? reinterpret_cast<void*>(&get_proc_v2)
+                        : reinterpret_cast<void*>(&get_proc_v1),
+       nullptr},
   };
   for (const entry& e : entries) {
     if (std::strcmp(e.name, symbol) != 0) continue;
@@ -110,18 +117,43 @@ cu_result get_proc_v1(const char* symbol, void** pfn, int version, std::uint64_t
 
 FAKE_EXPORT cu_result cuMemAlloc_v2(cu_deviceptr* p, std::size_t n) { return mem_alloc(p, n); }
 FAKE_EXPORT cu_result cuMemFree_v2(cu_deviceptr p) { return mem_free(p); }
-FAKE_EXPORT cu_result cuMemAllocAsync(cu_deviceptr* p, std::size_t n, void* s) { return mem_alloc_async(p, n, s); }
+FAKE_EXPORT cu_result cuMemAllocAsync(cu_deviceptr* p, std::size_t n, void* s) {
+  return mem_alloc_async(p, n, s);
+}
 FAKE_EXPORT cu_result cuMemFreeAsync(cu_deviceptr p, void* s) { return mem_free_async(p, s); }
-FAKE_EXPORT cu_result cuMemAllocFromPoolAsync(cu_deviceptr* p, std::size_t n, void* pool, void* s) { return mem_alloc_pool(p, n, pool, s); }
-FAKE_EXPORT cu_result cuMemAllocManaged(cu_deviceptr* p, std::size_t n, unsigned f) { return mem_alloc_managed(p, n, f); }
+FAKE_EXPORT cu_result cuMemAllocFromPoolAsync(cu_deviceptr* p, std::size_t n, void* pool, void* s) {
+  return mem_alloc_pool(p, n, pool, s);
+}
+FAKE_EXPORT cu_result cuMemAllocManaged(cu_deviceptr* p, std::size_t n, unsigned f) {
+  return mem_alloc_managed(p, n, f);
+}
 FAKE_EXPORT cu_result cuMemAllocHost_v2(void** p, std::size_t n) { return mem_alloc_host(p, n); }
-FAKE_EXPORT cu_result cuMemHostAlloc(void** p, std::size_t n, unsigned f) { return mem_host_alloc(p, n, f); }
+FAKE_EXPORT cu_result cuMemHostAlloc(void** p, std::size_t n, unsigned f) {
+  return mem_host_alloc(p, n, f);
+}
 FAKE_EXPORT cu_result cuMemFreeHost(void* p) { return mem_free_host(p); }
-FAKE_EXPORT cu_result cuMemCreate(cu_handle* h, std::size_t n, const void* prop, unsigned long long f) { return mem_create(h, n, prop, f); }
+FAKE_EXPORT cu_result cuMemCreate(cu_handle* h, std::size_t n, const void* prop,
+                                  unsigned long long f) {
+  return mem_create(h, n, prop, f);
+}
 FAKE_EXPORT cu_result cuMemRelease(cu_handle h) { return mem_release(h); }
-FAKE_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t n, std::size_t o, cu_handle h, unsigned long long f) { return mem_map(p, n, o, h, f); }
+FAKE_EXPORT cu_result cuMemMap(cu_deviceptr p, std::size_t n, std::size_t o, cu_handle h,
+                               unsigned long long f) {
+  return mem_map(p, n, o, h, f);
+}
 FAKE_EXPORT cu_result cuMemUnmap(cu_deviceptr p, std::size_t n) { return mem_unmap(p, n); }
-FAKE_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* p, std::size_t n, std::size_t a, cu_deviceptr at, unsigned long long f) { return mem_address_reserve(p, n, a, at, f); }
-FAKE_EXPORT cu_result cuMemAddressFree(cu_deviceptr p, std::size_t n) { return mem_address_free(p, n); }
-FAKE_EXPORT cu_result cuGetProcAddress(const char* symbol, void** pfn, int version, std::uint64_t flags) { return get_proc_v1(symbol, pfn, version, flags); }
-FAKE_EXPORT cu_result cuGetProcAddress_v2(const char* symbol, void** pfn, int version, std::uint64_t flags, void* status) { return get_proc_v2(symbol, pfn, version, flags, status); }
+FAKE_EXPORT cu_result cuMemAddressReserve(cu_deviceptr* p, std::size_t n, std::size_t a,
+                                          cu_deviceptr at, unsigned long long f) {
+  return mem_address_reserve(p, n, a, at, f);
+}
+FAKE_EXPORT cu_result cuMemAddressFree(cu_deviceptr p, std::size_t n) {
+  return mem_address_free(p, n);
+}
+FAKE_EXPORT cu_result cuGetProcAddress(const char* symbol, void** pfn, int version,
+                                       std::uint64_t flags) {
+  return get_proc_v1(symbol, pfn, version, flags);
+}
+FAKE_EXPORT cu_result cuGetProcAddress_v2(const char* symbol, void** pfn, int version,
+                                          std::uint64_t flags, void* status) {
+  return get_proc_v2(symbol, pfn, version, flags, status);
+}

@@ -75,6 +75,10 @@ FAKE_EXPORT cuda_error cudaFreeAsync(void* p, void* s) {
 FAKE_EXPORT cuda_error cudaMallocManaged(void** p, std::size_t n, unsigned flags) {
   return driver().mem_alloc_managed(reinterpret_cast<cu_deviceptr*>(p), n, flags);
 }
-FAKE_EXPORT cuda_error cudaMallocHost(void** p, std::size_t n) { return driver().mem_host_alloc(p, n, 0); }
-FAKE_EXPORT cuda_error cudaHostAlloc(void** p, std::size_t n, unsigned flags) { return driver().mem_host_alloc(p, n, flags); }
+FAKE_EXPORT cuda_error cudaMallocHost(void** p, std::size_t n) {
+  return driver().mem_host_alloc(p, n, 0);
+}
+FAKE_EXPORT cuda_error cudaHostAlloc(void** p, std::size_t n, unsigned flags) {
+  return driver().mem_host_alloc(p, n, flags);
+}
 FAKE_EXPORT cuda_error cudaFreeHost(void* p) { return driver().mem_free_host(p); }

@@ -34,7 +34,8 @@ int cuMemCreate(unsigned long long*, std::size_t, const void*, unsigned long lon
 int cuMemRelease(unsigned long long);
 int cuMemMap(unsigned long long, std::size_t, std::size_t, unsigned long long, unsigned long long);
 int cuMemUnmap(unsigned long long, std::size_t);
-int cuMemAddressReserve(unsigned long long*, std::size_t, std::size_t, unsigned long long, unsigned long long);
+int cuMemAddressReserve(unsigned long long*, std::size_t, std::size_t, unsigned long long,
+                        unsigned long long);
 int cuMemAddressFree(unsigned long long, std::size_t);
 }
 
@@ -50,17 +51,30 @@ using mem_free_async_fn = int (*)(unsigned long long, void*);
 // Op codes of intercept_log.h, spelled out so that the expectations do not come from the header
 // under test.
 enum : int {
-  cuda_malloc = 1, cuda_free = 2, cuda_malloc_async = 3, cuda_free_async = 4, cuda_malloc_managed = 5,
-  cuda_malloc_host = 6, cuda_free_host = 7, cu_mem_alloc = 16, cu_mem_free = 17, cu_mem_alloc_async = 18,
-  cu_mem_free_async = 19, cu_mem_create = 32, cu_mem_release = 33, cu_mem_map = 34, cu_mem_unmap = 35,
-  cu_mem_address_reserve = 36, cu_mem_address_free = 37,
+  cuda_malloc = 1,
+  cuda_free = 2,
+  cuda_malloc_async = 3,
+  cuda_free_async = 4,
+  cuda_malloc_managed = 5,
+  cuda_malloc_host = 6,
+  cuda_free_host = 7,
+  cu_mem_alloc = 16,
+  cu_mem_free = 17,
+  cu_mem_alloc_async = 18,
+  cu_mem_free_async = 19,
+  cu_mem_create = 32,
+  cu_mem_release = 33,
+  cu_mem_map = 34,
+  cu_mem_unmap = 35,
+  cu_mem_address_reserve = 36,
+  cu_mem_address_free = 37,
 };
 
 void expect(int op, std::uint64_t address, std::uint64_t size, std::uint64_t stream, int status,
             int flags, const char* thread) {
-  std::printf("expect %d 0x%llx %llu 0x%llx %d %d %s\n", op, static_cast<unsigned long long>(address),
-              static_cast<unsigned long long>(size), static_cast<unsigned long long>(stream), status,
-              flags, thread);
+  std::printf("expect %d 0x%llx %llu 0x%llx %d %d %s\n", op,
+              static_cast<unsigned long long>(address), static_cast<unsigned long long>(size),
+              static_cast<unsigned long long>(stream), status, flags, thread);
 }
 std::uint64_t num(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 void* stream_of(std::uint64_t s) { return reinterpret_cast<void*>(s); }
@@ -138,20 +152,27 @@ int script() {
   require(get1 != nullptr, "dlsym cuGetProcAddress");
   mem_alloc_fn alloc = nullptr;
   mem_free_fn free_fn = nullptr;
-  require(get1("cuMemAlloc", reinterpret_cast<void**>(&alloc), 12000, 0) == 0, "cuGetProcAddress(cuMemAlloc)");
-  require(get1("cuMemFree", reinterpret_cast<void**>(&free_fn), 12000, 0) == 0, "cuGetProcAddress(cuMemFree)");
+  require(get1("cuMemAlloc", reinterpret_cast<void**>(&alloc), 12000, 0) == 0,
+          "cuGetProcAddress(cuMemAlloc)");
+  require(get1("cuMemFree", reinterpret_cast<void**>(&free_fn), 12000, 0) == 0,
+          "cuGetProcAddress(cuMemFree)");
   unsigned long long e = 0;
   require(alloc(&e, 5000) == 0, "cuMemAlloc through cuGetProcAddress");
   expect(cu_mem_alloc, e, 5000, 0, 0, 1, "main");
   get_proc_v2 get2 = nullptr;
-  require(get1("cuGetProcAddress", reinterpret_cast<void**>(&get2), 12000, 0) == 0, "cuGetProcAddress(cuGetProcAddress)");
+  require(get1("cuGetProcAddress", reinterpret_cast<void**>(&get2), 12000, 0) == 0,
+          "cuGetProcAddress(cuGetProcAddress)");
   mem_alloc_async_fn alloc_async = nullptr;
   mem_free_async_fn free_async = nullptr;
   constexpr std::uint64_t ptds = 1u << 1;
-  require(get2("cuMemAllocAsync", reinterpret_cast<void**>(&alloc_async), 12000, ptds, nullptr) == 0, "v2(cuMemAllocAsync)");
-  require(get2("cuMemFreeAsync", reinterpret_cast<void**>(&free_async), 12000, ptds, nullptr) == 0, "v2(cuMemFreeAsync)");
+  require(
+      get2("cuMemAllocAsync", reinterpret_cast<void**>(&alloc_async), 12000, ptds, nullptr) == 0,
+      "v2(cuMemAllocAsync)");
+  require(get2("cuMemFreeAsync", reinterpret_cast<void**>(&free_async), 12000, ptds, nullptr) == 0,
+          "v2(cuMemFreeAsync)");
   unsigned long long f = 0;
-  require(alloc_async(&f, 6000, stream_of(0x30)) == 0 && free_async(f, stream_of(0x30)) == 0, "async pair through v2");
+  require(alloc_async(&f, 6000, stream_of(0x30)) == 0 && free_async(f, stream_of(0x30)) == 0,
+          "async pair through v2");
   expect(cu_mem_alloc_async, f, 6000, 0x30, 0, 1, "main");
   expect(cu_mem_free_async, f, 0, 0x30, 0, 1, "main");
   require(free_fn(e) == 0, "cuMemFree through cuGetProcAddress");

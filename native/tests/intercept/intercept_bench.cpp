@@ -20,14 +20,16 @@ double pair_ns(const std::vector<std::string>& env, long pairs) {
   std::vector<std::string> full;
   for (char** e = environ; *e; ++e) {
     std::string v = *e;
-    if (v.rfind("LD_PRELOAD=", 0) != 0 && v.rfind("VRAMSCOPE_INTERCEPT_", 0) != 0) full.push_back(v);
+    if (v.rfind("LD_PRELOAD=", 0) != 0 && v.rfind("VRAMSCOPE_INTERCEPT_", 0) != 0)
+      full.push_back(v);
   }
   for (const auto& v : env) full.push_back(v);
   std::vector<char*> envp;
   for (auto& v : full) envp.push_back(v.data());
   envp.push_back(nullptr);
   const std::string count = std::to_string(pairs);
-  char* argv[] = {const_cast<char*>(FAKE_PROGRAM), const_cast<char*>("measure"), const_cast<char*>(count.c_str()), nullptr};
+  char* argv[] = {const_cast<char*>(FAKE_PROGRAM), const_cast<char*>("measure"),
+                  const_cast<char*>(count.c_str()), nullptr};
   int pipe_fds[2];
   if (pipe(pipe_fds) != 0) return -1;
   posix_spawn_file_actions_t actions;

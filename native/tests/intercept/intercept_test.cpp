@@ -101,7 +101,8 @@ log_file read_log(const std::string& path) {
   const std::size_t body = bytes.size() - sizeof f.header;
   f.records.resize(body / sizeof(vramscope_intercept_record));
   if (!f.records.empty())
-    std::memcpy(f.records.data(), bytes.data() + sizeof f.header, f.records.size() * sizeof(vramscope_intercept_record));
+    std::memcpy(f.records.data(), bytes.data() + sizeof f.header,
+                f.records.size() * sizeof(vramscope_intercept_record));
   f.trailing_bytes = body % sizeof(vramscope_intercept_record);
   f.ok = std::memcmp(f.header.magic, VRAMSCOPE_INTERCEPT_MAGIC, 8) == 0;
   return f;
@@ -137,9 +138,13 @@ std::vector<expectation> expectations(const std::string& output, int* nested) {
 }
 
 std::string preload() { return std::string("LD_PRELOAD=") + INTERCEPT_LIBRARY; }
-std::string log_env(const std::string& path) { return std::string(VRAMSCOPE_INTERCEPT_ENV_LOG) + "=" + path; }
+std::string log_env(const std::string& path) {
+  return std::string(VRAMSCOPE_INTERCEPT_ENV_LOG) + "=" + path;
+}
 
-TEST("every way a program reaches the memory functions is recorded once, in order, with thread and status") {
+TEST(
+    "every way a program reaches the memory functions is recorded once, in order, with thread and "
+    "status") {
   const std::string path = scratch_dir() + "/script.log";
   run_result r = run_program({"script"}, {preload(), log_env(path)});
   REQUIRE(r.exit_code == 0);
@@ -164,22 +169,25 @@ TEST("every way a program reaches the memory functions is recorded once, in orde
     const auto& got = calls[i];
     const auto& e = want[i];
     const std::string at = "record " + std::to_string(i) + " (op " + std::to_string(e.op) + ")";
-    if (got.op != e.op || got.address != e.address || got.size != e.size || got.stream != e.stream ||
-        got.status != e.status || got.flags != e.flags) {
+    if (got.op != e.op || got.address != e.address || got.size != e.size ||
+        got.stream != e.stream || got.status != e.status || got.flags != e.flags) {
       ::check::report(__FILE__, __LINE__,
-                      at + ": got op " + std::to_string(got.op) + " address " + std::to_string(got.address) +
-                          " size " + std::to_string(got.size) + " stream " + std::to_string(got.stream) +
-                          " status " + std::to_string(got.status) + " flags " + std::to_string(got.flags));
+                      at + ": got op " + std::to_string(got.op) + " address " +
+                          std::to_string(got.address) + " size " + std::to_string(got.size) +
+                          " stream " + std::to_string(got.stream) + " status " +
+                          std::to_string(got.status) + " flags " + std::to_string(got.flags));
     }
     CHECK(got.time_ns >= previous_time);
     previous_time = got.time_ns;
     CHECK(got.sequence < f.records.size());
     auto [it, added] = thread_of.emplace(e.thread, got.thread);
-    if (!added && it->second != got.thread) ::check::report(__FILE__, __LINE__, at + ": thread id changed");
+    if (!added && it->second != got.thread)
+      ::check::report(__FILE__, __LINE__, at + ": thread id changed");
   }
   REQUIRE(thread_of.size() == 2);
   CHECK(thread_of["main"] != thread_of["other"]);
-  CHECK_EQ(thread_of["main"], static_cast<std::uint32_t>(f.header.pid));  // the main thread's tid is the pid
+  CHECK_EQ(thread_of["main"],
+           static_cast<std::uint32_t>(f.header.pid));  // the main thread's tid is the pid
   // The runtime's own driver calls were counted, not recorded.
   REQUIRE(note != nullptr);
   CHECK_EQ(note->size, static_cast<std::uint64_t>(nested));
@@ -205,7 +213,8 @@ TEST("a second process under the same preload leaves an existing log alone") {
 
 TEST("with VRAMSCOPE_INTERCEPT_STACK each call is followed by its frames") {
   const std::string path = scratch_dir() + "/stacks.log";
-  run_result r = run_program({"script"}, {preload(), log_env(path), std::string(VRAMSCOPE_INTERCEPT_ENV_STACK) + "=4"});
+  run_result r = run_program(
+      {"script"}, {preload(), log_env(path), std::string(VRAMSCOPE_INTERCEPT_ENV_STACK) + "=4"});
   REQUIRE(r.exit_code == 0);
   log_file f = read_log(path);
   REQUIRE(f.ok);
@@ -243,7 +252,9 @@ TEST("a program killed with SIGKILL leaves whole records up to the last flush") 
   // Records are consecutive from sequence 0 (nothing lost in the middle), each whole.
   for (std::size_t i = 0; i < f.records.size(); ++i) {
     if (f.records[i].sequence != i) {
-      ::check::report(__FILE__, __LINE__, "record " + std::to_string(i) + " has sequence " + std::to_string(f.records[i].sequence));
+      ::check::report(
+          __FILE__, __LINE__,
+          "record " + std::to_string(i) + " has sequence " + std::to_string(f.records[i].sequence));
       break;
     }
     const auto op = f.records[i].op;

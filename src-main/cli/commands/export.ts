@@ -18,8 +18,7 @@ export interface ExportCommandOptions extends ReplayingOptions {
 
 export async function exportCommand(io: Io, file: string, options: ExportCommandOptions): Promise<void> {
   const format = options.format
-  if (!(EXPORT_FORMATS as readonly string[]).includes(format))
-    throw new OptionError('--format', `unknown format '${format}' (${EXPORT_FORMATS.join(' or ')})`)
+  if (!(EXPORT_FORMATS as readonly string[]).includes(format)) throw new OptionError('--format', `unknown format '${format}' (${EXPORT_FORMATS.join(' or ')})`)
   const request = parseReplayOptions(options)
   if (options.json && options.output === undefined)
     throw new OptionError('--json', 'with --json, stdout holds the JSON report; give -o FILE for the export itself')
@@ -39,5 +38,7 @@ export async function exportCommand(io: Io, file: string, options: ExportCommand
   }
   if (options.json) printJson(io, { file, format, output: options.output, bytes, strategies: strategies.map((s) => s.name) })
   else if (options.output !== undefined)
-    io.stderr.write(`${format === 'chrome' ? 'Chrome trace (open it in https://ui.perfetto.dev)' : 'CSV'} of ${strategies.length} strategies written to ${options.output}\n`)
+    io.stderr.write(
+      `${format === 'chrome' ? 'Chrome trace (open it in https://ui.perfetto.dev)' : 'CSV'} of ${strategies.length} strategies written to ${options.output}\n`,
+    )
 }

@@ -40,7 +40,10 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
   ]
   if (d.gpu || d.driver) lines.push(['gpu', [d.gpu, d.driver && `driver ${d.driver}`].filter(Boolean).join(', ')])
   lines.push(
-    ['events', `${count(d.events)} (${count(d.allocs)} allocs, ${count(d.frees)} frees, ${count(d.markers)} markers, ${count(d.recordedFailures)} recorded failures)`],
+    [
+      'events',
+      `${count(d.events)} (${count(d.allocs)} allocs, ${count(d.frees)} frees, ${count(d.markers)} markers, ${count(d.recordedFailures)} recorded failures)`,
+    ],
     ['blocks', count(d.blocks)],
     ['streams', count(d.streams)],
     ['devices', d.devices.length > 0 ? d.devices.join(', ') : '-'],
@@ -54,7 +57,10 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
   if (d.unknownFrees > 0) lines.push(['unknown frees', `${count(d.unknownFrees)} frees of blocks not live (skipped by replay)`])
   if (input.rmm) {
     const r = input.rmm
-    lines.push(['log', `${count(r.lines)} lines, ${r.badLines.length} skipped${r.badLines.length > 0 ? ` (lines ${r.badLines.map((b) => b.line).join(', ')})` : ''}`])
+    lines.push([
+      'log',
+      `${count(r.lines)} lines, ${r.badLines.length} skipped${r.badLines.length > 0 ? ` (lines ${r.badLines.map((b) => b.line).join(', ')})` : ''}`,
+    ])
   }
   if (input.pytorch) lines.push(['snapshot devices', input.pytorch.devices.join(', ') || '-'])
   const strategies =

@@ -53,14 +53,25 @@ export async function recordCommand(io: Io, command: string[], options: RecordOp
     throw new OptionError('record', 'nothing to record: give a program after -- (vramscope record -o run.vramscope -- python train.py) or --workload NAME')
   if (options.workload !== undefined) return recordWorkloadCommand(io, options)
   if (options.strategy !== undefined || options.param !== undefined || options.cap !== undefined)
-    throw new OptionError(options.strategy !== undefined ? '--strategy' : options.param !== undefined ? '--param' : '--cap', 'applies to --workload only; a program uses its own allocator')
+    throw new OptionError(
+      options.strategy !== undefined ? '--strategy' : options.param !== undefined ? '--param' : '--cap',
+      'applies to --workload only; a program uses its own allocator',
+    )
   const stackDepth = parseCount('--stack', options.stack, 32)
   if (!options.skipDriverCheck && !nvidiaDriverPresent()) throw new NoGpuError('no /dev/nvidiactl, no /proc/driver/nvidia')
   const library = findInterceptLibrary()
   const recording = await recordProgram({ command, output: options.output, library, stackDepth })
   const ended = recording.signal ? `was ended by ${recording.signal}` : `exited with code ${recording.exitCode}`
   if (options.json) {
-    printJson(io, { output: recording.output, command: recording.command, exitCode: recording.exitCode, signal: recording.signal, recorded: recording.recorded, events: recording.events, summary: recording.summary })
+    printJson(io, {
+      output: recording.output,
+      command: recording.command,
+      exitCode: recording.exitCode,
+      signal: recording.signal,
+      recorded: recording.recorded,
+      events: recording.events,
+      summary: recording.summary,
+    })
     return
   }
   const s = recording.summary
@@ -104,7 +115,8 @@ async function recordWorkloadCommand(io: Io, options: RecordOptions): Promise<vo
           `${o.verifiedBytes} bytes verified, ${o.corruptedBytes} corrupted${o.outOfMemory ? '; ended by out of memory' : ''}` +
           `${o.stoppedBy && !o.outOfMemory ? `; stopped: ${o.stoppedBy}` : ''} -> ${options.output} (${o.events} events)\n`,
       )
-      if (o.corruptedBytes > 0 || (o.stoppedBy && !o.outOfMemory)) throw new RecorderCrashError(`vramscope record: the workload did not run cleanly (see above); the recording is in ${options.output}`)
+      if (o.corruptedBytes > 0 || (o.stoppedBy && !o.outOfMemory))
+        throw new RecorderCrashError(`vramscope record: the workload did not run cleanly (see above); the recording is in ${options.output}`)
     }
   }
 }

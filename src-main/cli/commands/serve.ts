@@ -18,7 +18,8 @@ export interface ServeOptions {
 
 export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
   const port = Number(options.port)
-  if (!Number.isInteger(port) || port < 0 || port > 65535) throw new OptionError('--port', `must be a port number from 0 to 65535, got ${JSON.stringify(options.port)}`)
+  if (!Number.isInteger(port) || port < 0 || port > 65535)
+    throw new OptionError('--port', `must be a port number from 0 to 65535, got ${JSON.stringify(options.port)}`)
   let initial: string | undefined
   if (file !== undefined) {
     initial = resolve(file)
@@ -27,23 +28,34 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
   let pageIdleMs: number | undefined
   if (options.pageIdleMs !== undefined) {
     pageIdleMs = Number(options.pageIdleMs)
-    if (!Number.isSafeInteger(pageIdleMs) || pageIdleMs < 1) throw new OptionError('--page-idle-ms', `must be a whole number of milliseconds, got ${JSON.stringify(options.pageIdleMs)}`)
+    if (!Number.isSafeInteger(pageIdleMs) || pageIdleMs < 1)
+      throw new OptionError('--page-idle-ms', `must be a whole number of milliseconds, got ${JSON.stringify(options.pageIdleMs)}`)
   }
   const uploadDir = options.uploadDir !== undefined ? resolve(options.uploadDir) : undefined
   if (uploadDir !== undefined && !existsSync(uploadDir)) throw new OptionError('--upload-dir', `no such directory: ${options.uploadDir}`)
   await ensureRendererBuilt((line) => io.stderr.write(`${line}\n`))
   const version = (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version
   // Opening, importing and replaying run in a worker process: this one only answers the pages.
-  const session = workerSession({
-    version,
-    host: 'web',
-    samplesDir: resolve(REPO_ROOT, 'resources', 'samples'),
-    ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
-    ...(initial === undefined && { allowedPaths: new Set<string>() }),
-  }, (message) => io.stderr.write(`${message}\n`))
+  const session = workerSession(
+    {
+      version,
+      host: 'web',
+      samplesDir: resolve(REPO_ROOT, 'resources', 'samples'),
+      ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
+      ...(initial === undefined && { allowedPaths: new Set<string>() }),
+    },
+    (message) => io.stderr.write(`${message}\n`),
+  )
   let host
   try {
-    host = await startWebHost({ session, staticDir: RENDERER_DIR, host: options.host, port, ...(uploadDir !== undefined && { uploadDir }), ...(pageIdleMs !== undefined && { pageIdleMs }) })
+    host = await startWebHost({
+      session,
+      staticDir: RENDERER_DIR,
+      host: options.host,
+      port,
+      ...(uploadDir !== undefined && { uploadDir }),
+      ...(pageIdleMs !== undefined && { pageIdleMs }),
+    })
   } catch (e) {
     const error = e as NodeJS.ErrnoException
     if (error.code === 'EADDRINUSE') throw new OptionError('--port', `port ${port} is in use on ${options.host}`)

@@ -64,7 +64,16 @@ export function* chromeTraceChunks(input: ChromeExportInput): Generator<string> 
       yield* emit(JSON.stringify({ ph: 'i', s: 'g', pid: TRACE_PID, tid: 0, ts: e.time[i]! / 1000, name, cat: 'marker' }))
     } else if (kind === EventKind.oom) {
       yield* emit(
-        JSON.stringify({ ph: 'i', s: 'p', pid: TRACE_PID, tid: 0, ts: e.time[i]! / 1000, name: 'out of memory (recorded)', cat: 'failure', args: { bytes: e.size[i]! } }),
+        JSON.stringify({
+          ph: 'i',
+          s: 'p',
+          pid: TRACE_PID,
+          tid: 0,
+          ts: e.time[i]! / 1000,
+          name: 'out of memory (recorded)',
+          cat: 'failure',
+          args: { bytes: e.size[i]! },
+        }),
       )
     }
   }

@@ -60,7 +60,7 @@ export interface InterceptSummary {
 export class InterceptConverter {
   private readonly live = new Map<bigint, LiveBlock>()
   private readonly hostLive = new Map<bigint, number>()
-  private readonly pending = new Map<number, PendingCall>()  // by thread, when stacks are captured
+  private readonly pending = new Map<number, PendingCall>() // by thread, when stacks are captured
   private readonly threads = new Set<number>()
   private readonly allocLatency: number[] = []
   private readonly freeLatency: number[] = []
@@ -132,9 +132,13 @@ export class InterceptConverter {
     this.counts.liveAtEnd = this.live.size
     this.counts.threads = this.threads.size
     if (this.counts.unknownFrees > 0)
-      this.writer.warn(`${this.counts.unknownFrees} frees of addresses the recording never saw allocated (allocated before recording began, or through a path the interposer does not see)`)
+      this.writer.warn(
+        `${this.counts.unknownFrees} frees of addresses the recording never saw allocated (allocated before recording began, or through a path the interposer does not see)`,
+      )
     if (this.counts.unwrappedProcAddresses > 0)
-      this.writer.warn(`${this.counts.unwrappedProcAddresses} driver entry points were handed out unwrapped (more variants than the interposer has slots): calls through them are missing`)
+      this.writer.warn(
+        `${this.counts.unwrappedProcAddresses} driver entry points were handed out unwrapped (more variants than the interposer has slots): calls through them are missing`,
+      )
     const figures: Record<string, number> = { ...this.counts }
     Object.assign(figures, latencyFigures('allocLatency', this.allocLatency), latencyFigures('freeLatency', this.freeLatency))
     this.writer.summary(this.name, figures)

@@ -120,11 +120,17 @@ export class InterceptLogReader {
 
   private readHeader(data: Uint8Array): InterceptHeader {
     const magic = new TextDecoder().decode(data.subarray(0, 8))
-    if (magic !== INTERCEPT_MAGIC) throw new InputError(this.file, 'byte 0', `not a vramscope interposer log (magic "${magic.replace(/[^\x20-\x7e]/g, '?')}", expected "${INTERCEPT_MAGIC}")`)
+    if (magic !== INTERCEPT_MAGIC)
+      throw new InputError(
+        this.file,
+        'byte 0',
+        `not a vramscope interposer log (magic "${magic.replace(/[^\x20-\x7e]/g, '?')}", expected "${INTERCEPT_MAGIC}")`,
+      )
     const view = new DataView(data.buffer, data.byteOffset, INTERCEPT_HEADER_BYTES)
     const version = view.getUint32(8, true)
     const recordSize = view.getUint32(12, true)
-    if (version !== INTERCEPT_VERSION) throw new InputError(this.file, 'byte 8', `interposer log version ${version}; this vramscope reads version ${INTERCEPT_VERSION}`)
+    if (version !== INTERCEPT_VERSION)
+      throw new InputError(this.file, 'byte 8', `interposer log version ${version}; this vramscope reads version ${INTERCEPT_VERSION}`)
     if (recordSize !== INTERCEPT_RECORD_BYTES) throw new InputError(this.file, 'byte 12', `records of ${recordSize} bytes; expected ${INTERCEPT_RECORD_BYTES}`)
     return {
       pid: Number(view.getBigUint64(16, true)),

@@ -224,8 +224,7 @@ class RmmLogParser {
     if (this.partial.length > 0 && !this.skippingLongLine) this.line(this.partial)
     this.partial = ''
     if (this.columns === undefined) {
-      if (this.bytesSeen === 0)
-        throw new RmmLogError(this.file, 'empty', 1, `the file is empty; an RMM log starts with the header ${RMM_HEADER}`)
+      if (this.bytesSeen === 0) throw new RmmLogError(this.file, 'empty', 1, `the file is empty; an RMM log starts with the header ${RMM_HEADER}`)
       throw new RmmLogError(this.file, 'empty', 1, `the file holds only blank lines (${this.lineCount}); an RMM log starts with the header ${RMM_HEADER}`)
     }
     this.summarizeWarnings()
@@ -467,14 +466,20 @@ class RmmLogParser {
     const lines = (list: number[], count: number) => `line${list.length > 1 ? 's' : ''} ${list.join(', ')}${count > list.length ? ', …' : ''}`
     for (const b of this.badLines) this.warnings.push(`line ${b.line}: skipped, ${b.problem}`)
     if (c.unknownFrees > 0)
-      this.warnings.push(`${c.unknownFrees} frees of pointers not allocated in this log (or freed already) were skipped (${lines(this.firstLines.unknownFrees, c.unknownFrees)})`)
+      this.warnings.push(
+        `${c.unknownFrees} frees of pointers not allocated in this log (or freed already) were skipped (${lines(this.firstLines.unknownFrees, c.unknownFrees)})`,
+      )
     if (c.reusedLive > 0)
-      this.warnings.push(`${c.reusedLive} allocations returned a pointer that was still live; a free of the older block was assumed (${lines(this.firstLines.reusedLive, c.reusedLive)})`)
+      this.warnings.push(
+        `${c.reusedLive} allocations returned a pointer that was still live; a free of the older block was assumed (${lines(this.firstLines.reusedLive, c.reusedLive)})`,
+      )
     if (c.nullFrees > 0) this.warnings.push(`${c.nullFrees} frees of a null pointer were skipped`)
     if (c.nullAllocations > 0) this.warnings.push(`${c.nullAllocations} zero-byte allocations that returned a null pointer were skipped`)
     if (c.sizeMismatches > 0) this.warnings.push(`${c.sizeMismatches} frees gave a size other than their allocation's`)
     if (c.backwards > 0)
-      this.warnings.push(`${c.backwards} lines have a time before the line above; they were kept in file order at the time above (${lines(this.firstLines.backwards, c.backwards)})`)
+      this.warnings.push(
+        `${c.backwards} lines have a time before the line above; they were kept in file order at the time above (${lines(this.firstLines.backwards, c.backwards)})`,
+      )
     if (c.repeatedHeaders > 0)
       this.warnings.push(`the header appears again (${lines(this.firstLines.repeatedHeaders, c.repeatedHeaders)}): logs were concatenated; read as one`)
     if (this.events.length === 0) this.warnings.push('the log holds no allocations or frees')

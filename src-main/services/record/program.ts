@@ -118,7 +118,7 @@ export async function recordProgram(options: RecordProgramOptions): Promise<Prog
       try {
         handle = await open(logPath, 'r')
       } catch {
-        return  // the program has made no CUDA memory call yet
+        return // the program has made no CUDA memory call yet
       }
     }
     for (;;) {

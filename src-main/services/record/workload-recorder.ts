@@ -48,7 +48,14 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
   const device = native.cudaDeviceAvailable()
   if (!device.available) return send({ kind: 'no-device', reason: device.reason })
   const info = native.workloads().find((w) => w.name === spec.workload)
-  if (!info) return send({ kind: 'bad-input', message: `--workload: unknown workload '${spec.workload}' (known: ${native.workloads().map((w) => w.name).join(', ')})` })
+  if (!info)
+    return send({
+      kind: 'bad-input',
+      message: `--workload: unknown workload '${spec.workload}' (known: ${native
+        .workloads()
+        .map((w) => w.name)
+        .join(', ')})`,
+    })
   const strategy = info.fixedStrategy || (spec.strategy ?? 'caching')
   const name = `${strategy} ${RECORDED_WORKLOAD_SUFFIX}`
   const writer = await TraceWriter.create(output, {
@@ -88,7 +95,14 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
   let result
   try {
     result = await native.recordWorkload(
-      { workload: spec.workload, strategy, strategyParams: spec.strategyParams ?? {}, workloadParams: spec.workloadParams ?? {}, device: spec.device ?? 0, capacity: spec.capacity ?? 0 },
+      {
+        workload: spec.workload,
+        strategy,
+        strategyParams: spec.strategyParams ?? {},
+        workloadParams: spec.workloadParams ?? {},
+        device: spec.device ?? 0,
+        capacity: spec.capacity ?? 0,
+      },
       onChunk,
     )
   } catch (e) {
@@ -104,7 +118,8 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
   writer.property('device', result.device)
   if (result.outOfMemory) writer.warn(`the workload ran out of memory and ended there: ${result.stoppedBy}`)
   else if (result.stoppedBy) writer.warn(`the workload stopped early: ${result.stoppedBy}`)
-  if (result.corruptedBytes > 0) writer.warn(`${result.corruptedBytes} bytes did not hold their pattern when verified: blocks overlapped or were reused too early`)
+  if (result.corruptedBytes > 0)
+    writer.warn(`${result.corruptedBytes} bytes did not hold their pattern when verified: blocks overlapped or were reused too early`)
   writer.summary(name, {
     allocations: result.allocations,
     frees: result.frees,

@@ -72,16 +72,13 @@ export function isPlainObject(value: unknown): value is Record<string, unknown> 
 export function checkCount(name: string, value: unknown, allowBigint: boolean): void {
   if (typeof value === 'bigint') {
     if (!allowBigint) throw badArgument('type', `${name} must be a number, got ${describe(value)}`)
-    if (value < 0n || value > MAX_U64)
-      throw badArgument('range', `${name} must be from 0 to 2^64 - 1, got ${describe(value)}`)
+    if (value < 0n || value > MAX_U64) throw badArgument('range', `${name} must be from 0 to 2^64 - 1, got ${describe(value)}`)
     return
   }
-  if (typeof value !== 'number')
-    throw badArgument('type', `${name} must be a ${allowBigint ? 'number or bigint' : 'number'}, got ${describe(value)}`)
+  if (typeof value !== 'number') throw badArgument('type', `${name} must be a ${allowBigint ? 'number or bigint' : 'number'}, got ${describe(value)}`)
   if (!Number.isInteger(value)) throw badArgument('range', `${name} must be an integer, got ${describe(value)}`)
   if (value < 0) throw badArgument('range', `${name} must not be negative, got ${describe(value)}`)
-  if (!Number.isSafeInteger(value))
-    throw badArgument('range', `${name} must be at most 2^53 - 1 (pass a bigint for more), got ${describe(value)}`)
+  if (!Number.isSafeInteger(value)) throw badArgument('range', `${name} must be at most 2^53 - 1 (pass a bigint for more), got ${describe(value)}`)
 }
 
 function checkStream(name: string, value: unknown): number {
@@ -91,10 +88,8 @@ function checkStream(name: string, value: unknown): number {
 }
 
 function checkAddress(name: string, value: unknown): bigint {
-  if (typeof value !== 'bigint')
-    throw badArgument('type', `${name} must be a bigint (as allocate() returns it), got ${describe(value)}`)
-  if (value < 0n || value > MAX_U64)
-    throw badArgument('range', `${name} must be from 0n to 2^64 - 1, got ${describe(value)}`)
+  if (typeof value !== 'bigint') throw badArgument('type', `${name} must be a bigint (as allocate() returns it), got ${describe(value)}`)
+  if (value < 0n || value > MAX_U64) throw badArgument('range', `${name} must be from 0n to 2^64 - 1, got ${describe(value)}`)
   return value
 }
 
@@ -110,8 +105,7 @@ export function findStrategy(name: unknown): StrategyInfo {
   if (typeof name !== 'string') throw badArgument('type', `strategy must be a string, got ${describe(name)}`)
   const all = listStrategies()
   const info = all.find((s) => s.name === name)
-  if (!info)
-    throw badArgument('range', `strategy: unknown strategy ${describe(name)} (known: ${all.map((s) => s.name).join(', ')})`)
+  if (!info) throw badArgument('range', `strategy: unknown strategy ${describe(name)} (known: ${all.map((s) => s.name).join(', ')})`)
   return info
 }
 
@@ -122,8 +116,7 @@ function checkParamValue(strategy: string, info: ParamInfo, value: unknown): voi
   switch (info.kind) {
     case 'size':
     case 'uint':
-      if (typeof value === 'boolean')
-        throw badArgument('type', `${name} is a ${info.kind} of strategy '${strategy}', got ${describe(value)}`)
+      if (typeof value === 'boolean') throw badArgument('type', `${name} is a ${info.kind} of strategy '${strategy}', got ${describe(value)}`)
       if (typeof value === 'number') checkCount(name, value, false)
       break
     case 'double':
@@ -138,8 +131,7 @@ function checkParamValue(strategy: string, info: ParamInfo, value: unknown): voi
       if (typeof value !== 'string') throw badArgument('type', `${name} must be a string, got ${describe(value)}`)
       break
     case 'size_list':
-      if (typeof value === 'boolean')
-        throw badArgument('type', `${name} must be a list of sizes such as "256,1KiB,4KiB", got ${describe(value)}`)
+      if (typeof value === 'boolean') throw badArgument('type', `${name} must be a list of sizes such as "256,1KiB,4KiB", got ${describe(value)}`)
       if (typeof value === 'number') checkCount(name, value, false)
       break
   }
@@ -154,8 +146,7 @@ export function checkParams(strategy: StrategyInfo, params: unknown): StrategyPa
       const known = strategy.params.map((p) => p.name).join(', ')
       throw badArgument(
         'range',
-        `params.${key}: strategy '${strategy.name}' has no parameter '${key}'` +
-          (known ? ` (it takes: ${known})` : ' (it takes none)'),
+        `params.${key}: strategy '${strategy.name}' has no parameter '${key}'` + (known ? ` (it takes: ${known})` : ' (it takes none)'),
       )
     }
     checkParamValue(strategy.name, info, value)
@@ -208,12 +199,10 @@ function checkOps(ops: unknown): OpColumns {
     const k = kind[i]!
     if (k === RunOpKind.alloc || k === RunOpKind.setTime) {
       const s = size[i]!
-      if (!Number.isSafeInteger(s) || s < 0)
-        throw badArgument('range', `ops.size[${i}] must be a non-negative integer, got ${s}`)
+      if (!Number.isSafeInteger(s) || s < 0) throw badArgument('range', `ops.size[${i}] must be a non-negative integer, got ${s}`)
     } else if (k === RunOpKind.free) {
       const t = target[i]!
-      if (t >= i || kind[t] !== RunOpKind.alloc)
-        throw badArgument('range', `ops.target[${i}] must be the index of an earlier alloc op, got ${t}`)
+      if (t >= i || kind[t] !== RunOpKind.alloc) throw badArgument('range', `ops.target[${i}] must be the index of an earlier alloc op, got ${t}`)
     } else {
       throw badArgument('range', `ops.kind[${i}] must be 0 (alloc), 1 (free) or 2 (setTime), got ${k}`)
     }

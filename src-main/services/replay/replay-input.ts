@@ -152,7 +152,15 @@ export function recordedOnEvents(trace: RequestTrace, stored: StrategyResult): S
       deviceCalls: m.deviceCalls,
     }
   }
-  return { name: stored.name, strategy: stored.strategy, params: stored.params, recorded: true, summary: stored.summary ?? {}, ...(metrics && { metrics }), layout }
+  return {
+    name: stored.name,
+    strategy: stored.strategy,
+    params: stored.params,
+    recorded: true,
+    summary: stored.summary ?? {},
+    ...(metrics && { metrics }),
+    layout,
+  }
 }
 
 /** A replay's result as the renderer reads it: its buckets, its layout, its numeric summary. */

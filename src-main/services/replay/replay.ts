@@ -2,13 +2,7 @@
 // with messages that name them, then the native engine (native/core/replay) runs off the JavaScript
 // thread and hands back typed-array columns per strategy. toStrategyResult() turns one result into
 // the trace file's StrategyResult (layout trace with times, metrics series, numeric summary).
-import type {
-  ReplayOptions as NativeReplayOptions,
-  ReplayResult,
-  ReplaySummary,
-  ReplayTargetSpec,
-  StrategyParams,
-} from '../../../native/index.js'
+import type { ReplayOptions as NativeReplayOptions, ReplayResult, ReplaySummary, ReplayTargetSpec, StrategyParams } from '../../../native/index.js'
 import { loadNative } from '../../native.ts'
 import { badArgument, checkCount, checkParams, describe, findStrategy, isPlainObject } from './allocators.ts'
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
@@ -127,29 +121,23 @@ function checkTrace(trace: unknown): RequestTrace {
     throw badArgument('type', `trace must be a RequestTrace (with events), got ${describe(trace)}`)
   const events = (trace as RequestTrace).events as unknown as Record<string, unknown>
   for (const [name, type, typeName] of COLUMN_TYPES)
-    if (!(events[name] instanceof type))
-      throw badArgument('type', `trace.events.${name} must be a ${typeName}, got ${describe(events[name])}`)
+    if (!(events[name] instanceof type)) throw badArgument('type', `trace.events.${name} must be a ${typeName}, got ${describe(events[name])}`)
   const { kind, id, size, time } = (trace as RequestTrace).events
   const n = kind.length
   for (const [name] of COLUMN_TYPES) {
     const length = (events[name] as Uint8Array).length
-    if (length !== n)
-      throw badArgument('range', `trace.events.${name} has ${length} entries, trace.events.kind has ${n}: every column needs one per event`)
+    if (length !== n) throw badArgument('range', `trace.events.${name} has ${length} entries, trace.events.kind has ${n}: every column needs one per event`)
   }
   for (let i = 0; i < n; i++) {
     const k = kind[i]!
-    if (k > EventKind.oom)
-      throw badArgument('range', `trace.events.kind[${i}] must be 0 (alloc), 1 (free), 2 (marker) or 3 (oom), got ${k}`)
+    if (k > EventKind.oom) throw badArgument('range', `trace.events.kind[${i}] must be 0 (alloc), 1 (free), 2 (marker) or 3 (oom), got ${k}`)
     if (k === EventKind.alloc) {
       const bytes = size[i]!
-      if (!Number.isSafeInteger(bytes) || bytes < 0)
-        throw badArgument('range', `trace.events.size[${i}] must be a whole number of bytes, got ${bytes}`)
-      if (id[i]! >= n)
-        throw badArgument('range', `trace.events.id[${i}] is ${id[i]}: block ids must be dense from 0 (below the ${n} events)`)
+      if (!Number.isSafeInteger(bytes) || bytes < 0) throw badArgument('range', `trace.events.size[${i}] must be a whole number of bytes, got ${bytes}`)
+      if (id[i]! >= n) throw badArgument('range', `trace.events.id[${i}] is ${id[i]}: block ids must be dense from 0 (below the ${n} events)`)
     }
     const t = time[i]!
-    if (!(t >= 0) || !Number.isFinite(t))
-      throw badArgument('range', `trace.events.time[${i}] must be a non-negative number of nanoseconds, got ${t}`)
+    if (!(t >= 0) || !Number.isFinite(t)) throw badArgument('range', `trace.events.time[${i}] must be a non-negative number of nanoseconds, got ${t}`)
   }
   return trace as RequestTrace
 }
@@ -181,16 +169,13 @@ function checkTargets(targets: unknown): ReplayTargetSpec[] {
     const at = `targets[${i}]`
     if (!isPlainObject(target)) throw badArgument('type', `${at} must be an object such as { strategy: 'caching' }, got ${describe(target)}`)
     for (const key of Object.keys(target))
-      if (!(TARGET_NAMES as readonly string[]).includes(key))
-        throw badArgument('range', `${at}.${key}: no such target field (${TARGET_NAMES.join(', ')})`)
+      if (!(TARGET_NAMES as readonly string[]).includes(key)) throw badArgument('range', `${at}.${key}: no such target field (${TARGET_NAMES.join(', ')})`)
     const info = within(`${at}.`, () => findStrategy(target['strategy']))
     const params = within(`${at}.`, () => checkParams(info, target['params']))
     const label = target['label'] ?? defaultLabel(info.name, params)
-    if (typeof label !== 'string' || label.length === 0)
-      throw badArgument('type', `${at}.label must be a non-empty string, got ${describe(label)}`)
+    if (typeof label !== 'string' || label.length === 0) throw badArgument('type', `${at}.label must be a non-empty string, got ${describe(label)}`)
     const previous = labels.get(label)
-    if (previous !== undefined)
-      throw badArgument('range', `${at}.label: '${label}' is also targets[${previous}]'s label; give each target its own`)
+    if (previous !== undefined) throw badArgument('range', `${at}.label: '${label}' is also targets[${previous}]'s label; give each target its own`)
     labels.set(label, i)
     const spec: ReplayTargetSpec = { label, strategy: info.name, params }
     const simulated: NonNullable<ReplayTargetSpec['simulated']> = {}
@@ -216,8 +201,7 @@ function checkTargets(targets: unknown): ReplayTargetSpec[] {
       if (placement instanceof BigUint64Array) simulated.regionPlacement = placement
       else if (Array.isArray(placement) && placement.every((a) => typeof a === 'bigint' && a >= 0n && a < 1n << 64n))
         simulated.regionPlacement = BigUint64Array.from(placement as bigint[])
-      else
-        throw badArgument('type', `${at}.regionPlacement must be a BigUint64Array or an array of bigint addresses, got ${describe(placement)}`)
+      else throw badArgument('type', `${at}.regionPlacement must be a BigUint64Array or an array of bigint addresses, got ${describe(placement)}`)
     }
     if (Object.keys(simulated).length > 0) spec.simulated = simulated
     return spec
@@ -228,16 +212,13 @@ function checkOptions(options: unknown): ReplayOptions {
   if (options === undefined) return {}
   if (!isPlainObject(options)) throw badArgument('type', `options must be a plain object, got ${describe(options)}`)
   for (const key of Object.keys(options))
-    if (!(OPTION_NAMES as readonly string[]).includes(key))
-      throw badArgument('range', `options.${key}: no such replay option (${OPTION_NAMES.join(', ')})`)
+    if (!(OPTION_NAMES as readonly string[]).includes(key)) throw badArgument('range', `options.${key}: no such replay option (${OPTION_NAMES.join(', ')})`)
   const o = options as ReplayOptions
   for (const name of ['resetAtMarkers', 'fullMetrics', 'layout'] as const)
-    if (o[name] !== undefined && typeof o[name] !== 'boolean')
-      throw badArgument('type', `options.${name} must be a boolean, got ${describe(o[name])}`)
+    if (o[name] !== undefined && typeof o[name] !== 'boolean') throw badArgument('type', `options.${name} must be a boolean, got ${describe(o[name])}`)
   for (const name of ['buckets', 'walkBudgetPerEvent', 'peakWalkBudgetPerEvent'] as const)
     if (o[name] !== undefined) checkCount(`options.${name}`, o[name], false)
-  if (o.buckets !== undefined && (o.buckets < 1 || o.buckets > 2 ** 24))
-    throw badArgument('range', `options.buckets must be from 1 to 2^24, got ${o.buckets}`)
+  if (o.buckets !== undefined && (o.buckets < 1 || o.buckets > 2 ** 24)) throw badArgument('range', `options.buckets must be from 1 to 2^24, got ${o.buckets}`)
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function')
     throw badArgument('type', `options.onProgress must be a function, got ${describe(o.onProgress)}`)
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal))
@@ -308,15 +289,18 @@ function streamValue(name: string | undefined, index: number): number {
 export function toStrategyResult(result: ReplayResult, trace: RequestTrace): StrategyResult {
   const l = result.layout
   const n = l.op.length
-  const layout: LayoutTrace | undefined = n === 0 && trace.events.kind.length > 0 ? undefined : {
-    op: l.op,
-    address: l.address,
-    size: l.size,
-    requested: l.requested,
-    stream: new Float64Array(n),
-    time: new Float64Array(n),
-    aux: l.aux,
-  }
+  const layout: LayoutTrace | undefined =
+    n === 0 && trace.events.kind.length > 0
+      ? undefined
+      : {
+          op: l.op,
+          address: l.address,
+          size: l.size,
+          requested: l.requested,
+          stream: new Float64Array(n),
+          time: new Float64Array(n),
+          aux: l.aux,
+        }
   const streams = trace.tables.streams.map((name, i) => streamValue(name, i))
   for (let i = 0; layout && i < n; i++) {
     const s = l.stream[i]!
@@ -349,7 +333,13 @@ export function toStrategyResult(result: ReplayResult, trace: RequestTrace): Str
       deviceCalls: b.deviceCalls,
     }
   }
-  const strategyResult: StrategyResult = { name: result.label, strategy: result.strategy, params: { ...result.params }, metrics, summary: numericSummary(result.summary) }
+  const strategyResult: StrategyResult = {
+    name: result.label,
+    strategy: result.strategy,
+    params: { ...result.params },
+    metrics,
+    summary: numericSummary(result.summary),
+  }
   // A replay run without layout (options.layout false) has none to store.
   if (layout) strategyResult.layout = layout
   return strategyResult

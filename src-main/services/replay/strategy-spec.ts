@@ -32,9 +32,7 @@ function knownList(all: readonly StrategyInfo[]): string {
 }
 
 /** Parameter values renamed: still accepted, read as the new name, with a warning. */
-const renamedValues: readonly { strategy: string; key: string; from: string; to: string }[] = [
-  { strategy: 'caching', key: 'preset', from: 'seed', to: 'pow2' },
-]
+const renamedValues: readonly { strategy: string; key: string; from: string; to: string }[] = [{ strategy: 'caching', key: 'preset', from: 'seed', to: 'pow2' }]
 
 /** Where parseStrategySpecs reports a deprecated spelling it accepted: one line on stderr. */
 export function warnOnStderr(message: string): void {
@@ -50,11 +48,7 @@ function paramList(info: StrategyInfo): string {
  * `source` names the option in errors; `warn` receives a line for each deprecated spelling
  * accepted (default: stderr).
  */
-export function parseStrategySpecs(
-  values: readonly string[],
-  source = '--strategies',
-  warn: (message: string) => void = warnOnStderr,
-): StrategySpec[] {
+export function parseStrategySpecs(values: readonly string[], source = '--strategies', warn: (message: string) => void = warnOnStderr): StrategySpec[] {
   const all = listStrategies()
   const specs: { strategy: StrategyInfo; params: Record<string, string> }[] = []
   for (const value of values) {
@@ -76,8 +70,7 @@ export function parseStrategySpecs(
         for (const assignment of [head!, ...rest]) lastParam = addParam(source, item, spec, assignment)
       } else {
         const info = lastParam && lastParam.spec.strategy.params.find((p) => p.name === lastParam!.key)
-        if (!lastParam || info?.kind !== 'size_list')
-          throw new StrategySpecError(source, item, `unknown strategy '${item}' (known: ${knownList(all)})`)
+        if (!lastParam || info?.kind !== 'size_list') throw new StrategySpecError(source, item, `unknown strategy '${item}' (known: ${knownList(all)})`)
         lastParam.spec.params[lastParam.key] += `,${item}`
       }
     }
@@ -100,8 +93,7 @@ function addParam(
   if (at <= 0) throw new StrategySpecError(source, item, `'${assignment}' is not key=value`)
   const key = assignment.slice(0, at).trim()
   let value = assignment.slice(at + 1).trim()
-  if (value.startsWith('[') && value.endsWith(']') && spec.strategy.params.find((p) => p.name === key)?.kind !== 'string')
-    value = value.slice(1, -1)
+  if (value.startsWith('[') && value.endsWith(']') && spec.strategy.params.find((p) => p.name === key)?.kind !== 'string') value = value.slice(1, -1)
   if (!spec.strategy.params.some((p) => p.name === key))
     throw new StrategySpecError(source, item, `strategy '${spec.strategy.name}' has no parameter '${key}' (${paramList(spec.strategy)})`)
   if (key in spec.params) throw new StrategySpecError(source, item, `parameter '${key}' given twice`)
@@ -123,14 +115,15 @@ function renameDeprecated(source: string, spec: StrategySpec, warn: (message: st
  * strategy once on a simulated device, where that costs nothing, and report what it refuses.
  */
 function checkWithLibrary(source: string, spec: StrategySpec): void {
-  const written = `${spec.strategy}${Object.entries(spec.params).map(([k, v]) => `:${k}=${v}`).join('')}`
+  const written = `${spec.strategy}${Object.entries(spec.params)
+    .map(([k, v]) => `:${k}=${v}`)
+    .join('')}`
   let allocator: Allocator | undefined
   try {
     allocator = new Allocator(spec.strategy, spec.params, 'simulated')
   } catch (e) {
     const code = (e as { code?: unknown }).code
-    if (code === 'INVALID_ARGUMENT' || e instanceof TypeError || e instanceof RangeError)
-      throw new StrategySpecError(source, written, (e as Error).message)
+    if (code === 'INVALID_ARGUMENT' || e instanceof TypeError || e instanceof RangeError) throw new StrategySpecError(source, written, (e as Error).message)
     // Anything else (out of memory for a huge pool on the default device...) is for the replay to
     // meet and report as a failure.
   } finally {

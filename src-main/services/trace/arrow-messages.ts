@@ -68,11 +68,9 @@ const TypeId = { int: 2, floatingPoint: 3, utf8: 5, list: 12 } as const
 /** Reads the message that starts at `offset`. Throws MessageError. */
 export function readMessage(bytes: Uint8Array, offset: number): FramedMessage {
   const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength)
-  if (offset + 8 > bytes.length)
-    throw new MessageError('truncated', offset, `the file ends ${bytes.length - offset} bytes into a message prefix (8 bytes)`)
+  if (offset + 8 > bytes.length) throw new MessageError('truncated', offset, `the file ends ${bytes.length - offset} bytes into a message prefix (8 bytes)`)
   const marker = view.getUint32(offset, true)
-  if (marker !== CONTINUATION)
-    throw new MessageError('corrupt', offset, `expected an Arrow message (continuation marker ffffffff), found ${hex32(marker)}`)
+  if (marker !== CONTINUATION) throw new MessageError('corrupt', offset, `expected an Arrow message (continuation marker ffffffff), found ${hex32(marker)}`)
   const metadataSize = view.getInt32(offset + 4, true)
   if (metadataSize === 0) return { offset, end: offset + 8, bodyOffset: offset + 8, bodyLength: 0, header: { kind: 'eos' } }
   if (metadataSize < 0 || metadataSize > MAX_METADATA_BYTES || (8 + metadataSize) % 8 !== 0)

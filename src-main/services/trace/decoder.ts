@@ -11,7 +11,20 @@ import { readMessage, MessageError, type ArrowField, type BatchHeader, type Fram
 import { crc32Hex } from './crc32.ts'
 import { SectionCounter } from './encoder.ts'
 import { EventKind, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
-import { describeType, EOS, FORMAT_MAJOR, FORMAT_NAME, FORMAT_VERSION, kindOf, MetaKey, SECTION_COLUMNS, TWO_POW_32, type ColumnKind, type SectionName, type WriterKind } from './schema.ts'
+import {
+  describeType,
+  EOS,
+  FORMAT_MAJOR,
+  FORMAT_NAME,
+  FORMAT_VERSION,
+  kindOf,
+  MetaKey,
+  SECTION_COLUMNS,
+  TWO_POW_32,
+  type ColumnKind,
+  type SectionName,
+  type WriterKind,
+} from './schema.ts'
 
 export type TraceFileErrorCode =
   | 'unreadable' // the file system refused (missing file, permissions)
@@ -195,10 +208,11 @@ class Decoder {
       if (this.endChunk) complete = true
     }
     if (!complete) {
-      if (this.writer !== 'stream')
-        this.fail('truncated', `the file ends before its end section (it was written whole, so it has been cut short)`, offset)
+      if (this.writer !== 'stream') this.fail('truncated', `the file ends before its end section (it was written whole, so it has been cut short)`, offset)
       const torn = this.tornBytes > 0 ? `; the last ${this.tornBytes} bytes (a write cut short) were skipped` : ''
-      this.meta.warnings.push(`the recording did not finish: the file ends at byte ${offset} without its end section${torn}; events after the last flush are lost`)
+      this.meta.warnings.push(
+        `the recording did not finish: the file ends at byte ${offset} without its end section${torn}; events after the last flush are lost`,
+      )
     }
     const trace: RequestTrace = { meta: this.meta, events: this.assembleEvents(), tables: this.tables }
     this.validateTables()
@@ -365,7 +379,12 @@ class Decoder {
     const to = chunk.end - EOS.length
     const computed = crc32Hex(this.bytes.subarray(from, to))
     if (computed !== stored)
-      this.fail('checksum', `the chunk's ${to - from} bytes of record batches fail their CRC-32 (stored ${stored}, computed ${computed}): the file is damaged`, from, chunk)
+      this.fail(
+        'checksum',
+        `the chunk's ${to - from} bytes of record batches fail their CRC-32 (stored ${stored}, computed ${computed}): the file is damaged`,
+        from,
+        chunk,
+      )
   }
 
   /** The columns of a known section, one record per batch, checked against the section's schema. */
@@ -375,7 +394,12 @@ class Decoder {
     for (const [name, kind] of Object.entries(spec)) {
       const index = chunk.fields.findIndex((f) => f.name === name)
       if (index < 0)
-        this.fail('wrong-schema', `section ${section} has no column "${name}" (it has ${chunk.fields.map((f) => f.name).join(', ') || 'none'})`, chunk.offset, chunk)
+        this.fail(
+          'wrong-schema',
+          `section ${section} has no column "${name}" (it has ${chunk.fields.map((f) => f.name).join(', ') || 'none'})`,
+          chunk.offset,
+          chunk,
+        )
       const field = chunk.fields[index]!
       if (kindOf(field) !== kind) this.fail('wrong-schema', `column "${name}" of ${section} is ${describeType(field)}, expected ${kind}`, chunk.offset, chunk)
       indices.set(name, index)
@@ -613,9 +637,7 @@ class Decoder {
     const parts = s.metrics
     const c = s.firstChunk
     const concat = (column: string, asNumbers: boolean): Float64Array => {
-      const arrays = parts.map((p) =>
-        asNumbers ? this.uint64Numbers(p[column] as BigUint64Array, `metrics ${column}`, c) : (p[column] as Float64Array),
-      )
+      const arrays = parts.map((p) => (asNumbers ? this.uint64Numbers(p[column] as BigUint64Array, `metrics ${column}`, c) : (p[column] as Float64Array)))
       return concatArrays(arrays, (n) => new Float64Array(n))
     }
     return {

@@ -5,7 +5,21 @@ import { makeData, RecordBatch, RecordBatchStreamWriter, Schema, Struct, Field, 
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { crc32Hex } from './crc32.ts'
 import type { Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
-import { arrowType, EOS, FORMAT_NAME, FORMAT_VERSION, MAX_BATCH_ROWS, MetaKey, SECTION_COLUMNS, TWO_POW_32, type ColumnKind, type Columns, type ColumnValues, type SectionName, type WriterKind } from './schema.ts'
+import {
+  arrowType,
+  EOS,
+  FORMAT_NAME,
+  FORMAT_VERSION,
+  MAX_BATCH_ROWS,
+  MetaKey,
+  SECTION_COLUMNS,
+  TWO_POW_32,
+  type ColumnKind,
+  type Columns,
+  type ColumnValues,
+  type SectionName,
+  type WriterKind,
+} from './schema.ts'
 
 const utf8Encoder = new TextEncoder()
 
@@ -104,9 +118,7 @@ export function encodeChunk<S extends SectionName>(
   const batches: RecordBatch[] = []
   for (let from = 0; from < rows; from += MAX_BATCH_ROWS) {
     const to = Math.min(rows, from + MAX_BATCH_ROWS)
-    const children = names.map((name) =>
-      columnData(spec[name]!, (columns as Record<string, ColumnValues>)[name]!, from, to, `${section}.${name}`),
-    )
+    const children = names.map((name) => columnData(spec[name]!, (columns as Record<string, ColumnValues>)[name]!, from, to, `${section}.${name}`))
     batches.push(new RecordBatch(plainSchema, makeData({ type: new Struct(fields), length: to - from, children })))
   }
   const withoutChecksum = serialize(plainSchema, batches)

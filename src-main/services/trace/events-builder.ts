@@ -7,7 +7,18 @@ import { allocateEvents, sliceEvents, type EventKind, type TraceEvents } from '.
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
 
 /** Writes one event into row `i` of `c`. */
-export function writeEvent(c: TraceEvents, i: number, kind: number, id: number, size: number, stream: number, device: number, time: number, stack: number, tag: number): void {
+export function writeEvent(
+  c: TraceEvents,
+  i: number,
+  kind: number,
+  id: number,
+  size: number,
+  stream: number,
+  device: number,
+  time: number,
+  stack: number,
+  tag: number,
+): void {
   c.kind[i] = kind
   c.id[i] = id
   c.size[i] = size
@@ -152,7 +163,7 @@ export class EventChunks {
 
   /** Copies rows [from, to) to `target` at row `at`; returns the row after them. Chunks wholly copied are let go. */
   moveTo(from: number, to: number, target: TraceEvents, at: number): number {
-    for (let row = from; row < to; ) {
+    for (let row = from; row < to;) {
       const k = row >>> CHUNK_SHIFT
       const first = row & CHUNK_MASK
       const last = Math.min(CHUNK_ROWS, first + (to - row))

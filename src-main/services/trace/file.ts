@@ -190,9 +190,7 @@ export class TraceWriter {
 
   /** The index of a stack of frames, innermost first; frames and stacks are deduplicated. */
   stack(frames: readonly Frame[]): number {
-    const indices = Uint32Array.from(frames, (f) =>
-      intern(this.frameIndex, `${f.name}\u0000${f.filename}\u0000${f.line}`, () => this.newFrames.push({ ...f })),
-    )
+    const indices = Uint32Array.from(frames, (f) => intern(this.frameIndex, `${f.name}\u0000${f.filename}\u0000${f.line}`, () => this.newFrames.push({ ...f })))
     return intern(this.stackIndex, indices.join(','), () => this.newStacks.push(indices))
   }
 
@@ -237,7 +235,7 @@ export class TraceWriter {
   appendEvents(events: TraceEvents): void {
     this.checkOpen()
     const n = events.kind.length
-    for (let from = 0; from < n; ) {
+    for (let from = 0; from < n;) {
       const to = Math.min(n, from + this.flushEvents - this.pending.length)
       this.pending.append(events, from, to)
       this.appended += to - from
@@ -392,4 +390,3 @@ function intern(index: Map<string, number>, key: string, add: () => void): numbe
   }
   return i
 }
-

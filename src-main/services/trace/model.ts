@@ -9,63 +9,63 @@ export const EventKind = {
   free: 1, // id, stream (the stream the free is issued on), time
   marker: 2, // id = index into markers (step boundary, arena reset point), time
   oom: 3, // a failure the program saw when recorded: size, stream, time
-} as const;
-export type EventKind = (typeof EventKind)[keyof typeof EventKind];
+} as const
+export type EventKind = (typeof EventKind)[keyof typeof EventKind]
 
 export interface TraceEvents {
-  kind: Uint8Array;
+  kind: Uint8Array
   /** Block id (alloc/free) or marker index (marker). Ids are dense from 0. */
-  id: Uint32Array;
+  id: Uint32Array
   /** Bytes requested (alloc, oom). Exact below 2^53. */
-  size: Float64Array;
+  size: Float64Array
   /** Index into TraceTables.streams. */
-  stream: Uint32Array;
-  device: Uint16Array;
+  stream: Uint32Array
+  device: Uint16Array
   /** Nanoseconds since the trace's start. */
-  time: Float64Array;
+  time: Float64Array
   /** Index into TraceTables.stacks, or -1. */
-  stack: Int32Array;
+  stack: Int32Array
   /** Index into TraceTables.tags, or -1. */
-  tag: Int32Array;
+  tag: Int32Array
 }
 
 export interface Frame {
-  name: string;
-  filename: string;
-  line: number;
+  name: string
+  filename: string
+  line: number
 }
 
 export interface TraceTables {
   /** Stream handles as the source named them (a cudaStream_t value, "0" for the default). */
-  streams: string[];
+  streams: string[]
   /** Deduplicated frames; stacks refer to them by index, innermost first. */
-  frames: Frame[];
-  stacks: Uint32Array[];
-  tags: string[];
-  markers: string[];
+  frames: Frame[]
+  stacks: Uint32Array[]
+  tags: string[]
+  markers: string[]
 }
 
 export interface TraceMeta {
   /** "pytorch-snapshot", "rmm-log", "recording", "synthetic", ... */
-  source: string;
+  source: string
   /** File the trace came from, as the user named it (no machine paths added). */
-  origin?: string;
-  gpu?: string;
-  driver?: string;
+  origin?: string
+  gpu?: string
+  driver?: string
   /** Anything a user should know about how complete the trace is (ring buffer overflowed...). */
-  warnings: string[];
+  warnings: string[]
   /** Free-form provenance: tool versions, parameters. Values are strings. */
-  properties: Record<string, string>;
+  properties: Record<string, string>
 }
 
 export interface RequestTrace {
-  meta: TraceMeta;
-  events: TraceEvents;
-  tables: TraceTables;
+  meta: TraceMeta
+  events: TraceEvents
+  tables: TraceTables
 }
 
 export function eventCount(trace: RequestTrace): number {
-  return trace.events.kind.length;
+  return trace.events.kind.length
 }
 
 /** Allocates empty columns for `n` events (importers fill them, then trim with sliceEvents). */
@@ -79,7 +79,7 @@ export function allocateEvents(n: number): TraceEvents {
     time: new Float64Array(n),
     stack: new Int32Array(n).fill(-1),
     tag: new Int32Array(n).fill(-1),
-  };
+  }
 }
 
 export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
@@ -92,5 +92,5 @@ export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
     time: e.time.slice(0, n),
     stack: e.stack.slice(0, n),
     tag: e.tag.slice(0, n),
-  };
+  }
 }

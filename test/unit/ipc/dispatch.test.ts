@@ -26,7 +26,11 @@ describe('dispatch', () => {
 
   it('refuses names that are not channels, inherited property names included, and channels with no handler here', async () => {
     for (const name of ['no:such', 'toString', '__proto__', 'constructor', 42, undefined])
-      await assert.rejects(dispatch(handlers, name as string, undefined), (e: ApiError) => e instanceof ApiError && e.code === 'NOT_FOUND' && /^no channel /.test(e.message), String(name))
+      await assert.rejects(
+        dispatch(handlers, name as string, undefined),
+        (e: ApiError) => e instanceof ApiError && e.code === 'NOT_FOUND' && /^no channel /.test(e.message),
+        String(name),
+      )
     await assert.rejects(dispatch(handlers, 'job:cancel', { jobId: 'j1' }), (e: ApiError) => e.code === 'NOT_FOUND' && /here$/.test(e.message))
   })
 
@@ -38,13 +42,19 @@ describe('dispatch', () => {
       [{ name: '' }, /^trace:openSample: name: /],
     ]
     for (const [arg, message] of refusals)
-      await assert.rejects(dispatch(handlers, 'trace:openSample', arg), (e: ArgumentError) => e instanceof ArgumentError && e.code === 'BAD_INPUT' && message.test(e.message) && !e.problems.startsWith('trace:openSample'))
+      await assert.rejects(
+        dispatch(handlers, 'trace:openSample', arg),
+        (e: ArgumentError) => e instanceof ArgumentError && e.code === 'BAD_INPUT' && message.test(e.message) && !e.problems.startsWith('trace:openSample'),
+      )
     await assert.rejects(dispatch(handlers, 'app:info', {}), /^Error: app:info: takes no argument$/)
     assert.equal(seen.length, 1, 'no refused call reached the handler')
   })
 
   it('passes a handler’s error on as it is', async () => {
-    await assert.rejects(dispatch(handlers, 'app:info', undefined), (e: Error & { code?: string }) => e.code === 'INTERNAL' && e.message === 'the native library is missing')
+    await assert.rejects(
+      dispatch(handlers, 'app:info', undefined),
+      (e: Error & { code?: string }) => e.code === 'INTERNAL' && e.message === 'the native library is missing',
+    )
   })
 
   it('the channel list and the bundle channels come from the one table', () => {

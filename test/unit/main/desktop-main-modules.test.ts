@@ -37,7 +37,10 @@ describe('desktop main-process modules', () => {
     await recent.add('/data/b.pickle')
     const keyOfA = recent.list()[1]!.key
     await recent.add('/data/a.vramscope')
-    assert.deepEqual(recent.list().map((r) => r.name), ['a.vramscope', 'b.pickle'])
+    assert.deepEqual(
+      recent.list().map((r) => r.name),
+      ['a.vramscope', 'b.pickle'],
+    )
     assert.equal(recent.list()[0]!.key, keyOfA, 'reopening keeps the key')
     for (let i = 0; i < 15; i++) void recent.add(`/data/t${i}.vramscope`)
     await recent.add('/data/last.pickle')
@@ -77,9 +80,15 @@ describe('desktop main-process modules', () => {
 
   test('files from a command line: packaged, unpackaged (electron .), as Playwright launches it, and a second instance', () => {
     const cwd = '/home/u/work'
-    assert.deepEqual(filesFromArgv(['/opt/vramscope/vramscope', 'run.vramscope', '/tmp/s.pickle'], { packaged: true, cwd }), ['/home/u/work/run.vramscope', '/tmp/s.pickle'])
+    assert.deepEqual(filesFromArgv(['/opt/vramscope/vramscope', 'run.vramscope', '/tmp/s.pickle'], { packaged: true, cwd }), [
+      '/home/u/work/run.vramscope',
+      '/tmp/s.pickle',
+    ])
     assert.deepEqual(filesFromArgv(['electron', '.', 'resources/samples/a.pickle'], { packaged: false, cwd }), ['/home/u/work/resources/samples/a.pickle'])
-    assert.deepEqual(filesFromArgv(['electron', '-r', '/pw/loader.js', '--inspect=0', '--remote-debugging-port=0', 'out', '/t/x.vramscope'], { packaged: false, cwd }), ['/t/x.vramscope'])
+    assert.deepEqual(
+      filesFromArgv(['electron', '-r', '/pw/loader.js', '--inspect=0', '--remote-debugging-port=0', 'out', '/t/x.vramscope'], { packaged: false, cwd }),
+      ['/t/x.vramscope'],
+    )
     assert.deepEqual(filesFromArgv(['/opt/vramscope/vramscope', '--no-sandbox', '--allow-file-access-from-files'], { packaged: true, cwd }), [])
     assert.deepEqual(filesFromArgv(['electron', '.'], { packaged: false, cwd }), [])
   })
@@ -114,7 +123,11 @@ describe('desktop main-process modules', () => {
     const theme = item(view, 'Theme').submenu as MenuItemConstructorOptions[]
     assert.equal(theme.find((t) => t.checked)!.label, 'Dark')
     click(item(theme, 'Light'))
-    assert.deepEqual(view.filter((i) => i.role).map((i) => i.role), ['resetZoom', 'zoomIn', 'zoomOut', 'togglefullscreen'], 'no developer tools in a packaged app')
+    assert.deepEqual(
+      view.filter((i) => i.role).map((i) => i.role),
+      ['resetZoom', 'zoomIn', 'zoomOut', 'togglefullscreen'],
+      'no developer tools in a packaged app',
+    )
     const help = menu('help')
     click(item(help, 'Keyboard Shortcuts'))
     click(item(help, 'About vramscope'))
@@ -131,7 +144,11 @@ describe('desktop main-process modules', () => {
 
   test('the BUILT worker entry (what utilityProcess runs) loads the staged addon and opens a sample', async () => {
     const client = new WorkerClient({
-      spawn: () => forkNodeWorker({ entry: join(ROOT, 'out', 'main', 'worker.js'), env: { ...process.env, VRAMSCOPE_ADDON: join(ROOT, 'out', 'native', 'vramscope.node') } }),
+      spawn: () =>
+        forkNodeWorker({
+          entry: join(ROOT, 'out', 'main', 'worker.js'),
+          env: { ...process.env, VRAMSCOPE_ADDON: join(ROOT, 'out', 'native', 'vramscope.node') },
+        }),
       init: { version: 'built', host: 'electron', samplesDir: join(ROOT, 'resources', 'samples') },
     })
     try {

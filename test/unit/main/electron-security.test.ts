@@ -139,7 +139,15 @@ describe('security of the desktop app', () => {
     // The URL parser folds plain dots itself (they stay inside); encoded separators are refused.
     for (const dotted of ['app://vramscope/../main/index.js', 'app://vramscope/%2e%2e/main/index.js'])
       assert.ok(appUrlToFile(dotted, renderer)!.startsWith(renderer + sep), dotted)
-    for (const escape of ['app://vramscope/..%2fmain%2findex.js', 'app://vramscope/assets/..%2f..%2f..%2fpackage.json', 'app://vramscope/assets%5c..%5c..%5cmain', 'app://other/index.html', 'file:///etc/passwd', 'app://vramscope/%00', 'app://vramscope/%E0%A4%A'])
+    for (const escape of [
+      'app://vramscope/..%2fmain%2findex.js',
+      'app://vramscope/assets/..%2f..%2f..%2fpackage.json',
+      'app://vramscope/assets%5c..%5c..%5cmain',
+      'app://other/index.html',
+      'file:///etc/passwd',
+      'app://vramscope/%00',
+      'app://vramscope/%E0%A4%A',
+    ])
       assert.equal(appUrlToFile(escape, renderer), undefined, escape)
 
     const read: string[] = []
@@ -170,7 +178,8 @@ describe('security of the desktop app', () => {
     assert.deepEqual(d.get('form-action'), ["'none'"])
     assert.deepEqual(d.get('connect-src'), ["'self'"], 'no network')
     for (const [name, sources] of d)
-      for (const s of sources) assert.ok(!/^(\*|https?:|ws:|wss:|'unsafe-eval'|'wasm-unsafe-eval')/.test(s) && !(s === "'unsafe-inline'" && name !== 'style-src'), `${name} ${s}`)
+      for (const s of sources)
+        assert.ok(!/^(\*|https?:|ws:|wss:|'unsafe-eval'|'wasm-unsafe-eval')/.test(s) && !(s === "'unsafe-inline'" && name !== 'style-src'), `${name} ${s}`)
   })
 
   test('navigation, redirects, new windows and webviews are refused', () => {
@@ -232,9 +241,21 @@ describe('security of the desktop app', () => {
       for (const load of text.matchAll(/\.loadURL\(([^)]*\)?)\)/g)) assert.equal(load[1], 'pageUrl(DEV_SERVER_URL)', `${file}: windows load pageUrl() only`)
       assert.doesNotMatch(text, /loadFile\(/, `${file}: no file:// pages`)
       if (file === 'security.ts') continue
-      for (const weakened of [/nodeIntegration: true/, /contextIsolation: false/, /sandbox: false/, /webSecurity: false/, /allowRunningInsecureContent: true/, /ELECTRON_DISABLE_SECURITY_WARNINGS/, /registerSchemesAsPrivileged|enableSandbox|setPermission\w*Handler/])
+      for (const weakened of [
+        /nodeIntegration: true/,
+        /contextIsolation: false/,
+        /sandbox: false/,
+        /webSecurity: false/,
+        /allowRunningInsecureContent: true/,
+        /ELECTRON_DISABLE_SECURITY_WARNINGS/,
+        /registerSchemesAsPrivileged|enableSandbox|setPermission\w*Handler/,
+      ])
         assert.doesNotMatch(text, weakened, `${file}: ${weakened}`)
-      assert.doesNotMatch(text, /openExternal\s*\(|import\s*\{[^}]*\bshell\b[^}]*\}\s*from\s*'electron'/, `${file} neither calls nor imports shell.openExternal`)
+      assert.doesNotMatch(
+        text,
+        /openExternal\s*\(|import\s*\{[^}]*\bshell\b[^}]*\}\s*from\s*'electron'/,
+        `${file} neither calls nor imports shell.openExternal`,
+      )
     }
   })
 
@@ -302,8 +323,14 @@ describe('security of the desktop app', () => {
     assert.deepEqual(await exposed['trace:openSample']!({ name: 'a' }), { echoed: { name: 'a' } })
     const bundle = await exposed['trace:data']!({ traceId: 't' })
     assert.ok(bundle instanceof ArrayBuffer && bundle.byteLength === 3, 'bundles reach the page as one ArrayBuffer')
-    await assert.rejects(exposed['job:status']!({ jobId: 'x' }) as Promise<unknown>, (e: Error & { code?: string }) => e.message === 'job: no job "x"' && e.code === 'NOT_FOUND')
-    assert.deepEqual(invoked.map(([c]) => c), ['trace:openSample', 'trace:data', 'job:status'])
+    await assert.rejects(
+      exposed['job:status']!({ jobId: 'x' }) as Promise<unknown>,
+      (e: Error & { code?: string }) => e.message === 'job: no job "x"' && e.code === 'NOT_FOUND',
+    )
+    assert.deepEqual(
+      invoked.map(([c]) => c),
+      ['trace:openSample', 'trace:data', 'job:status'],
+    )
 
     const received: unknown[] = []
     const unsubscribe = exposed['app:command']!((...args: unknown[]) => received.push(args)) as () => void

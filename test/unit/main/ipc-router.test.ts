@@ -134,7 +134,10 @@ describe('IPC router (main, without Electron), against the real worker and nativ
     const data = value<ArrayBuffer>(await router.handle(FROM_APP, 'trace:data', { traceId: summary.traceId }))
     assert.ok(data instanceof ArrayBuffer && data.byteLength > 0, 'bundles leave main as ArrayBuffers')
     const list = value<RecentFile[]>(await router.handle(FROM_APP, 'trace:recent', undefined))
-    assert.deepEqual(list.map((r) => r.name), ['transformer_varseq.pickle', 'convnet_varimg.pickle'])
+    assert.deepEqual(
+      list.map((r) => r.name),
+      ['transformer_varseq.pickle', 'convnet_varimg.pickle'],
+    )
     // A recent file from an earlier session (a new store reads the same file) reopens by key.
     const later = new RecentFiles(join(dir, 'recent-files.json'))
     await later.load()

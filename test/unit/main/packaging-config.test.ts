@@ -24,7 +24,11 @@ const { DebugLogger, log } = require('builder-util') as { DebugLogger: new (enab
 // electron-builder logs to stdout, which the test runner reads as its own protocol: to stderr instead.
 log.stream = process.stderr
 
-const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; main: string; devDependencies: Record<string, string> }
+const packageJson = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
+  scripts: Record<string, string>
+  main: string
+  devDependencies: Record<string, string>
+}
 
 /** The `--config.a.b=value` overrides of a script, as the object electron-builder merges. */
 function overridesOf(script: string): Config {
@@ -45,7 +49,10 @@ describe('packaging (electron-builder.yml), validated offline', () => {
     const e2e = await getConfig(ROOT, null, overridesOf(packageJson.scripts['dist:e2e']!))
     await validateConfiguration(e2e, new DebugLogger(false))
     // The validator is live: a misspelt option is refused.
-    await assert.rejects(validateConfiguration({ ...config, linux: { ...config['linux'], targets: ['deb'] } }, new DebugLogger(false)), /Invalid configuration object.*\n.*configuration\.linux/)
+    await assert.rejects(
+      validateConfiguration({ ...config, linux: { ...config['linux'], targets: ['deb'] } }, new DebugLogger(false)),
+      /Invalid configuration object.*\n.*configuration\.linux/,
+    )
   })
 
   test('Linux AppImage and deb, macOS and Windows targets are configured', async () => {
@@ -71,7 +78,12 @@ describe('packaging (electron-builder.yml), validated offline', () => {
     assert.ok(samples && existsSync(join(ROOT, samples.from, 'samples.json')), 'the samples folder exists where extraResources takes it from')
     assert.ok(existsSync(join(ROOT, samples.from, 'transformer_varseq.pickle')))
     // What the app itself expects of the staged folder (electron.vite.config.ts writes it).
-    const staged = JSON.parse(readFileSync(join(ROOT, 'out', 'package.json'), 'utf8')) as { main: string; dependencies?: object; author?: unknown; description?: string }
+    const staged = JSON.parse(readFileSync(join(ROOT, 'out', 'package.json'), 'utf8')) as {
+      main: string
+      dependencies?: object
+      author?: unknown
+      description?: string
+    }
     assert.ok(existsSync(join(ROOT, 'out', staged.main)), `out/${staged.main} is built`)
     assert.equal(staged.dependencies, undefined, 'nothing for electron-builder to copy from node_modules')
     assert.ok(staged.author && staged.description, 'deb and rpm need an author and a description')

@@ -41,8 +41,14 @@ describe("npm test's counting", () => {
   })
 
   test('a script that cannot run says why, and that is a skip', () => {
-    assert.equal(skipReason('== fuzz: skipped, no clang++ (libFuzzer comes with clang: apt-get install clang)\n'), 'no clang++ (libFuzzer comes with clang: apt-get install clang)')
-    assert.equal(skipReason('== fuzz-ts: skipped, @jazzer.js/core is not installed (a devDependency: npm install)\n'), '@jazzer.js/core is not installed (a devDependency: npm install)')
+    assert.equal(
+      skipReason('== fuzz: skipped, no clang++ (libFuzzer comes with clang: apt-get install clang)\n'),
+      'no clang++ (libFuzzer comes with clang: apt-get install clang)',
+    )
+    assert.equal(
+      skipReason('== fuzz-ts: skipped, @jazzer.js/core is not installed (a devDependency: npm install)\n'),
+      '@jazzer.js/core is not installed (a devDependency: npm install)',
+    )
     assert.equal(skipReason('== fuzz: allocator_ops: 120 kept inputs\n== fuzz passed in 45 s\n'), undefined)
   })
 

@@ -31,7 +31,11 @@ const typedArray: fc.Arbitrary<BundleArray> = fc.oneof(
 const bundle = fc.record({
   meta: fc.jsonValue(),
   // '__proto__' is refused by both sides (encodeBundle throws, decodeBundle names it): tested below.
-  arrays: fc.dictionary(fc.string({ minLength: 1, maxLength: 12 }).filter((k) => k !== '__proto__'), typedArray, { maxKeys: 8 }),
+  arrays: fc.dictionary(
+    fc.string({ minLength: 1, maxLength: 12 }).filter((k) => k !== '__proto__'),
+    typedArray,
+    { maxKeys: 8 },
+  ),
 })
 
 it(`bundle: encode then decode gives back the same metadata and arrays, aligned views of one buffer (${runs} random bundles)`, () => {
@@ -98,7 +102,11 @@ function withHeader(json: string, dataBytes = 64): Uint8Array {
 const hostileEntry = fc.record(
   {
     name: fc.oneof(fc.string(), fc.constantFrom('__proto__', 'constructor', 'toString'), fc.integer(), fc.constant(null)),
-    type: fc.oneof(fc.constantFrom('u8', 'u16', 'u32', 'i32', 'f32', 'f64', 'u64', 'toString', 'constructor', '__proto__', 'hasOwnProperty'), fc.string(), fc.integer()),
+    type: fc.oneof(
+      fc.constantFrom('u8', 'u16', 'u32', 'i32', 'f32', 'f64', 'u64', 'toString', 'constructor', '__proto__', 'hasOwnProperty'),
+      fc.string(),
+      fc.integer(),
+    ),
     offset: fc.oneof(fc.integer({ min: -16, max: 256 }), fc.double(), fc.constantFrom(2 ** 53, Number.MAX_VALUE), fc.string()),
     length: fc.oneof(fc.integer({ min: -16, max: 64 }), fc.double(), fc.constantFrom(2 ** 32, 2 ** 53), fc.string()),
   },
@@ -127,7 +135,12 @@ it('bundle: the hostile headers found by the properties each give BundleError na
     ['{"arrays":[{"name":"a","type":"u8","offset":16,"length":0.5}]}', /length/],
     ['{"arrays":[{"name":"__proto__","type":"u8","offset":16,"length":1}]}', /name/],
   ]
-  for (const [json, message] of cases) assert.throws(() => decodeBundle(withHeader(json).buffer as ArrayBuffer), (e: unknown) => e instanceof BundleError && message.test(e.message), json)
+  for (const [json, message] of cases)
+    assert.throws(
+      () => decodeBundle(withHeader(json).buffer as ArrayBuffer),
+      (e: unknown) => e instanceof BundleError && message.test(e.message),
+      json,
+    )
 })
 
 function decodesOrBundleError(bytes: Uint8Array): void {

@@ -34,9 +34,9 @@ struct allocator_stats {
   std::uint64_t rounded_peak = 0;
   std::uint64_t reserved_live = 0;  // physical memory obtained from the device (regions + mapped)
   std::uint64_t reserved_peak = 0;
-  std::uint64_t address_space = 0;  // virtual address space reserved (VMM), mapped or not
-  std::uint64_t pending_bytes = 0;  // freed on another stream, waiting for its event
-  std::uint64_t free_bytes = 0;     // inside reserved memory and available to a request
+  std::uint64_t address_space = 0;   // virtual address space reserved (VMM), mapped or not
+  std::uint64_t pending_bytes = 0;   // freed on another stream, waiting for its event
+  std::uint64_t free_bytes = 0;      // inside reserved memory and available to a request
   std::uint64_t unusable_bytes = 0;  // inside reserved, neither live nor available (arena's freed)
   std::uint64_t largest_free_block = 0;
   double external_fragmentation = 0;  // 1 - largest_free_block / free_bytes (0 when none free)
@@ -134,7 +134,8 @@ class allocator {
   };
   counters live_counters() const {
     maybe_lock guard(mutex_, thread_safe_);
-    return {requested_live_, rounded_live_, reserved_live_, reserved_peak_, live_.size(), own_calls_};
+    return {requested_live_, rounded_live_, reserved_live_,
+            reserved_peak_,  live_.size(),  own_calls_};
   }
 
   // Releases cached memory the strategy holds but no block uses (where it caches at all).
@@ -284,8 +285,7 @@ class allocator {
   [[noreturn]] VRAMSCOPE_NOINLINE void reject_free(address_t address) const;
   VRAMSCOPE_NOINLINE void undo_free(address_t address, std::uint64_t requested,
                                     std::uint64_t rounded, std::uint32_t cookie, stream_t stream);
-  VRAMSCOPE_NOINLINE void defer_free(address_t address, const live_block& live,
-                                     stream_t stream);
+  VRAMSCOPE_NOINLINE void defer_free(address_t address, const live_block& live, stream_t stream);
   // Cross-stream reuse of blocks freed on their own stream: see allocator.cpp.
   VRAMSCOPE_NOINLINE void switch_reuse_stream(stream_t stream);
   VRAMSCOPE_NOINLINE void note_free_off_reuse_stream(stream_t stream);
@@ -312,7 +312,7 @@ class allocator {
 
   address_map<live_block, /*FrontSlot=*/true> live_;  // LIFO frees skip the hash table
   std::vector<pending_free> pending_;
-  address_map<std::uint32_t> pending_index_;  // address -> index+1 into pending_
+  address_map<std::uint32_t> pending_index_;          // address -> index+1 into pending_
   std::vector<std::vector<stream_t>> extra_streams_;  // record_stream sets
   std::vector<std::uint32_t> free_extra_slots_;
 
@@ -351,10 +351,22 @@ struct param_info {
 // Unnamed needs are absent; a strategy runs on cuda_malloc unless it names another backing.
 class strategy_traits {
  public:
-  strategy_traits& needs_vmm() { vmm_ = true; return *this; }
-  strategy_traits& needs_async() { async_ = true; return *this; }
-  strategy_traits& supports_reset() { reset_ = true; return *this; }
-  strategy_traits& runs_on(backing_kind kind) { cuda_backing_ = kind; return *this; }
+  strategy_traits& needs_vmm() {
+    vmm_ = true;
+    return *this;
+  }
+  strategy_traits& needs_async() {
+    async_ = true;
+    return *this;
+  }
+  strategy_traits& supports_reset() {
+    reset_ = true;
+    return *this;
+  }
+  strategy_traits& runs_on(backing_kind kind) {
+    cuda_backing_ = kind;
+    return *this;
+  }
 
  private:
   friend struct strategy_info;

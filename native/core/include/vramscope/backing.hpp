@@ -88,7 +88,7 @@ class backing {
   virtual bool event_complete(event_t event) = 0;  // non-blocking
   virtual void wait_event(event_t event) = 0;      // blocks until complete
   virtual void release_event(event_t event) = 0;
-  virtual void synchronize() = 0;                  // the whole device
+  virtual void synchronize() = 0;  // the whole device
 
   // --- memory: bytes of physical memory this backing may still hand out, and its total.
   virtual std::size_t capacity() const noexcept = 0;
@@ -105,10 +105,11 @@ class backing {
 // complete in logical time: an event recorded at time t completes once the clock reaches
 // t + completion_delay_ns (advance the clock with set_time), or at synchronize().
 struct simulated_options {
-  std::size_t capacity = 80 * GiB;          // physical bytes that may be mapped or allocated
-  std::size_t granularity = 2 * MiB;        // VMM granule
+  std::size_t capacity = 80 * GiB;            // physical bytes that may be mapped or allocated
+  std::size_t granularity = 2 * MiB;          // VMM granule
   std::uint64_t completion_delay_ns = 10000;  // how long queued stream work takes to finish
-  address_t base_address = 0x7f0000000000;  // where first-fit addresses start (placements may be below)
+  address_t base_address =
+      0x7f0000000000;  // where first-fit addresses start (placements may be below)
   std::uint64_t async_release_threshold = 0;  // cudaMemPool default: release at each sync
   std::size_t async_chunk_size = 32 * MiB;    // what cudaMemPool obtains at a time (H100, CUDA 13)
   // Where the driver placed each region of a recorded run, in order (e.g. the segment_alloc
@@ -127,7 +128,7 @@ std::unique_ptr<simulated_backing> make_simulated_backing(const simulated_option
 // or device; never at load time.
 struct cuda_options {
   int device = 0;
-  std::size_t capacity = 0;                 // 0: the device's free memory at creation
+  std::size_t capacity = 0;                   // 0: the device's free memory at creation
   std::uint64_t async_release_threshold = 0;  // cuda_async: cudaMemPoolAttrReleaseThreshold
 };
 std::unique_ptr<backing> make_backing(backing_kind kind, const simulated_options& simulated = {},

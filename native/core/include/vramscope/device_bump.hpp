@@ -26,7 +26,8 @@
 namespace vramscope {
 
 // The rounding both sides apply before bumping the offset; alignment is a power of two.
-VRAMSCOPE_HOST_DEVICE inline std::uint64_t device_bump_round(std::uint64_t bytes, std::uint64_t alignment) {
+VRAMSCOPE_HOST_DEVICE inline std::uint64_t device_bump_round(std::uint64_t bytes,
+                                                             std::uint64_t alignment) {
   return (bytes + alignment - 1) & ~(alignment - 1);
 }
 
@@ -70,7 +71,8 @@ class device_bump final : public allocator {
 
  private:
   allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) override;
-  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie, stream_t stream) override;
+  void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t cookie,
+                     stream_t stream) override;
   void do_walk(layout_visitor& visitor) const override;
   bool do_was_freed(address_t address) const override;
   void do_trim() override;

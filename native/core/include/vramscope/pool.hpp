@@ -16,10 +16,11 @@
 namespace vramscope {
 
 struct PoolConfig {
-  std::string preset = "pow2";           // "pow2" (power-of-two classes) or "pytorch"
-  std::size_t initial_pool_size = 0;     // cached at construction, on stream 0: one segment at least this large
-  std::size_t max_pool_size = 0;         // cap on reserved memory; 0: the device's memory
-  std::size_t segment_size = 2 * MiB;    // pow2 preset: smallest segment obtained from the device
+  std::string preset = "pow2";  // "pow2" (power-of-two classes) or "pytorch"
+  std::size_t initial_pool_size =
+      0;  // cached at construction, on stream 0: one segment at least this large
+  std::size_t max_pool_size = 0;       // cap on reserved memory; 0: the device's memory
+  std::size_t segment_size = 2 * MiB;  // pow2 preset: smallest segment obtained from the device
   // At each process_deferred() unused segments are released until at most this much stays
   // reserved (cudaMemPool's release threshold). The default never releases there; trim() still
   // does.
@@ -35,7 +36,9 @@ class caching_pool {
   explicit caching_pool(backing& device, const PoolConfig& config = {});
 
   // A block usable by work queued on `stream`; throws out_of_memory with the pool unchanged.
-  void* allocate_async(std::size_t bytes, stream_t stream) { return alloc_->allocate(bytes, stream); }
+  void* allocate_async(std::size_t bytes, stream_t stream) {
+    return alloc_->allocate(bytes, stream);
+  }
   // Reusable at once on the block's own stream; freed on another stream, it waits for the work
   // queued there so far (see PoolConfig::enable_deferred_frees).
   void deallocate_async(void* ptr, stream_t stream);
@@ -65,8 +68,10 @@ class PoolPtr {
   PoolPtr(caching_pool& pool, T* ptr, std::size_t count, stream_t stream) noexcept
       : pool_(&pool), ptr_(ptr), count_(count), stream_(stream) {}
   PoolPtr(PoolPtr&& other) noexcept
-      : pool_(other.pool_), ptr_(std::exchange(other.ptr_, nullptr)),
-        count_(std::exchange(other.count_, 0)), stream_(other.stream_) {}
+      : pool_(other.pool_),
+        ptr_(std::exchange(other.ptr_, nullptr)),
+        count_(std::exchange(other.count_, 0)),
+        stream_(other.stream_) {}
   PoolPtr& operator=(PoolPtr&& other) noexcept {
     if (this != &other) {
       reset();

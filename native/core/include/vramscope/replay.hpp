@@ -101,7 +101,7 @@ struct replay_layout {
   std::vector<double> requested;
   std::vector<std::uint32_t> stream;  // trace stream index, or replay_no_stream
   std::vector<std::uint32_t> aux;
-  std::vector<std::uint32_t> event;   // request event index; markers' resets included
+  std::vector<std::uint32_t> event;  // request event index; markers' resets included
 };
 
 // Metrics per bucket of events [end[b-1], end[b]). Bytes are doubles (exact below 2^53).
@@ -143,13 +143,13 @@ struct replay_summary {
   std::uint64_t failed_bytes = 0;
   std::uint64_t device_calls = 0;  // total at the end (device_call_counts::total)
   device_call_counts device_call_detail;
-  std::uint64_t resets = 0;             // markers at which the strategy was reset
-  std::uint64_t dropped_by_reset = 0;   // blocks live at a reset
-  std::uint64_t frees_of_dropped = 0;   // later frees of those, ignored
-  std::uint64_t frees_of_failed = 0;    // frees of an id whose allocation failed, ignored
-  std::uint64_t unknown_frees = 0;      // frees of an id never allocated or already freed
-  std::uint64_t reused_live_ids = 0;    // allocs of an id still live (the older block stays live)
-  std::uint64_t zero_size_allocs = 0;   // allocs of 0 bytes (no block, as cudaMalloc)
+  std::uint64_t resets = 0;               // markers at which the strategy was reset
+  std::uint64_t dropped_by_reset = 0;     // blocks live at a reset
+  std::uint64_t frees_of_dropped = 0;     // later frees of those, ignored
+  std::uint64_t frees_of_failed = 0;      // frees of an id whose allocation failed, ignored
+  std::uint64_t unknown_frees = 0;        // frees of an id never allocated or already freed
+  std::uint64_t reused_live_ids = 0;      // allocs of an id still live (the older block stays live)
+  std::uint64_t zero_size_allocs = 0;     // allocs of 0 bytes (no block, as cudaMalloc)
   std::uint64_t fragmentation_walks = 0;  // walks made (bucket ends and peaks)
   std::uint64_t walked_blocks = 0;
   // End state.

@@ -172,8 +172,8 @@ class spin_lock {
   }
 
   std::atomic<bool> locked_{false};
-  std::atomic<bool> owner_in_{false};   // the owner holds the lock through its bias
-  std::atomic<bool> revoked_{false};    // the bias ended: everybody takes locked_
+  std::atomic<bool> owner_in_{false};     // the owner holds the lock through its bias
+  std::atomic<bool> revoked_{false};      // the bias ended: everybody takes locked_
   std::atomic<std::uintptr_t> owner_{0};  // this_thread_id() of the owner; 0: none yet
   std::atomic<unsigned> parked_{0};
   std::mutex park_mutex_;

@@ -20,20 +20,20 @@ enum class trace_op : std::uint8_t {
   region_release = 5,  // memory given back to the device
   va_reserve = 6,      // address space reserved (VMM), nothing mapped yet
   va_release = 7,
-  map = 8,             // physical memory mapped into reserved address space (granules)
+  map = 8,  // physical memory mapped into reserved address space (granules)
   unmap = 9,
-  split = 10,          // a free block split: address = the block, size = the part kept, aux unused
-  merge = 11,          // free neighbours merged: address/size = the merged block
-  failure = 12,        // a request failed: size = requested
-  reset = 13,          // bulk reset (arena step boundary)
-  trim = 14,           // cached memory released on request
+  split = 10,    // a free block split: address = the block, size = the part kept, aux unused
+  merge = 11,    // free neighbours merged: address/size = the merged block
+  failure = 12,  // a request failed: size = requested
+  reset = 13,    // bulk reset (arena step boundary)
+  trim = 14,     // cached memory released on request
 };
 
 const char* trace_op_name(trace_op op) noexcept;
 
 struct trace_event {
   trace_op op;
-  std::uint32_t aux;       // strategy-specific: size class, buddy order, segment pool...
+  std::uint32_t aux;  // strategy-specific: size class, buddy order, segment pool...
   stream_t stream;
   address_t address;
   std::uint64_t size;
@@ -48,10 +48,8 @@ class tracer {
   // events there with no virtual call, which keeps tracing cheap next to a ~10 ns alloc+free;
   // record() then sees only the event that finds the buffer full (to grow, flush or wrap).
   void append(const trace_event& event) {
-    if (VRAMSCOPE_LIKELY(cursor_ != end_))
-      *cursor_++ = event;
-    else
-      record(event);
+    if (VRAMSCOPE_LIKELY(cursor_ != end_)) *cursor_++ = event;
+    else record(event);
   }
 
   // The same event given field by field, written straight into the buffer. Assembling an event
@@ -70,7 +68,8 @@ class tracer {
 #endif
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
       // op, its padding (zeroed) and aux in one 8-byte store.
-      static_assert(offsetof(trace_event, aux) == 4 && offsetof(trace_event, stream) == 8, "layout");
+      static_assert(offsetof(trace_event, aux) == 4 && offsetof(trace_event, stream) == 8,
+                    "layout");
       const std::uint64_t head = static_cast<std::uint64_t>(op) | (std::uint64_t{aux} << 32);
       std::memcpy(e, &head, sizeof head);
 #else
@@ -120,7 +119,9 @@ class vector_tracer final : public tracer {
     set_buffer(storage_.data() + n, storage_.data() + storage_.size());
     append(event);
   }
-  std::size_t size() const noexcept { return static_cast<std::size_t>(buffer_cursor() - storage_.data()); }
+  std::size_t size() const noexcept {
+    return static_cast<std::size_t>(buffer_cursor() - storage_.data());
+  }
   const trace_event* begin() const noexcept { return storage_.data(); }
   const trace_event* end() const noexcept { return buffer_cursor(); }
   const trace_event& operator[](std::size_t i) const noexcept { return storage_[i]; }

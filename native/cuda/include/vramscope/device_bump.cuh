@@ -53,8 +53,8 @@ __device__ inline void* device_bump_alloc(device_bump_state* state, unsigned lon
                                           unsigned alignment = 256) {
   const unsigned long long capacity = state->capacity;
   const unsigned long long align = alignment < 256u ? 256ull : alignment;
-  const bool valid = bytes != 0 && (align & (align - 1)) == 0 && bytes <= capacity &&
-                     align - 256 <= capacity;
+  const bool valid =
+      bytes != 0 && (align & (align - 1)) == 0 && bytes <= capacity && align - 256 <= capacity;
   // A chunk this long, starting on a 256 B boundary, holds an aligned block of `bytes`.
   const unsigned long long need = valid ? ((bytes + 255ull) & ~255ull) + (align - 256) : 0;
 
@@ -96,7 +96,8 @@ class device_bump_kernel_state {
     const device_bump_view view = bump.view();  // the region exists from here on
     host_ = {view.base, view.capacity, bump.offset()};
     check(cudaMalloc(reinterpret_cast<void**>(&device_), sizeof(device_bump_state)), "cudaMalloc");
-    cudaError_t status = cudaMemcpyAsync(device_, &host_, sizeof host_, cudaMemcpyHostToDevice, stream_);
+    cudaError_t status =
+        cudaMemcpyAsync(device_, &host_, sizeof host_, cudaMemcpyHostToDevice, stream_);
     if (status == cudaSuccess) status = cudaStreamSynchronize(stream_);
     if (status != cudaSuccess) {
       (void)cudaFree(device_);

@@ -67,7 +67,7 @@ export async function importPytorchSnapshot(path: string, options: PytorchImport
     if (size > 0 && size < (options.wholeBelow ?? DEFAULT_WHOLE_BELOW) && (options.boundedAbove === undefined || size < options.boundedAbove)) {
       // Read whole (progress: the first of two halves, the decoding the second).
       const whole = new Uint8Array(size)
-      for (let at = 0; at < size; ) {
+      for (let at = 0; at < size;) {
         options.signal?.throwIfAborted()
         const { bytesRead } = await handle.read(whole, at, Math.min(chunkBytes, size - at), at).catch((e: Error) => {
           throw new SnapshotImportError(file, 'unreadable', at, e.message)
@@ -80,7 +80,7 @@ export async function importPytorchSnapshot(path: string, options: PytorchImport
     }
     const buffer = new Uint8Array(Math.max(1, Math.min(chunkBytes, Math.max(size, 1))))
     const readPass = async (consume: (chunk: Uint8Array) => void, done: number, total: number, phase: 'scan' | 'parse') => {
-      for (let at = 0; at < size; ) {
+      for (let at = 0; at < size;) {
         options.signal?.throwIfAborted()
         const { bytesRead } = await handle.read(buffer, 0, Math.min(buffer.length, size - at), at).catch((e: Error) => {
           throw new SnapshotImportError(file, 'unreadable', at, e.message)
@@ -221,36 +221,57 @@ async function importFrom(file: string, size: number, readPass: ReadPass, option
   if (bounded) {
     scanner = new MemoReferenceScanner()
     const scan = scanner
-    await readPass((chunk) => {
-      if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
-      if (format === 'pickle') scan.feed(chunk)
-    }, 0, size * passes, 'scan')
+    await readPass(
+      (chunk) => {
+        if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
+        if (format === 'pickle') scan.feed(chunk)
+      },
+      0,
+      size * passes,
+      'scan',
+    )
   }
   const mapper = new SnapshotMapper(file, options, size)
   let unpickler: Unpickler | null = null
   const jsonParts: Uint8Array[] = []
-  await readPass((chunk) => {
-    if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
-    if (format === 'json') jsonParts.push(chunk.slice())
-    else (unpickler ??= newUnpickler(file, size, mapper, options, scanner && scanner.references)).feed(chunk)
-  }, size * (passes - 1), size * passes, 'parse')
+  await readPass(
+    (chunk) => {
+      if (format === null) format = detectFormat(chunk.subarray(0, 64), size, file)
+      if (format === 'json') jsonParts.push(chunk.slice())
+      else (unpickler ??= newUnpickler(file, size, mapper, options, scanner && scanner.references)).feed(chunk)
+    },
+    size * (passes - 1),
+    size * passes,
+    'parse',
+  )
   if (format === 'json') return fromJson(concatBytes(jsonParts), file, options)
   const done = unpickler as Unpickler | null
   if (done === null) throw new SnapshotImportError(file, 'empty', undefined, 'the file is empty')
   return mapper.finishYielding(done.finish(), 'pickle', done.pickleProtocol)
 }
 
-
 function detectFormat(head: Uint8Array, size: number, file: string): 'pickle' | 'json' {
   let i = 0
   if (head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf) i = 3 // UTF-8 byte order mark
   while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
   if (head[i] !== 0x7b /* { */) return 'pickle'
-  if (size > MAX_JSON_BYTES) throw new SnapshotImportError(file, 'limit', undefined, `a JSON snapshot of ${size} bytes is larger than the ${MAX_JSON_BYTES} bytes JSON.parse can hold; import the pickle instead, which is streamed`)
+  if (size > MAX_JSON_BYTES)
+    throw new SnapshotImportError(
+      file,
+      'limit',
+      undefined,
+      `a JSON snapshot of ${size} bytes is larger than the ${MAX_JSON_BYTES} bytes JSON.parse can hold; import the pickle instead, which is streamed`,
+    )
   return 'json'
 }
 
-function newUnpickler(file: string, size: number, mapper: SnapshotMapper, options: PytorchImportOptions, keep: MemoReferenceScanner['references'] | null): Unpickler {
+function newUnpickler(
+  file: string,
+  size: number,
+  mapper: SnapshotMapper,
+  options: PytorchImportOptions,
+  keep: MemoReferenceScanner['references'] | null,
+): Unpickler {
   return new Unpickler({
     fileName: file,
     totalBytes: size,

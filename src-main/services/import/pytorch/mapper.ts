@@ -286,8 +286,14 @@ export class SnapshotMapper implements DecodedEventSink {
       metadata = field(item, 'user_metadata')
     } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
     if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
-    const addr = typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
-    const size = typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0 ? sizeValue : sizeValue === undefined ? 0 : this.badInteger('size', sizeValue, offset, device, index)
+    const addr =
+      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
+    const size =
+      typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0
+        ? sizeValue
+        : sizeValue === undefined
+          ? 0
+          : this.badInteger('size', sizeValue, offset, device, index)
     streamValue ??= 0
     if (typeof time !== 'number' || !Number.isFinite(time)) {
       if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
@@ -297,7 +303,8 @@ export class SnapshotMapper implements DecodedEventSink {
     s.nextIndex++
     const t = time as number
     if (t < this.earliest) this.earliest = t
-    if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint') this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+    if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint')
+      this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
     this.apply(s, device, action as string, addr, size, streamValue, t, frames, UNRESOLVED_STACK, metadata, offset, index)
   }
 
@@ -329,7 +336,20 @@ export class SnapshotMapper implements DecodedEventSink {
    * What an event does to its device's columns, its fields checked. `stack` is the stack's index,
    * or UNRESOLVED_STACK to take it from `frames` (only alloc and oom look at either).
    */
-  private apply(s: DeviceState, device: number, action: string, addr: number, size: number, streamValue: unknown, t: number, frames: unknown, stack: number, metadata: unknown, offset: number | undefined, index: number): void {
+  private apply(
+    s: DeviceState,
+    device: number,
+    action: string,
+    addr: number,
+    size: number,
+    streamValue: unknown,
+    t: number,
+    frames: unknown,
+    stack: number,
+    metadata: unknown,
+    offset: number | undefined,
+    index: number,
+  ): void {
     const streamNumber = Number(streamValue)
 
     if (s.held >= 0) {
@@ -352,7 +372,16 @@ export class SnapshotMapper implements DecodedEventSink {
         }
         const id = this.newId(s, size)
         s.live.set(addr, id)
-        s.events.push(EventKind.alloc, id, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
+        s.events.push(
+          EventKind.alloc,
+          id,
+          size,
+          this.stream(streamValue),
+          device,
+          t,
+          stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack,
+          this.tag(metadata),
+        )
         s.layout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, streamNumber, t)
         return
       }
@@ -411,7 +440,16 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
       case 'oom':
-        s.events.push(EventKind.oom, 0, size, this.stream(streamValue), device, t, stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack, this.tag(metadata))
+        s.events.push(
+          EventKind.oom,
+          0,
+          size,
+          this.stream(streamValue),
+          device,
+          t,
+          stack === UNRESOLVED_STACK ? this.stack(frames, offset, device, index) : stack,
+          this.tag(metadata),
+        )
         s.layout.push(LayoutOp.failure, 0, size, size, streamNumber, t)
         return
       case 'snapshot':
@@ -540,7 +578,11 @@ export class SnapshotMapper implements DecodedEventSink {
     const filename = field(frame, 'filename')
     const line = field(frame, 'line')
     if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number')
-      return this.fail(`a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`, offset, where(device, index))
+      return this.fail(
+        `a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`,
+        offset,
+        where(device, index),
+      )
     const i = this.frameId(name, filename, line)
     this.frameByObject.set(frame, i)
     return i
@@ -602,7 +644,12 @@ export class SnapshotMapper implements DecodedEventSink {
     else if (this.wanted === 'default') selected = present.includes(0) || present.length === 0 ? [0] : [present[0]!]
     else {
       if (!present.includes(this.wanted) && present.length > 0)
-        throw new SnapshotImportError(this.file, 'not-a-snapshot', undefined, `device ${this.wanted} has no events or segments in this snapshot (it has device${present.length > 1 ? 's' : ''} ${present.join(', ')})`)
+        throw new SnapshotImportError(
+          this.file,
+          'not-a-snapshot',
+          undefined,
+          `device ${this.wanted} has no events or segments in this snapshot (it has device${present.length > 1 ? 's' : ''} ${present.join(', ')})`,
+        )
       selected = [this.wanted]
     }
     for (const d of selected) this.state(d)
@@ -613,7 +660,10 @@ export class SnapshotMapper implements DecodedEventSink {
     const plainSettings = plainSettingsOf(settings)
     for (const s of this.states.values()) {
       if (s.held >= 0) this.flushHeld(s)
-      this.addLiveAtSnapshot(s, segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)))
+      this.addLiveAtSnapshot(
+        s,
+        segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)),
+      )
     }
     const markerTimes: number[] = []
     const markerIds: number[] = []
@@ -643,7 +693,17 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 
   /** The import from its finished columns: warnings, properties, tables. */
-  private assemble(events: TraceEvents, recorded: StrategyResult[], overflow: OverflowCounts, present: number[], selected: number[], settings: unknown, plainSettings: [string, unknown][], format: 'pickle' | 'json', protocol: number | undefined): PytorchImport {
+  private assemble(
+    events: TraceEvents,
+    recorded: StrategyResult[],
+    overflow: OverflowCounts,
+    present: number[],
+    selected: number[],
+    settings: unknown,
+    plainSettings: [string, unknown][],
+    format: 'pickle' | 'json',
+    protocol: number | undefined,
+  ): PytorchImport {
     const warnings: string[] = []
     if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
       warnings.push(
@@ -656,8 +716,13 @@ export class SnapshotMapper implements DecodedEventSink {
     for (const [action, count] of this.unknownActions) warnings.push(`${count} events with the unknown action ${JSON.stringify(action)} were skipped`)
     if (isDict(settings)) {
       const divisions = field(settings, 'roundup_power2_divisions')
-      if (isDict(divisions) && [...(divisions instanceof PickleDict ? divisions.values() : Object.values(divisions))].some((v) => typeof v === 'number' && v > 0))
-        warnings.push('roundup_power2_divisions is set: the recorded layout rounds blocks to 512 bytes only, so its block sizes are smaller than PyTorch made them')
+      if (
+        isDict(divisions) &&
+        [...(divisions instanceof PickleDict ? divisions.values() : Object.values(divisions))].some((v) => typeof v === 'number' && v > 0)
+      )
+        warnings.push(
+          'roundup_power2_divisions is set: the recorded layout rounds blocks to 512 bytes only, so its block sizes are smaller than PyTorch made them',
+        )
     }
 
     const properties: Record<string, string> = {
@@ -666,7 +731,10 @@ export class SnapshotMapper implements DecodedEventSink {
       'pytorch.device': selected.join(','),
     }
     if (protocol !== undefined && protocol >= 0) properties['pickle.protocol'] = String(protocol)
-    if (isDict(settings)) entries(settings).forEach(([k, v], i) => (properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainSettings[i]![1])))
+    if (isDict(settings))
+      entries(settings).forEach(
+        ([k, v], i) => (properties[`pytorch.allocator.${String(k)}`] = typeof v === 'string' ? v : JSON.stringify(plainSettings[i]![1])),
+      )
     properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
     properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
     properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
@@ -707,7 +775,11 @@ export class SnapshotMapper implements DecodedEventSink {
       const address = field(seg, 'address')
       const total = field(seg, 'total_size')
       if (!isAmount(address) || !isAmount(total))
-        this.fail(`a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`, undefined, `segments (device ${s.device})`)
+        this.fail(
+          `a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`,
+          undefined,
+          `segments (device ${s.device})`,
+        )
       const given = field(seg, 'stream')
       const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
       const streamNumber = Number(streamValue)
@@ -742,7 +814,15 @@ export class SnapshotMapper implements DecodedEventSink {
         if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
           const id = this.newId(s, requested, size)
           s.live.set(blockAddress, id)
-          s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(field(block, 'frames'), undefined, s.device, -1))
+          s.synthEvents.push(
+            EventKind.alloc,
+            id,
+            requested,
+            this.stream(streamValue),
+            s.device,
+            NaN,
+            this.stack(field(block, 'frames'), undefined, s.device, -1),
+          )
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.overflow.synthesizedAllocs++
           s.overflow.synthesizedBlocks++
@@ -766,7 +846,8 @@ export class SnapshotMapper implements DecodedEventSink {
     for (const s of states) {
       if (base > 0) {
         for (const part of [s.synthEvents, s.events]) {
-          for (const c of part.chunks) for (let i = 0; i < c.kind.length; i++) if (c.kind[i] === EventKind.alloc || c.kind[i] === EventKind.free) c.id[i]! += base
+          for (const c of part.chunks)
+            for (let i = 0; i < c.kind.length; i++) if (c.kind[i] === EventKind.alloc || c.kind[i] === EventKind.free) c.id[i]! += base
         }
       }
       base += s.nextId
@@ -777,7 +858,18 @@ export class SnapshotMapper implements DecodedEventSink {
     let at = 0
     for (const s of states) at = s.synthEvents.moveTo(0, s.synthEvents.length, out, at)
     const order = markerTimes.map((_, i) => i).sort((a, b) => markerTimes[a]! - markerTimes[b]!)
-    const merge: Merge = { main, out, at, cursors: main.map(() => 0), next: 0, order, markerTimes, markerIds, markerDevices, markerStream: order.length > 0 ? this.stream(0) : 0 }
+    const merge: Merge = {
+      main,
+      out,
+      at,
+      cursors: main.map(() => 0),
+      next: 0,
+      order,
+      markerTimes,
+      markerIds,
+      markerDevices,
+      markerStream: order.length > 0 ? this.stream(0) : 0,
+    }
     let yieldAt = YIELD_CHUNKS * CHUNK_ROWS
     while (!mergeRuns(merge, yieldAt)) {
       yield

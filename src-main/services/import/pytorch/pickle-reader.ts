@@ -155,7 +155,12 @@ export interface ListStream {
 }
 
 /** A value's type in a LaneHandoff. */
-export const enum HandoffKind { scalar = 0, list = 1, dict = 2, tuple = 3 }
+export const enum HandoffKind {
+  scalar = 0,
+  list = 1,
+  dict = 2,
+  tuple = 3,
+}
 
 export interface HandoffValue {
   value: PickleValue
@@ -226,33 +231,145 @@ const STACK_LIMIT = 1 << 20
 // that its values are inlined as literal case labels (imported, they are property loads: see
 // docs/perf-notes.md).
 const enum Op {
-  MARK = 0x28, EMPTY_TUPLE = 0x29, STOP = 0x2e, POP = 0x30, POP_MARK = 0x31, DUP = 0x32,
-  BINBYTES = 0x42, SHORT_BINBYTES = 0x43, FLOAT = 0x46, BINFLOAT = 0x47, INT = 0x49, BININT = 0x4a,
-  BININT1 = 0x4b, LONG = 0x4c, BININT2 = 0x4d, NONE = 0x4e, PERSID = 0x50, BINPERSID = 0x51,
-  REDUCE = 0x52, STRING = 0x53, BINSTRING = 0x54, SHORT_BINSTRING = 0x55, UNICODE = 0x56,
-  BINUNICODE = 0x58, EMPTY_LIST = 0x5d, APPEND = 0x61, BUILD = 0x62, GLOBAL = 0x63, DICT = 0x64,
-  APPENDS = 0x65, GET = 0x67, BINGET = 0x68, INST = 0x69, LONG_BINGET = 0x6a, LIST = 0x6c, OBJ = 0x6f,
-  PUT = 0x70, BINPUT = 0x71, LONG_BINPUT = 0x72, SETITEM = 0x73, TUPLE = 0x74, SETITEMS = 0x75,
-  EMPTY_DICT = 0x7d, PROTO = 0x80, NEWOBJ = 0x81, EXT1 = 0x82, EXT2 = 0x83, EXT4 = 0x84, TUPLE1 = 0x85,
-  TUPLE2 = 0x86, TUPLE3 = 0x87, NEWTRUE = 0x88, NEWFALSE = 0x89, LONG1 = 0x8a, LONG4 = 0x8b,
-  SHORT_BINUNICODE = 0x8c, BINUNICODE8 = 0x8d, BINBYTES8 = 0x8e, EMPTY_SET = 0x8f, ADDITEMS = 0x90,
-  FROZENSET = 0x91, NEWOBJ_EX = 0x92, STACK_GLOBAL = 0x93, MEMOIZE = 0x94, FRAME = 0x95,
-  BYTEARRAY8 = 0x96, NEXT_BUFFER = 0x97, READONLY_BUFFER = 0x98,
+  MARK = 0x28,
+  EMPTY_TUPLE = 0x29,
+  STOP = 0x2e,
+  POP = 0x30,
+  POP_MARK = 0x31,
+  DUP = 0x32,
+  BINBYTES = 0x42,
+  SHORT_BINBYTES = 0x43,
+  FLOAT = 0x46,
+  BINFLOAT = 0x47,
+  INT = 0x49,
+  BININT = 0x4a,
+  BININT1 = 0x4b,
+  LONG = 0x4c,
+  BININT2 = 0x4d,
+  NONE = 0x4e,
+  PERSID = 0x50,
+  BINPERSID = 0x51,
+  REDUCE = 0x52,
+  STRING = 0x53,
+  BINSTRING = 0x54,
+  SHORT_BINSTRING = 0x55,
+  UNICODE = 0x56,
+  BINUNICODE = 0x58,
+  EMPTY_LIST = 0x5d,
+  APPEND = 0x61,
+  BUILD = 0x62,
+  GLOBAL = 0x63,
+  DICT = 0x64,
+  APPENDS = 0x65,
+  GET = 0x67,
+  BINGET = 0x68,
+  INST = 0x69,
+  LONG_BINGET = 0x6a,
+  LIST = 0x6c,
+  OBJ = 0x6f,
+  PUT = 0x70,
+  BINPUT = 0x71,
+  LONG_BINPUT = 0x72,
+  SETITEM = 0x73,
+  TUPLE = 0x74,
+  SETITEMS = 0x75,
+  EMPTY_DICT = 0x7d,
+  PROTO = 0x80,
+  NEWOBJ = 0x81,
+  EXT1 = 0x82,
+  EXT2 = 0x83,
+  EXT4 = 0x84,
+  TUPLE1 = 0x85,
+  TUPLE2 = 0x86,
+  TUPLE3 = 0x87,
+  NEWTRUE = 0x88,
+  NEWFALSE = 0x89,
+  LONG1 = 0x8a,
+  LONG4 = 0x8b,
+  SHORT_BINUNICODE = 0x8c,
+  BINUNICODE8 = 0x8d,
+  BINBYTES8 = 0x8e,
+  EMPTY_SET = 0x8f,
+  ADDITEMS = 0x90,
+  FROZENSET = 0x91,
+  NEWOBJ_EX = 0x92,
+  STACK_GLOBAL = 0x93,
+  MEMOIZE = 0x94,
+  FRAME = 0x95,
+  BYTEARRAY8 = 0x96,
+  NEXT_BUFFER = 0x97,
+  READONLY_BUFFER = 0x98,
 }
 
 const OPCODE_NAMES: Record<number, string> = {
-  0x28: 'MARK', 0x29: 'EMPTY_TUPLE', 0x2e: 'STOP', 0x30: 'POP', 0x31: 'POP_MARK', 0x32: 'DUP',
-  0x42: 'BINBYTES', 0x43: 'SHORT_BINBYTES', 0x46: 'FLOAT', 0x47: 'BINFLOAT', 0x49: 'INT', 0x4a: 'BININT',
-  0x4b: 'BININT1', 0x4c: 'LONG', 0x4d: 'BININT2', 0x4e: 'NONE', 0x50: 'PERSID', 0x51: 'BINPERSID',
-  0x52: 'REDUCE', 0x53: 'STRING', 0x54: 'BINSTRING', 0x55: 'SHORT_BINSTRING', 0x56: 'UNICODE',
-  0x58: 'BINUNICODE', 0x5d: 'EMPTY_LIST', 0x61: 'APPEND', 0x62: 'BUILD', 0x63: 'GLOBAL', 0x64: 'DICT',
-  0x65: 'APPENDS', 0x67: 'GET', 0x68: 'BINGET', 0x69: 'INST', 0x6a: 'LONG_BINGET', 0x6c: 'LIST', 0x6f: 'OBJ',
-  0x70: 'PUT', 0x71: 'BINPUT', 0x72: 'LONG_BINPUT', 0x73: 'SETITEM', 0x74: 'TUPLE', 0x75: 'SETITEMS',
-  0x7d: 'EMPTY_DICT', 0x80: 'PROTO', 0x81: 'NEWOBJ', 0x82: 'EXT1', 0x83: 'EXT2', 0x84: 'EXT4', 0x85: 'TUPLE1',
-  0x86: 'TUPLE2', 0x87: 'TUPLE3', 0x88: 'NEWTRUE', 0x89: 'NEWFALSE', 0x8a: 'LONG1', 0x8b: 'LONG4',
-  0x8c: 'SHORT_BINUNICODE', 0x8d: 'BINUNICODE8', 0x8e: 'BINBYTES8', 0x8f: 'EMPTY_SET', 0x90: 'ADDITEMS',
-  0x91: 'FROZENSET', 0x92: 'NEWOBJ_EX', 0x93: 'STACK_GLOBAL', 0x94: 'MEMOIZE', 0x95: 'FRAME',
-  0x96: 'BYTEARRAY8', 0x97: 'NEXT_BUFFER', 0x98: 'READONLY_BUFFER',
+  0x28: 'MARK',
+  0x29: 'EMPTY_TUPLE',
+  0x2e: 'STOP',
+  0x30: 'POP',
+  0x31: 'POP_MARK',
+  0x32: 'DUP',
+  0x42: 'BINBYTES',
+  0x43: 'SHORT_BINBYTES',
+  0x46: 'FLOAT',
+  0x47: 'BINFLOAT',
+  0x49: 'INT',
+  0x4a: 'BININT',
+  0x4b: 'BININT1',
+  0x4c: 'LONG',
+  0x4d: 'BININT2',
+  0x4e: 'NONE',
+  0x50: 'PERSID',
+  0x51: 'BINPERSID',
+  0x52: 'REDUCE',
+  0x53: 'STRING',
+  0x54: 'BINSTRING',
+  0x55: 'SHORT_BINSTRING',
+  0x56: 'UNICODE',
+  0x58: 'BINUNICODE',
+  0x5d: 'EMPTY_LIST',
+  0x61: 'APPEND',
+  0x62: 'BUILD',
+  0x63: 'GLOBAL',
+  0x64: 'DICT',
+  0x65: 'APPENDS',
+  0x67: 'GET',
+  0x68: 'BINGET',
+  0x69: 'INST',
+  0x6a: 'LONG_BINGET',
+  0x6c: 'LIST',
+  0x6f: 'OBJ',
+  0x70: 'PUT',
+  0x71: 'BINPUT',
+  0x72: 'LONG_BINPUT',
+  0x73: 'SETITEM',
+  0x74: 'TUPLE',
+  0x75: 'SETITEMS',
+  0x7d: 'EMPTY_DICT',
+  0x80: 'PROTO',
+  0x81: 'NEWOBJ',
+  0x82: 'EXT1',
+  0x83: 'EXT2',
+  0x84: 'EXT4',
+  0x85: 'TUPLE1',
+  0x86: 'TUPLE2',
+  0x87: 'TUPLE3',
+  0x88: 'NEWTRUE',
+  0x89: 'NEWFALSE',
+  0x8a: 'LONG1',
+  0x8b: 'LONG4',
+  0x8c: 'SHORT_BINUNICODE',
+  0x8d: 'BINUNICODE8',
+  0x8e: 'BINBYTES8',
+  0x8f: 'EMPTY_SET',
+  0x90: 'ADDITEMS',
+  0x91: 'FROZENSET',
+  0x92: 'NEWOBJ_EX',
+  0x93: 'STACK_GLOBAL',
+  0x94: 'MEMOIZE',
+  0x95: 'FRAME',
+  0x96: 'BYTEARRAY8',
+  0x97: 'NEXT_BUFFER',
+  0x98: 'READONLY_BUFFER',
 }
 
 /** "GLOBAL (0x63)", or "unknown opcode 0xff". */
@@ -264,8 +381,19 @@ export function describeOpcode(op: number): string {
 
 /** Opcodes that import, call or construct objects: a snapshot never needs them. */
 const FORBIDDEN = new Set<number>([
-  Op.GLOBAL, Op.STACK_GLOBAL, Op.REDUCE, Op.BUILD, Op.INST, Op.OBJ, Op.NEWOBJ, Op.NEWOBJ_EX,
-  Op.EXT1, Op.EXT2, Op.EXT4, Op.PERSID, Op.BINPERSID,
+  Op.GLOBAL,
+  Op.STACK_GLOBAL,
+  Op.REDUCE,
+  Op.BUILD,
+  Op.INST,
+  Op.OBJ,
+  Op.NEWOBJ,
+  Op.NEWOBJ_EX,
+  Op.EXT1,
+  Op.EXT2,
+  Op.EXT4,
+  Op.PERSID,
+  Op.BINPERSID,
 ])
 /** Known opcodes for values a snapshot does not contain. */
 const UNSUPPORTED: Record<number, string> = {
@@ -372,8 +500,7 @@ function decodeUtf8(b: Uint8Array, start: number, n: number): string {
 
 function decodeLatin1(b: Uint8Array, start: number, n: number): string {
   let s = ''
-  for (let i = start; i < start + n; i += 8192)
-    s += String.fromCharCode.apply(null, b.subarray(i, Math.min(start + n, i + 8192)) as unknown as number[])
+  for (let i = start; i < start + n; i += 8192) s += String.fromCharCode.apply(null, b.subarray(i, Math.min(start + n, i + 8192)) as unknown as number[])
   return s
 }
 
@@ -494,7 +621,10 @@ export class Unpickler {
     if (this.base + this.end !== 0 || this.sp !== 0) throw new Error('resume() takes a new unpickler')
     const keep = this.keep
     const slotOf = (index: number) => (index < 0 ? -1 : keep === null ? index : keep.slot(index))
-    const describe = (v: HandoffValue) => (v.kind === HandoffKind.scalar ? 0 : v.depth | (v.kind === HandoffKind.dict ? DICT : v.kind === HandoffKind.list ? LIST : TUPLE | SEALED) | (v.sealed ? SEALED : 0))
+    const describe = (v: HandoffValue) =>
+      v.kind === HandoffKind.scalar
+        ? 0
+        : v.depth | (v.kind === HandoffKind.dict ? DICT : v.kind === HandoffKind.list ? LIST : TUPLE | SEALED) | (v.sealed ? SEALED : 0)
     handoff.stack.forEach((v, i) => {
       if (i === this.info.length) this.growStack(handoff.at)
       this.stack[i] = v.value
@@ -571,7 +701,8 @@ export class Unpickler {
   /** The input has ended: returns the unpickled value, or throws if the pickle is incomplete. */
   finish(): PickleValue {
     if (!this.stopped) this.run(true)
-    if (!this.stopped || this.result === undefined) throw this.error(this.base + this.end, 'truncated: the input ended before the pickle did (no STOP opcode)', 'truncated')
+    if (!this.stopped || this.result === undefined)
+      throw this.error(this.base + this.end, 'truncated: the input ended before the pickle did (no STOP opcode)', 'truncated')
     return this.result
   }
 
@@ -650,7 +781,12 @@ export class Unpickler {
               index = this.memoIndexText(p, nl, start, op)
               p = nl + 1
             }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             // With keepMemo the memo is dense over the kept indices: slot = rank of the index.
             const slot = keep === null ? index : keep.slot(index)
             let mi = slot >= 0 && slot < memoInfo.length ? memoInfo[slot]! : 0
@@ -661,7 +797,10 @@ export class Unpickler {
             }
             if (mi === 0) throw this.opError(this.base + start, op, `memo index ${index} was never stored`)
             const value = memo[slot >>> MEMO_SHIFT]![slot & MEMO_MASK]!
-            if (mi & OPEN) { this.sp = sp; mi = this.sealShared(index, slot, mi, value, start, op) }
+            if (mi & OPEN) {
+              this.sp = sp
+              mi = this.sealShared(index, slot, mi, value, start, op)
+            }
             info[sp] = mi & ~PRESENT
             stack[sp++] = value
             continue
@@ -709,8 +848,16 @@ export class Unpickler {
           case Op.SHORT_BINUNICODE: {
             if (p >= end) break
             const n = b[p]!
-            if (p + 1 + n > end) { this.need(start, 2 + n, final); break }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (p + 1 + n > end) {
+              this.need(start, 2 + n, final)
+              break
+            }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = decodeUtf8(b, p + 1, n)
             p += 1 + n
             continue
@@ -718,35 +865,63 @@ export class Unpickler {
           case Op.LONG1: {
             if (p >= end) break
             const n = b[p]!
-            if (p + 1 + n > end) { this.need(start, 2 + n, final); break }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (p + 1 + n > end) {
+              this.need(start, 2 + n, final)
+              break
+            }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = decodeLong(b, p + 1, n)
             p += 1 + n
             continue
           }
           case Op.BININT1: {
             if (p >= end) break
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = b[p++]!
             continue
           }
           case Op.BININT2: {
             if (p + 2 > end) break
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = b[p]! | (b[p + 1]! << 8)
             p += 2
             continue
           }
           case Op.BININT: {
             if (p + 4 > end) break
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)
             p += 4
             continue
           }
           case Op.BINFLOAT: {
             if (p + 8 > end) break
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             for (let i = 0; i < 8; i++) float64Bytes[7 - i] = b[p + i]!
             stack[sp++] = float64[0]!
             p += 8
@@ -755,7 +930,12 @@ export class Unpickler {
           case Op.NONE:
           case Op.NEWTRUE:
           case Op.NEWFALSE: {
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = op === Op.NONE ? null : op === Op.NEWTRUE
             continue
           }
@@ -767,7 +947,12 @@ export class Unpickler {
           case Op.EMPTY_DICT:
           case Op.EMPTY_LIST:
           case Op.EMPTY_TUPLE: {
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             const value: PickleValue = op === Op.EMPTY_DICT ? new PickleDict() : []
             stack[sp] = value
             info[sp] = 1 | (op === Op.EMPTY_DICT ? DICT : op === Op.EMPTY_LIST ? LIST : TUPLE | SEALED)
@@ -789,7 +974,8 @@ export class Unpickler {
               for (let i = mark; i < sp; i++) {
                 const vi = info[i]!
                 if (vi !== 0) {
-                  if ((i - mark) % 2 === 0 && (vi & TUPLE) === 0) throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
+                  if ((i - mark) % 2 === 0 && (vi & TUPLE) === 0)
+                    throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
                   if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
                   if (memoSlot[i]! >= 0) this.finishMemo(i)
                   info[i] = 0
@@ -858,19 +1044,27 @@ export class Unpickler {
               if (nm === 0) throw this.opError(this.base + start, op, 'no MARK to take the items from')
               from = marks[--nm]!
             }
-            if (op === Op.DICT && (sp - from) & 1) throw this.opError(this.base + start, op, `an odd number of values (${sp - from}) after the MARK: a key has no value`)
-            if (from === sp && sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (op === Op.DICT && (sp - from) & 1)
+              throw this.opError(this.base + start, op, `an odd number of values (${sp - from}) after the MARK: a key has no value`)
+            if (from === sp && sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             let deepest = 0
             for (let i = from; i < sp; i++) {
               const vi = info[i]!
               if (vi !== 0) {
-                if (op === Op.DICT && (i - from) % 2 === 0 && (vi & TUPLE) === 0) throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
+                if (op === Op.DICT && (i - from) % 2 === 0 && (vi & TUPLE) === 0)
+                  throw this.opError(this.base + start, op, `a ${vi & DICT ? 'dict' : 'list'} cannot be a dict key`)
                 if ((vi & DEPTH) > deepest) deepest = vi & DEPTH
                 if (memoSlot[i]! >= 0) this.finishMemo(i)
                 info[i] = 0
               }
             }
-            if (deepest >= this.maxDepth) throw this.opError(this.base + start, op, `containers nested more than ${this.maxDepth} deep (limit maxDepth)`, 'limit')
+            if (deepest >= this.maxDepth)
+              throw this.opError(this.base + start, op, `containers nested more than ${this.maxDepth} deep (limit maxDepth)`, 'limit')
             let value: PickleValue
             if (op === Op.DICT) {
               value = new PickleDict()
@@ -896,8 +1090,16 @@ export class Unpickler {
             else if (op === Op.BINSTRING && n >= 0x80000000) throw this.opError(this.base + start, op, `negative length ${n - 4294967296}`)
             this.checkLength(start, op, 1 + width, n, final)
             const from = p + width
-            if (from + n > end) { this.need(start, 1 + width + n, final); break }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (from + n > end) {
+              this.need(start, 1 + width + n, final)
+              break
+            }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             if (op === Op.BINUNICODE || op === Op.BINUNICODE8) stack[sp++] = decodeUtf8(b, from, n)
             else if (op === Op.BINSTRING || op === Op.SHORT_BINSTRING) stack[sp++] = decodeLatin1(b, from, n)
             else stack[sp++] = b.slice(from, from + n)
@@ -910,8 +1112,16 @@ export class Unpickler {
             if (n < 0) throw this.opError(this.base + start, op, `negative byte count ${n}`)
             if (n > MAX_INT_BYTES) throw this.opError(this.base + start, op, `an integer of ${n} bytes (the limit is ${MAX_INT_BYTES})`, 'limit')
             this.checkLength(start, op, 5, n, final)
-            if (p + 4 + n > end) { this.need(start, 5 + n, final); break }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (p + 4 + n > end) {
+              this.need(start, 5 + n, final)
+              break
+            }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = decodeLong(b, p + 4, n)
             p += 4 + n
             continue
@@ -975,7 +1185,12 @@ export class Unpickler {
             if (sp === 0 || (nm > 0 && marks[nm - 1] === sp)) throw this.opError(this.base + start, op, 'the stack is empty')
             const vi = info[sp - 1]!
             if (vi !== 0 && (vi & SEALED) === 0) throw this.opError(this.base + start, op, 'duplicating a container still being built is not supported')
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp] = stack[sp - 1]!
             info[sp] = vi
             sp++
@@ -998,7 +1213,12 @@ export class Unpickler {
               value = parseDecimal(op === Op.LONG && text.endsWith('L') ? text.slice(0, -1) : text)
               if (value === null) throw this.opError(this.base + start, op, `not an integer: ${JSON.stringify(text.slice(0, 40))}`)
             }
-            if (sp === capacity) { this.growStack(this.base + start); info = this.info; memoSlot = this.memoSlot; capacity = info.length }
+            if (sp === capacity) {
+              this.growStack(this.base + start)
+              info = this.info
+              memoSlot = this.memoSlot
+              capacity = info.length
+            }
             stack[sp++] = value
             continue
           }
@@ -1052,7 +1272,16 @@ export class Unpickler {
   }
 
   private notTarget(expected: string, ti: number): string {
-    const what = ti === 0 ? 'not a container' : ti & TUPLE ? 'a tuple' : ti & SEALED ? `a ${ti & DICT ? 'dict' : 'list'} that is already finished (fetched from the memo or duplicated)` : ti & DICT ? 'a dict' : 'a list'
+    const what =
+      ti === 0
+        ? 'not a container'
+        : ti & TUPLE
+          ? 'a tuple'
+          : ti & SEALED
+            ? `a ${ti & DICT ? 'dict' : 'list'} that is already finished (fetched from the memo or duplicated)`
+            : ti & DICT
+              ? 'a dict'
+              : 'a list'
     return `the value below the items must be ${expected} being built, it is ${what}`
   }
 
@@ -1063,7 +1292,8 @@ export class Unpickler {
    */
   private sealShared(index: number, slot: number, mi: number, value: PickleValue, start: number, op: number): number {
     const position = mi & POSITION
-    if (position >= this.sp || this.stack[position] !== value) throw this.opError(this.base + start, op, `memo index ${index} refers to a container stored twice while it was being built`)
+    if (position >= this.sp || this.stack[position] !== value)
+      throw this.opError(this.base + start, op, `memo index ${index} refers to a container stored twice while it was being built`)
     this.info[position]! |= SEALED
     this.memoSlot[position] = -1
     const sealed = this.info[position]! | PRESENT
@@ -1087,7 +1317,9 @@ export class Unpickler {
     let what = ''
     if (op === Op.GLOBAL || op === Op.INST) {
       // Name the global (module and name lines) in the error, from what has arrived.
-      const lines = decodeLatin1(this.buf, p, Math.min(end - p, 200)).split('\n').slice(0, 2)
+      const lines = decodeLatin1(this.buf, p, Math.min(end - p, 200))
+        .split('\n')
+        .slice(0, 2)
       what = ` ${JSON.stringify(lines.join('.').replace(/[^\x20-\x7e]/g, '?'))}`
     }
     return `forbidden${what}: a snapshot holds only plain values, and this pickle would import, call or construct Python objects; nothing was run`
@@ -1192,54 +1424,137 @@ export class MemoReferenceScanner {
         case Op.BINGET:
         case Op.LONG_BINGET: {
           const width = op === Op.BINGET ? 1 : 4
-          if (p + width > end) { p = start; break scan }
+          if (p + width > end) {
+            p = start
+            break scan
+          }
           const index = width === 1 ? b[p]! : (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
           if (index < this.memoNext) refs.add(index)
           p += width
           continue
         }
-        case Op.MEMOIZE: this.memoNext++; continue
+        case Op.MEMOIZE:
+          this.memoNext++
+          continue
         case Op.BINPUT:
         case Op.LONG_BINPUT: {
           const width = op === Op.BINPUT ? 1 : 4
-          if (p + width > end) { p = start; break scan }
+          if (p + width > end) {
+            p = start
+            break scan
+          }
           const index = width === 1 ? b[p]! : (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
-          if (index > this.base + start) { this.stopped = true; return }
+          if (index > this.base + start) {
+            this.stopped = true
+            return
+          }
           if (index >= this.memoNext) this.memoNext = index + 1
           p += width
           continue
         }
-        case Op.SHORT_BINUNICODE: case Op.SHORT_BINBYTES: case Op.SHORT_BINSTRING: case Op.LONG1: {
-          if (p >= end) { p = start; break scan }
+        case Op.SHORT_BINUNICODE:
+        case Op.SHORT_BINBYTES:
+        case Op.SHORT_BINSTRING:
+        case Op.LONG1: {
+          if (p >= end) {
+            p = start
+            break scan
+          }
           const n = b[p]!
-          if (p + 1 + n > end) { p = start; break scan }
+          if (p + 1 + n > end) {
+            p = start
+            break scan
+          }
           p += 1 + n
           continue
         }
-        case Op.BINUNICODE: case Op.BINBYTES: case Op.BINSTRING: case Op.LONG4:
-        case Op.BINUNICODE8: case Op.BINBYTES8: case Op.BYTEARRAY8: {
+        case Op.BINUNICODE:
+        case Op.BINBYTES:
+        case Op.BINSTRING:
+        case Op.LONG4:
+        case Op.BINUNICODE8:
+        case Op.BINBYTES8:
+        case Op.BYTEARRAY8: {
           const width = op === Op.BINUNICODE8 || op === Op.BINBYTES8 || op === Op.BYTEARRAY8 ? 8 : 4
-          if (p + width > end) { p = start; break scan }
+          if (p + width > end) {
+            p = start
+            break scan
+          }
           let n = (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
           if (width === 8) n += ((b[p + 4]! | (b[p + 5]! << 8) | (b[p + 6]! << 16) | (b[p + 7]! << 24)) >>> 0) * 4294967296
-          if (n > 2 ** 40) { this.stopped = true; return }
-          if (p + width + n > end) { p = start; break scan }
+          if (n > 2 ** 40) {
+            this.stopped = true
+            return
+          }
+          if (p + width + n > end) {
+            p = start
+            break scan
+          }
           p += width + n
           continue
         }
-        case Op.BININT1: case Op.PROTO: p += 1; if (p > end) { p = start; break scan } continue
-        case Op.BININT2: p += 2; if (p > end) { p = start; break scan } continue
-        case Op.BININT: p += 4; if (p > end) { p = start; break scan } continue
-        case Op.BINFLOAT: case Op.FRAME: p += 8; if (p > end) { p = start; break scan } continue
-        case Op.MARK: case Op.EMPTY_TUPLE: case Op.EMPTY_LIST: case Op.EMPTY_DICT: case Op.APPEND: case Op.APPENDS:
-        case Op.SETITEM: case Op.SETITEMS: case Op.TUPLE: case Op.TUPLE1: case Op.TUPLE2: case Op.TUPLE3:
-        case Op.LIST: case Op.DICT: case Op.NONE: case Op.NEWTRUE: case Op.NEWFALSE: case Op.POP:
-        case Op.POP_MARK: case Op.DUP:
+        case Op.BININT1:
+        case Op.PROTO:
+          p += 1
+          if (p > end) {
+            p = start
+            break scan
+          }
           continue
-        case Op.INT: case Op.LONG: case Op.FLOAT: case Op.GET: case Op.PUT: {
+        case Op.BININT2:
+          p += 2
+          if (p > end) {
+            p = start
+            break scan
+          }
+          continue
+        case Op.BININT:
+          p += 4
+          if (p > end) {
+            p = start
+            break scan
+          }
+          continue
+        case Op.BINFLOAT:
+        case Op.FRAME:
+          p += 8
+          if (p > end) {
+            p = start
+            break scan
+          }
+          continue
+        case Op.MARK:
+        case Op.EMPTY_TUPLE:
+        case Op.EMPTY_LIST:
+        case Op.EMPTY_DICT:
+        case Op.APPEND:
+        case Op.APPENDS:
+        case Op.SETITEM:
+        case Op.SETITEMS:
+        case Op.TUPLE:
+        case Op.TUPLE1:
+        case Op.TUPLE2:
+        case Op.TUPLE3:
+        case Op.LIST:
+        case Op.DICT:
+        case Op.NONE:
+        case Op.NEWTRUE:
+        case Op.NEWFALSE:
+        case Op.POP:
+        case Op.POP_MARK:
+        case Op.DUP:
+          continue
+        case Op.INT:
+        case Op.LONG:
+        case Op.FLOAT:
+        case Op.GET:
+        case Op.PUT: {
           const nl = b.indexOf(0x0a, p)
           if (nl < 0 || nl - p > MAX_LINE) {
-            if (end - p > MAX_LINE) { this.stopped = true; return }
+            if (end - p > MAX_LINE) {
+              this.stopped = true
+              return
+            }
             p = start
             break scan
           }
@@ -1331,16 +1646,63 @@ const enum Memo {
 // Codes of the strings the decoder looks for (strings are interned; each id has a code, 0 for others).
 const enum Code {
   other = 0,
-  action, addr, size, stream, timeUs, frames, userMetadata, name, filename, line, deviceTraces,
-  alloc, freeRequested, free, freeCompleted, segmentAlloc, segmentFree, segmentMap, segmentUnmap, oom, snapshot,
+  action,
+  addr,
+  size,
+  stream,
+  timeUs,
+  frames,
+  userMetadata,
+  name,
+  filename,
+  line,
+  deviceTraces,
+  alloc,
+  freeRequested,
+  free,
+  freeCompleted,
+  segmentAlloc,
+  segmentFree,
+  segmentMap,
+  segmentUnmap,
+  oom,
+  snapshot,
 }
 // The canonical (internalised) string of each code: the mapper switches on the action's string.
-const NAMES = ['', 'action', 'addr', 'size', 'stream', 'time_us', 'frames', 'user_metadata', 'name', 'filename', 'line', 'device_traces',
-  'alloc', 'free_requested', 'free', 'free_completed', 'segment_alloc', 'segment_free', 'segment_map', 'segment_unmap', 'oom', 'snapshot']
+const NAMES = [
+  '',
+  'action',
+  'addr',
+  'size',
+  'stream',
+  'time_us',
+  'frames',
+  'user_metadata',
+  'name',
+  'filename',
+  'line',
+  'device_traces',
+  'alloc',
+  'free_requested',
+  'free',
+  'free_completed',
+  'segment_alloc',
+  'segment_free',
+  'segment_map',
+  'segment_unmap',
+  'oom',
+  'snapshot',
+]
 const CODES = new Map<string, number>(NAMES.map((n, i) => [n, i] as [string, number]).slice(1))
 
 // Kinds of the scalar scalar() read (in `kind`).
-const enum Scalar { string = 1, int, float, nil, bool }
+const enum Scalar {
+  string = 1,
+  int,
+  float,
+  nil,
+  bool,
+}
 
 /** Frames on the generic part's stack and MARKs, and containers nested, kept well below the general lane's limits. */
 const GENERIC_STACK = 1 << 16
@@ -1358,7 +1720,12 @@ const MAX_DEVICE = 65535
  * new one and start over). A generator that yields about every `yieldBytes` bytes
  * of input, so an async caller can let the event loop in; `decodeFast` drains it.
  */
-export function* decodeFastSteps(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number, yieldBytes = Infinity): Generator<number, FastDecoded | LaneHandoff | null> {
+export function* decodeFastSteps(
+  bytes: Uint8Array,
+  sink: DecodedEventSink,
+  maxDepth: number,
+  yieldBytes = Infinity,
+): Generator<number, FastDecoded | LaneHandoff | null> {
   if (!(maxDepth >= DEPTH_NEEDED)) return null
   return yield* new FastDecoder(bytes, sink, maxDepth, yieldBytes).run()
 }
@@ -1723,7 +2090,15 @@ class FastDecoder {
       depths.push(pushedDepth)
       openMemo.push(-1)
       // A key of the root dict: device_traces gets the event decoder.
-      if (keyCandidate && this.root !== null && stack[0] === this.root && state[0] === SLOT_OPEN_DICT && (stack.length & 1) === 0 && (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) && pushed === 'device_traces') {
+      if (
+        keyCandidate &&
+        this.root !== null &&
+        stack[0] === this.root &&
+        state[0] === SLOT_OPEN_DICT &&
+        (stack.length & 1) === 0 &&
+        (marks.length === 1 ? marks[0] === 1 : marks.length === 0 && stack.length === 2) &&
+        pushed === 'device_traces'
+      ) {
         // A give-up here resumes after the key, which is on the stack.
         this.resumeAt = p
         if (this.sawDeviceTraces) return -1
@@ -1780,7 +2155,9 @@ class FastDecoder {
         if ((k === Memo.event || k === Memo.frame || k === Memo.frames) && read.has(i)) return null
       }
     }
-    const stack: HandoffValue[] = this.stack.map((value, i) => this.described(value, this.state[i] === 0 ? -1 : this.depths[i]!, this.state[i] === SLOT_SEALED && (value !== this.outerList || this.outerSealed)))
+    const stack: HandoffValue[] = this.stack.map((value, i) =>
+      this.described(value, this.state[i] === 0 ? -1 : this.depths[i]!, this.state[i] === SLOT_SEALED && (value !== this.outerList || this.outerSealed)),
+    )
     const stackMemo = this.stack.map(() => -1)
     const memo = new Map<number, HandoffValue | { open: number }>()
     for (let i = 0; i < this.memoNext; i++) {
@@ -2065,7 +2442,9 @@ class FastDecoder {
           // Addresses and times: 6 and 7 bytes, non-negative (and below 2^53: a 7th byte below 0x20),
           // read as a 29-bit and a 24-bit integer.
           if ((n === 6 && b[p + 7]! < 0x80) || (n === 7 && b[p + 8]! < 0x20)) {
-            value = (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (n === 7 ? b[p + 8]! << 24 : 0)) * 16777216 + (b[p + 2]! | (b[p + 3]! << 8) | (b[p + 4]! << 16))
+            value =
+              (b[p + 5]! | (b[p + 6]! << 8) | (b[p + 7]! << 16) | (n === 7 ? b[p + 8]! << 24 : 0)) * 16777216 +
+              (b[p + 2]! | (b[p + 3]! << 8) | (b[p + 4]! << 16))
           } else {
             value = smallLong(b, p + 2, n)
             if (value !== value) return -1
@@ -2687,7 +3066,8 @@ class FastDecoder {
       this.stackLength = grownInt32(this.stackLength, s * 2)
       this.stackGlobal = grownInt32(this.stackGlobal, s * 2)
     }
-    if (this.stackFramesUsed + n > this.stackFrames.length) this.stackFrames = grownInt32(this.stackFrames, Math.max(this.stackFrames.length * 2, this.stackFramesUsed + n))
+    if (this.stackFramesUsed + n > this.stackFrames.length)
+      this.stackFrames = grownInt32(this.stackFrames, Math.max(this.stackFrames.length * 2, this.stackFramesUsed + n))
     this.stackFrames.set(scratch.subarray(0, n), this.stackFramesUsed)
     this.stackStart[s] = this.stackFramesUsed
     this.stackLength[s] = n

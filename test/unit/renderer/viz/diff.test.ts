@@ -19,7 +19,14 @@ describe('diff of two replays', () => {
   const cell = (strategy: string, key: string) => rows.find((r) => r.name === strategy)!.cells.find((c) => c.metric.key === key)!
 
   it('matches strategies by name and marks the ones only one side has', () => {
-    assert.deepEqual(rows.map((r) => [r.name, r.onlyIn]), [['slab', undefined], ['buddy', 'a'], ['arena', 'b']])
+    assert.deepEqual(
+      rows.map((r) => [r.name, r.onlyIn]),
+      [
+        ['slab', undefined],
+        ['buddy', 'a'],
+        ['arena', 'b'],
+      ],
+    )
   })
 
   it('gives B − A and the change relative to A', () => {
@@ -33,6 +40,6 @@ describe('diff of two replays', () => {
     assert.equal(cell('slab', 'peakReserved').verdict, -1, 'more reserved is worse')
     assert.equal(cell('slab', 'failures').verdict, 1, 'fewer failures is better')
     assert.equal(cell('slab', 'externalFragmentationAtPeak').verdict, 0, 'unchanged')
-    assert.equal(cell('slab', 'peakRequested').verdict, 0, 'the program\'s own demand is not a contest')
+    assert.equal(cell('slab', 'peakRequested').verdict, 0, "the program's own demand is not a contest")
   })
 })

@@ -6,7 +6,16 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { rasterize, rgba, type MapPalette } from '../../../../src-renderer/viz/draw.ts'
-import { commonestColor, composeScene, cssColor, metricsAt, pixelRects, sceneToSvg, exportFileStem, type ExportPanel } from '../../../../src-renderer/viz/export.ts'
+import {
+  commonestColor,
+  composeScene,
+  cssColor,
+  metricsAt,
+  pixelRects,
+  sceneToSvg,
+  exportFileStem,
+  type ExportPanel,
+} from '../../../../src-renderer/viz/export.ts'
 import { wholeView } from '../../../../src-renderer/viz/layout.ts'
 import { peakReservedEvent } from '../../../../src-renderer/viz/peak.ts'
 import { rendererData } from '../../../helpers/renderer-data.ts'
@@ -34,7 +43,14 @@ describe('export', async () => {
     const pixels = new Uint32Array(width * height)
     const owner = new Int32Array(width * height)
     const event = peakReservedEvent(view, trace.kind.length)
-    rasterize(view.model, view.placed, { width, height, view: wholeView(view.placed.spans), event, recentWindow: 8, category: view.model.blocks.stream.map((s) => s % 3), selected: -1 }, PALETTE, pixels, owner)
+    rasterize(
+      view.model,
+      view.placed,
+      { width, height, view: wholeView(view.placed.spans), event, recentWindow: 8, category: view.model.blocks.stream.map((s) => s % 3), selected: -1 },
+      PALETTE,
+      pixels,
+      owner,
+    )
     return pixels
   })
 
@@ -58,16 +74,25 @@ describe('export', async () => {
   })
 
   it('lays the maps out apart, inside the image, above the metrics, in the columns asked for', () => {
-    const panels: ExportPanel[] = views.map((v) => ({ title: v.name, subtitle: 'reserved 1 GiB · in use 512 MiB · waste 1 MiB · 1,000 blocks, and more text than fits', width, height }))
+    const panels: ExportPanel[] = views.map((v) => ({
+      title: v.name,
+      subtitle: 'reserved 1 GiB · in use 512 MiB · waste 1 MiB · 1,000 blocks, and more text than fits',
+      width,
+      height,
+    }))
     const metrics = metricsAt(views, 100)
-    assert.deepEqual(metrics.columns, views.map((v) => v.name))
+    assert.deepEqual(
+      metrics.columns,
+      views.map((v) => v.name),
+    )
     for (const r of metrics.rows) assert.equal(r.values.length, views.length)
     const scene = composeScene('trace · event 100', panels, metrics, COLORS, 2)
     const boxes = scene.items.filter((i) => i.kind === 'map')
     assert.equal(boxes.length, views.length)
     for (const [i, a] of boxes.entries()) {
       assert.ok(a.x >= 0 && a.y >= 0 && a.x + a.width <= scene.width && a.y + a.height <= scene.height, `map ${i} inside`)
-      for (const b of boxes.slice(i + 1)) assert.ok(a.x + a.width <= b.x || b.x + b.width <= a.x || a.y + a.height <= b.y || b.y + b.height <= a.y, 'maps do not overlap')
+      for (const b of boxes.slice(i + 1))
+        assert.ok(a.x + a.width <= b.x || b.x + b.width <= a.x || a.y + a.height <= b.y || b.y + b.height <= a.y, 'maps do not overlap')
     }
     assert.equal(new Set(boxes.map((b) => b.x)).size, Math.min(2, views.length), 'two columns')
     const lowestMap = Math.max(...boxes.map((b) => b.y + b.height))
@@ -76,7 +101,7 @@ describe('export', async () => {
     for (const t of scene.items) if (t.kind === 'text' && t.anchor === 'start') assert.ok(t.x < scene.width)
   })
 
-  it('the SVG has a rect per run over each map\'s background, the titles as escaped text, and parses as balanced XML', () => {
+  it("the SVG has a rect per run over each map's background, the titles as escaped text, and parses as balanced XML", () => {
     const panels: ExportPanel[] = views.map((v, i) => ({ title: i === 0 ? 'a <b> & "c"' : v.name, subtitle: '', width, height }))
     const svg = sceneToSvg(composeScene('heading', panels, metricsAt(views, 100), COLORS, 1), maps)
     assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg" width="\d+" height="\d+"/)

@@ -25,7 +25,11 @@ function randomIntervals(count: number, events: number, seed: number): { from: U
 }
 
 describe('interval index', () => {
-  for (const [count, seed] of [[50, 1], [5000, 2], [20000, 3]] as const) {
+  for (const [count, seed] of [
+    [50, 1],
+    [5000, 2],
+    [20000, 3],
+  ] as const) {
     it(`finds exactly the records a full scan finds, at every event (${count} records)`, () => {
       const { from, to } = randomIntervals(count, count, seed)
       const index = buildIntervalIndex(from, to, count)
@@ -45,7 +49,12 @@ describe('interval index', () => {
   it('lists the records that ended within a window of events', () => {
     const { from, to } = randomIntervals(3000, 3000, 9)
     const index = buildIntervalIndex(from, to, 3000)!
-    for (const [lo, hi] of [[0, 5], [100, 140], [2000, 2001], [2990, 6000]] as const) {
+    for (const [lo, hi] of [
+      [0, 5],
+      [100, 140],
+      [2000, 2001],
+      [2990, 6000],
+    ] as const) {
       const [g0, g1] = endedWithin(index, lo, hi)
       const got = [...index.endedOrder.subarray(g0, g1)].sort((a, b) => a - b)
       const expected: number[] = []

@@ -20,7 +20,12 @@ const SNAPSHOT = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'pytorc
 
 /** A model's records as plain arrays, cut to their counts (builders may hold spare room). */
 function records(model: StrategyModel) {
-  const cut = (o: object, n: number) => Object.fromEntries(Object.entries(o).filter(([k]) => k !== 'count').map(([k, v]) => [k, Array.from((v as Uint32Array).subarray(0, n))]))
+  const cut = (o: object, n: number) =>
+    Object.fromEntries(
+      Object.entries(o)
+        .filter(([k]) => k !== 'count')
+        .map(([k, v]) => [k, Array.from((v as Uint32Array).subarray(0, n))]),
+    )
   return {
     blocks: cut(model.blocks, model.blocks.count),
     regions: cut(model.regions, model.regions.count),
@@ -44,7 +49,10 @@ describe('a layout in pieces', async () => {
   it('covers layouts of many pieces', () => {
     const longest = Math.max(...results.map((r) => r.layout.op.length))
     assert.ok(longest > 5 * 257, `the longest layout has ${longest} events`)
-    assert.ok(results.some((r) => r.layout.op.includes(LayoutOp.unmap)), 'some strategy maps and unmaps (VMM)')
+    assert.ok(
+      results.some((r) => r.layout.op.includes(LayoutOp.unmap)),
+      'some strategy maps and unmaps (VMM)',
+    )
   })
 
   it('StrategyModelBuilder over pieces of any size equals buildStrategyModel over the whole', () => {
@@ -55,9 +63,16 @@ describe('a layout in pieces', async () => {
       const expected = records(buildStrategyModel(layout, reuseKindOf(r.strategy, r.params)))
       // No capacity hints: the records grow as the pieces come.
       const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
-      for (let start = 0; start < l.op.length; ) {
+      for (let start = 0; start < l.op.length;) {
         const end = Math.min(l.op.length, start + 1 + Math.floor(random() * 3000))
-        builder.add({ op: l.op.subarray(start, end), address: l.address.subarray(start, end), size: l.size.subarray(start, end), requested: l.requested.subarray(start, end), stream: l.stream.subarray(start, end), event: l.event.subarray(start, end) })
+        builder.add({
+          op: l.op.subarray(start, end),
+          address: l.address.subarray(start, end),
+          size: l.size.subarray(start, end),
+          requested: l.requested.subarray(start, end),
+          stream: l.stream.subarray(start, end),
+          event: l.event.subarray(start, end),
+        })
         start = end
       }
       assert.deepEqual(records(builder.finish()), expected, r.label)
@@ -67,23 +82,32 @@ describe('a layout in pieces', async () => {
   it('the bundle read in byte chunks of random sizes gives the same views as read whole, and the whole-layout models', () => {
     const random = seeded(11)
     const decoder = new ReplayDecoder()
-    for (let at = 0; at < bytes.byteLength; ) {
+    for (let at = 0; at < bytes.byteLength;) {
       // Mostly small chunks, so pieces end inside chunks, and a few large ones.
       const size = random() < 0.9 ? 1 + Math.floor(random() * 4096) : 1 + Math.floor(random() * 200_000)
       decoder.push(bytes.slice(at, at + size))
       at += size
     }
     const streamed = decoder.finish()
-    const plain = (views: StrategyView[]) => views.map((v) => ({ name: v.name, summary: v.summary, records: records(v.model), metrics: v.metrics && Object.fromEntries(Object.entries(v.metrics).map(([k, a]) => [k, Array.from(a as Float64Array)])) }))
+    const plain = (views: StrategyView[]) =>
+      views.map((v) => ({
+        name: v.name,
+        summary: v.summary,
+        records: records(v.model),
+        metrics: v.metrics && Object.fromEntries(Object.entries(v.metrics).map(([k, a]) => [k, Array.from(a as Float64Array)])),
+      }))
     assert.deepEqual(plain(streamed), plain(whole))
     for (const [i, r] of results.entries()) {
       const l = r.layout
-      const model = buildStrategyModel({ op: l.op, address: l.address, size: l.size, requested: l.requested, stream: l.stream, event: l.event }, reuseKindOf(r.strategy, r.params))
+      const model = buildStrategyModel(
+        { op: l.op, address: l.address, size: l.size, requested: l.requested, stream: l.stream, event: l.event },
+        reuseKindOf(r.strategy, r.params),
+      )
       assert.deepEqual(records(streamed[input.strategies.length + i]!.model), records(model), r.label)
     }
   })
 
-  it('encodeBundleParts are encodeBundle\'s bytes, and the header announces their length', () => {
+  it("encodeBundleParts are encodeBundle's bytes, and the header announces their length", () => {
     const bundle = replayBundle(input.trace, input.strategies, results.slice(0, 2), 257)
     const parts = encodeBundleParts(bundle)
     const joined = Buffer.concat(parts)

@@ -39,7 +39,15 @@ const action: fc.Arbitrary<Action> = fc.oneof(
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('va' as const), cells: fc.integer({ min: 2, max: 48 }) }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('map' as const), pick: fc.nat(), at: fc.nat(), cells: fc.integer({ min: 1, max: 8 }) }) },
   { weight: 1, arbitrary: fc.record({ kind: fc.constant('unmap' as const), pick: fc.nat(), at: fc.nat(), cells: fc.integer({ min: 1, max: 16 }) }) },
-  { weight: 8, arbitrary: fc.record({ kind: fc.constant('alloc' as const), cells: fc.integer({ min: 1, max: 6 }), slack: fc.integer({ min: 0, max: CELL - 1 }), stream: fc.integer({ min: 0, max: 2 }) }) },
+  {
+    weight: 8,
+    arbitrary: fc.record({
+      kind: fc.constant('alloc' as const),
+      cells: fc.integer({ min: 1, max: 6 }),
+      slack: fc.integer({ min: 0, max: CELL - 1 }),
+      stream: fc.integer({ min: 0, max: 2 }),
+    }),
+  },
   { weight: 4, arbitrary: fc.record({ kind: fc.constant('free' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('freePending' as const), pick: fc.nat() }) },
   { weight: 2, arbitrary: fc.record({ kind: fc.constant('complete' as const), pick: fc.nat() }) },
@@ -191,7 +199,12 @@ function interpret(actions: Action[], reuse: ReuseKind): { layout: LayoutColumns
         const start = r.cell + (a.at % r.cells)
         const cells = Math.min(a.cells, r.cell + r.cells - start)
         // Strategies unmap only granules no block uses; the range may cut mappings or span several.
-        if (occupied().subarray(start, start + cells).some((m) => m)) break
+        if (
+          occupied()
+            .subarray(start, start + cells)
+            .some((m) => m)
+        )
+          break
         memory.fill(0, start, start + cells)
         emit(Op.unmap, start, cells * CELL)
         break
@@ -207,19 +220,28 @@ function interpret(actions: Action[], reuse: ReuseKind): { layout: LayoutColumns
         break
       }
       case 'free': {
-        const b = pick(blocks.filter((x) => x.state === 'live'), a.pick)
+        const b = pick(
+          blocks.filter((x) => x.state === 'live'),
+          a.pick,
+        )
         if (b) freed(b, Op.free)
         break
       }
       case 'freePending': {
-        const b = pick(blocks.filter((x) => x.state === 'live'), a.pick)
+        const b = pick(
+          blocks.filter((x) => x.state === 'live'),
+          a.pick,
+        )
         if (!b) break
         b.state = 'pending'
         emit(Op.freePending, b.cell, b.cells * CELL)
         break
       }
       case 'complete': {
-        const b = pick(blocks.filter((x) => x.state === 'pending'), a.pick)
+        const b = pick(
+          blocks.filter((x) => x.state === 'pending'),
+          a.pick,
+        )
         if (b) freed(b, Op.freeCompleted)
         break
       }
@@ -276,8 +298,24 @@ for (const reuse of ['any', 'bump', 'bump-lifo'] as const) {
           const t = truth[e]!
           const f = figuresAt(model, e)
           assert.deepEqual(
-            { liveBlocks: f.liveBlocks, requested: f.requested, rounded: f.rounded, pendingBytes: f.pendingBytes, deadBytes: f.deadBytes, reserved: f.reserved, addressSpace: f.addressSpace },
-            { liveBlocks: t.liveBlocks, requested: t.requested, rounded: t.rounded, pendingBytes: t.pendingBytes, deadBytes: t.deadBytes, reserved: t.reserved, addressSpace: t.addressSpace },
+            {
+              liveBlocks: f.liveBlocks,
+              requested: f.requested,
+              rounded: f.rounded,
+              pendingBytes: f.pendingBytes,
+              deadBytes: f.deadBytes,
+              reserved: f.reserved,
+              addressSpace: f.addressSpace,
+            },
+            {
+              liveBlocks: t.liveBlocks,
+              requested: t.requested,
+              rounded: t.rounded,
+              pendingBytes: t.pendingBytes,
+              deadBytes: t.deadBytes,
+              reserved: t.reserved,
+              addressSpace: t.addressSpace,
+            },
             `figures after event ${e}`,
           )
           const g = fragmentationAt(model, e)

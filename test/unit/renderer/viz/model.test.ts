@@ -52,7 +52,10 @@ describe('strategy model from layout events', async () => {
     assert.equal(views.length, input.strategies.length + results.length)
     assert.equal(views[0]!.name, 'pytorch (recorded)')
     assert.equal(views[0]!.recorded, true)
-    assert.deepEqual(views.slice(1).map((v) => v.name), results.map((r) => r.label))
+    assert.deepEqual(
+      views.slice(1).map((v) => v.name),
+      results.map((r) => r.label),
+    )
   })
 
   for (const [index, result] of results.entries()) {
@@ -89,10 +92,10 @@ describe('strategy model from layout events', async () => {
   it('the layouts travel without aux and with sizes as u32 where exact', () => {
     const bundle = replayBundle(input.trace, input.strategies, results)
     assert.equal(Object.keys(bundle.arrays).filter((k) => k.endsWith('.aux')).length, 0)
-    assert.ok(bundle.arrays['s1.l0.size'] instanceof Uint32Array, 'a replay\'s sizes below 4 GiB as u32')
+    assert.ok(bundle.arrays['s1.l0.size'] instanceof Uint32Array, "a replay's sizes below 4 GiB as u32")
   })
 
-  it('the program\'s requested bytes from the request columns alone equal the replay\'s counters in every bucket', () => {
+  it("the program's requested bytes from the request columns alone equal the replay's counters in every bucket", () => {
     const e = input.trace.events
     const series = requestedSeries(e.kind, e.id, e.size, 97)
     const full = results[0]!.full!
@@ -112,7 +115,7 @@ describe('strategy model from layout events', async () => {
     assert.equal(series.peak, Math.max(...full.requested))
   })
 
-  it('the recorded layout holds PyTorch\'s reserved bytes at its peak', () => {
+  it("the recorded layout holds PyTorch's reserved bytes at its peak", () => {
     const recorded = views[0]!
     let peak = 0
     for (let e = 0; e < n; e += 3) peak = Math.max(peak, figuresAt(recorded.model, e).reserved)
@@ -141,7 +144,14 @@ describe('strategy model from layout events', async () => {
     const owner = new Int32Array(width * height)
     const e = Math.floor(n / 2)
     const category = new Uint32Array(view.model.blocks.count)
-    const r = rasterize(view.model, view.placed, { width, height, view: wholeView(view.placed.spans), event: e, recentWindow: 0, category, selected: -1 }, palette, pixels, owner)
+    const r = rasterize(
+      view.model,
+      view.placed,
+      { width, height, view: wholeView(view.placed.spans), event: e, recentWindow: 0, category, selected: -1 },
+      palette,
+      pixels,
+      owner,
+    )
     assert.equal(r.liveBlocksDrawn, figuresAt(view.model, e).liveBlocks)
     const owners = new Set<number>()
     for (const o of owner) if (o >= 0) owners.add(o)
@@ -244,7 +254,10 @@ describe('open blocks by address', () => {
     }
     assert.ok(rows.length > 100_000)
     assert.deepEqual([...m.blocks.to.subarray(0, m.blocks.count)], to)
-    assert.deepEqual([...m.blocks.address.subarray(0, m.blocks.count)], rows.filter((r) => r[0] === Op.alloc).map((r) => Number(r[1])))
+    assert.deepEqual(
+      [...m.blocks.address.subarray(0, m.blocks.count)],
+      rows.filter((r) => r[0] === Op.alloc).map((r) => Number(r[1])),
+    )
   })
 })
 

@@ -40,9 +40,18 @@ describe('peak view', async () => {
         const peak = peakReservedEvent(view, events)
         const groups = peakGroups(view, trace, peak, groupBy)
         const f = figuresAt(view.model, peak)
-        assert.equal(groups.reduce((s, g) => s + g.blocks, 0), f.liveBlocks)
-        assert.equal(groups.reduce((s, g) => s + g.requested, 0), f.requested)
-        assert.equal(groups.reduce((s, g) => s + g.rounded, 0), f.rounded + f.pendingBytes)
+        assert.equal(
+          groups.reduce((s, g) => s + g.blocks, 0),
+          f.liveBlocks,
+        )
+        assert.equal(
+          groups.reduce((s, g) => s + g.requested, 0),
+          f.requested,
+        )
+        assert.equal(
+          groups.reduce((s, g) => s + g.rounded, 0),
+          f.rounded + f.pendingBytes,
+        )
         for (let i = 1; i < groups.length; i++) assert.ok(groups[i - 1]!.rounded >= groups[i]!.rounded, 'sorted by rounded bytes')
         const live = new Set(liveBlocksAt(view.model, peak))
         for (const g of groups) assert.ok(live.has(g.largestBlock), `${g.label}: its largest block was live at the peak`)
@@ -63,7 +72,10 @@ describe('peak view', async () => {
     }
     const groups = peakGroups(view, trace, peak, 'frame').filter((g) => g.key !== PENDING_GROUP)
     assert.ok(groups.length > 1, 'the snapshot holds memory from several frames')
-    assert.deepEqual(groups.map((g) => g.rounded).sort((x, y) => x - y), [...expected.values()].sort((x, y) => x - y))
+    assert.deepEqual(
+      groups.map((g) => g.rounded).sort((x, y) => x - y),
+      [...expected.values()].sort((x, y) => x - y),
+    )
     for (const g of groups) {
       const inner = framesOf(trace, b.from[g.largestBlock]!)[0]
       if (inner) assert.ok(g.label.startsWith(inner.name), `${g.label} names ${inner.name}`)

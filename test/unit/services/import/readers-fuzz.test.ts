@@ -18,35 +18,46 @@ const HANG_MS = 60_000
 const targets = [
   { target: 'trace-file', title: 'trace-file', cases: 3000, budgetMs: 15_000, leastCases: 200, errorCodes: [] },
   { target: 'rmm-log', title: 'rmm-log', cases: 6000, budgetMs: 10_000, leastCases: 200, errorCodes: [] },
-  { target: 'pytorch-snapshot', title: 'pytorch snapshots', cases: 2000, budgetMs: 20_000, leastCases: 300, errorCodes: ['corrupt', 'truncated', 'not-a-snapshot'] },
+  {
+    target: 'pytorch-snapshot',
+    title: 'pytorch snapshots',
+    cases: 2000,
+    budgetMs: 20_000,
+    leastCases: 300,
+    errorCodes: ['corrupt', 'truncated', 'not-a-snapshot'],
+  },
 ] as const
 
 for (const { target, title, cases, budgetMs, leastCases, errorCodes } of targets) {
   const maxCases = Number(process.env['VRAMSCOPE_FUZZ_CASES'] ?? cases)
   const budget = Number(process.env['VRAMSCOPE_FUZZ_BUDGET_MS'] ?? budgetMs)
-  it(`${title}: ${maxCases} mutated inputs (seed ${seed}, at most ${budget / 1000} s) give a result or the typed error`, { timeout: budget + HANG_MS + 30_000 }, async (t) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', runner, target, String(seed), String(maxCases), String(budget)], {
-      stdio: ['ignore', 'pipe', 'inherit'],
-    })
-    const exited = once(child, 'exit')
-    let lastCase = ''
-    const failures: string[] = []
-    let summary: { cases: number; outcomes: Record<string, number>; slowest: { ms: number; what: string } } | undefined
-    const watchdog = setTimeout(() => child.kill('SIGKILL'), budget + HANG_MS)
-    for await (const line of createInterface({ input: child.stdout! })) {
-      if (line.startsWith('case ')) lastCase = line
-      else if (line.startsWith('failure ')) failures.push(line.slice('failure '.length))
-      else if (line.startsWith('summary ')) summary = JSON.parse(line.slice('summary '.length))
-    }
-    const [code, signal] = (await exited) as [number | null, string | null]
-    clearTimeout(watchdog)
-    assert.equal(signal, null, `the fuzzer was killed: it hung on ${lastCase}`)
-    assert.deepEqual(failures, [], 'inputs that gave an exception other than the typed error')
-    assert.equal(code, 0)
-    assert.ok(summary, 'the runner reported its summary')
-    t.diagnostic(`${summary.cases} cases: ${JSON.stringify(summary.outcomes)}; slowest ${summary.slowest.ms.toFixed(1)} ms (${summary.slowest.what})`)
-    assert.ok(summary.cases >= Math.min(maxCases, leastCases), `only ${summary.cases} cases ran in the budget`)
-    assert.ok((summary.outcomes['ok'] ?? 0) > 0 && Object.keys(summary.outcomes).length > 2, 'the mutations reach both results and errors')
-    for (const expected of errorCodes) assert.ok((summary.outcomes[expected] ?? 0) > 0, `some mutations give ${expected}`)
-  })
+  it(
+    `${title}: ${maxCases} mutated inputs (seed ${seed}, at most ${budget / 1000} s) give a result or the typed error`,
+    { timeout: budget + HANG_MS + 30_000 },
+    async (t) => {
+      const child = spawn(process.execPath, ['--import', 'tsx', runner, target, String(seed), String(maxCases), String(budget)], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+      })
+      const exited = once(child, 'exit')
+      let lastCase = ''
+      const failures: string[] = []
+      let summary: { cases: number; outcomes: Record<string, number>; slowest: { ms: number; what: string } } | undefined
+      const watchdog = setTimeout(() => child.kill('SIGKILL'), budget + HANG_MS)
+      for await (const line of createInterface({ input: child.stdout! })) {
+        if (line.startsWith('case ')) lastCase = line
+        else if (line.startsWith('failure ')) failures.push(line.slice('failure '.length))
+        else if (line.startsWith('summary ')) summary = JSON.parse(line.slice('summary '.length))
+      }
+      const [code, signal] = (await exited) as [number | null, string | null]
+      clearTimeout(watchdog)
+      assert.equal(signal, null, `the fuzzer was killed: it hung on ${lastCase}`)
+      assert.deepEqual(failures, [], 'inputs that gave an exception other than the typed error')
+      assert.equal(code, 0)
+      assert.ok(summary, 'the runner reported its summary')
+      t.diagnostic(`${summary.cases} cases: ${JSON.stringify(summary.outcomes)}; slowest ${summary.slowest.ms.toFixed(1)} ms (${summary.slowest.what})`)
+      assert.ok(summary.cases >= Math.min(maxCases, leastCases), `only ${summary.cases} cases ran in the budget`)
+      assert.ok((summary.outcomes['ok'] ?? 0) > 0 && Object.keys(summary.outcomes).length > 2, 'the mutations reach both results and errors')
+      for (const expected of errorCodes) assert.ok((summary.outcomes[expected] ?? 0) > 0, `some mutations give ${expected}`)
+    },
+  )
 }

@@ -127,7 +127,10 @@ describe('lenient reading', () => {
 
   it('times across midnight keep counting, and a line logged out of order just after midnight stays before it', async () => {
     const result = await importRmmLog(fixture('midnight.csv'))
-    assert.deepEqual(rows(result).map((r) => r[4]), [0, 2_000_000, 2_000_000, 3_000_000])
+    assert.deepEqual(
+      rows(result).map((r) => r[4]),
+      [0, 2_000_000, 2_000_000, 3_000_000],
+    )
     assert.match(result.trace.meta.warnings.join('\n'), /1 lines have a time before the line above.*\(line 4\)/)
   })
 
@@ -177,10 +180,19 @@ describe('lenient reading', () => {
 
 describe('bad input', () => {
   it('more broken lines than tolerated: fails at the first, listing the first ones', async () => {
-    const e = await refused('broken-lines.csv', 'bad-lines', 3, /^3 lines could not be understood, more than the 2 tolerated: line 3: unknown action "alocate".*; line 4: 4 fields, expected 6; line 6: size "lots"/, {
-      maxBadLines: 2,
-    })
-    assert.deepEqual(e.badLines.map((b) => b.line), [3, 4, 6])
+    const e = await refused(
+      'broken-lines.csv',
+      'bad-lines',
+      3,
+      /^3 lines could not be understood, more than the 2 tolerated: line 3: unknown action "alocate".*; line 4: 4 fields, expected 6; line 6: size "lots"/,
+      {
+        maxBadLines: 2,
+      },
+    )
+    assert.deepEqual(
+      e.badLines.map((b) => b.line),
+      [3, 4, 6],
+    )
   })
 
   it('no tolerance: the first broken line fails the import', async () => {
@@ -196,7 +208,10 @@ describe('bad input', () => {
   })
 
   it('a missing file', async () => {
-    await assert.rejects(importRmmLog(fixture('missing.csv')), (e: RmmLogError) => e instanceof RmmLogError && e.code === 'unreadable' && e.message.includes('missing.csv'))
+    await assert.rejects(
+      importRmmLog(fixture('missing.csv')),
+      (e: RmmLogError) => e instanceof RmmLogError && e.code === 'unreadable' && e.message.includes('missing.csv'),
+    )
   })
 
   const parseFails = (text: string, code: RmmLogErrorCode, line: number, problem: RegExp, maxBadLines = 0) => {
@@ -213,16 +228,24 @@ describe('bad input', () => {
   }
 
   it('only blank lines', () => parseFails('\n  \r\n\n', 'empty', 1, /only blank lines \(3\)/))
-  it('some other CSV', () => parseFails('\n\nname,age\nbob,3\n', 'no-header', 3, /expected the RMM log header Thread,Time,Action,Pointer,Size,Stream, found "name,age"/))
+  it('some other CSV', () =>
+    parseFails('\n\nname,age\nbob,3\n', 'no-header', 3, /expected the RMM log header Thread,Time,Action,Pointer,Size,Stream, found "name,age"/))
   it('a header without Size', () => parseFails('Thread,Time,Action,Pointer\n', 'no-header', 1, /the header lacks Size/))
   it('a NUL byte in the first line of text', () => parseFails('Thread,Time\u0000,Action\n', 'binary', 1, /NUL byte at byte 11/))
   it('control characters in the first line', () => parseFails('\u0007\u0002\u0003garbage\n', 'binary', 1, /control characters/))
   it('an unclosed quote', () => parseFails(`Thread,Time,Action,Pointer,Size,Stream\n1,"1.0,allocate,0x1,2,0\n`, 'bad-lines', 2, /unclosed quote/))
   it('time formats mixed in one log', () =>
-    parseFails(`Action,Pointer,Size,Time\nallocate,0x1,2,1.0\nallocate,0x2,2,10:00:00.000000\n`, 'bad-lines', 3, /is in HH:MM:SS.ffffff, the lines before in seconds/))
+    parseFails(
+      `Action,Pointer,Size,Time\nallocate,0x1,2,1.0\nallocate,0x2,2,10:00:00.000000\n`,
+      'bad-lines',
+      3,
+      /is in HH:MM:SS.ffffff, the lines before in seconds/,
+    ))
   it('allocate with a null pointer', () => parseFails(`Action,Pointer,Size\nallocate,0x0,64\n`, 'bad-lines', 2, /allocate with a null pointer/))
-  it('a line of 100 000 characters', () => parseFails(`Action,Pointer,Size\nallocate,0x1,${'9'.repeat(100_000)}\nfree,0x1,64\n`, 'bad-lines', 2, /longer than 65536 characters/))
-  it('a size beyond 2^53', () => parseFails(`Action,Pointer,Size\nallocate,0x1,18446744073709551615\n`, 'bad-lines', 2, /size "18446744073709551615" is not a byte count/))
+  it('a line of 100 000 characters', () =>
+    parseFails(`Action,Pointer,Size\nallocate,0x1,${'9'.repeat(100_000)}\nfree,0x1,64\n`, 'bad-lines', 2, /longer than 65536 characters/))
+  it('a size beyond 2^53', () =>
+    parseFails(`Action,Pointer,Size\nallocate,0x1,18446744073709551615\n`, 'bad-lines', 2, /size "18446744073709551615" is not a byte count/))
   it('extra fields with values', () => parseFails(`Action,Pointer,Size\nallocate,0x1,64,surprise\n`, 'bad-lines', 2, /4 fields, the header has 3/))
 })
 
@@ -243,7 +266,8 @@ describe('large logs', () => {
       lines.push(`1,${1700000000 + Math.floor(i / 1e5)}.${seconds.split('.')[1]},allocate,0x${(0x10000 + i * 256).toString(16)},${256 + (i % 4096)},0x0`)
     }
     // Free in reverse order: every free finds its block across read pieces.
-    for (let i = n - 1; i >= 0; i--) lines.push(`1,1700000001.${String(n - 1 - i).padStart(6, '0')},free,0x${(0x10000 + i * 256).toString(16)},${256 + (i % 4096)},0x0`)
+    for (let i = n - 1; i >= 0; i--)
+      lines.push(`1,1700000001.${String(n - 1 - i).padStart(6, '0')},free,0x${(0x10000 + i * 256).toString(16)},${256 + (i % 4096)},0x0`)
     const path = join(dir, 'large.csv')
     await writeFile(path, lines.join('\n'))
     const progress: number[] = []

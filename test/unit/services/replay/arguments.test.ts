@@ -27,10 +27,12 @@ it('refuses unknown strategies, listing the known ones', () => {
   refused(TypeError, /^strategy must be a string/, () => new Allocator(bad(42)))
 })
 
-it('refuses unknown parameters, listing the strategy\'s own', () => {
+it("refuses unknown parameters, listing the strategy's own", () => {
   const takes = withSize.params.map((p) => p.name).join(', ')
-  refused(RangeError, new RegExp(`^params\\.no_such_param: strategy '${withSize.name}' has no parameter 'no_such_param' \\(it takes: ${takes}\\)$`), () =>
-    new Allocator(withSize.name, { no_such_param: 1 }),
+  refused(
+    RangeError,
+    new RegExp(`^params\\.no_such_param: strategy '${withSize.name}' has no parameter 'no_such_param' \\(it takes: ${takes}\\)$`),
+    () => new Allocator(withSize.name, { no_such_param: 1 }),
   )
   refused(TypeError, /^params must be a plain object/, () => new Allocator(withSize.name, bad('block_size=1')))
   refused(TypeError, /^params must be a plain object/, () => new Allocator(withSize.name, bad([1])))
@@ -52,9 +54,7 @@ it('passes parameter text to the library, whose own error names the parameter', 
 })
 
 it('refuses unknown backings and backing options', () => {
-  refused(RangeError, /^backing: unknown backing "gpu" \(simulated, cuda_malloc, cuda_vmm, cuda_async\)$/, () =>
-    new Allocator(withSize.name, {}, bad('gpu')),
-  )
+  refused(RangeError, /^backing: unknown backing "gpu" \(simulated, cuda_malloc, cuda_vmm, cuda_async\)$/, () => new Allocator(withSize.name, {}, bad('gpu')))
   refused(RangeError, /^options\.bogus: no such backing option/, () => new Allocator(withSize.name, {}, 'simulated', bad({ bogus: 1 })))
   refused(RangeError, /^options\.capacity must not be negative/, () => new Allocator(withSize.name, {}, 'simulated', { capacity: -1 }))
   refused(RangeError, /^options\.capacity must be more than 0/, () => new Allocator(withSize.name, {}, 'simulated', { capacity: 0 }))

@@ -197,7 +197,11 @@ describe('replay options and results', () => {
       events.size[i] = 1 * GiB
       events.time[i] = i
     }
-    const trace: RequestTrace = { meta: { source: 'synthetic', warnings: [], properties: {} }, events, tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] } }
+    const trace: RequestTrace = {
+      meta: { source: 'synthetic', warnings: [], properties: {} },
+      events,
+      tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+    }
     const [capped, free] = [
       (await replayTrace(trace, [{ strategy: 'cuda_malloc' }], { cap: '24GiB' }))[0]!,
       (await replayTrace(trace, [{ strategy: 'cuda_malloc' }]))[0]!,

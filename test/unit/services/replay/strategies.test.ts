@@ -23,8 +23,10 @@ function freeAll(allocator: Allocator, held: Map<bigint, number>): void {
   held.clear()
 }
 
-it('caching\'s default preset is pow2, and the library still takes its former name seed as the same preset', () => {
-  const preset = listStrategies().find((s) => s.name === 'caching')!.params.find((p) => p.name === 'preset')!
+it("caching's default preset is pow2, and the library still takes its former name seed as the same preset", () => {
+  const preset = listStrategies()
+    .find((s) => s.name === 'caching')!
+    .params.find((p) => p.name === 'preset')!
   assert.equal(preset.default, 'pow2')
   const trace = (params: Record<string, string>): number[] => {
     const allocator = makeAllocator({ label: 'caching', strategy: 'caching', params })
@@ -68,10 +70,11 @@ for (const config of strategyConfigs()) {
       checkLayout(a, held)
       const peak = a.stats()
       let i = 0
-      for (const [address] of held) if (i++ % 2 === 0) {
-        a.deallocate(address)
-        held.delete(address)
-      }
+      for (const [address] of held)
+        if (i++ % 2 === 0) {
+          a.deallocate(address)
+          held.delete(address)
+        }
       checkLayout(a, held)
       freeAll(a, held)
       checkLayout(a, held)
@@ -146,16 +149,13 @@ for (const config of strategyConfigs()) {
       const error = nativeError(() => a.deallocate(first))
       // A strategy that gave the block's memory straight back to the device need not remember it.
       const gaveBack = afterFree.reservedLive < before.reservedLive
-      assert.ok(
-        error.code === 'DOUBLE_FREE' || (gaveBack && error.code === 'INVALID_FREE'),
-        `double free: ${error.code}: ${error.message}`,
-      )
+      assert.ok(error.code === 'DOUBLE_FREE' || (gaveBack && error.code === 'INVALID_FREE'), `double free: ${error.code}: ${error.message}`)
       assert.equal(error.address, first)
       assert.deepEqual(unchangedPart(a.stats()), unchangedPart(afterFree))
       checkLayout(a, held)
     })
 
-    it('holds a block freed on another stream until that stream\'s event completes', () => {
+    it("holds a block freed on another stream until that stream's event completes", () => {
       const a = makeAllocator(config)
       const held = new Map<bigint, number>()
       const block = a.allocate(4096, 1)

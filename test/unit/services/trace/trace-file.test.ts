@@ -76,7 +76,10 @@ function craftChunk(columns: Record<string, Vector>, metadata: Record<string, st
     return writer.toUint8Array(true)
   }
   const plain = new Schema(table.schema.fields, new Map(Object.entries(metadata)))
-  const bytes = serialize(plain, table.batches.map((b) => new RecordBatch(plain, b.data)))
+  const bytes = serialize(
+    plain,
+    table.batches.map((b) => new RecordBatch(plain, b.data)),
+  )
   const schemaEnd = 8 + new DataView(bytes.buffer, bytes.byteOffset).getInt32(4, true)
   const batchBytes = bytes.subarray(schemaEnd, bytes.length - 8)
   const checked = new Schema(table.schema.fields, new Map([...Object.entries(metadata), ['vramscope.crc32', crc32Hex(batchBytes)]]))
@@ -94,7 +97,10 @@ function assertSameTrace(actual: RequestTrace, expected: RequestTrace): void {
   assert.deepEqual(actual.meta, expected.meta)
   assert.deepEqual(actual.tables.streams, expected.tables.streams)
   assert.deepEqual(actual.tables.frames, expected.tables.frames)
-  assert.deepEqual(actual.tables.stacks.map((s) => [...s]), expected.tables.stacks.map((s) => [...s]))
+  assert.deepEqual(
+    actual.tables.stacks.map((s) => [...s]),
+    expected.tables.stacks.map((s) => [...s]),
+  )
   assert.deepEqual(actual.tables.tags, expected.tables.tags)
   assert.deepEqual(actual.tables.markers, expected.tables.markers)
   assert.ok(eventsEqual(actual.events, expected.events), 'events differ')
@@ -143,7 +149,10 @@ describe('round trip', () => {
     await writeTrace(path, sampleTrace(300, 5))
     await writeTrace(path, sampleTrace(10, 6))
     assert.equal((await readTrace(path)).trace.events.kind.length, 10)
-    assert.deepEqual((await readdir(dir)).filter((f) => f.startsWith('replace')), ['replace.vramscope'])
+    assert.deepEqual(
+      (await readdir(dir)).filter((f) => f.startsWith('replace')),
+      ['replace.vramscope'],
+    )
   })
 
   it('reports read and decode progress up to the file size', async () => {
@@ -155,7 +164,10 @@ describe('round trip', () => {
     assert.deepEqual(seen.filter((p) => p.phase === 'read').at(-1)?.bytesDone, size)
     const decode = seen.filter((p) => p.phase === 'decode').map((p) => p.bytesDone)
     assert.ok(decode.length >= 8, `one decode report per chunk, got ${decode.length}`)
-    assert.deepEqual(decode, [...decode].sort((a, b) => a - b))
+    assert.deepEqual(
+      decode,
+      [...decode].sort((a, b) => a - b),
+    )
     assert.equal(decode.at(-1), size)
   })
 
@@ -371,7 +383,10 @@ describe('streaming writer', () => {
   it('writes a complete file on close: the events appended, tables deduplicated, warnings kept', async () => {
     const path = join(dir, 'recorded.vramscope')
     const writer = await TraceWriter.create(path, { source: 'recording', warnings: [], properties: {} }, { flushIntervalMs: 60_000, flushEvents: 100 })
-    const frames = [{ name: 'f', filename: 'a.py', line: 1 }, { name: 'g', filename: 'a.py', line: 2 }]
+    const frames = [
+      { name: 'f', filename: 'a.py', line: 1 },
+      { name: 'g', filename: 'a.py', line: 2 },
+    ]
     const stackA = writer.stack(frames)
     assert.equal(writer.stack(frames.map((f) => ({ ...f }))), stackA, 'the same frames make the same stack')
     const stackB = writer.stack([frames[1]!])
@@ -387,7 +402,10 @@ describe('streaming writer', () => {
     assert.deepEqual([...read.trace.events.size.subarray(0, 3)], [512, 1024, 1536])
     assert.deepEqual(read.trace.tables.streams, ['0', '0x1'])
     assert.equal(read.trace.tables.frames.length, 2)
-    assert.deepEqual(read.trace.tables.stacks.map((s) => [...s]), [[0, 1], [1]])
+    assert.deepEqual(
+      read.trace.tables.stacks.map((s) => [...s]),
+      [[0, 1], [1]],
+    )
     assert.deepEqual(read.trace.meta.warnings, ['late warning'])
     assert.ok(read.file.chunks > 10, `flushes every 100 events make many chunks (${read.file.chunks})`)
   })
@@ -408,14 +426,23 @@ describe('streaming writer', () => {
       metaEnd = m.end
       if (m.header.kind === 'eos') break
     }
-    assert.throws(() => decodeTrace(bytes.subarray(0, metaEnd - 1), 'cut.vramscope'), (e: TraceFileError) => e.code === 'truncated')
+    assert.throws(
+      () => decodeTrace(bytes.subarray(0, metaEnd - 1), 'cut.vramscope'),
+      (e: TraceFileError) => e.code === 'truncated',
+    )
     // Every byte of the last flush or so (where a kill lands), every 31st before.
     for (let cut = bytes.length; cut >= metaEnd; cut -= cut > bytes.length - 1200 ? 1 : 31) {
       const read = decodeTrace(bytes.subarray(0, cut), 'cut.vramscope')
       const n = read.trace.events.kind.length
       assert.equal(n % perFlush, 0, `cut at ${cut}: whole flushes only, got ${n} events`)
-      assert.ok(read.trace.events.kind.every((k, i) => k === source.events.kind[i]), `cut at ${cut}: not a prefix`)
-      assert.ok(read.trace.events.size.every((s, i) => s === source.events.size[i]), `cut at ${cut}: not a prefix`)
+      assert.ok(
+        read.trace.events.kind.every((k, i) => k === source.events.kind[i]),
+        `cut at ${cut}: not a prefix`,
+      )
+      assert.ok(
+        read.trace.events.size.every((s, i) => s === source.events.size[i]),
+        `cut at ${cut}: not a prefix`,
+      )
       assert.equal(read.file.complete, false)
       previous = n
     }
@@ -427,7 +454,10 @@ describe('streaming writer', () => {
     await writeTrace(path, sampleTrace(100))
     const bytes = new Uint8Array(await readFile(path))
     const cut = bytes.subarray(0, bytes.length - 200)
-    assert.throws(() => decodeTrace(cut, 'whole.vramscope'), (e: TraceFileError) => e.code === 'truncated')
+    assert.throws(
+      () => decodeTrace(cut, 'whole.vramscope'),
+      (e: TraceFileError) => e.code === 'truncated',
+    )
   })
 
   it('zeros at the end of a recording (a machine crash) are skipped like a cut write', async () => {

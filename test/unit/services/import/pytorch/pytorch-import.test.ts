@@ -36,7 +36,9 @@ interface CsvRow {
 }
 
 function csv(name: string): CsvRow[] {
-  const lines = readFileSync(path(`${name}.trace.csv`), 'utf8').trim().split('\n')
+  const lines = readFileSync(path(`${name}.trace.csv`), 'utf8')
+    .trim()
+    .split('\n')
   assert.equal(lines[0], 'action,address,size,stream,time_us')
   return lines.slice(1).map((line) => {
     const [action, address, size, stream, time] = line.split(',')
@@ -92,7 +94,11 @@ function sameImport(a: PytorchImport, b: PytorchImport, ignoreProperties: string
     assert.equal(r.name, other.name)
     assert.deepEqual(r.params, other.params)
     for (const column of ['op', 'address', 'size', 'requested', 'stream', 'time', 'aux'] as const)
-      assert.deepEqual(Array.from(r.layout![column] as ArrayLike<number | bigint>), Array.from(other.layout![column] as ArrayLike<number | bigint>), `layout.${column}`)
+      assert.deepEqual(
+        Array.from(r.layout![column] as ArrayLike<number | bigint>),
+        Array.from(other.layout![column] as ArrayLike<number | bigint>),
+        `layout.${column}`,
+      )
   })
   assert.deepEqual(a.devices, b.devices)
   assert.deepEqual(a.overflow, b.overflow)
@@ -112,7 +118,10 @@ describe('the real snapshots, against the csv and memory_stats of the same run',
         assert.equal(rows(events, EventKind.alloc).length, count('alloc'))
         assert.equal(rows(events, EventKind.free).length, count('free_requested'))
         assert.equal(rows(events, EventKind.oom).length, count('oom'))
-        assert.equal(events.kind.length, count('alloc') + count('free_requested') + count('oom') + count('snapshot') + rows(events, EventKind.marker).length - count('snapshot'))
+        assert.equal(
+          events.kind.length,
+          count('alloc') + count('free_requested') + count('oom') + count('snapshot') + rows(events, EventKind.marker).length - count('snapshot'),
+        )
         assert.equal(result.overflow.orphanEvents + result.overflow.synthesizedAllocs + result.overflow.synthesizedSegments, 0, 'nothing was lost')
         assert.deepEqual(trace.meta.warnings, [])
       })
@@ -137,7 +146,7 @@ describe('the real snapshots, against the csv and memory_stats of the same run',
         for (let i = 1; i < events.time.length; i++) assert.ok(events.time[i]! >= events.time[i - 1]!, 'time never goes back')
       })
 
-      it('keeps each alloc\'s frames, innermost first, deduplicated', () => {
+      it("keeps each alloc's frames, innermost first, deduplicated", () => {
         const root = unpickle(bytes(`${name}.pickle`)) as PickleDict
         const entries = ((root.get('device_traces') as PickleValue[][])[0] as PickleDict[]).filter((e) => e.get('action') === 'alloc')
         const allocs = rows(events, EventKind.alloc)
@@ -159,7 +168,10 @@ describe('the real snapshots, against the csv and memory_stats of the same run',
         assert.ok(withFrames > 0, 'allocs made from Python code have frames (the backward pass has none)')
         const distinct = new Set(trace.tables.frames.map((f) => `${f.name}|${f.filename}|${f.line}`))
         assert.equal(distinct.size, trace.tables.frames.length, 'no frame twice')
-        assert.ok(trace.tables.frames.some((f) => f.filename === 'make_pytorch_snapshots.py'), 'the workload script itself')
+        assert.ok(
+          trace.tables.frames.some((f) => f.filename === 'make_pytorch_snapshots.py'),
+          'the workload script itself',
+        )
       })
 
       it('names the streams as the snapshot did and uses only those', () => {
@@ -186,7 +198,7 @@ describe('the real snapshots, against the csv and memory_stats of the same run',
         assert.equal(opRows(layout, LayoutOp.freePending).length, opRows(layout, LayoutOp.freeCompleted).length)
       })
 
-      it('places every recorded block at its csv address with PyTorch\'s 512-byte rounding', () => {
+      it("places every recorded block at its csv address with PyTorch's 512-byte rounding", () => {
         const csvAllocs = table.filter((r) => r.action === 'alloc')
         opRows(layout, LayoutOp.alloc).forEach((row, k) => {
           assert.equal(layout.address[row], BigInt(csvAllocs[k]!.address))
@@ -222,8 +234,14 @@ describe('the real snapshots, against the csv and memory_stats of the same run',
     sameImport(streamed, whole)
     const size = bytes('transformer_varseq.pickle').length
     assert.deepEqual([...new Set(progress.map((p) => p.phase))], ['scan', 'parse'])
-    assert.ok(progress.every((p) => p.bytesTotal === 2 * size), 'two passes over the file')
-    assert.ok(progress.every((p, i) => i === 0 || p.bytesDone > progress[i - 1]!.bytesDone), 'progress only grows')
+    assert.ok(
+      progress.every((p) => p.bytesTotal === 2 * size),
+      'two passes over the file',
+    )
+    assert.ok(
+      progress.every((p, i) => i === 0 || p.bytesDone > progress[i - 1]!.bytesDone),
+      'progress only grows',
+    )
     assert.equal(progress.at(-1)!.bytesDone, 2 * size)
     assert.ok(progress.length >= 2 * Math.floor(size / (64 << 10)))
     assert.equal(streamed.trace.meta.origin, 'transformer_varseq.pickle', 'the base name, no machine path')
@@ -280,7 +298,9 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
   it('maps each event as make_hostile_pickles.py lists it', () => {
     const shown = Array.from(events.kind, (k, i) => {
       const what = k === EventKind.alloc ? 'alloc' : k === EventKind.free ? 'free' : k === EventKind.marker ? 'marker' : 'oom'
-      return k === EventKind.marker ? `${what} ${tables.markers[events.id[i]!]} @${events.time[i]}` : `${what} ${events.id[i]} ${events.size[i]} s${events.stream[i]} @${events.time[i]}`
+      return k === EventKind.marker
+        ? `${what} ${tables.markers[events.id[i]!]} @${events.time[i]}`
+        : `${what} ${events.id[i]} ${events.size[i]} s${events.stream[i]} @${events.time[i]}`
     })
     assert.deepEqual(shown, [
       // Stand-ins at t = 0: the block freed first (its alloc was lost), the block live at the end never allocated.
@@ -303,14 +323,26 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
     assert.deepEqual(tables.streams, ['0', String(0x55aa00)])
     assert.deepEqual(tables.tags, ['phase=eval'])
     assert.equal(events.tag[rows(events, EventKind.oom)[0]!], 0)
-    assert.deepEqual(tables.frames.map((f) => f.name), ['forward', 'step', 'main', 'backward'])
-    assert.deepEqual(tables.stacks.map((s) => Array.from(s)), [[0, 1, 2], [3, 1, 2]])
+    assert.deepEqual(
+      tables.frames.map((f) => f.name),
+      ['forward', 'step', 'main', 'backward'],
+    )
+    assert.deepEqual(
+      tables.stacks.map((s) => Array.from(s)),
+      [
+        [0, 1, 2],
+        [3, 1, 2],
+      ],
+    )
     assert.equal(events.stack[3], 0, 'alloc 1 was made in forward')
     assert.equal(events.stack[1], 1, 'the live block stand-in keeps the frames the segments list gives it')
   })
 
-  it('records PyTorch\'s layout, pending frees, segments, mappings and the failure', () => {
-    const shown = Array.from(layout.op, (op, i) => `${op} ${layout.address[i]!.toString(16)} ${layout.size[i]} ${layout.requested[i]} ${layout.stream[i]} ${layout.aux[i]} @${layout.time[i]}`)
+  it("records PyTorch's layout, pending frees, segments, mappings and the failure", () => {
+    const shown = Array.from(
+      layout.op,
+      (op, i) => `${op} ${layout.address[i]!.toString(16)} ${layout.size[i]} ${layout.requested[i]} ${layout.stream[i]} ${layout.aux[i]} @${layout.time[i]}`,
+    )
     const h = (n: number) => n.toString(16)
     assert.deepEqual(shown, [
       `${LayoutOp.alloc} ${h(S2 + 4096)} 4096 4096 0 0 @0`,
@@ -339,7 +371,10 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
   it('says the ring buffer overflowed and how many stand-ins there are', () => {
     assert.deepEqual(result.overflow, { orphanEvents: 1, synthesizedAllocs: 2, synthesizedBlocks: 2, synthesizedSegments: 1 })
     assert.equal(result.trace.meta.warnings.length, 1)
-    assert.match(result.trace.meta.warnings[0]!, /ring buffer overflowed.*1 events refer to .*before the first recorded event.*2 allocations in the request trace, 2 blocks and 1 segments/)
+    assert.match(
+      result.trace.meta.warnings[0]!,
+      /ring buffer overflowed.*1 events refer to .*before the first recorded event.*2 allocations in the request trace, 2 blocks and 1 segments/,
+    )
     assert.equal(result.trace.meta.properties['pytorch.overflow.synthesized_allocs'], '2')
   })
 
@@ -393,7 +428,10 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
 
   for (const variant of ['synthetic-protocol-2.pickle', 'synthetic-protocol-3.pickle', 'synthetic-protocol-5.pickle', 'synthetic.json']) {
     it(`reads ${variant} to the same import`, () => {
-      sameImport(parsePytorchSnapshot(bytes(variant), 'synthetic'), parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic'), ['pytorch.format', 'pickle.protocol'])
+      sameImport(parsePytorchSnapshot(bytes(variant), 'synthetic'), parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic'), [
+        'pytorch.format',
+        'pickle.protocol',
+      ])
     })
   }
 
@@ -411,7 +449,10 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
 
   it('imports every device at once in one time order, one recorded layout each', () => {
     const all = parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic.pickle', { device: 'all' })
-    assert.deepEqual(all.recorded.map((r) => r.name), [`${RECORDED_LAYOUT_NAME}, cuda:0`, `${RECORDED_LAYOUT_NAME}, cuda:1`])
+    assert.deepEqual(
+      all.recorded.map((r) => r.name),
+      [`${RECORDED_LAYOUT_NAME}, cuda:0`, `${RECORDED_LAYOUT_NAME}, cuda:1`],
+    )
     const e = all.trace.events
     assert.equal(e.kind.length, events.kind.length + 2)
     for (let i = 1; i < e.time.length; i++) assert.ok(e.time[i]! >= e.time[i - 1]!)
@@ -420,7 +461,10 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
   })
 
   it('refuses a device the snapshot does not have', () => {
-    assert.throws(() => parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic.pickle', { device: 5 }), (e: unknown) => e instanceof SnapshotImportError && e.code === 'not-a-snapshot' && /device 5 .* devices 0, 1/.test(e.message))
+    assert.throws(
+      () => parsePytorchSnapshot(bytes('synthetic.pickle'), 'synthetic.pickle', { device: 5 }),
+      (e: unknown) => e instanceof SnapshotImportError && e.code === 'not-a-snapshot' && /device 5 .* devices 0, 1/.test(e.message),
+    )
   })
 })
 
@@ -441,9 +485,13 @@ describe('a real snapshot whose ring buffer overflowed (mlp_varbatch without its
       }
     }
     const root = unpickle(bytes('mlp_varbatch_overflowed.pickle')) as PickleDict
-    const liveAtEnd = (root.get('segments') as PickleDict[]).flatMap((s) => (s.get('blocks') as PickleDict[]).filter((b) => b.get('state') === 'active_allocated').map((b) => b.get('address') as number))
+    const liveAtEnd = (root.get('segments') as PickleDict[]).flatMap((s) =>
+      (s.get('blocks') as PickleDict[]).filter((b) => b.get('state') === 'active_allocated').map((b) => b.get('address') as number),
+    )
     const unseenLive = liveAtEnd.filter((a) => !live.has(a)).length
-    const orphanCompletions = kept.filter((r, i) => r.action === 'free_completed' && !kept.slice(0, i).some((q) => q.action === 'free_requested' && q.address === r.address)).length
+    const orphanCompletions = kept.filter(
+      (r, i) => r.action === 'free_completed' && !kept.slice(0, i).some((q) => q.action === 'free_requested' && q.address === r.address),
+    ).length
     assert.ok(orphanFrees + unseenLive > 0, 'the cut dropped allocations')
     assert.equal(result.overflow.synthesizedAllocs, orphanFrees + unseenLive)
     assert.equal(result.overflow.orphanEvents, orphanFrees + orphanCompletions)
@@ -455,7 +503,7 @@ describe('a real snapshot whose ring buffer overflowed (mlp_varbatch without its
     assert.match(result.trace.meta.warnings.join('\n'), /ring buffer overflowed/)
   })
 
-  it('restores every segment live at the end, so the layout still has memory_stats\' segments and peak', () => {
+  it("restores every segment live at the end, so the layout still has memory_stats' segments and peak", () => {
     const s = stats('mlp_varbatch')
     const layout = layoutOf(result)
     assert.equal(opRows(layout, LayoutOp.regionReserve).length, s['segment.all.allocated'])
@@ -479,25 +527,36 @@ describe('bad input: a SnapshotImportError naming the file, the place and the pr
   const hostile = (name: string) => new Uint8Array(readFileSync(join(dir, '..', 'hostile', name)))
 
   it('refuses an empty file', () => refused(new Uint8Array(0), 'empty', /^bad\.snapshot: the file is empty$/))
-  it('refuses a pickle that would run os.system, running nothing', () => refused(hostile('os-system-global-reduce.pickle'), 'forbidden', /^bad\.snapshot: byte 2: GLOBAL .*posix\.system/))
+  it('refuses a pickle that would run os.system, running nothing', () =>
+    refused(hostile('os-system-global-reduce.pickle'), 'forbidden', /^bad\.snapshot: byte 2: GLOBAL .*posix\.system/))
   it('refuses a pickle that is not a snapshot', () => refused(hostile('not-a-snapshot.pickle'), 'not-a-snapshot', /no 'device_traces': not a memory snapshot/))
-  it('refuses a snapshot whose root is not a dict', () => refused(new Uint8Array([0x80, 4, 0x5d, 0x2e]), 'not-a-snapshot', /^bad\.snapshot: the root must be a dict \(a memory snapshot\), got a list$/))
+  it('refuses a snapshot whose root is not a dict', () =>
+    refused(new Uint8Array([0x80, 4, 0x5d, 0x2e]), 'not-a-snapshot', /^bad\.snapshot: the root must be a dict \(a memory snapshot\), got a list$/))
   it('refuses broken JSON', () => refused('{"device_traces": [', 'corrupt', /^bad\.snapshot: not valid JSON/))
   it('names the event whose field has the wrong type', () =>
-    refused('{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, "size": 1, "stream": 0, "time_us": 1}, {"action": "alloc", "addr": "0x10"}]]}', 'not-a-snapshot', /^bad\.snapshot: device_traces\[0\]\[1\]: 'addr' must be a non-negative integer below 2\^53, got "0x10"/))
+    refused(
+      '{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, "size": 1, "stream": 0, "time_us": 1}, {"action": "alloc", "addr": "0x10"}]]}',
+      'not-a-snapshot',
+      /^bad\.snapshot: device_traces\[0\]\[1\]: 'addr' must be a non-negative integer below 2\^53, got "0x10"/,
+    ))
   it('names the byte offset of a bad event in a pickle', () =>
     assert.throws(
       () => parsePytorchSnapshot(hostile('truncated-snapshot.pickle'), 'cut.pickle'),
       (e: unknown) => e instanceof SnapshotImportError && e.code === 'truncated' && /^cut\.pickle: byte \d+: /.test(e.message),
     ))
   it('counts unknown actions instead of failing on them', () => {
-    const r = parsePytorchSnapshot(new TextEncoder().encode('{"segments": [], "device_traces": [[{"action": "defragment", "addr": 0, "size": 0, "stream": 0, "time_us": 5}]]}'), 'future.json')
+    const r = parsePytorchSnapshot(
+      new TextEncoder().encode('{"segments": [], "device_traces": [[{"action": "defragment", "addr": 0, "size": 0, "stream": 0, "time_us": 5}]]}'),
+      'future.json',
+    )
     assert.equal(r.trace.events.kind.length, 0)
     assert.deepEqual(r.trace.meta.warnings, ['1 events with the unknown action "defragment" were skipped'])
   })
   it('skips an annotation without a finite time (found by the fuzzer: it left an empty row)', () => {
     const r = parsePytorchSnapshot(
-      new TextEncoder().encode('{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, "size": 1, "stream": 0, "time_us": 7}]], "external_annotations": [{"stage": "START", "name": "x", "device": 0, "time_us": 1e400}, {"stage": "END", "name": "x", "device": 0, "time_us": 9}]}'),
+      new TextEncoder().encode(
+        '{"segments": [], "device_traces": [[{"action": "alloc", "addr": 512, "size": 1, "stream": 0, "time_us": 7}]], "external_annotations": [{"stage": "START", "name": "x", "device": 0, "time_us": 1e400}, {"stage": "END", "name": "x", "device": 0, "time_us": 9}]}',
+      ),
       'annotations.json',
     )
     assert.deepEqual(Array.from(r.trace.events.kind), [EventKind.alloc, EventKind.marker])

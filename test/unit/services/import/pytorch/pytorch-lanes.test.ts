@@ -9,8 +9,23 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { decodeFast, type DecodedEventSink } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
-import { importPytorchSnapshotBytes, parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../../../../src-main/services/import/pytorch/index.ts'
-import { appendRandomBytes, copyRange, deleteRange, flipBits, int, setRandomBytes, truncate, zeroRange, type Mutation } from '../../../../helpers/fuzz-harness.ts'
+import {
+  importPytorchSnapshotBytes,
+  parsePytorchSnapshot,
+  type PytorchImport,
+  type PytorchImportOptions,
+} from '../../../../../src-main/services/import/pytorch/index.ts'
+import {
+  appendRandomBytes,
+  copyRange,
+  deleteRange,
+  flipBits,
+  int,
+  setRandomBytes,
+  truncate,
+  zeroRange,
+  type Mutation,
+} from '../../../../helpers/fuzz-harness.ts'
 import { random } from '../../../../helpers/trace-samples.ts'
 
 const fixtures = join(import.meta.dirname, '..', '..', '..', '..', 'fixtures')
@@ -23,7 +38,8 @@ type Outcome = { ok: true; value: unknown } | { ok: false; error: string }
 
 /** Everything an import holds, as plain data (typed arrays as arrays). */
 function plain(result: PytorchImport): unknown {
-  const columns = (o: object) => Object.fromEntries(Object.entries(o).map(([k, v]) => [k, ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number | bigint>) : v]))
+  const columns = (o: object) =>
+    Object.fromEntries(Object.entries(o).map(([k, v]) => [k, ArrayBuffer.isView(v) ? Array.from(v as unknown as ArrayLike<number | bigint>) : v]))
   return {
     events: columns(result.trace.events),
     tables: { ...result.trace.tables, stacks: result.trace.tables.stacks.map((s) => Array.from(s)) },
@@ -45,7 +61,10 @@ function outcome(run: () => PytorchImport): Outcome {
 
 /** The fast lane's outcome (the default) and the general lane's. */
 function bothPaths(bytes: Uint8Array, options: PytorchImportOptions = {}): [Outcome, Outcome] {
-  return [outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)), outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true }))]
+  return [
+    outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', options)),
+    outcome(() => parsePytorchSnapshot(bytes, 'input.pickle', { ...options, generalPathOnly: true })),
+  ]
 }
 
 /** Whether the fast lane takes the input (rather than handing it to the general lane). */
@@ -62,11 +81,11 @@ function resumedAt(bytes: Uint8Array): number | null {
   return decoded !== null && 'at' in decoded ? decoded.at : null
 }
 
-describe('the fast lane gives the general lane\'s import', () => {
+describe("the fast lane gives the general lane's import", () => {
   for (const name of snapshots) {
     it(`${name}: taken by the fast lane, same import for the default device, all devices and device 1`, () => {
       const bytes = read('pytorch', name)
-      assert.ok(fastTakes(bytes), 'the fast lane takes a snapshot torch (or Python\'s pickler) wrote')
+      assert.ok(fastTakes(bytes), "the fast lane takes a snapshot torch (or Python's pickler) wrote")
       for (const options of [{}, { device: 'all' as const }, { device: 1 }, { maxDepth: 16 }]) {
         const [fast, general] = bothPaths(bytes, options)
         assert.deepEqual(fast, general, JSON.stringify(options))
@@ -74,7 +93,7 @@ describe('the fast lane gives the general lane\'s import', () => {
     })
   }
 
-  it('hands back what it does not take, with the general lane\'s error or import', () => {
+  it("hands back what it does not take, with the general lane's error or import", () => {
     const inputs: [string, string][] = [...hostile.map((n): [string, string] => ['hostile', n]), ...plainPickles.map((n): [string, string] => ['pickle', n])]
     for (const name of inputs) {
       const bytes = read(name[0], name[1])
@@ -99,7 +118,10 @@ describe('the fast lane gives the general lane\'s import', () => {
     const result = await importPytorchSnapshotBytes(bytes, 'input.pickle', { chunkBytes: 64 << 10, onProgress: (p) => progress.push(p.bytesDone) })
     assert.deepEqual(plain(result), plain(parsePytorchSnapshot(bytes, 'input.pickle', { generalPathOnly: true })))
     assert.ok(progress.length > 10, 'progress while decoding')
-    assert.ok(progress.every((d, i) => i === 0 || d >= progress[i - 1]!), 'progress only grows')
+    assert.ok(
+      progress.every((d, i) => i === 0 || d >= progress[i - 1]!),
+      'progress only grows',
+    )
   })
 
   it('a root string that is not UTF-8: the same import on both lanes (each decodes it with U+FFFD)', () => {
@@ -114,7 +136,10 @@ describe('the fast lane gives the general lane\'s import', () => {
 })
 
 /** Mutations aimed at what the fast lane reads: memo indices, lengths, opcodes, shapes. */
-const OPCODES = [0x28, 0x29, 0x2e, 0x30, 0x32, 0x47, 0x4a, 0x4b, 0x4d, 0x4e, 0x52, 0x58, 0x5d, 0x61, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x85, 0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x8d, 0x93, 0x94, 0x95]
+const OPCODES = [
+  0x28, 0x29, 0x2e, 0x30, 0x32, 0x47, 0x4a, 0x4b, 0x4d, 0x4e, 0x52, 0x58, 0x5d, 0x61, 0x63, 0x65, 0x68, 0x6a, 0x71, 0x72, 0x73, 0x74, 0x75, 0x7d, 0x80, 0x85,
+  0x86, 0x87, 0x88, 0x89, 0x8a, 0x8c, 0x8d, 0x93, 0x94, 0x95,
+]
 const plantOpcode: Mutation = (b, r) => {
   const out = b.slice()
   const at = int(r, out.length)
@@ -139,11 +164,25 @@ const swapOpcodes: Mutation = (b, r) => {
   ;[out[i], out[j]] = [out[j]!, out[i]!]
   return [out, `bytes ${i} and ${j} swapped`]
 }
-const MUTATIONS = [flipBits, setRandomBytes, truncate, deleteRange, copyRange, appendRandomBytes, zeroRange, plantOpcode, nudgeArgument, nudgeArgument, swapOpcodes]
-
+const MUTATIONS = [
+  flipBits,
+  setRandomBytes,
+  truncate,
+  deleteRange,
+  copyRange,
+  appendRandomBytes,
+  zeroRange,
+  plantOpcode,
+  nudgeArgument,
+  nudgeArgument,
+  swapOpcodes,
+]
 
 describe('mutated snapshots: the same import or the same error on both lanes', () => {
-  const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({ name: n, bytes: read('pytorch', n) }))
+  const inputs = ['synthetic.pickle', 'synthetic-protocol-2.pickle', 'synthetic-protocol-5.pickle', 'mlp_varbatch_overflowed.pickle'].map((n) => ({
+    name: n,
+    bytes: read('pytorch', n),
+  }))
   it('1500 seeded cases', () => {
     const rand = random(Number(process.env['FAST_PATH_SEED'] ?? 20261122))
     let taken = 0
@@ -266,7 +305,7 @@ describe('memo entries the event decoder stores', () => {
 })
 
 describe('a list of the generic part read back in events', () => {
-  it('as frames and then as a frame: the general lane\'s error (a frame must be a dict), not a stack id taken for a frame', () => {
+  it("as frames and then as a frame: the general lane's error (a frame must be a dict), not a stack id taken for a frame", () => {
     // root = {'extra': L, 'device_traces': [[alloc with frames L, alloc with frames [L]]]}, L = [{'name': 'f', 'filename': 'a.py', 'line': 1}] at memo 1.
     // SETITEM, not a MARK ... SETITEMS around the root's pairs: L must be finished before the events.
     const out: number[] = [0x80, 4, 0x7d]
@@ -292,7 +331,8 @@ describe('a list of the generic part read back in events', () => {
       text('time_us')
       out.push(0x4b, i)
       text('frames')
-      if (i === 0) out.push(0x68, 0) // BINGET 0: L as the frames
+      if (i === 0)
+        out.push(0x68, 0) // BINGET 0: L as the frames
       else out.push(0x5d, 0x28, 0x68, 0, 0x65) // [L]: L as a frame
       out.push(0x75)
     }
@@ -321,7 +361,7 @@ describe('the general lane going on from where the fast lane gave up', () => {
   }
   const bytesOf = (h: string) => new Uint8Array(Buffer.from(h, 'hex'))
 
-  it('a tuple key in allocator_settings: the general lane resumes at that dict\'s SETITEMS, with the general lane\'s import', () => {
+  it("a tuple key in allocator_settings: the general lane resumes at that dict's SETITEMS, with the general lane's import", () => {
     const bytes = bytesOf(hex.settings)
     assert.equal(resumedAt(bytes), bytes.length - 3, 'at the inner SETITEMS (then SETITEMS of the root, STOP)')
     for (const options of [{}, { boundedAbove: 0 }]) {
@@ -479,7 +519,8 @@ describe('strings an event stores without reading them (compile_context)', () =>
         text('time_us')
         int32(i)
       } else {
-        if (readBack === 'key') out.push(0x68, 1) // BINGET 1 as the key
+        if (readBack === 'key')
+          out.push(0x68, 1) // BINGET 1 as the key
         else text('time_us')
         int32(7)
         if (readBack === 'metadata') {

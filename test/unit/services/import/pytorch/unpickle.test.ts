@@ -8,7 +8,14 @@ import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
 import { SnapshotImportError, type SnapshotErrorCode } from '../../../../../src-main/services/import/pytorch/snapshot-error.ts'
-import { MemoReferenceScanner, PickleDict, Unpickler, unpickle, type PickleValue, type UnpickleOptions } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
+import {
+  MemoReferenceScanner,
+  PickleDict,
+  Unpickler,
+  unpickle,
+  type PickleValue,
+  type UnpickleOptions,
+} from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
 
 const fixtures = join(import.meta.dirname, '..', '..', '..', '..', 'fixtures')
 const read = (...parts: string[]) => new Uint8Array(readFileSync(join(fixtures, ...parts)))
@@ -49,7 +56,7 @@ function plain(value: PickleValue): unknown {
 
 function feedInChunks(bytes: Uint8Array, sizes: () => number, options: UnpickleOptions = {}): PickleValue {
   const unpickler = new Unpickler({ totalBytes: bytes.length, ...options })
-  for (let at = 0; at < bytes.length; ) {
+  for (let at = 0; at < bytes.length;) {
     const n = Math.max(1, sizes())
     unpickler.feed(bytes.subarray(at, at + n))
     at += n
@@ -139,12 +146,19 @@ describe('decoding what Python writes', () => {
     it(`reads every device-trace event of ${name} as the csv of the same run lists it`, () => {
       const root = unpickle(read('pytorch', `${name}.pickle`)) as PickleDict
       const events = (root.get('device_traces') as PickleValue[][])[0]! as PickleDict[]
-      const rows = readFileSync(join(fixtures, 'pytorch', `${name}.trace.csv`), 'utf8').trim().split('\n').slice(1)
+      const rows = readFileSync(join(fixtures, 'pytorch', `${name}.trace.csv`), 'utf8')
+        .trim()
+        .split('\n')
+        .slice(1)
       assert.equal(events.length, rows.length)
       rows.forEach((row, i) => {
         const [action, address, size, stream, time] = row.split(',')
         const e = events[i]!
-        assert.deepEqual([e.get('action'), e.get('addr'), e.get('size'), e.get('stream'), e.get('time_us')], [action, Number(address), Number(size), Number(stream), Number(time)], `event ${i}`)
+        assert.deepEqual(
+          [e.get('action'), e.get('addr'), e.get('size'), e.get('stream'), e.get('time_us')],
+          [action, Number(address), Number(size), Number(stream), Number(time)],
+          `event ${i}`,
+        )
       })
     })
   }
@@ -198,7 +212,10 @@ describe('chunked input', () => {
     bytes.fill(0x78, 7, 7 + text.length)
     bytes[bytes.length - 1] = 0x2e
     const started = performance.now()
-    assert.equal(feedInChunks(bytes, () => 4096), text)
+    assert.equal(
+      feedInChunks(bytes, () => 4096),
+      text,
+    )
     assert.ok(performance.now() - started < 5000, 'took too long: quadratic?')
   })
 })
@@ -289,7 +306,8 @@ describe('hostile input: a typed error naming the opcode and the offset, nothing
     ['empty.pickle', 'truncated', 0, /no STOP opcode/],
   ]
   for (const [file, code, offset, message, options] of cases) {
-    it(`refuses ${file}${options ? ` with ${JSON.stringify(options)}` : ''}: ${code} at byte ${offset}`, () => rejects(hostile(file), code, offset, message, options))
+    it(`refuses ${file}${options ? ` with ${JSON.stringify(options)}` : ''}: ${code} at byte ${offset}`, () =>
+      rejects(hostile(file), code, offset, message, options))
   }
 
   it('refuses truncated-snapshot.pickle (cut at 60 %) at its FRAME, which declares more than remains', () => {
@@ -302,7 +320,12 @@ describe('hostile input: a typed error naming the opcode and the offset, nothing
     unpickler.feed(bytes)
     assert.throws(
       () => unpickler.finish(),
-      (e: unknown) => e instanceof SnapshotImportError && e.code === 'truncated' && e.offset! >= bytes.length - 64 && e.offset! <= bytes.length && /^cut\.pickle: byte \d+: /.test(e.message),
+      (e: unknown) =>
+        e instanceof SnapshotImportError &&
+        e.code === 'truncated' &&
+        e.offset! >= bytes.length - 64 &&
+        e.offset! <= bytes.length &&
+        /^cut\.pickle: byte \d+: /.test(e.message),
     )
   })
 
