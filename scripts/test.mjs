@@ -7,8 +7,6 @@
 //   VRAMSCOPE_NATIVE_BUILD        the ctest build directory (default native/build)
 //   VRAMSCOPE_CUDA                AUTO (default), ON or OFF: compile the CUDA code too
 //   VRAMSCOPE_JOBS                parallel compile and test jobs (default: the cores, at most 8)
-//   VRAMSCOPE_FORMAT_CHECK=1      a formatting difference fails npm test (otherwise it is reported
-//                                 and counted as skipped: the code is not formatted yet)
 // What counts: ctest's tests, node:test's tests (from a TAP file beside the console output), and
 // each other check (type checks, sanitizers, each fuzz run, formatting) as one suite. A step that
 // cannot run says why and counts as skipped; a failed build counts as one failure (and the suites
@@ -30,7 +28,6 @@ if (only !== undefined && only !== 'native' && only !== 'unit' && only !== 'e2e'
 const jobs = process.env.VRAMSCOPE_JOBS ?? String(Math.min(availableParallelism(), 8))
 const buildDir = join(root, process.env.VRAMSCOPE_NATIVE_BUILD ?? join('native', 'build'))
 const cuda = process.env.VRAMSCOPE_CUDA ?? 'AUTO'
-const enforceFormat = process.env.VRAMSCOPE_FORMAT_CHECK === '1'
 const totals = { passed: 0, failed: 0, skipped: 0 }
 const failed = []
 
@@ -72,7 +69,7 @@ function skip(title, reason) {
  * One step. `kind`: 'suite' counts as one passed, failed or skipped suite (skipped where the script
  * says `== NAME: skipped, REASON`); 'build' counts only when it fails; a function maps the run to
  * counts (undefined: it did not get to count; either way a failing exit with no failure counted is
- * one failure, unless the counts say `advisory: true`).
+ * one failure).
  */
 async function step(title, command, args, { kind = 'suite', ...options } = {}) {
   console.log(`\n=== ${title}: ${[command, ...args].map((a) => (a.startsWith(root) ? relative(root, a) || '.' : a)).join(' ')}`)
@@ -84,7 +81,7 @@ async function step(title, command, args, { kind = 'suite', ...options } = {}) {
   let counts
   if (typeof kind === 'function') {
     counts = kind(result) ?? { passed: 0, failed: 0, skipped: 0 }
-    if (!ok && counts.failed === 0 && !counts.advisory) counts = { ...counts, failed: 1 }
+    if (!ok && counts.failed === 0) counts = { ...counts, failed: 1 }
   } else if (kind === 'build') counts = { passed: 0, failed: ok ? 0 : 1, skipped: 0 }
   else {
     const reason = ok ? skipReason(result.output) : undefined
@@ -165,18 +162,8 @@ if (only === undefined || only === 'native') {
 }
 
 if (only === undefined || only === 'unit' || only === 'e2e') {
-  // Prettier (TypeScript, Svelte) and clang-format (native/): advisory until the code is formatted
-  // once; then VRAMSCOPE_FORMAT_CHECK=1 makes a difference a failure.
-  await step('formatting (npm run format:check)', process.execPath, [join(root, 'scripts', 'format.mjs'), '--check'], {
-    quiet: !enforceFormat,
-    kind: (r) => {
-      if (r.status === 0) return { passed: 1, failed: 0, skipped: 0 }
-      if (enforceFormat) return { passed: 0, failed: 1, skipped: 0 }
-      console.log(r.output.trimEnd().split('\n').slice(-3).join('\n'))
-      console.log('(not enforced: VRAMSCOPE_FORMAT_CHECK=1 makes this a failure; npm run format applies the formatting)')
-      return { passed: 0, failed: 0, skipped: 1, advisory: true }
-    },
-  })
+  // Prettier (TypeScript, Svelte) and clang-format (native/): a difference fails; npm run format applies them.
+  await step('formatting (npm run format:check)', process.execPath, [join(root, 'scripts', 'format.mjs'), '--check'])
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   await step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
   const svelteCheck = join(root, 'node_modules', 'svelte-check', 'bin', 'svelte-check')
