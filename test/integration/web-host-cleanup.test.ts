@@ -5,7 +5,6 @@
 import assert from 'node:assert/strict'
 import { copyFile, mkdtemp, readdir, rm, writeFile } from 'node:fs/promises'
 import { connect } from 'node:net'
-import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -13,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
+import { postApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const UPLOAD_LIMIT = 512 * 1024
@@ -23,21 +23,8 @@ interface Reply {
   body: string
 }
 
-function post(host: WebHost, channel: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<Reply> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, headers: { authorization: `Bearer ${host.token}`, ...headers } },
-      (res) => {
-        let text = ''
-        res.setEncoding('utf8')
-        res.on('data', (c: string) => (text += c))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
-      },
-    )
-    req.on('error', reject)
-    req.end(body)
-  })
-}
+const post = (host: WebHost, channel: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<Reply> =>
+  postApi(host, channel, body, headers)
 
 const json = (r: Reply) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
 

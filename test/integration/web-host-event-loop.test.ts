@@ -6,7 +6,6 @@ import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { existsSync } from 'node:fs'
 import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, it } from 'node:test'
@@ -14,6 +13,7 @@ import { after, before, it } from 'node:test'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
+import { postApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const SNAPSHOT = join(tmpdir(), 'vramscope-test-snapshot-12mb.pickle')
@@ -33,21 +33,7 @@ let host: WebHost
 let session: WorkerSession
 let dir: string
 
-function post(channel: string, body: string): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      { host: '127.0.0.1', port: host.port, method: 'POST', path: `/api/${channel}`, headers: { authorization: `Bearer ${host.token}` } },
-      (res) => {
-        let text = ''
-        res.setEncoding('utf8')
-        res.on('data', (c: string) => (text += c))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }))
-      },
-    )
-    req.on('error', reject)
-    req.end(body)
-  })
-}
+const post = (channel: string, body: string) => postApi(host, channel, body)
 
 before(async () => {
   if (!python()) return

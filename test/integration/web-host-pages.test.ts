@@ -5,7 +5,6 @@
 // the idle time is closed as well.
 import assert from 'node:assert/strict'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
-import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -13,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
+import { postApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const PER_PAGE = 2
@@ -23,19 +23,14 @@ let host: WebHost
 let session: AppSession
 let staticDir: string
 
-function post(channel: string, arg: unknown, page?: string, to = host): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const headers: Record<string, string> = { authorization: `Bearer ${to.token}`, 'content-type': 'application/json' }
-    if (page !== undefined) headers['x-vramscope-page'] = page
-    const req = request({ host: '127.0.0.1', port: to.port, method: 'POST', path: `/api/${channel}`, headers }, (res) => {
-      const chunks: Buffer[] = []
-      res.on('data', (c: Buffer) => chunks.push(c))
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('latin1') }))
-    })
-    req.on('error', reject)
-    req.end(arg === undefined ? '' : JSON.stringify(arg))
-  })
-}
+const post = (channel: string, arg: unknown, page?: string, to = host) =>
+  postApi(
+    to,
+    channel,
+    arg === undefined ? '' : JSON.stringify(arg),
+    { 'content-type': 'application/json', ...(page !== undefined && { 'x-vramscope-page': page }) },
+    'latin1',
+  )
 
 const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
 

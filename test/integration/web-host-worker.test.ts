@@ -3,8 +3,8 @@
 // a 500), an upload opens there and its file is removed, a page's traces are its own and freed
 // by page:close, and no error names a server path.
 import assert from 'node:assert/strict'
-import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { request } from 'node:http'
+import { mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -12,6 +12,7 @@ import { after, before, describe, it } from 'node:test'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
+import { postApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 
@@ -20,26 +21,8 @@ let session: WorkerSession
 let staticDir: string
 let uploadDir: string
 
-function post(channel: string, body: string | Buffer, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: host.port,
-        method: 'POST',
-        path: `/api/${channel}`,
-        headers: { authorization: `Bearer ${host.token}`, 'x-vramscope-page': 'page-1', ...headers },
-      },
-      (res) => {
-        const chunks: Buffer[] = []
-        res.on('data', (c: Buffer) => chunks.push(c))
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString('latin1') }))
-      },
-    )
-    req.on('error', reject)
-    req.end(body)
-  })
-}
+const post = (channel: string, body: string | Buffer, headers: Record<string, string> = {}) =>
+  postApi(host, channel, body, { 'x-vramscope-page': 'page-1', ...headers }, 'latin1')
 
 const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
 
