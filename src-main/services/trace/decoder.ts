@@ -10,7 +10,7 @@ import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
 import { SectionCounter } from './encoder.ts'
-import { EventKind, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
+import { traceProblem, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
 import {
   describeType,
   EOS,
@@ -215,8 +215,7 @@ class Decoder {
       )
     }
     const trace: RequestTrace = { meta: this.meta, events: this.assembleEvents(), tables: this.tables }
-    this.validateTables()
-    this.validateEvents(trace.events)
+    this.validate(trace.events)
     const strategies = this.assembleStrategies()
     if (this.endChunk) this.checkEndCounts()
     return {
@@ -563,42 +562,18 @@ class Decoder {
     return out
   }
 
-  private validateTables(): void {
-    const frames = this.tables.frames.length
-    this.tables.stacks.forEach((stack, i) => {
-      for (const f of stack) if (f >= frames) this.fail('bad-value', `stack ${i} refers to frame ${f}, but there are ${frames} frames`)
-    })
-  }
-
-  private validateEvents(e: TraceEvents): void {
-    const { streams, stacks, tags, markers } = this.tables
-    const n = e.kind.length
-    // Locate a bad row for the message: which chunk holds event `row`.
-    const where = (row: number): [number, Chunk | undefined] => {
-      let first = 0
-      for (const p of this.eventParts) {
-        if (row < first + p.rows) return [p.chunk.offset, p.chunk]
-        first += p.rows
-      }
-      return [0, undefined]
+  /** The trace's references hold together (model.ts, traceProblem), or the error names the event and its chunk. */
+  private validate(e: TraceEvents): void {
+    const found = traceProblem(e, this.tables)
+    if (!found) return
+    if (found.row === undefined) this.fail('bad-value', found.problem)
+    // The chunk that holds event `row`, for the message.
+    let first = 0
+    for (const p of this.eventParts) {
+      if (found.row < first + p.rows) this.fail('bad-value', `event ${found.row}: ${found.problem}`, p.chunk.offset, p.chunk, 'events')
+      first += p.rows
     }
-    const bad = (row: number, problem: string): never => {
-      const [offset, chunk] = where(row)
-      this.fail('bad-value', `event ${row}: ${problem}`, offset, chunk, 'events')
-    }
-    for (let i = 0; i < n; i++) {
-      const kind = e.kind[i]!
-      if (kind > EventKind.oom) bad(i, `kind ${kind} is not alloc (0), free (1), marker (2) or oom (3)`)
-      if (e.stream[i]! >= streams.length && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom))
-        bad(i, `stream ${e.stream[i]} is not in the streams table (${streams.length} streams)`)
-      const stack = e.stack[i]!
-      if (stack < -1 || stack >= stacks.length) bad(i, `stack ${stack} is not in the stacks table (${stacks.length} stacks)`)
-      const tag = e.tag[i]!
-      if (tag < -1 || tag >= tags.length) bad(i, `tag ${tag} is not in the tags table (${tags.length} tags)`)
-      if (kind === EventKind.marker && e.id[i]! >= markers.length) bad(i, `marker ${e.id[i]} is not in the markers table (${markers.length} markers)`)
-      const t = e.time[i]!
-      if (!Number.isFinite(t)) bad(i, `time ${t} is not a finite number`)
-    }
+    this.fail('bad-value', `event ${found.row}: ${found.problem}`, 0, undefined, 'events')
   }
 
   private assembleStrategies(): StrategyResult[] {

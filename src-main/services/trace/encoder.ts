@@ -4,7 +4,7 @@ import { makeData, RecordBatch, RecordBatchStreamWriter, Schema, Struct, Field, 
 
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { crc32Hex } from './crc32.ts'
-import type { Frame, RequestTrace, TraceEvents, TraceMeta } from './model.ts'
+import { traceProblem, type Frame, type RequestTrace, type TraceEvents, type TraceMeta } from './model.ts'
 import {
   arrowType,
   EOS,
@@ -239,6 +239,11 @@ export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = 
     if (names.has(s.name)) throw new RangeError(`strategies: the name "${s.name}" appears twice; names must be unique in a file`)
     names.add(s.name)
   }
+  const problem = traceProblem(trace.events, trace.tables)
+  if (problem)
+    throw new RangeError(
+      `${problem.row === undefined ? 'tables' : `events[${problem.row}]`}: ${problem.problem}; a trace file holds only traces whose references hold`,
+    )
   const counter = new SectionCounter()
   const chunks: Uint8Array[] = []
   const push = (section: string, rows: number, bytes: Uint8Array) => {

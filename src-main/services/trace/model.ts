@@ -94,3 +94,36 @@ export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
     tag: e.tag.slice(0, n),
   }
 }
+
+/**
+ * The first thing in a request trace that breaks the references the format promises (docs/
+ * trace-format.md): a stack naming a frame that is not there, an event naming a stream, stack, tag
+ * or marker that is not there, an unknown kind, a time that is not finite. Undefined when it holds
+ * together. The trace writer refuses what this names and the reader reports it, so whatever the
+ * writer accepts, the reader reads back.
+ */
+export function traceProblem(events: TraceEvents, tables: TraceTables): { row?: number; problem: string } | undefined {
+  const { streams, frames, stacks, tags, markers } = tables
+  for (let i = 0; i < stacks.length; i++)
+    for (const f of stacks[i]!) if (f >= frames.length) return { problem: `stack ${i} refers to frame ${f}, but there are ${frames.length} frames` }
+  for (let i = 0; i < events.kind.length; i++) {
+    const problem = eventProblem(events, i, streams.length, stacks.length, tags.length, markers.length)
+    if (problem) return { row: i, problem }
+  }
+  return undefined
+}
+
+function eventProblem(e: TraceEvents, i: number, streams: number, stacks: number, tags: number, markers: number): string | undefined {
+  const kind = e.kind[i]!
+  if (kind > EventKind.oom) return `kind ${kind} is not alloc (0), free (1), marker (2) or oom (3)`
+  if (e.stream[i]! >= streams && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom))
+    return `stream ${e.stream[i]} is not in the streams table (${streams} streams)`
+  const stack = e.stack[i]!
+  if (stack < -1 || stack >= stacks) return `stack ${stack} is not in the stacks table (${stacks} stacks)`
+  const tag = e.tag[i]!
+  if (tag < -1 || tag >= tags) return `tag ${tag} is not in the tags table (${tags} tags)`
+  if (kind === EventKind.marker && e.id[i]! >= markers) return `marker ${e.id[i]} is not in the markers table (${markers} markers)`
+  const t = e.time[i]!
+  if (!Number.isFinite(t)) return `time ${t} is not a finite number`
+  return undefined
+}
