@@ -291,5 +291,5 @@ function fromJson(bytes: Uint8Array, file: string, options: PytorchImportOptions
   } catch (e) {
     throw new SnapshotImportError(file, 'corrupt', undefined, `not valid JSON: ${(e as Error).message}`)
   }
-  return new SnapshotMapper(file, options).finish(root as PickleValue, 'json', undefined)
+  return new SnapshotMapper(file, options, bytes.length).finish(root as PickleValue, 'json', undefined)
 }
