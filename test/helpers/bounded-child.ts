@@ -17,7 +17,8 @@ export interface BoundedRun {
   ms: number
 }
 
-function residentBytes(pid: number): number {
+/** A process's resident memory in bytes, from /proc (0 where there is none). */
+export function residentBytes(pid: number): number {
   try {
     const m = /VmRSS:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))
     return m === null ? 0 : Number(m[1]) * 1024
