@@ -658,6 +658,8 @@ export class SnapshotMapper implements DecodedEventSink {
     // Events the unpickler kept (JSON, or a list it did not recognise as streamed) go through the same path.
     traces.forEach((list: unknown, device: number) => {
       if (!Array.isArray(list)) this.fail(`device_traces[${device}] must be a list, got ${describe(list)}`)
+      // A list read back from the memo is kept, not streamed, and may be listed for many devices.
+      this.budget.spend(list.length, `device_traces[${device}]`)
       const s = this.states.get(device)
       const first = s === undefined ? 0 : s.nextIndex
       for (let i = 0; i < list.length; i++) this.event(device, first + i, list[i] as PickleValue, undefined)

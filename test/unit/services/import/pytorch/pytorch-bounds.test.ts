@@ -91,6 +91,12 @@ describe('pickle values shared through the memo are bounded in total, each refer
     assert.match(outcome.message!, /\/shared-memo-segments\.pickle: segments \(device 0\): the snapshot expands to more than \d+ values/)
   })
 
+  it('refuses 1000 devices that list one shared list of 8000 events (8 M events from 18 KB), naming the limit', async (t) => {
+    const outcome = await importBounded(t, join(hostile, 'shared-memo-device-traces.pickle'))
+    assert.equal(outcome.code, 'limit')
+    assert.match(outcome.message!, /\/shared-memo-device-traces\.pickle: device_traces\[\d+\]: the snapshot expands to more than \d+ values/)
+  })
+
   it('refuses shared nested lists as frames, and skips them as annotations, without expanding them', async (t) => {
     const frames = await importBounded(t, join(hostile, 'shared-memo-frames.pickle'))
     assert.equal(frames.code, 'not-a-snapshot')
