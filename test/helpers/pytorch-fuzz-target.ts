@@ -121,6 +121,7 @@ export function pytorchSnapshotTarget(): FuzzTarget {
     'shared-memo-settings.pickle',
     'shared-memo-segments.pickle',
     'shared-memo-frames.pickle',
+    'shared-memo-device-traces.pickle',
     'many-devices.pickle',
     'many-stacks.pickle',
   ]
