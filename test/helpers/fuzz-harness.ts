@@ -113,5 +113,6 @@ export function runFuzzCases(name: string, target: FuzzTarget, seed: number, max
     if (ms > slowest.ms) slowest = { ms, what: `case ${cases}: ${what}` }
     outcomes[outcome] = (outcomes[outcome] ?? 0) + 1
   }
-  process.stdout.write(`summary ${JSON.stringify({ target: name, seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest })}\n`)
+  const maxRss = process.resourceUsage().maxRSS * 1024
+  process.stdout.write(`summary ${JSON.stringify({ target: name, seed, cases, ms: Math.round(performance.now() - started), outcomes, slowest, maxRss })}\n`)
 }

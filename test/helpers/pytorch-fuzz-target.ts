@@ -103,7 +103,7 @@ const jsonMutations: Mutation[] = [
 ]
 
 export function pytorchSnapshotTarget(): FuzzTarget {
-  const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'fixtures', 'pytorch')
+  const dir = fileURLToPath(new URL('../fixtures/pytorch', import.meta.url))
   const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
   // Mostly the small inputs, so that a CI run gets through many cases; the large ones now and then.
   const pickles = [
@@ -115,7 +115,20 @@ export function pytorchSnapshotTarget(): FuzzTarget {
     ['convnet_varimg.pickle', 1],
     ['mlp_varbatch.pickle', 1],
   ] as const
-  const inputs = pickles.flatMap(([name, weight]) => Array.from({ length: weight }, () => ({ name, bytes: read(name) })))
+  // Hostile shapes that cost no bytes and much work: values shared through the memo, many devices, many stacks.
+  const hostileDir = join(dir, '..', 'hostile')
+  const shapes: string[] = [
+    'shared-memo-settings.pickle',
+    'shared-memo-segments.pickle',
+    'shared-memo-frames.pickle',
+    'shared-memo-device-traces.pickle',
+    'many-devices.pickle',
+    'many-stacks.pickle',
+  ]
+  const inputs = [
+    ...pickles.flatMap(([name, weight]) => Array.from({ length: weight }, () => ({ name, bytes: read(name) }))),
+    ...shapes.map((name) => ({ name, bytes: new Uint8Array(readFileSync(join(hostileDir, name))) })),
+  ]
   const json = { name: 'synthetic.json', bytes: read('synthetic.json') }
   const mutations = [
     flipBits,
@@ -128,8 +141,15 @@ export function pytorchSnapshotTarget(): FuzzTarget {
     enlargeArgument,
     appendRandomBytes,
   ]
+  // The hostile shapes go first as they are: a mutation mostly breaks the pickle before its values are reached.
+  let unmutated = 0
+  const hostileInputs = inputs.filter((i) => shapes.includes(i.name))
   return {
     nextCase(rand: Rand) {
+      if (unmutated < hostileInputs.length) {
+        const input = hostileInputs[unmutated++]!
+        return { bytes: input.bytes, what: `${input.name} as it is` }
+      }
       const useJson = rand() < 0.15
       const input = useJson ? json : inputs[int(rand, inputs.length)]!
       let bytes: Uint8Array = input.bytes
@@ -144,7 +164,12 @@ export function pytorchSnapshotTarget(): FuzzTarget {
     },
     read: (bytes, rand) =>
       checkPytorchImport(
-        parsePytorchSnapshot(bytes, 'fuzzed.snapshot', { device: rand() < 0.2 ? 'all' : undefined, boundedAbove: rand() < 0.3 ? 0 : undefined }),
+        // A lower limit on expanded values than a file of this size gets, so that a shared-memo input meets it in milliseconds.
+        parsePytorchSnapshot(bytes, 'fuzzed.snapshot', {
+          device: rand() < 0.2 ? 'all' : undefined,
+          boundedAbove: rand() < 0.3 ? 0 : undefined,
+          maxExpandedValues: 1 << 17,
+        }),
       ),
     expectedError: (e) => (e instanceof SnapshotImportError && e.file === 'fuzzed.snapshot' && e.message.startsWith('fuzzed.snapshot: ') ? e.code : undefined),
   }

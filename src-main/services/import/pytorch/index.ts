@@ -28,6 +28,14 @@
 // of 7.2 M events peaked at 1.4 GB resident here. The async imports let the event loop in after
 // every chunk and between finishing steps. The JSON form is parsed whole (JSON.parse), so it is
 // limited to 512 MiB and not bounded.
+//
+// Limits on hostile input, each a SnapshotImportError (code 'limit') that names it and where it was
+// met: the pickle reader's own (declared lengths, memo indices, stack height, nesting depth:
+// pickle-reader.ts); the values the snapshot's generic parts expand to, a value shared through the
+// memo counted at each use (ExpansionBudget in snapshot-values.ts: 2^20 + 4 per byte of the file,
+// VRAMSCOPE_MAX_EXPANDED_VALUES); devices with events (1024, VRAMSCOPE_MAX_DEVICES, at most 65536:
+// mapper.ts). Streams, stacks and frames each take their own bytes of the file, so their tables
+// grow with it.
 import { open, stat } from 'node:fs/promises'
 
 import { concatBytes } from '../../../../src-shared/bytes.ts'
@@ -291,5 +299,5 @@ function fromJson(bytes: Uint8Array, file: string, options: PytorchImportOptions
   } catch (e) {
     throw new SnapshotImportError(file, 'corrupt', undefined, `not valid JSON: ${(e as Error).message}`)
   }
-  return new SnapshotMapper(file, options).finish(root as PickleValue, 'json', undefined)
+  return new SnapshotMapper(file, options, bytes.length).finish(root as PickleValue, 'json', undefined)
 }

@@ -26,11 +26,25 @@ import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
 import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
-import { describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
+import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
 import type { OverflowCounts, PytorchImport, PytorchImportOptions } from './types.ts'
 
 /** The request trace's device column is 16 bits. */
 const MAX_DEVICE = 65535
+/**
+ * Most devices with events, by default: PyTorch numbers devices in 8 bits (c10::DeviceIndex), so no
+ * snapshot it writes has more than 128; each device costs its own columns and tables.
+ * VRAMSCOPE_MAX_DEVICES raises it, up to MAX_DEVICE + 1.
+ */
+const DEFAULT_MAX_DEVICES = 1024
+const MAX_DEVICES_ENV = 'VRAMSCOPE_MAX_DEVICES'
+
+function maxDevices(): number {
+  const given = Number(process.env[MAX_DEVICES_ENV] ?? NaN)
+  return Number.isSafeInteger(given) && given > 0 ? Math.min(given, MAX_DEVICE + 1) : DEFAULT_MAX_DEVICES
+}
+/** First chunk of the columns of every device after the first: a few rows, doubling as they fill. */
+const LATER_DEVICE_ROWS = 4
 /** PyTorch's kMinBlockSize: every block is a multiple of it. */
 const MIN_BLOCK = 512
 
@@ -40,9 +54,10 @@ const MIN_BLOCK = 512
  * changes with every alloc and free.
  */
 class AddressTable {
-  private keys = new Float64Array(1024)
-  private values = new Int32Array(1024).fill(-1)
-  private mask = 1023
+  // Small at first: a snapshot may list many devices with a few events each.
+  private keys = new Float64Array(8)
+  private values = new Int32Array(8).fill(-1)
+  private mask = 7
   size = 0
 
   private slot(address: number): number {
@@ -166,8 +181,8 @@ class DeviceState {
   readonly synthLayout = new LayoutChunks(64)
   /** This device's ids are dense from 0; the merge offsets them after the devices before it. */
   nextId = 0
-  requestedById = new Float64Array(256)
-  roundedById = new Float64Array(256)
+  requestedById = new Float64Array(8)
+  roundedById = new Float64Array(8)
   /** Request id of each live block by address. */
   readonly live = new AddressTable()
   /** Blocks whose free was requested and whose free_completed has not come: address -> id. */
@@ -220,13 +235,21 @@ export class SnapshotMapper implements DecodedEventSink {
   private readonly shape = new EventShape()
   /** Events seen per device, imported or not (which devices the snapshot has). */
   private readonly eventCounts: number[] = []
+  private devicesSeen = 0
+  private readonly maxDevices = maxDevices()
   /** Allocs at an address already live (only a damaged trace has them); the first block is freed. */
   private reallocations = 0
   private earliest = Infinity
   private missingTimes = 0
 
-  /** First chunk of each device's columns: a guess from the file's size (torch writes 60 to 90 bytes an event). */
+  /**
+   * First chunk of the first device's columns: a guess from the file's size (torch writes 60 to 90
+   * bytes an event). Later devices start small and grow: the guess is the file's whole count of
+   * events, so giving it to each of many devices would cost memory the file does not have.
+   */
   private readonly firstRows: number
+  /** Values the snapshot's generic parts may still expand to. */
+  private readonly budget: ExpansionBudget
 
   constructor(
     private readonly file: string,
@@ -234,6 +257,7 @@ export class SnapshotMapper implements DecodedEventSink {
     fileBytes = Infinity,
   ) {
     this.firstRows = Math.max(64, Math.min(CHUNK_ROWS, Math.ceil(fileBytes / 90)))
+    this.budget = new ExpansionBudget(file, fileBytes, options.maxExpandedValues)
     const d = options.device
     if (d !== undefined && d !== 'all' && !(Number.isInteger(d) && d >= 0 && d < 65536))
       throw new RangeError(`device must be 'all' or an integer from 0 to 65535, got ${String(d)}`)
@@ -251,7 +275,7 @@ export class SnapshotMapper implements DecodedEventSink {
     if (this.wanted !== 'all' && this.wanted !== 'default' && device !== this.wanted) return null
     let s = this.states.get(device)
     if (s === undefined) {
-      s = new DeviceState(device, this.firstRows)
+      s = new DeviceState(device, this.states.size === 0 ? this.firstRows : LATER_DEVICE_ROWS)
       this.states.set(device, s)
     }
     this.lastState = s
@@ -261,6 +285,7 @@ export class SnapshotMapper implements DecodedEventSink {
   /** One entry of device_traces[device], in order. */
   event(device: number, index: number, item: PickleValue, offset: number | undefined): void {
     if (device > MAX_DEVICE) this.fail(`more than ${MAX_DEVICE + 1} devices`, offset, where(device, index), 'limit')
+    if (this.eventCounts[device] === undefined) this.newDevice(offset, where(device, index))
     this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
     const s = this.state(device)
     if (s === null) return
@@ -308,6 +333,17 @@ export class SnapshotMapper implements DecodedEventSink {
     this.apply(s, device, action as string, addr, size, streamValue, t, frames, UNRESOLVED_STACK, metadata, offset, index)
   }
 
+  /** Counts a device's first event against the limit on devices. */
+  private newDevice(offset: number | undefined, path: string): void {
+    if (++this.devicesSeen > this.maxDevices)
+      this.fail(
+        `more than ${this.maxDevices} devices have events (PyTorch numbers at most 128); set ${MAX_DEVICES_ENV} to raise the limit, up to ${MAX_DEVICE + 1}`,
+        offset,
+        path,
+        'limit',
+      )
+  }
+
   /** Whether events of this device are imported (state() would give it a DeviceState). */
   wants(device: number): boolean {
     return this.wanted === 'all' || this.wanted === 'default' || device === this.wanted
@@ -319,6 +355,7 @@ export class SnapshotMapper implements DecodedEventSink {
    * (internStack) for alloc and oom, whatever else for other actions.
    */
   decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void {
+    if (this.eventCounts[device] === undefined) this.newDevice(undefined, `device_traces[${device}]`)
     this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
     const s = this.state(device)
     if (s === null) return
@@ -533,6 +570,8 @@ export class SnapshotMapper implements DecodedEventSink {
     if (frames === this.lastFrames) return this.lastStack
     let stack = this.stackByObject.get(frames)
     if (stack === undefined) {
+      // A list the pickle shares is looked up again once it left the cache.
+      this.budget.spend(frames.length, where(device, index))
       const ids = new Uint32Array(frames.length)
       for (let i = 0; i < frames.length; i++) ids[i] = this.frame(frames[i], offset, device, index)
       stack = this.internStack(ids, ids.length)
@@ -619,6 +658,8 @@ export class SnapshotMapper implements DecodedEventSink {
     // Events the unpickler kept (JSON, or a list it did not recognise as streamed) go through the same path.
     traces.forEach((list: unknown, device: number) => {
       if (!Array.isArray(list)) this.fail(`device_traces[${device}] must be a list, got ${describe(list)}`)
+      // A list read back from the memo is kept, not streamed, and may be listed for many devices.
+      this.budget.spend(list.length, `device_traces[${device}]`)
       const s = this.states.get(device)
       const first = s === undefined ? 0 : s.nextIndex
       for (let i = 0; i < list.length; i++) this.event(device, first + i, list[i] as PickleValue, undefined)
@@ -653,17 +694,23 @@ export class SnapshotMapper implements DecodedEventSink {
       selected = [this.wanted]
     }
     for (const d of selected) this.state(d)
-    for (const [d] of this.states) if (!selected.includes(d)) this.states.delete(d)
+    const selectedSet = new Set(selected)
+    for (const [d] of this.states) if (!selectedSet.has(d)) this.states.delete(d)
     this.lastState = null
 
     const settings = field(root, 'allocator_settings')
-    const plainSettings = plainSettingsOf(settings)
+    const plainSettings = plainSettingsOf(settings, this.budget)
+    const segmentsOf = new Map<unknown, Dict[]>()
+    for (const seg of segments) {
+      const given = field(seg, 'device')
+      const d = given === undefined ? 0 : given
+      const list = segmentsOf.get(d)
+      if (list === undefined) segmentsOf.set(d, [seg])
+      else list.push(seg)
+    }
     for (const s of this.states.values()) {
       if (s.held >= 0) this.flushHeld(s)
-      this.addLiveAtSnapshot(
-        s,
-        segments.filter((seg) => field(seg, 'device') === s.device || (field(seg, 'device') === undefined && s.device === 0)),
-      )
+      this.addLiveAtSnapshot(s, segmentsOf.get(s.device) ?? [])
     }
     const markerTimes: number[] = []
     const markerIds: number[] = []
@@ -679,7 +726,7 @@ export class SnapshotMapper implements DecodedEventSink {
       yield
       // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
       // build); the first layout takes them, any other its own copy.
-      recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings), ordered.length > 1))
+      recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings, this.budget), ordered.length > 1))
     }
 
     const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
@@ -772,6 +819,8 @@ export class SnapshotMapper implements DecodedEventSink {
   private addLiveAtSnapshot(s: DeviceState, segments: Dict[]): void {
     const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
     for (const seg of segments) {
+      // A segment, or a blocks list, that the pickle shares is visited at each reference.
+      this.budget.spend(1, `segments (device ${s.device})`)
       const address = field(seg, 'address')
       const total = field(seg, 'total_size')
       if (!isAmount(address) || !isAmount(total))
@@ -799,6 +848,7 @@ export class SnapshotMapper implements DecodedEventSink {
       }
       const blocks = field(seg, 'blocks')
       if (!Array.isArray(blocks)) continue
+      this.budget.spend(blocks.length, `segments (device ${s.device})`)
       let at = address
       for (const block of blocks) {
         if (!isDict(block)) continue

@@ -23,6 +23,12 @@ export interface PytorchImportOptions {
   generalPathOnly?: boolean
   /** Most nested containers in the pickle (default 200). */
   maxDepth?: number
+  /**
+   * Most values the snapshot's generic parts (settings, segments, frames looked up again) may expand
+   * to, a value shared by reference counted at each use (default: 2^20 + 4 per byte of the file,
+   * or VRAMSCOPE_MAX_EXPANDED_VALUES).
+   */
+  maxExpandedValues?: number
   /** Called after each chunk; bytesTotal counts every pass over the file, so bytesDone only grows. */
   onProgress?: (progress: { bytesDone: number; bytesTotal: number; phase: 'scan' | 'parse' }) => void
   signal?: AbortSignal
