@@ -103,7 +103,7 @@ const jsonMutations: Mutation[] = [
 ]
 
 export function pytorchSnapshotTarget(): FuzzTarget {
-  const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', '..', 'fixtures', 'pytorch')
+  const dir = join(fileURLToPath(new URL('.', import.meta.url)), '..', 'fixtures', 'pytorch')
   const read = (name: string) => new Uint8Array(readFileSync(join(dir, name)))
   // Mostly the small inputs, so that a CI run gets through many cases; the large ones now and then.
   const pickles = [
