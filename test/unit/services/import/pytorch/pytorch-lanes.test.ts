@@ -403,6 +403,9 @@ describe('the general lane going on from where the fast lane gave up', () => {
     // {'segments': [], 'device_traces': [[ev(64, [F1]), ev'(1024, [F1])]]}: F1, a frame the fast lane decoded without building it, read back after the give-up
     frameReadBack:
       '80027d71002858080000007365676d656e747371015d7102580d0000006465766963655f74726163657371035d71045d7105287d7106285806000000616374696f6e71075805000000616c6c6f63710858040000006164647271094b40580400000073697a65710a4d0002580600000073747265616d710b4b00580700000074696d655f7573710c4b4058060000006672616d6573710d5d710e7d710f2858040000006e616d6571105801000000667111580800000066696c656e616d6571125804000000612e7079711358040000006c696e6571144b017561757d7115286807680868094d0004680a4d0002680b4b00680c4d000458050000006578747261711629680d5d7117680f61756561752e',
+    // {'segments': [], 'device_traces': [[ev(64, [F1])]]}: one event, added by APPEND
+    singleEvent:
+      '80027d71002858080000007365676d656e747371015d7102580d0000006465766963655f74726163657371035d71045d71057d7106285806000000616374696f6e71075805000000616c6c6f63710858040000006164647271094b40580400000073697a65710a4d0002580600000073747265616d710b4b00580700000074696d655f7573710c4b4058060000006672616d6573710d5d710e7d710f2858040000006e616d6571105801000000667111580800000066696c656e616d6571125804000000612e7079711358040000006c696e6571144b017561756161752e',
   }
   const bytesOf = (h: string) => new Uint8Array(Buffer.from(h, 'hex'))
   /** The second event's EMPTY_DICT and BINPUT 0x15. */
@@ -427,6 +430,29 @@ describe('the general lane going on from where the fast lane gave up', () => {
     assert.equal(laneOf(bytes), 'read-back')
     const [fast, general] = bothPaths(bytes)
     if (!general.ok) assert.fail(general.error)
+    assert.deepEqual(fast, general)
+  })
+
+  it('an event delivered before its APPEND, with MARK POP_MARK between them: resumed after the event, which is appended and not mapped twice', () => {
+    const original = bytesOf(hex.singleEvent)
+    const at = original.length - 4
+    assert.equal(original[at], 0x61, "the event's APPEND")
+    const bytes = new Uint8Array([...original.subarray(0, at), 0x28, 0x31, ...original.subarray(at)])
+    assert.equal(resumedAt(bytes), at)
+    assert.equal(laneOf(bytes), 'resumed')
+    const [fast, general] = bothPaths(bytes)
+    if (!general.ok) assert.fail(general.error)
+    assert.equal((general.value as { events: { time: number[] } }).events.time.length, 1, 'one event')
+    assert.deepEqual(fast, general)
+  })
+
+  it('an event delivered, then dropped by POP instead of appended: a LaneRestart, the same import (no event)', () => {
+    const bytes = bytesOf(hex.singleEvent)
+    bytes[bytes.length - 4] = 0x30 // POP
+    assert.equal(laneOf(bytes), 'delivered-used')
+    const [fast, general] = bothPaths(bytes)
+    if (!general.ok) assert.fail(general.error)
+    assert.equal((general.value as { events: { time: number[] } }).events.time.length, 0, 'no event')
     assert.deepEqual(fast, general)
   })
 
