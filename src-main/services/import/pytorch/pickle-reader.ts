@@ -209,9 +209,10 @@ export interface DeliveredEvents {
 export const DELIVERED: PickleValue = Object.freeze(new PickleDict()) as PickleDict
 
 /**
- * Thrown by a resumed unpickler where the input uses an event the fast lane already delivered
- * other than by appending it to its device's list (only a damaged or hand-made pickle does): the
- * caller then reads the input again from byte 0 on the general lane alone, into a new sink.
+ * Thrown by a resumed unpickler's feed() or finish() where the input uses an event the fast lane
+ * already delivered other than by appending it to its device's list (only a damaged or hand-made
+ * pickle does): the caller then reads the input again from byte 0 on the general lane alone, into
+ * a new sink.
  */
 export class LaneRestart extends Error {
   constructor(readonly offset: number) {
@@ -689,7 +690,8 @@ export class Unpickler {
     }
     // The list streamed last, as it would stand had this unpickler read the fast lane's events itself.
     const streamed = handoff.streamed
-    if (streamed !== undefined) {
+    const path = this.streamSpec?.path
+    if (streamed !== undefined && path !== undefined && path.length === 2 && path[0] === 'device_traces' && path[1] === null) {
       this.streamList = streamed.list
       this.streamKeys = ['device_traces', streamed.device]
       this.streamCount = streamed.count
@@ -1743,7 +1745,8 @@ export interface DecodedEventSink {
  * 'read-back', a value it never built (an event dict, frame or frames list) is read back from the
  * memo after where it gave up; 'truncated', the opcode it gave up on runs past the end (the general
  * lane gives the truncation error); 'memo-hole', inside device_traces, a memo store since the point
- * to go on from filled an index below the highest stored (Python's pickler never does).
+ * to go on from filled an index below the highest stored (Python's pickler never does);
+ * 'unmatched', an open container is not where the generic part's stack holds it (a safeguard).
  */
 export interface FastRestart {
   restart: 'declined' | 'read-back' | 'truncated' | 'memo-hole' | 'unmatched'
