@@ -125,8 +125,8 @@ const PEER = 'memory_viz unpickle (peer)'
 function laneOf(bytes: Uint8Array): string {
   const sink = { wants: () => true, decodedEvent: () => {}, frameId: () => 0, internStack: () => 0 }
   const decoded = decodeFast(bytes, sink, 200)
-  return decoded === null
-    ? 'general lane (the fast lane hands it back)'
+  return 'restart' in decoded
+    ? `general lane (the fast lane hands it back: ${decoded.restart})`
     : 'root' in decoded
       ? 'fast lane'
       : `fast lane, the general lane from byte ${decoded.at}`

@@ -8,9 +8,12 @@
 // mapper's columns, building no object per event; it takes only what Python's pickler writes for
 // a snapshot. Where it meets anything else in the root, segments, settings or annotations, the
 // general lane (the restricted unpickler, streaming device_traces' events to the same mapper)
-// goes on from that opcode with the fast lane's stack and memo (LaneHandoff); where it meets it
-// inside device_traces, the general lane reads the bytes again from the start into a new mapper.
-// Either way the general lane gives the import or the error, and both lanes fill the mapper in the
+// goes on from that opcode with the fast lane's stack and memo (LaneHandoff); inside
+// device_traces, from the start of the event it met it in, the events already mapped standing as
+// placeholders. Where that state cannot be told (a value the fast lane never built is read back
+// later, the input is cut short; FastRestart) or the placeholders are used otherwise than appended
+// to their list (LaneRestart), the general lane reads the bytes again from the start into a new
+// mapper. Either way the general lane gives the import or the error, and both lanes fill the mapper in the
 // same order, so an import is the same whichever lane read which part. A file below
 // `wholeBelow` (256 MiB) is read whole for the fast lane (memory: the file, and the fast lane's
 // memo of 6 bytes an entry); a larger one, or one at least `boundedAbove` where that is given,
@@ -40,7 +43,7 @@ import { open, stat } from 'node:fs/promises'
 
 import { concatBytes } from '../../../../src-shared/bytes.ts'
 import { SnapshotMapper } from './mapper.ts'
-import { MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type LaneHandoff, type PickleValue } from './pickle-reader.ts'
+import { LaneRestart, MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type LaneHandoff, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError } from './snapshot-error.ts'
 import type { PytorchImport, PytorchImportOptions } from './types.ts'
 
@@ -127,20 +130,27 @@ async function importWhole(bytes: Uint8Array, file: string, options: PytorchImpo
       const step = steps.next()
       if (step.done) {
         const decoded = step.value
-        if (decoded !== null && 'root' in decoded) {
+        if ('root' in decoded) {
           options.onProgress?.({ bytesDone: before + size, bytesTotal: before + size, phase: 'parse' })
           return mapper.finishYielding(decoded.root, 'pickle', decoded.protocol)
         }
-        if (decoded !== null) {
+        if ('at' in decoded) {
           // The general lane goes on from where the fast lane stopped, into the same mapper.
           const unpickler = resumedUnpickler(bytes, file, mapper, options, decoded)
-          for (let at = decoded.at; at < size; at += chunkBytes) {
-            options.signal?.throwIfAborted()
-            unpickler.feed(bytes.subarray(at, Math.min(size, at + chunkBytes)))
-            options.onProgress?.({ bytesDone: before + Math.min(size, at + chunkBytes), bytesTotal: before + size, phase: 'parse' })
-            await pause()
+          let value: PickleValue
+          try {
+            for (let at = decoded.at; at < size; at += chunkBytes) {
+              options.signal?.throwIfAborted()
+              unpickler.feed(bytes.subarray(at, Math.min(size, at + chunkBytes)))
+              options.onProgress?.({ bytesDone: before + Math.min(size, at + chunkBytes), bytesTotal: before + size, phase: 'parse' })
+              await pause()
+            }
+            value = unpickler.finish()
+          } catch (e) {
+            if (e instanceof LaneRestart) break
+            throw e
           }
-          return mapper.finishYielding(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
+          return mapper.finishYielding(value, 'pickle', unpickler.pickleProtocol)
         }
         break
       }
@@ -172,11 +182,18 @@ function maxDepthOf(options: PytorchImportOptions): number {
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
   const mapper = new SnapshotMapper(file, options, bytes.length)
   const decoded = decodeFast(bytes, mapper, maxDepthOf(options))
-  if (decoded === null) return null
+  if ('restart' in decoded) return null
   if ('root' in decoded) return mapper.finish(decoded.root, 'pickle', decoded.protocol)
   const unpickler = resumedUnpickler(bytes, file, mapper, options, decoded)
-  unpickler.feed(bytes.subarray(decoded.at))
-  return mapper.finish(unpickler.finish(), 'pickle', unpickler.pickleProtocol)
+  let value: PickleValue
+  try {
+    unpickler.feed(bytes.subarray(decoded.at))
+    value = unpickler.finish()
+  } catch (e) {
+    if (e instanceof LaneRestart) return null
+    throw e
+  }
+  return mapper.finish(value, 'pickle', unpickler.pickleProtocol)
 }
 
 /**

@@ -186,6 +186,39 @@ export interface LaneHandoff {
   memoNext: number
   /** Memo index -> its value, or the stack slot of the open container stored there. */
   memo: Map<number, HandoffValue | { open: number }>
+  /** Inside device_traces: events the fast lane already gave the sink, held on the stack as DELIVERED. */
+  delivered?: DeliveredEvents
+  /** Inside device_traces: the last device list the fast lane gave events of, and how many (the streaming state). */
+  streamed?: { list: PickleValue; device: number; count: number }
+}
+
+/**
+ * Events of one device's list that the fast lane handed to the sink before it gave up: stack slots
+ * [from, to) hold DELIVERED in their place. Either the items of that list's open batch (its MARK at
+ * `from`), or one event awaiting its APPEND (to = from + 1). The general lane counts them, without
+ * handing them over again, when they are appended to their list, and takes any other use of them
+ * as a LaneRestart.
+ */
+export interface DeliveredEvents {
+  from: number
+  to: number
+  batch: boolean
+}
+
+/** Stands on the general lane's stack for an event the fast lane already gave the sink. */
+export const DELIVERED: PickleValue = Object.freeze(new PickleDict()) as PickleDict
+
+/**
+ * Thrown by a resumed unpickler's feed() or finish() where the input uses an event the fast lane
+ * already delivered other than by appending it to its device's list (only a damaged or hand-made
+ * pickle does): the caller then reads the input again from byte 0 on the general lane alone, into
+ * a new sink.
+ */
+export class LaneRestart extends Error {
+  constructor(readonly offset: number) {
+    super(`the fast lane's delivered events are used otherwise at byte ${offset}`)
+    this.name = 'LaneRestart'
+  }
 }
 
 export interface UnpickleOptions {
@@ -601,6 +634,10 @@ export class Unpickler {
   private streamList: PickleValue | null = null
   private streamKeys: (string | number)[] = []
   private streamCount = 0
+  // Events the fast lane delivered (see DeliveredEvents): stack slots [fenceFrom, fenceTop), -1 when none.
+  private fenceFrom = -1
+  private fenceTop = -1
+  private fenceBatch = false
 
   constructor(options: UnpickleOptions = {}) {
     this.fileName = options.fileName ?? '<pickle>'
@@ -645,6 +682,20 @@ export class Unpickler {
     this.memoNext = handoff.memoNext
     this.protocol = handoff.protocol
     this.base = handoff.at
+    const delivered = handoff.delivered
+    if (delivered !== undefined) {
+      this.fenceFrom = delivered.from
+      this.fenceTop = delivered.to
+      this.fenceBatch = delivered.batch
+    }
+    // The list streamed last, as it would stand had this unpickler read the fast lane's events itself.
+    const streamed = handoff.streamed
+    const path = this.streamSpec?.path
+    if (streamed !== undefined && path !== undefined && path.length === 2 && path[0] === 'device_traces' && path[1] === null) {
+      this.streamList = streamed.list
+      this.streamKeys = ['device_traces', streamed.device]
+      this.streamCount = streamed.count
+    }
   }
 
   /** Bytes consumed so far (complete opcodes). */
@@ -758,11 +809,17 @@ export class Unpickler {
     let p = this.pos
     let start = p
     let op = 0
+    // -1 but in a resumed unpickler whose stack holds DELIVERED events, until they are appended.
+    let fenceTop = this.fenceTop
     this.needed = 0
     try {
       while (p < end) {
         start = p
         op = b[p++]!
+        if (fenceTop >= 0 && (sp < fenceTop + 3 || (nm > 0 && marks[nm - 1]! <= fenceTop))) {
+          this.passFence(op, sp, nm, this.base + start)
+          fenceTop = this.fenceTop
+        }
         switch (op) {
           case Op.BINGET:
           case Op.LONG_BINGET:
@@ -1384,7 +1441,71 @@ export class Unpickler {
   }
 
   private emit(item: PickleValue, offset: number): void {
-    this.streamSpec!.onItem(this.streamKeys, this.streamCount++, item, offset)
+    if (item === DELIVERED) this.streamCount++
+    else this.streamSpec!.onItem(this.streamKeys, this.streamCount++, item, offset)
+  }
+
+  /**
+   * Near DELIVERED events (the opcode about to run at `offset` may reach them): lets an opcode pass
+   * that leaves them alone, ends the fence at the one that appends them to their list (emit()
+   * counts them), throws LaneRestart for any other.
+   */
+  private passFence(op: number, sp: number, nm: number, offset: number): void {
+    const mark = nm > 0 ? this.marks[nm - 1]! : -1
+    // The lowest stack slot the opcode reads or changes. Every opcode not named here only pushes,
+    // or is refused by run() whatever the stack holds.
+    let lowest: number
+    switch (op) {
+      case Op.MEMOIZE:
+      case Op.BINPUT:
+      case Op.LONG_BINPUT:
+      case Op.PUT:
+      case Op.POP:
+      case Op.DUP:
+      case Op.TUPLE1:
+        lowest = sp - 1
+        break
+      case Op.APPEND:
+      case Op.TUPLE2:
+        lowest = sp - 2
+        break
+      case Op.SETITEM:
+      case Op.TUPLE3:
+        lowest = sp - 3
+        break
+      case Op.APPENDS:
+      case Op.SETITEMS:
+        if (mark < 0) return
+        lowest = mark - 1
+        break
+      case Op.TUPLE:
+      case Op.LIST:
+      case Op.DICT:
+      case Op.POP_MARK:
+        if (mark < 0) return
+        lowest = mark
+        break
+      case Op.STOP:
+        // Refused for an open MARK or more than one value, whatever the values are.
+        if (nm > 0 || sp > 1) return
+        lowest = -1
+        break
+      default:
+        return
+    }
+    if (lowest >= this.fenceTop) return
+    const streamMarks = this.streamSpec === undefined ? -1 : this.streamSpec.path.length
+    const appendsBatch = op === Op.APPENDS && this.fenceBatch && mark === this.fenceFrom && mark > 0
+    const appendsOne = op === Op.APPEND && !this.fenceBatch && sp - 1 === this.fenceFrom && sp >= 2 && mark <= sp - 2
+    if (appendsBatch || appendsOne) {
+      const target = appendsBatch ? mark - 1 : sp - 2
+      const left = appendsBatch ? nm - 1 : nm
+      if ((this.info[target]! & (LIST | SEALED)) === LIST && left <= streamMarks && this.isStreamed(target, this.stack[target]!, left)) {
+        this.fenceFrom = this.fenceTop = -1
+        return
+      }
+    }
+    throw new LaneRestart(offset)
   }
 }
 
@@ -1588,12 +1709,15 @@ export class MemoReferenceScanner {
 // It takes only what Python's pickler writes for a snapshot (protocols 2 to 5: dicts, lists,
 // tuples, str, int, float, bool, None, the memo, frames) in the shape torch writes it, and gives
 // up on anything else: another opcode, another shape, a memo index rebound or read back where the
-// general lane would build an object, a value the mapper would refuse, a limit in sight. Outside
-// device_traces (the generic part) it gives up before an opcode changes anything, and hands the
-// general lane its state there (a LaneHandoff: the general lane goes on from that opcode into the
-// same mapper); inside device_traces, or where an event, frame or frames list it never built is
-// read back later, it returns null and the caller runs the general lane from the start on a new
-// mapper. Either way the general lane gives the import or the error, so every check of the
+// general lane would build an object, a value the mapper would refuse, a limit in sight. It then
+// hands the general lane its state (a LaneHandoff: the general lane goes on into the same mapper):
+// outside device_traces (the generic part) at the opcode it gave up on, which it gave up on before
+// changing anything; inside device_traces at the start of the event it gave up in (or at the list
+// or batch boundary before it), the events it already gave the mapper standing on the general
+// lane's stack as DELIVERED, which the general lane counts but does not map again where they are
+// appended to their list (any other use of them is a LaneRestart). Where an event, frame or frames
+// list it never built is read back after that point, or in the other cases FastRestart lists, the
+// caller runs the general lane from byte 0 on a new mapper. Either way the general lane gives the import or the error, so every check of the
 // restricted unpickler stands as it was, and an import is the same whichever lane read which part
 // (test/unit/services/import/pytorch/pytorch-lanes.test.ts compares the two on every fixture and on mutated ones).
 // Nothing here throws on any input.
@@ -1613,6 +1737,19 @@ export interface DecodedEventSink {
   decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void
   frameId(name: string, filename: string, line: number): number
   internStack(ids: ArrayLike<number>, n: number): number
+}
+
+/**
+ * Where the fast lane hands the whole input back and the general lane reads it from byte 0 into a
+ * new sink: 'declined', it read nothing (not protocol 2 to 5, or maxDepth below what it needs);
+ * 'read-back', a value it never built (an event dict, frame or frames list) is read back from the
+ * memo after where it gave up; 'truncated', the opcode it gave up on runs past the end (the general
+ * lane gives the truncation error); 'memo-hole', inside device_traces, a memo store since the point
+ * to go on from filled an index below the highest stored (Python's pickler never does);
+ * 'unmatched', an open container is not where the generic part's stack holds it (a safeguard).
+ */
+export interface FastRestart {
+  restart: 'declined' | 'read-back' | 'truncated' | 'memo-hole' | 'unmatched'
 }
 
 export interface FastDecoded {
@@ -1716,8 +1853,8 @@ const MAX_DEVICE = 65535
 
 /**
  * Decodes `bytes` into `sink` and returns the root; or where it gives up, the state the general
- * lane goes on from into the same sink, or null (the sink may then hold part of the events: use a
- * new one and start over). A generator that yields about every `yieldBytes` bytes
+ * lane goes on from into the same sink, or a FastRestart (the sink may then hold part of the
+ * events: use a new one and start over). A generator that yields about every `yieldBytes` bytes
  * of input, so an async caller can let the event loop in; `decodeFast` drains it.
  */
 export function* decodeFastSteps(
@@ -1725,12 +1862,12 @@ export function* decodeFastSteps(
   sink: DecodedEventSink,
   maxDepth: number,
   yieldBytes = Infinity,
-): Generator<number, FastDecoded | LaneHandoff | null> {
-  if (!(maxDepth >= DEPTH_NEEDED)) return null
+): Generator<number, FastDecoded | LaneHandoff | FastRestart> {
+  if (!(maxDepth >= DEPTH_NEEDED)) return { restart: 'declined' }
   return yield* new FastDecoder(bytes, sink, maxDepth, yieldBytes).run()
 }
 
-export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | LaneHandoff | null {
+export function decodeFast(bytes: Uint8Array, sink: DecodedEventSink, maxDepth: number): FastDecoded | LaneHandoff | FastRestart {
   const steps = decodeFastSteps(bytes, sink, maxDepth)
   for (;;) {
     const step = steps.next()
@@ -1831,6 +1968,34 @@ class FastDecoder {
   private batchDeepest = 0
   private batchDone = false
 
+  // Where device_traces stands, for tracesHandoff(): the last point the general lane can go on from
+  // (the start of an event, or a list or batch boundary) and the memo as it was there.
+  private rewindAt = 0
+  private rewindMemoNext = 0
+  /** Where a BINPUT last filled an index below memoNext (a rewind to before it cannot undo that). */
+  private holeFilledAt = -1
+  /** device_traces' list once opened (EMPTY_LIST and its memo store read), and its generic index. */
+  private tracesList: PickleValue[] | null = null
+  private tracesG = -1
+  /** Generic index, depth and events delivered (-1: never appended to, not even by an empty batch) of each device list added to tracesList. */
+  private readonly listG: number[] = []
+  private readonly listDepth: number[] = []
+  private readonly listEvents: number[] = []
+  /** Whether a MARK of device_traces' list is open; device lists from this index on are on the general lane's stack. */
+  private outerBatch = false
+  private outerStackFrom = 0
+  /** Whether the last device list is still being filled; its deepest event; its events delivered before the open batch. */
+  private listOpen = false
+  private listDeepest = 0
+  private listDelivered = 0
+  /** Whether an APPENDS or APPEND to the open list was read (the general lane's stream is on it). */
+  private listAppended = false
+  /** Whether the open list's MARK is open, and its events delivered since. */
+  private listBatch = false
+  private batchDelivered = 0
+  /** Depth of an event delivered and not yet appended by its APPEND, else 0. */
+  private singleDelivered = 0
+
   private protocol = -1
   private nextYield: number
 
@@ -1873,9 +2038,9 @@ class FastDecoder {
 
   // ---- the generic part: the root, segments, settings, annotations ----
 
-  *run(): Generator<number, FastDecoded | LaneHandoff | null> {
+  *run(): Generator<number, FastDecoded | LaneHandoff | FastRestart> {
     const b = this.b
-    if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return null
+    if (this.end < 3 || b[0] !== Op.PROTO || b[1]! < 2 || b[1]! > 5) return { restart: 'declined' }
     this.protocol = b[1]!
     let p = 2
     for (;;) {
@@ -1883,8 +2048,11 @@ class FastDecoder {
       if (p < 0) return this.handoff()
       if (this.root !== null && this.stopped) return { root: this.root, protocol: this.protocol }
       // At device_traces' value: the event decoder reads it, the generic part takes it as a sealed list.
+      this.resumeAt = p
+      this.tracesList = null
       p = yield* this.deviceTraces(p)
-      if (p < 0) return null
+      if (p < 0) return this.tracesList === null ? this.handoff() : this.tracesHandoff()
+      this.tracesList = null
       this.outerList = this.generic[this.num]!
       this.stack.push(this.generic[this.num]!)
       this.state.push(SLOT_SEALED)
@@ -2133,14 +2301,15 @@ class FastDecoder {
 
   /**
    * The generic part gave up at resumeAt: its state as the general lane holds it there (the same
-   * stack, MARKs and memo, told in the general lane's terms), or null where that cannot be told:
-   * an event dict, frame or frames list this lane stored in the memo without building it is read
-   * back after resumeAt, or the last opcode ran past the end (the general lane then runs from byte 0).
+   * stack, MARKs and memo, told in the general lane's terms), or a FastRestart where that cannot be
+   * told: an event dict, frame or frames list this lane stored in the memo without building it is
+   * read back after resumeAt, or the last opcode ran past the end. On truncation the general lane
+   * from byte 0 only gives the truncation error, at the same offset, so it is not worth more.
    */
-  private handoff(): LaneHandoff | null {
+  private handoff(): LaneHandoff | FastRestart {
     const at = this.resumeAt
     // Past the end: the last opcode read its fixed-width argument beyond it (scalar() leaves that check to the caller).
-    if (at > this.end) return null
+    if (at > this.end) return { restart: 'truncated' }
     let unbuilt = false
     for (let i = 0; i < this.memoNext && !unbuilt; i++) {
       const k = this.memoKind[i]
@@ -2152,7 +2321,7 @@ class FastDecoder {
       const read = scanner.references
       for (let i = 0; i < this.memoNext; i++) {
         const k = this.memoKind[i]
-        if ((k === Memo.event || k === Memo.frame || k === Memo.frames) && read.has(i)) return null
+        if ((k === Memo.event || k === Memo.frame || k === Memo.frames) && read.has(i)) return { restart: 'read-back' }
       }
     }
     const stack: HandoffValue[] = this.stack.map((value, i) =>
@@ -2181,7 +2350,7 @@ class FastDecoder {
           // Open where the general lane holds it open: on the stack, not added anywhere, not read back.
           const open = this.genericDepth[id]! < 0 ? this.genericSlot[id]! : value === this.outerList && !this.outerSealed ? this.stack.indexOf(value) : -1
           if (open >= 0) {
-            if (this.stack[open] !== value) return null
+            if (this.stack[open] !== value) return { restart: 'unmatched' }
             stackMemo[open] = i
             memo.set(i, { open })
           } else memo.set(i, this.described(value, this.genericDepth[id]!, true))
@@ -2201,6 +2370,65 @@ class FastDecoder {
     return { value, kind, depth, sealed }
   }
 
+  /** A point inside device_traces the general lane can go on from, with the memo as it is. */
+  private rewind(p: number): void {
+    this.rewindAt = p
+    this.rewindMemoNext = this.memoNext
+  }
+
+  /**
+   * The fast lane gave up inside device_traces (past its list's EMPTY_LIST and memo store): the
+   * general lane's state at the last rewind point, as handoff() tells it, with what this lane holds
+   * apart put back on the stack: device_traces' list, its open MARK, the device lists not yet added
+   * to it, the open list's MARK, and DELIVERED for its events already handed to the sink. Null where
+   * a memo store after that point filled an index below the highest (undoing it is not worth it).
+   */
+  private tracesHandoff(): LaneHandoff | FastRestart {
+    if (this.holeFilledAt >= this.rewindAt) return { restart: 'memo-hole' }
+    const outer = this.tracesList!
+    const push = (value: PickleValue, state: number, depth: number, g: number) => {
+      if (g >= 0) {
+        this.genericDepth[g] = -1
+        this.genericSlot[g] = this.stack.length
+      }
+      this.stack.push(value)
+      this.state.push(state)
+      this.depths.push(depth)
+      this.openMemo.push(-1)
+    }
+    let outerDepth = 1
+    for (let i = 0; i < this.outerStackFrom; i++) outerDepth = Math.max(outerDepth, this.listDepth[i]! + 1)
+    push(outer, SLOT_OPEN_LIST, outerDepth, this.tracesG)
+    if (this.outerBatch) this.marks.push(this.stack.length)
+    if (this.listOpen) this.listEvents[outer.length - 1] = this.listAppended ? this.listDelivered : -1
+    // The general lane streams a list's events as it appends them, and keeps counting while it appends to the same list.
+    let streamed: LaneHandoff['streamed']
+    for (let i = outer.length - 1; i >= 0 && streamed === undefined; i--) {
+      if (this.listEvents[i]! >= 0) streamed = { list: outer[i]!, device: i, count: this.listEvents[i]! }
+    }
+    const lists = outer.splice(this.outerStackFrom)
+    let delivered: DeliveredEvents | undefined
+    for (let i = 0; i < lists.length; i++) {
+      const at = this.outerStackFrom + i
+      const open = this.listOpen && i === lists.length - 1
+      push(lists[i]!, SLOT_OPEN_LIST, open ? this.listDeepest + 1 : this.listDepth[at]!, this.listG[at]!)
+      if (!open) continue
+      if (this.listBatch) this.marks.push(this.stack.length)
+      const from = this.stack.length
+      const n = this.listBatch ? this.batchDelivered : this.singleDelivered > 0 ? 1 : 0
+      const depth = this.listBatch ? this.batchDeepest : this.singleDelivered
+      for (let k = 0; k < n; k++) push(DELIVERED, SLOT_OPEN_DICT, depth, -1)
+      if (n > 0) delivered = { from, to: from + n, batch: this.listBatch }
+    }
+    this.memoNext = this.rewindMemoNext
+    this.resumeAt = this.rewindAt
+    const handoff = this.handoff()
+    if ('restart' in handoff) return handoff
+    if (delivered !== undefined) handoff.delivered = delivered
+    if (streamed !== undefined) handoff.streamed = streamed
+    return handoff
+  }
+
   // ---- device_traces: lists of event lists ----
 
   /**
@@ -2216,18 +2444,29 @@ class FastDecoder {
     const g = this.addGeneric(outer, -1)
     p = this.putContainer(p + 1, Memo.generic, g)
     if (p < 0) return -1
+    this.tracesList = outer
+    this.tracesG = g
+    this.listG.length = this.listDepth.length = this.listEvents.length = 0
+    this.outerBatch = this.listOpen = this.listBatch = false
+    this.outerStackFrom = 0
+    this.singleDelivered = 0
     let deepest = 0
     for (;;) {
+      this.rewind(p)
       p = this.skipFrames(p)
       if (p < 0) return -1
       const op = b[p]
       if (op === Op.MARK) {
         p++
+        this.outerBatch = true
         for (;;) {
+          this.rewind(p)
           p = this.skipFrames(p)
           if (p < 0) return -1
           if (b[p] === Op.APPENDS) {
             p++
+            this.outerBatch = false
+            this.outerStackFrom = outer.length
             break
           }
           if (b[p] !== Op.EMPTY_LIST || outer.length >= BATCH_ITEMS) return -1
@@ -2239,9 +2478,11 @@ class FastDecoder {
         p = yield* this.deviceList(p, outer)
         if (p < 0) return -1
         if (this.depth > deepest) deepest = this.depth
+        this.rewind(p)
         p = this.skipFrames(p)
         if (p < 0 || b[p] !== Op.APPEND) return -1
         p++
+        this.outerStackFrom = outer.length
       } else break
     }
     this.genericDepth[g] = this.depth = deepest + 1
@@ -2254,13 +2495,21 @@ class FastDecoder {
     const b = this.b
     const device = outer.length
     const list: PickleValue[] = []
-    outer.push(list)
     const g = this.addGeneric(list, -1)
     p = this.putContainer(p + 1, Memo.generic, g)
     if (p < 0) return -1
+    outer.push(list)
+    this.listG.push(g)
+    this.listDepth.push(1)
+    this.listEvents.push(-1)
+    this.listOpen = true
+    this.listDeepest = 0
+    this.listDelivered = 0
+    this.listAppended = false
     const wanted = this.sink.wants(device)
     let deepest = 0
     for (;;) {
+      this.rewind(p)
       p = this.skipFrames(p)
       if (p < 0) return -1
       const op = b[p]
@@ -2268,6 +2517,8 @@ class FastDecoder {
         this.batchItems = 0
         this.batchDeepest = deepest
         p++
+        this.listBatch = true
+        this.batchDelivered = 0
         for (;;) {
           p = this.batch(p, device, wanted)
           if (p < 0) return -1
@@ -2275,18 +2526,30 @@ class FastDecoder {
           this.nextYield = p + this.yieldBytes
           yield p
         }
-        deepest = this.batchDeepest
+        this.listBatch = false
+        this.listAppended = true
+        this.listDelivered += this.batchDelivered
+        deepest = this.listDeepest = this.batchDeepest
       } else if (op === Op.EMPTY_DICT) {
         if (device > MAX_DEVICE) return -1
         p = this.event(p, device, wanted)
         if (p < 0) return -1
+        this.singleDelivered = this.depth
         if (this.depth > deepest) deepest = this.depth
+        this.rewind(p)
         p = this.skipFrames(p)
         if (p < 0 || b[p] !== Op.APPEND) return -1
         p++
+        this.singleDelivered = 0
+        this.listAppended = true
+        this.listDelivered++
+        this.listDeepest = deepest
       } else break
     }
+    this.listOpen = false
     this.genericDepth[g] = this.depth = deepest + 1
+    this.listDepth[this.listDepth.length - 1] = this.depth
+    this.listEvents[this.listEvents.length - 1] = this.listAppended ? this.listDelivered : -1
     return p
   }
 
@@ -2298,6 +2561,8 @@ class FastDecoder {
   private batch(p: number, device: number, wanted: boolean): number {
     const b = this.b
     for (;;) {
+      this.rewindAt = p
+      this.rewindMemoNext = this.memoNext
       if (b[p] === Op.FRAME) {
         p = this.skipFrames(p)
         if (p < 0) return -1
@@ -2309,6 +2574,7 @@ class FastDecoder {
       if (b[p] !== Op.EMPTY_DICT || ++this.batchItems > BATCH_ITEMS || device > MAX_DEVICE) return -1
       p = this.event(p, device, wanted)
       if (p < 0) return -1
+      this.batchDelivered++
       if (this.depth > this.batchDeepest) this.batchDeepest = this.depth
       if (p >= this.nextYield) {
         this.batchDone = false
@@ -2892,7 +3158,10 @@ class FastDecoder {
       ids.set(this.memoId)
       this.memoId = ids
     }
-    if (this.memoKind[index] !== Memo.unset && index < this.memoNext) return -1
+    if (index < this.memoNext) {
+      if (this.memoKind[index] !== Memo.unset) return -1
+      this.holeFilledAt = start
+    }
     return index
   }
 
