@@ -30,6 +30,13 @@ if ! command -v "$cxx" > /dev/null; then
   echo "== fuzz: skipped, no $cxx (libFuzzer comes with clang: apt-get install clang)"
   exit 0
 fi
+# Debian ships libFuzzer's runtime and FuzzedDataProvider.h apart from clang (libclang-rt-N-dev).
+if ! printf '#include <fuzzer/FuzzedDataProvider.h>\nextern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }\n' |
+  "$cxx" -x c++ -fsanitize=fuzzer -o /dev/null - > /dev/null 2>&1; then
+  major=$("$cxx" -dumpversion 2> /dev/null | cut -d. -f1)
+  echo "== fuzz: skipped, $cxx has no libFuzzer runtime (apt-get install libclang-rt-${major:-N}-dev)"
+  exit 0
+fi
 
 echo "== fuzz: build ($build, $($cxx --version | head -n1))"
 cmake -S "$here/fuzz" -B "$build" -DCMAKE_CXX_COMPILER="$cxx" > /dev/null
