@@ -32,13 +32,18 @@ std::uint64_t parse_size(const std::string& text, const std::string& what) {
   std::string unit = lower(trim(std::string(end)));
   double mult = 1;
   if (unit.empty() || unit == "b") mult = 1;
-  else if (unit == "k" || unit == "kb" || unit == "kib") mult = 1024.0;
-  else if (unit == "m" || unit == "mb" || unit == "mib") mult = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gb" || unit == "gib") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tb" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  // KiB and K are binary; kB, MB, GB and TB are decimal (a GPU sold as 80 GB has 80e9 bytes).
+  else if (unit == "k" || unit == "kib") mult = 1024.0;
+  else if (unit == "m" || unit == "mib") mult = 1024.0 * 1024;
+  else if (unit == "g" || unit == "gib") mult = 1024.0 * 1024 * 1024;
+  else if (unit == "t" || unit == "tib") mult = 1024.0 * 1024 * 1024 * 1024;
+  else if (unit == "kb") mult = 1e3;
+  else if (unit == "mb") mult = 1e6;
+  else if (unit == "gb") mult = 1e9;
+  else if (unit == "tb") mult = 1e12;
   else
     throw invalid_argument(what + ": unknown unit '" + unit + "' in '" + text +
-                           "' (B, KiB, MiB, GiB, TiB)");
+                           "' (B, KiB, MiB, GiB, TiB binary; kB, MB, GB, TB decimal)");
   double bytes = value * mult;
   if (bytes > 9.0e18) throw invalid_argument(what + ": '" + text + "' is too large");
   if (bytes != std::floor(bytes))

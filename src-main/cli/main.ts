@@ -16,6 +16,7 @@ import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record
 import { infoCommand } from './commands/info.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
+import { whatifCommand } from './commands/whatif.ts'
 import { collect, type Io } from './shared.ts'
 
 export const EXIT_BAD_INPUT = 2
@@ -66,6 +67,27 @@ function buildProgram(io: Io): Command {
     .addOption(resets())
     .option('--json', 'machine-readable output on stdout')
     .action((file: string, options) => replayCommand(io, file, options))
+
+  program
+    .command('whatif')
+    .description(
+      'which PYTORCH_ALLOC_CONF would fix an out-of-memory, and how much GPU the job needs: replays the trace under many allocator configurations (or those given) and ranks them',
+    )
+    .argument('<file>', 'PyTorch snapshot (.pickle or .json), trace or RMM log')
+    .option(
+      '--conf <conf>',
+      'a PYTORCH_ALLOC_CONF string such as "expandable_segments:True" (repeatable; "recorded": the snapshot\'s own); none: a grid',
+      collect,
+    )
+    .option('--cap <size>', 'the device limit as set_per_process_memory_fraction sets it, such as 24GiB (default: the limit a recorded out-of-memory implies)')
+    .option('--gpu <size>', "the device's memory, what a per_process_memory_fraction is a fraction of (default 79.18 GiB, an H100 80GB)")
+    .option('--no-search', 'skip the search for the smallest limit that runs the whole trace')
+    .option('--no-strategies', "grid: leave out vramscope's other strategies")
+    .option(
+      '--json',
+      'machine-readable output on stdout: {"configs": [{"conf", "peakReserved", "peakAllocated", "segments", "failures", "smallestFittingBytes", ...}], ...}',
+    )
+    .action((file: string, options) => whatifCommand(io, file, options))
 
   program
     .command('export')

@@ -16,14 +16,14 @@ export class ProgressBar {
   ) {}
 
   /** `unit` says how to print done/total: bytes ("12.0 MiB / 40.0 MiB") or a count ("1.20 M / 4.00 M events"). */
-  update(label: string, done: number, total: number, unit: 'bytes' | 'events' = 'bytes'): void {
+  update(label: string, done: number, total: number, unit: 'bytes' | 'events' | 'replays' = 'bytes'): void {
     if (!this.enabled) return
     const now = Date.now()
     if (now - this.lastDraw < REDRAW_MS && done < total) return
     this.lastDraw = now
     const fraction = total > 0 ? Math.min(1, done / total) : 0
     const filled = Math.round(fraction * BAR_WIDTH)
-    const amount = unit === 'bytes' ? `${formatBytes(done)} / ${formatBytes(total)}` : `${formatCount(done)} / ${formatCount(total)} events`
+    const amount = unit === 'bytes' ? `${formatBytes(done)} / ${formatBytes(total)}` : `${formatCount(done)} / ${formatCount(total)} ${unit}`
     const line = `${label} [${'#'.repeat(filled)}${'-'.repeat(BAR_WIDTH - filled)}] ${(fraction * 100).toFixed(0).padStart(3)}% ${amount}`
     const width = this.stream.columns ?? 100
     this.stream.write(`\r${line.slice(0, width - 1)}\x1b[K`)

@@ -53,16 +53,21 @@ export function printJson(io: Io, value: unknown): void {
   )
 }
 
-function parseCap(text: string | undefined): number | undefined {
+/** A size option (--cap 24GiB): bytes, or bad input naming the option. */
+export function parseCapOption(option: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined
   let bytes: number
   try {
     bytes = parseByteSize(text)
   } catch (e) {
-    throw new OptionError('--cap', (e as Error).message)
+    throw new OptionError(option, (e as Error).message)
   }
-  if (bytes === 0) throw new OptionError('--cap', 'a cap of 0 bytes leaves no room for anything')
+  if (bytes === 0) throw new OptionError(option, 'a size of 0 bytes leaves no room for anything')
   return bytes
+}
+
+function parseCap(text: string | undefined): number | undefined {
+  return parseCapOption('--cap', text)
 }
 
 function parseStrategiesOption(values: string[] | undefined): StrategySpec[] | undefined {

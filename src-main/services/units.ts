@@ -1,22 +1,23 @@
-// Byte sizes as people write them ("24GiB", "1.5G", "512") and as vramscope prints them. Parsing
-// follows the native library's parse_size (native/core/params.cpp): binary units whatever the
-// spelling (K, KB and KiB are all 1024), whole bytes only, so a size means the same to the CLI
-// and to a strategy parameter.
+// Byte sizes as people write them ("24GiB", "1.5G", "80GB", "512") and as vramscope prints them.
+// Parsing follows the native library's parse_size (native/core/params.cpp): KiB, MiB, GiB, TiB
+// and the bare letters K, M, G, T are binary; kB, MB, GB and TB are decimal (a GPU sold as 80 GB
+// has 80e9 bytes), never read as their binary cousins; whole bytes only, so a size means the same
+// to the CLI and to a strategy parameter.
 
 const UNITS = new Map<string, number>([
   ['', 1],
   ['b', 1],
   ['k', 2 ** 10],
-  ['kb', 2 ** 10],
+  ['kb', 1e3],
   ['kib', 2 ** 10],
   ['m', 2 ** 20],
-  ['mb', 2 ** 20],
+  ['mb', 1e6],
   ['mib', 2 ** 20],
   ['g', 2 ** 30],
-  ['gb', 2 ** 30],
+  ['gb', 1e9],
   ['gib', 2 ** 30],
   ['t', 2 ** 40],
-  ['tb', 2 ** 40],
+  ['tb', 1e12],
   ['tib', 2 ** 40],
 ])
 
@@ -27,7 +28,7 @@ export function parseByteSize(text: string): number {
   const match = SIZE.exec(text)
   if (!match) throw new RangeError(`'${text}' is not a size (try 512, 64KiB, 2MiB, 24GiB)`)
   const multiplier = UNITS.get(match[2]!.toLowerCase())
-  if (multiplier === undefined) throw new RangeError(`unknown unit '${match[2]}' in '${text}' (B, KiB, MiB, GiB, TiB)`)
+  if (multiplier === undefined) throw new RangeError(`unknown unit '${match[2]}' in '${text}' (B, KiB, MiB, GiB, TiB binary; kB, MB, GB, TB decimal)`)
   const bytes = Number(match[1]) * multiplier
   if (!Number.isSafeInteger(bytes)) {
     if (Number.isInteger(bytes)) throw new RangeError(`'${text}' is too large (at most 8 PiB)`)

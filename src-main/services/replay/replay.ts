@@ -101,7 +101,7 @@ export function parseBytesArgument(name: string, value: unknown): number {
   return value as number
 }
 
-function cancelledError(reason: unknown): Error {
+export function cancelledError(reason: unknown): Error {
   const error = new Error('replay cancelled', { cause: reason })
   Object.defineProperty(error, 'code', { value: 'CANCELLED', enumerable: true })
   return error

@@ -1,0 +1,144 @@
+// `vramscope whatif FILE [--conf "PYTORCH_ALLOC_CONF"]... [--cap SIZE] [--json]`: the what-if lab
+// (src-main/services/whatif/whatif.ts) on one trace. Without --conf a grid of configurations runs;
+// each row gives peak reserved and allocated, segments, device calls, fragmentation at the peak,
+// failures under the limit and the smallest limit that runs the whole trace, ranked, with the line
+// to paste. JSON byte counts are integers.
+import { confLine } from '../../../src-shared/pytorch-conf.ts'
+import { InputError } from '../../services/input-error.ts'
+import { formatBytes } from '../../services/units.ts'
+import { runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
+import { formatValue, renderTable } from '../format.ts'
+import { OptionError, openWithProgress, parseCapOption, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
+
+export interface WhatifCommandOptions extends CommonOptions {
+  conf?: string[]
+  cap?: string
+  gpu?: string
+  search: boolean
+  strategies: boolean
+}
+
+export async function whatifCommand(io: Io, file: string, options: WhatifCommandOptions): Promise<void> {
+  const cap = parseCapOption('--cap', options.cap)
+  const gpu = parseCapOption('--gpu', options.gpu)
+  const input = await openWithProgress(io, options, file)
+  const progress = progressFor(io, options)
+  const abort = new AbortController()
+  const onSignal = (): void => abort.abort(new Error('interrupted'))
+  process.once('SIGINT', onSignal)
+  let result: WhatifResult
+  try {
+    result = await runWhatif(input, {
+      ...(options.conf && { confs: options.conf }),
+      ...(cap !== undefined && { capBytes: cap }),
+      ...(gpu !== undefined && { deviceBytes: gpu }),
+      search: options.search,
+      strategies: options.strategies,
+      signal: abort.signal,
+      onProgress: (p) => progress.update(`what-if ${p.label}`, p.done, p.total, 'replays'),
+    })
+  } catch (e) {
+    if (e instanceof WhatifError) throw new OptionError('--conf', e.message.replace(/^--conf /, ''))
+    if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
+    throw e
+  } finally {
+    progress.clear()
+    process.off('SIGINT', onSignal)
+  }
+
+  if (options.json) {
+    printJson(io, {
+      file,
+      events: result.events,
+      recordedConf: result.recordedConf ?? null,
+      limit: result.limit,
+      implied: result.implied ?? null,
+      deviceBytes: result.deviceBytes,
+      configs: result.rows.map((r) => ({
+        rank: r.rank,
+        conf: r.conf,
+        kind: r.kind,
+        label: r.label,
+        line: r.line ?? null,
+        strategy: r.strategy,
+        params: r.params,
+        peakReserved: r.peakReserved,
+        peakAllocated: r.peakAllocated,
+        peakRequested: r.peakRequested,
+        segments: r.segments,
+        deviceCalls: r.deviceCalls,
+        fragmentationAtPeak: r.fragmentationAtPeak,
+        failures: r.failures,
+        firstFailureEvent: r.firstFailureEvent,
+        oomReproduced: r.oomReproduced,
+        smallestFittingBytes: r.smallestFittingBytes,
+        growing: r.growing,
+        notRanked: r.notRanked ?? null,
+        replays: r.replays,
+      })),
+      fidelity: result.fidelity ?? null,
+      replays: result.replays,
+      eventsReplayed: result.eventsReplayed,
+      elapsedMs: Math.round(result.elapsedMs),
+      cores: result.cores,
+      eventsPerSecondPerCore: Math.round(result.eventsPerSecondPerCore),
+      warnings: input.trace.meta.warnings,
+    })
+    return
+  }
+
+  const lines: string[] = []
+  lines.push(`${file}: ${formatValue(result.events, 'count')} events`)
+  if (result.recordedConf !== undefined) lines.push(`recorded with ${confLine(result.recordedConf)}`)
+  if (result.implied) {
+    const i = result.implied
+    lines.push(
+      `out-of-memory recorded at event ${i.event}: ${formatBytes(i.size)} on stream ${i.stream}; ` +
+        (i.source === 'device'
+          ? `the device was full (${formatBytes(i.deviceFree ?? 0)} free)`
+          : `the limit was at least ${formatBytes(i.lowBytes)} and below ${formatBytes(i.highBytes)}`),
+    )
+  }
+  lines.push(
+    result.limit.bytes === null
+      ? 'limit: none (the whole device)'
+      : `limit: ${formatBytes(result.limit.bytes)} ${result.limit.source === 'implied' ? '(implied by the recorded out-of-memory; --cap sets another)' : '(--cap)'}`,
+  )
+  lines.push('')
+  const header = ['#', 'configuration', 'peak reserved', 'peak allocated', 'segments', 'device calls', 'frag. at peak', 'failures', 'smallest fitting']
+  const table = result.rows.map((r) => [
+    r.rank > 0 ? String(r.rank) : '-',
+    `${r.label}${r.growing ? ' (reserved keeps growing)' : ''}${r.notRanked ? ` (${r.notRanked})` : ''}`,
+    formatBytes(r.peakReserved),
+    formatBytes(r.peakAllocated),
+    formatValue(r.segments, 'count'),
+    formatValue(r.deviceCalls, 'count'),
+    formatValue(r.fragmentationAtPeak, 'ratio'),
+    r.failures === 0 ? '0' : `${formatValue(r.failures, 'count')}${r.oomReproduced > 0 ? ' (the recorded OOM)' : ''}`,
+    r.smallestFittingBytes === null ? (options.search ? 'none' : '-') : formatBytes(r.smallestFittingBytes),
+  ])
+  lines.push(renderTable(header, table))
+  lines.push('')
+  const best = result.rows.find((r) => r.rank === 1)
+  if (best) lines.push(`best: ${best.line ?? best.label}`)
+  const f = result.fidelity
+  if (f)
+    lines.push(
+      `fidelity of the recorded settings: peak reserved ${formatBytes(f.replayedPeakReserved)} replayed vs ${formatBytes(f.recordedPeakReserved)} recorded ` +
+        `(${f.peakReservedError >= 0 ? '+' : ''}${(f.peakReservedError * 100).toFixed(2)} %), segments ${f.replayedSegments} vs ${f.recordedSegments}, ` +
+        (f.firstSegmentDifference < 0
+          ? 'the same segment events'
+          : `segment events differ from the ${ordinal(f.firstSegmentDifference + 1)} of ${f.segmentEvents}`),
+    )
+  lines.push(
+    `${formatValue(result.replays, 'count')} replays of ${formatValue(result.events, 'count')} events in ${(result.elapsedMs / 1000).toFixed(1)} s on ${result.cores} cores ` +
+      `(${formatValue(result.eventsPerSecondPerCore / 1e6, 'count') === '0' ? (result.eventsPerSecondPerCore / 1e6).toFixed(2) : (result.eventsPerSecondPerCore / 1e6).toFixed(1)} M events/s per core)`,
+  )
+  for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
+  io.stdout.write(`${lines.join('\n')}\n`)
+}
+
+function ordinal(n: number): string {
+  const s = n % 100 >= 11 && n % 100 <= 13 ? 'th' : (['th', 'st', 'nd', 'rd'][n % 10] ?? 'th')
+  return `${n}${s}`
+}

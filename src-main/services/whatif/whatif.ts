@@ -1,0 +1,660 @@
+// The what-if lab (docs/architecture.md#what-if-lab): one request trace replayed through many
+// PyTorch allocator configurations (PYTORCH_ALLOC_CONF strings, src-shared/pytorch-conf.ts) and
+// other strategies, each under a device limit, with the smallest limit that runs the whole trace
+// searched to within 1 %. Configurations run side by side, one native replay each at a time, as
+// many at once as the machine has cores (each replay runs on its own thread of the addon's pool).
+//
+// An out-of-memory the program saw when it was recorded is replayed as that request (an alloc of
+// its size, freed at once if it fits): a configuration under the limit either fails there too,
+// reproducing the recording, or shows that the request would have fitted.
+import { availableParallelism } from 'node:os'
+
+import { LayoutOp } from '../../../src-shared/layout.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
+import {
+  ConfError,
+  confLine,
+  confModel,
+  confOfSnapshotSettings,
+  formatPytorchConf,
+  parsePytorchConf,
+  type ConfModel,
+  type PytorchConf,
+} from '../../../src-shared/pytorch-conf.ts'
+import { isRecorded } from '../../../src-shared/compare.ts'
+import type { OpenedInput } from '../import/open-input.ts'
+import { placementFor } from '../replay/replay-input.ts'
+import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
+import { EventKind, type RequestTrace, type TraceEvents } from '../trace/model.ts'
+
+/** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
+export const DEFAULT_DEVICE_BYTES = 85_017_493_504
+/** The smallest-limit search stops when the bracket is this narrow, relative to its top. */
+const SEARCH_TOLERANCE = 0.01
+
+export interface WhatifOptions {
+  /** PYTORCH_ALLOC_CONF strings ('recorded': the trace's own settings). None: the grid. */
+  confs?: readonly string[]
+  /** The device limit, as set_per_process_memory_fraction sets it (bytes). Default: the limit an out-of-memory in the trace implies, else none. */
+  capBytes?: number
+  /** The device's memory: what a per_process_memory_fraction is a fraction of (default 85,017,493,504 B, an H100 80GB). */
+  deviceBytes?: number
+  /** Search each configuration's smallest fitting limit (default true). */
+  search?: boolean
+  /** With the grid: other strategies as further rows (default true). */
+  strategies?: boolean
+  /** Replays at once (default: the machine's cores). */
+  concurrency?: number
+  onProgress?: (progress: WhatifProgress) => void
+  signal?: AbortSignal
+}
+
+export interface WhatifProgress {
+  /** Replays finished, and an estimate of all there will be. */
+  done: number
+  total: number
+  fraction: number
+  /** The configuration that just finished a replay. */
+  label: string
+}
+
+export type RowKind = 'recorded' | 'pytorch' | 'strategy'
+
+export interface WhatifRow {
+  /** The configuration as PYTORCH_ALLOC_CONF ('' for PyTorch's defaults); a strategy row's spec otherwise. */
+  conf: string
+  kind: RowKind
+  label: string
+  /** The line to paste; undefined for strategies PyTorch cannot be told to use. */
+  line?: string
+  strategy: string
+  params: Record<string, string>
+  /** Under the limit (or unlimited). */
+  peakReserved: number
+  /** PyTorch's allocated_bytes: block sizes as rounded. */
+  peakAllocated: number
+  peakRequested: number
+  /** Segments obtained (cudaMalloc calls; expandable segments: their reservations). */
+  segments: number
+  deviceCalls: number
+  fragmentationAtPeak: number
+  /** Requests that did not fit under the limit, and the first one's event index. */
+  failures: number
+  firstFailureEvent: number
+  /** The recording's out-of-memory request(s): how many failed again in this replay. */
+  oomReproduced: number
+  /** Smallest limit under which the whole trace runs with no failure, to within 1 %; null when none up to the device. */
+  smallestFittingBytes: number | null
+  /** Reserved memory keeps growing over the trace while allocated memory does not. */
+  growing: boolean
+  /** Rank, 1 = best: no failures first, then the smallest fitting limit, then peak reserved. */
+  rank: number
+  /** Why a row is not ranked (0 rank): e.g. a setting the model leaves out. */
+  notRanked?: string
+  replays: number
+}
+
+export interface WhatifFidelity {
+  conf: string
+  recordedPeakReserved: number
+  replayedPeakReserved: number
+  /** (replayed - recorded) / recorded. */
+  peakReservedError: number
+  recordedSegments: number
+  replayedSegments: number
+  /** Index of the first segment event (reserve or release, with its size) where the two differ; -1: the same sequence. */
+  firstSegmentDifference: number
+  segmentEvents: number
+}
+
+export interface ImpliedLimit {
+  /** The limit lies in [lowBytes, highBytes): reserved memory reached lowBytes without a failure, and the failed request needed more than highBytes allowed. */
+  lowBytes: number
+  highBytes: number
+  /** The failed request. */
+  size: number
+  stream: string
+  event: number
+  /** cudaMemGetInfo's free memory at the failure, when the snapshot kept it. */
+  deviceFree?: number
+  /** 'device': the GPU itself was full (device_free below the request); 'fraction': a per-process limit. */
+  source: 'device' | 'fraction'
+}
+
+export interface WhatifResult {
+  events: number
+  /** The recorded configuration, when the trace carries one. */
+  recordedConf?: string
+  limit: { bytes: number | null; source: 'option' | 'implied' | 'none' }
+  implied?: ImpliedLimit
+  deviceBytes: number
+  rows: WhatifRow[]
+  fidelity?: WhatifFidelity
+  elapsedMs: number
+  replays: number
+  eventsReplayed: number
+  cores: number
+  eventsPerSecondPerCore: number
+}
+
+export class WhatifError extends Error {
+  override name = 'WhatifError'
+  readonly code = 'INVALID_ARGUMENT'
+}
+
+// --- the recorded configuration and the implied limit --------------------------------------------
+
+/** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
+export function recordedSettings(trace: RequestTrace): Record<string, unknown> | undefined {
+  const prefix = 'pytorch.allocator.'
+  const settings: Record<string, unknown> = {}
+  let any = false
+  for (const [k, v] of Object.entries(trace.meta.properties)) {
+    if (!k.startsWith(prefix)) continue
+    any = true
+    const key = k.slice(prefix.length)
+    try {
+      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
+    } catch {
+      settings[key] = v
+    }
+  }
+  return any ? settings : undefined
+}
+
+export function recordedConf(trace: RequestTrace): string | undefined {
+  return confOfSnapshotSettings(recordedSettings(trace))
+}
+
+/** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
+function allocationSize(size: number): number {
+  const rounded = size < 512 ? 512 : Math.ceil(size / 512) * 512
+  if (rounded <= 1 << 20) return 2 << 20
+  if (rounded < 10 << 20) return 20 << 20
+  return Math.ceil(rounded / (2 << 20)) * (2 << 20)
+}
+
+/**
+ * The device limit a recording's first out-of-memory implies: reserved memory reached `low` with
+ * no failure, and at the failure (after PyTorch released what it could) reserved memory plus the
+ * segment the request needed was more than the limit. Undefined without an out-of-memory or a
+ * recorded layout.
+ */
+export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | undefined): ImpliedLimit | undefined {
+  const e = trace.events
+  let oom = -1
+  for (let i = 0; i < e.kind.length; i++)
+    if (e.kind[i] === EventKind.oom) {
+      oom = i
+      break
+    }
+  const layout = recorded?.layout
+  if (oom < 0 || !layout) return undefined
+  const time = e.time[oom]!
+  let reserved = 0
+  let peak = 0
+  for (let k = 0; k < layout.op.length; k++) {
+    const t = layout.time[k]!
+    if (t > time) break
+    const op = layout.op[k]
+    if (op === LayoutOp.regionReserve || op === LayoutOp.map) reserved += layout.size[k]!
+    else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) reserved -= layout.size[k]!
+    if (reserved > peak) peak = reserved
+  }
+  const size = e.size[oom]!
+  const freeText = trace.meta.properties['pytorch.oom.device_free']
+  const deviceFree = freeText ? Number(freeText.split(',')[0]) : undefined
+  const need = allocationSize(size)
+  const device = deviceFree !== undefined && Number.isFinite(deviceFree) && deviceFree < need
+  return {
+    lowBytes: peak,
+    highBytes: device ? reserved + deviceFree! + 1 : reserved + need,
+    size,
+    stream: trace.tables.streams[e.stream[oom]!] ?? String(e.stream[oom]),
+    event: oom,
+    ...(deviceFree !== undefined && Number.isFinite(deviceFree) && { deviceFree }),
+    source: device ? 'device' : 'fraction',
+  }
+}
+
+// --- the configurations ----------------------------------------------------------------------------
+
+interface Config {
+  conf: string
+  kind: RowKind
+  label: string
+  /** A PyTorch configuration; undefined for a strategy row. */
+  parsed?: PytorchConf
+  strategy: string
+  params: Record<string, string>
+  notModelled: string[]
+  line?: string
+}
+
+/** The grid: the recorded settings, the defaults, each option alone at several values, sensible combinations. */
+export const GRID_CONFS: readonly string[] = [
+  '',
+  'expandable_segments:True',
+  'max_split_size_mb:64',
+  'max_split_size_mb:128',
+  'max_split_size_mb:256',
+  'max_split_size_mb:512',
+  'roundup_power2_divisions:2',
+  'roundup_power2_divisions:4',
+  'roundup_power2_divisions:8',
+  'roundup_power2_divisions:16',
+  'roundup_power2_divisions:[256:1,512:2,1024:4,>:8]',
+  'garbage_collection_threshold:0.6',
+  'garbage_collection_threshold:0.8',
+  'max_split_size_mb:128,roundup_power2_divisions:4',
+  'max_split_size_mb:256,garbage_collection_threshold:0.6',
+  'max_split_size_mb:64,max_non_split_rounding_mb:256',
+  'expandable_segments:True,roundup_power2_divisions:4',
+  'expandable_segments:True,garbage_collection_threshold:0.8',
+  'expandable_segments:True,max_split_size_mb:256',
+  'backend:cudaMallocAsync',
+]
+
+/** Further rows: vramscope's other strategies, which PyTorch cannot be told to use, sized from the trace. */
+function strategyRows(peakRequested: number): Config[] {
+  let pool = 1
+  while (pool < peakRequested * 2) pool *= 2
+  const rows: [string, Record<string, string>, string][] = [
+    ['cuda_malloc', {}, 'cudaMalloc per request (PYTORCH_NO_CUDA_MEMORY_CACHING=1)'],
+    ['vmm_growable', {}, 'one growing virtual-memory region'],
+    ['buddy', { pool_size: String(Math.max(pool, 1 << 30)) }, 'buddy allocator'],
+    ['caching', { preset: 'pow2' }, 'caching, power-of-two classes'],
+  ]
+  return rows.map(([strategy, params, label]) => ({
+    conf: [strategy, ...Object.entries(params).map(([k, v]) => `${k}=${v}`)].join(':'),
+    kind: 'strategy',
+    label,
+    strategy,
+    params,
+    notModelled: [],
+    ...(strategy === 'cuda_malloc' && { line: 'PYTORCH_NO_CUDA_MEMORY_CACHING=1' }),
+  }))
+}
+
+function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config {
+  let parsed: PytorchConf
+  try {
+    parsed = parsePytorchConf(text)
+  } catch (e) {
+    if (e instanceof ConfError) throw new WhatifError(`--conf '${text}': ${e.message}`)
+    throw e
+  }
+  const conf = formatPytorchConf(parsed)
+  const model: ConfModel = confModel(parsed, 0, deviceBytes)
+  return {
+    conf,
+    kind,
+    label: kind === 'recorded' ? `recorded (${conf || 'defaults'})` : conf || 'defaults',
+    parsed,
+    strategy: model.strategy,
+    params: model.params,
+    notModelled: model.notModelled,
+    line: confLine(conf),
+  }
+}
+
+// --- replays ---------------------------------------------------------------------------------------
+
+/** The trace with each out-of-memory replaced by its request: an alloc of a new id, freed at once. */
+export function withOomRequests(trace: RequestTrace): { trace: RequestTrace; ooms: number[] } {
+  const e = trace.events
+  const n = e.kind.length
+  let count = 0
+  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.oom) count++
+  if (count === 0) return { trace, ooms: [] }
+  let nextId = 0
+  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.alloc && e.id[i]! >= nextId) nextId = e.id[i]! + 1
+  const m = n + count
+  const out: TraceEvents = {
+    kind: new Uint8Array(m),
+    id: new Uint32Array(m),
+    size: new Float64Array(m),
+    stream: new Uint32Array(m),
+    device: new Uint16Array(m),
+    time: new Float64Array(m),
+    stack: new Int32Array(m),
+    tag: new Int32Array(m),
+  }
+  const ooms: number[] = []
+  let j = 0
+  const copy = (i: number): void => {
+    out.kind[j] = e.kind[i]!
+    out.id[j] = e.id[i]!
+    out.size[j] = e.size[i]!
+    out.stream[j] = e.stream[i]!
+    out.device[j] = e.device[i]!
+    out.time[j] = e.time[i]!
+    out.stack[j] = e.stack[i]!
+    out.tag[j] = e.tag[i]!
+    j++
+  }
+  for (let i = 0; i < n; i++) {
+    if (e.kind[i] !== EventKind.oom) {
+      copy(i)
+      continue
+    }
+    copy(i)
+    out.kind[j - 1] = EventKind.alloc
+    out.id[j - 1] = nextId
+    ooms.push(j - 1)
+    copy(i)
+    out.kind[j - 1] = EventKind.free
+    out.id[j - 1] = nextId
+    out.size[j - 1] = e.size[i]!
+    nextId++
+  }
+  const pool = (e as TraceEvents & { pool?: Uint32Array }).pool
+  if (pool) {
+    const p = new Uint32Array(m)
+    let k = 0
+    for (let i = 0; i < n; i++) {
+      p[k++] = pool[i]!
+      if (e.kind[i] === EventKind.oom) p[k++] = pool[i]!
+    }
+    ;(out as TraceEvents & { pool?: Uint32Array }).pool = p
+  }
+  return { trace: { ...trace, events: out }, ooms }
+}
+
+interface RunOptions {
+  limit: number | null
+  stopAtFailure: boolean
+  fragmentation: boolean
+  signal?: AbortSignal
+}
+
+class Runner {
+  replays = 0
+  eventsReplayed = 0
+  constructor(
+    private readonly trace: RequestTrace,
+    private readonly stored: readonly StrategyResult[],
+  ) {}
+
+  async run(config: Config, o: RunOptions): Promise<ReplayResult> {
+    const params = { ...config.params }
+    let cap: number | undefined
+    if (o.limit !== null) {
+      // PyTorch's limit is the per-process memory fraction: the model's max_reserved (what
+      // garbage collection is a fraction of). Other strategies get a device of that size.
+      if (config.parsed && config.strategy === 'caching') {
+        const existing = params['max_reserved']
+        params['max_reserved'] = String(existing ? Math.min(Number(existing), o.limit) : o.limit)
+      } else cap = o.limit
+    }
+    const target: ReplayTarget = { strategy: config.strategy, params, label: config.label }
+    const placement = placementFor(this.stored, { strategy: config.strategy, params })
+    if (placement.length > 0) target.regionPlacement = placement
+    const [result] = await replayTrace(this.trace, [target], {
+      layout: false,
+      buckets: 256,
+      ...(cap !== undefined && { cap }),
+      ...(o.stopAtFailure && { stopAtFailure: true }),
+      ...(!o.fragmentation && { fragmentation: false }),
+      ...(o.signal && { signal: o.signal }),
+    })
+    this.replays++
+    this.eventsReplayed += result!.summary.events
+    return result!
+  }
+}
+
+/** Reserved keeps growing while allocated does not: over the second half, reserved rises by 10 % or more while allocated's peak does not rise by 1 %. */
+function isGrowing(r: ReplayResult): boolean {
+  const b = r.buckets
+  const n = b.end.length
+  if (n < 8) return false
+  const half = n >> 1
+  let reservedMid = 0
+  let allocatedMid = 0
+  for (let k = 0; k < half; k++) {
+    reservedMid = Math.max(reservedMid, b.reservedMax[k]!)
+    allocatedMid = Math.max(allocatedMid, b.roundedMax[k]!)
+  }
+  let reservedEnd = 0
+  let allocatedEnd = 0
+  for (let k = half; k < n; k++) {
+    reservedEnd = Math.max(reservedEnd, b.reservedMax[k]!)
+    allocatedEnd = Math.max(allocatedEnd, b.roundedMax[k]!)
+  }
+  return reservedMid > 0 && reservedEnd >= reservedMid * 1.1 && allocatedEnd <= allocatedMid * 1.01
+}
+
+function segmentsOf(r: ReplayResult): number {
+  const d = r.summary.deviceCallDetail as unknown as Record<string, number>
+  return (d['regionAlloc'] ?? 0) + (d['vaReserve'] ?? 0)
+}
+
+async function evaluate(
+  config: Config,
+  runner: Runner,
+  limit: number | null,
+  deviceBytes: number,
+  search: boolean,
+  ooms: readonly number[],
+  tick: (label: string) => void,
+  signal?: AbortSignal,
+): Promise<Omit<WhatifRow, 'rank'>> {
+  let replays = 0
+  const counted = (label: string): void => {
+    replays++
+    tick(label)
+  }
+  const base = await runner.run(config, { limit, stopAtFailure: false, fragmentation: true, ...(signal && { signal }) })
+  counted(config.label)
+  const s = base.summary
+  const failureSet = new Set<number>()
+  let failedEvent = -1
+  for (const f of s.firstFailures) {
+    failureSet.add(f)
+    if (failedEvent < 0) failedEvent = f
+  }
+  // Unlimited figures: the search starts from them.
+  let unlimited = base
+  if (limit !== null) {
+    unlimited = await runner.run(config, { limit: null, stopAtFailure: false, fragmentation: false, ...(signal && { signal }) })
+    counted(config.label)
+  }
+  let smallest: number | null = null
+  if (search && unlimited.summary.failures === 0) {
+    // Any limit below peak allocated fails; the unlimited peak reserved fits (for garbage
+    // collection, whose threshold is a fraction of the limit, it is checked).
+    let lo = Math.max(unlimited.summary.peakRounded - 1, 0)
+    let hi = unlimited.summary.peakReserved
+    const fits = async (bytes: number): Promise<boolean> => {
+      const r = await runner.run(config, { limit: bytes, stopAtFailure: true, fragmentation: false, ...(signal && { signal }) })
+      counted(config.label)
+      return r.summary.failures === 0
+    }
+    while (!(await fits(hi))) {
+      lo = hi
+      if (hi >= deviceBytes) {
+        hi = -1
+        break
+      }
+      hi = Math.min(deviceBytes, Math.ceil(hi * 1.25))
+    }
+    if (hi > 0) {
+      while (hi - lo > Math.max(SEARCH_TOLERANCE * hi, 2 << 20)) {
+        const mid = Math.floor((lo + hi) / 2)
+        if (await fits(mid)) hi = mid
+        else lo = mid
+      }
+      smallest = hi
+    }
+  }
+  let oomReproduced = 0
+  for (const o of ooms) if (failureSet.has(o)) oomReproduced++
+  return {
+    conf: config.conf,
+    kind: config.kind,
+    label: config.label,
+    ...(config.line !== undefined && { line: config.line }),
+    strategy: config.strategy,
+    params: config.params,
+    peakReserved: s.peakReserved,
+    peakAllocated: s.peakRounded,
+    peakRequested: s.peakRequested,
+    segments: segmentsOf(base),
+    deviceCalls: s.deviceCalls,
+    fragmentationAtPeak: s.externalFragmentationAtPeak,
+    failures: s.failures,
+    firstFailureEvent: failedEvent,
+    oomReproduced,
+    smallestFittingBytes: smallest,
+    growing: isGrowing(unlimited),
+    replays,
+    ...(config.notModelled.length > 0 && { notRanked: `not modelled: ${config.notModelled.join(', ')}` }),
+  }
+}
+
+/** Ranks rows in place: no failures first, then the smallest fitting limit, then peak reserved. */
+function rank(rows: WhatifRow[]): void {
+  const ranked = rows.filter((r) => r.notRanked === undefined)
+  const key = (r: WhatifRow): [number, number, number] => [r.failures > 0 ? 1 : 0, r.smallestFittingBytes ?? Infinity, r.peakReserved]
+  ranked.sort((a, b) => {
+    const ka = key(a)
+    const kb = key(b)
+    return ka[0] - kb[0] || ka[1] - kb[1] || ka[2] - kb[2]
+  })
+  ranked.forEach((r, i) => (r.rank = i + 1))
+  rows.sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity))
+}
+
+/** Compares the recorded layout's segment events with a replay's (layout kept). */
+async function fidelityOf(config: Config, trace: RequestTrace, stored: readonly StrategyResult[], signal?: AbortSignal): Promise<WhatifFidelity | undefined> {
+  const recorded = stored.find(isRecorded)
+  const layout = recorded?.layout
+  if (!recorded || !layout) return undefined
+  const target: ReplayTarget = { strategy: config.strategy, params: config.params, label: config.label }
+  const placement = placementFor(stored, config)
+  if (placement.length > 0) target.regionPlacement = placement
+  const [r] = await replayTrace(trace, [target], { layout: true, buckets: 64, ...(signal && { signal }) })
+  const segmentOps = (op: ArrayLike<number>, size: ArrayLike<number>): string[] => {
+    const out: string[] = []
+    for (let k = 0; k < op.length; k++) {
+      const o = op[k]
+      if (o === LayoutOp.regionReserve || o === LayoutOp.map) out.push(`+${size[k]}`)
+      else if (o === LayoutOp.regionRelease || o === LayoutOp.unmap) out.push(`-${size[k]}`)
+    }
+    return out
+  }
+  const a = segmentOps(layout.op, layout.size)
+  const b = segmentOps(r!.layout.op, r!.layout.size)
+  let first = -1
+  for (let k = 0; k < Math.max(a.length, b.length); k++)
+    if (a[k] !== b[k]) {
+      first = k
+      break
+    }
+  const recordedPeak = recorded.summary?.['peakReserved'] ?? 0
+  return {
+    conf: config.conf,
+    recordedPeakReserved: recordedPeak,
+    replayedPeakReserved: r!.summary.peakReserved,
+    peakReservedError: recordedPeak > 0 ? (r!.summary.peakReserved - recordedPeak) / recordedPeak : 0,
+    recordedSegments: a.filter((x) => x.startsWith('+')).length,
+    replayedSegments: b.filter((x) => x.startsWith('+')).length,
+    firstSegmentDifference: first,
+    segmentEvents: a.length,
+  }
+}
+
+/** Runs the lab on an opened input. */
+export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>, options: WhatifOptions = {}): Promise<WhatifResult> {
+  const started = performance.now()
+  const deviceBytes = options.deviceBytes ?? DEFAULT_DEVICE_BYTES
+  const signal = options.signal
+  const cores = Math.max(1, options.concurrency ?? availableParallelism())
+  const recordedText = recordedConf(input.trace)
+  const { trace, ooms } = withOomRequests(input.trace)
+
+  const configs: Config[] = []
+  const seen = new Set<string>()
+  const add = (c: Config): void => {
+    const key = `${c.strategy}|${JSON.stringify(c.params)}`
+    if (seen.has(key)) return
+    seen.add(key)
+    configs.push(c)
+  }
+  if (options.confs && options.confs.length > 0) {
+    for (const text of options.confs) {
+      if (text === 'recorded') {
+        if (recordedText === undefined)
+          throw new WhatifError('--conf recorded: this trace carries no allocator settings (only PyTorch snapshots do); give the configuration it ran with')
+        add(pytorchConfig(recordedText, 'recorded', deviceBytes))
+      } else add(pytorchConfig(text, 'pytorch', deviceBytes))
+    }
+  } else {
+    if (recordedText !== undefined) add(pytorchConfig(recordedText, 'recorded', deviceBytes))
+    for (const text of GRID_CONFS) add(pytorchConfig(text, 'pytorch', deviceBytes))
+    if (options.strategies !== false) {
+      let peakRequested = 0
+      let live = 0
+      const sizes = new Map<number, number>()
+      const e = trace.events
+      for (let i = 0; i < e.kind.length; i++) {
+        if (e.kind[i] === EventKind.alloc) {
+          sizes.set(e.id[i]!, e.size[i]!)
+          live += e.size[i]!
+          if (live > peakRequested) peakRequested = live
+        } else if (e.kind[i] === EventKind.free) live -= sizes.get(e.id[i]!) ?? 0
+      }
+      for (const c of strategyRows(peakRequested)) add(c)
+    }
+  }
+
+  const recordedLayout = input.strategies.find(isRecorded)
+  const implied = impliedLimit(input.trace, recordedLayout)
+  let limit: WhatifResult['limit'] = { bytes: null, source: 'none' }
+  if (options.capBytes !== undefined && options.capBytes > 0) limit = { bytes: options.capBytes, source: 'option' }
+  else if (implied) limit = { bytes: implied.highBytes - 1, source: 'implied' }
+
+  const runner = new Runner(trace, input.strategies)
+  const search = options.search !== false
+  // An estimate for progress: a base run, an unlimited run under a limit, about eight searches.
+  const perConfig = 1 + (limit.bytes !== null ? 1 : 0) + (search ? 8 : 0)
+  let done = 0
+  let total = configs.length * perConfig + (recordedText !== undefined ? 1 : 0)
+  const tick = (label: string): void => {
+    done++
+    if (done > total) total = done + 1
+    options.onProgress?.({ done, total, fraction: done / total, label })
+  }
+
+  const rows: WhatifRow[] = new Array(configs.length)
+  let next = 0
+  const worker = async (): Promise<void> => {
+    while (next < configs.length) {
+      if (signal?.aborted) throw cancelledError(signal.reason)
+      const i = next++
+      rows[i] = { ...(await evaluate(configs[i]!, runner, limit.bytes, deviceBytes, search, ooms, tick, signal)), rank: 0 }
+    }
+  }
+  const fidelityConfig = configs.find((c) => c.kind === 'recorded')
+  const [fidelity] = await Promise.all([
+    fidelityConfig ? fidelityOf(fidelityConfig, trace, input.strategies, signal).finally(() => tick('fidelity')) : Promise.resolve(undefined),
+    ...Array.from({ length: Math.min(cores, configs.length) }, worker),
+  ])
+  rank(rows)
+  const elapsedMs = performance.now() - started
+  return {
+    events: input.trace.events.kind.length,
+    ...(recordedText !== undefined && { recordedConf: recordedText }),
+    limit,
+    ...(implied && { implied }),
+    deviceBytes,
+    rows,
+    ...(fidelity && { fidelity }),
+    elapsedMs,
+    replays: runner.replays,
+    eventsReplayed: runner.eventsReplayed,
+    cores,
+    eventsPerSecondPerCore: runner.eventsReplayed / (elapsedMs / 1000) / cores,
+  }
+}
