@@ -211,6 +211,10 @@ export interface ReplayOptions {
   walkBudgetPerEvent?: number
   /** The same for walks at new reserved peaks (default 4; 0: no limit). */
   peakWalkBudgetPerEvent?: number
+  /** Measure external fragmentation (default true). false: no walks and no re-run to the peak; the buckets' fragmentation columns are NaN, externalFragmentationAtPeak NaN, largestFreeBlockAtPeak and freeBytesAtPeak 0. */
+  fragmentation?: boolean
+  /** End each target's replay at its first failed allocation (default false): summary.stoppedAtFailure, failures 1, firstFailures[0] the event; events counts those replayed. */
+  stopAtFailure?: boolean
   /** Events between progress reports and cancel checks (default 65536). */
   progressInterval?: number
   /** Asked at each progress report (on the JS thread); true stops the replay with CANCELLED. */
@@ -294,6 +298,8 @@ export interface ReplaySummary {
   failures: number
   firstFailures: Uint32Array
   failedBytes: number
+  /** options.stopAtFailure ended this target's replay at its first failure. */
+  stoppedAtFailure: boolean
   deviceCalls: number
   deviceCallDetail: DeviceCalls
   resets: number

@@ -104,6 +104,8 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.reset_at_markers = flag("resetAtMarkers", "options.resetAtMarkers", o.reset_at_markers);
   o.full_metrics = flag("fullMetrics", "options.fullMetrics", o.full_metrics);
   o.layout = flag("layout", "options.layout", o.layout);
+  o.fragmentation = flag("fragmentation", "options.fragmentation", o.fragmentation);
+  o.stop_at_failure = flag("stopAtFailure", "options.stopAtFailure", o.stop_at_failure);
   Napi::Value cancel = v.Get("shouldCancel");
   if (!cancel.IsUndefined()) {
     if (!cancel.IsFunction())
@@ -136,6 +138,7 @@ Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
   n("failures", s.failures);
   o.Set("firstFailures", typed_array(env, s.first_failures));
   n("failedBytes", s.failed_bytes);
+  o.Set("stoppedAtFailure", Napi::Boolean::New(env, s.stopped_at_failure));
   n("deviceCalls", s.device_calls);
   o.Set("deviceCallDetail", device_calls_object(env, s.device_call_detail));
   n("resets", s.resets);

@@ -431,6 +431,10 @@ class target_replay {
         player_.apply(e_, i, s);
         tracer_.drain();
         after_event(i, alloc_.live_counters());
+        if (VRAMSCOPE_UNLIKELY(s.failures != 0 && options_.stop_at_failure)) {
+          stop_after(i);
+          break;
+        }
         if (VRAMSCOPE_UNLIKELY(i + 1 == next_progress)) {
           next_progress += interval;
           check_cancel_();
@@ -441,7 +445,7 @@ class target_replay {
       rethrow_in_context("target '" + target_.label + "', " + at_event(i));
     }
     alloc_.set_tracer(nullptr);
-    finish(n);
+    finish(s.stopped_at_failure ? i + 1 : n);
     if (progress) progress({target_index, target_count, n, n});
     s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
                     .count();
@@ -477,6 +481,19 @@ class target_replay {
     current_.start();
   }
 
+  // stop_at_failure: the replay ends after event i, the failed allocation. The bucket it falls in
+  // closes there, and the full metrics keep only the rows replayed.
+  VRAMSCOPE_NOINLINE void stop_after(std::size_t i) {
+    r_.summary.stopped_at_failure = true;
+    const bool closed = !r_.buckets.end.empty() && r_.buckets.end.back() == i + 1;
+    if (next_bucket_end_ != 0 && !closed) close_bucket(i, alloc_.live_counters());
+    next_bucket_end_ = 0;
+    if (options_.full_metrics)
+      for (auto* v :
+           {&r_.full.requested, &r_.full.rounded, &r_.full.reserved, &r_.full.device_calls})
+        v->resize(i + 1);
+  }
+
   // After event i: peaks, the full row, the running bucket.
   void after_event(std::size_t i, const allocator::counters& c) {
     replay_summary& s = r_.summary;
@@ -504,6 +521,7 @@ class target_replay {
     s.peak_reserved = c.reserved_live;
     s.peak_reserved_event = i;
     s.internal_waste_at_peak = c.rounded_live - c.requested_live;  // docs/architecture.md#metrics
+    if (!options_.fragmentation) return;  // nothing measured, nothing to re-run
     peak_measured_ = peak_budget_.allows(expected_walk_cost_, i + 1);
     if (peak_measured_) note_peak_free_space(walk(i, peak_budget_));
   }
@@ -529,7 +547,7 @@ class target_replay {
     m.reserved_max.push_back(static_cast<double>(current_.reserved_max));
     m.reserved_last.push_back(static_cast<double>(c.reserved_live));
     m.device_calls.push_back(static_cast<double>(c.device_calls.total()));
-    if (bucket_budget_.allows(expected_walk_cost_, i + 1)) {
+    if (options_.fragmentation && bucket_budget_.allows(expected_walk_cost_, i + 1)) {
       const free_space_meter::result w = walk(i, bucket_budget_);
       m.external_fragmentation.push_back(w.external_fragmentation());
       m.largest_free_block.push_back(static_cast<double>(w.largest_free_block));
@@ -571,7 +589,9 @@ class target_replay {
     s.final_rounded = end.rounded_live;
     s.final_reserved = end.reserved_live;
     s.live_blocks = end.live_blocks;
-    if (!peak_measured_) {
+    if (!options_.fragmentation) {
+      s.external_fragmentation_at_peak = std::numeric_limits<double>::quiet_NaN();
+    } else if (!peak_measured_) {
       note_peak_free_space(
           measure_after(e_, target_, options_, ids_, s.peak_reserved_event, check_cancel_));
       s.peak_measured_by_rerun = true;

@@ -314,6 +314,70 @@ TEST("replay: under a cap, requests that do not fit fail, are counted, and the r
   CHECK_EQ(replay_one(t, own, o).summary.failures, std::uint64_t{5});
 }
 
+TEST("replay: stop_at_failure ends a target at its first failed allocation") {
+  trace t;
+  std::vector<std::uint32_t> ids;
+  for (int i = 0; i < 10; ++i) ids.push_back(t.alloc(3 * MiB));  // the sixth does not fit 16 MiB
+  for (std::uint32_t id : ids) t.free(id);
+  replay_options o;
+  o.capacity = 16 * MiB;
+  o.stop_at_failure = true;
+  o.full_metrics = true;
+  o.buckets = 4;
+  const replay_result r = replay_one(t, {"cuda_malloc", "cuda_malloc", {}, {}}, o);
+  const replay_summary& s = r.summary;
+  CHECK(s.stopped_at_failure);
+  CHECK_EQ(s.failures, std::uint64_t{1});
+  REQUIRE(s.first_failures.size() == 1);
+  CHECK_EQ(s.first_failures[0], std::uint32_t{5});
+  CHECK_EQ(s.events, std::uint64_t{6});  // the failed one included
+  CHECK_EQ(s.allocs, std::uint64_t{6});
+  CHECK_EQ(s.frees, std::uint64_t{0});
+  CHECK_EQ(s.live_blocks, std::uint64_t{5});
+  CHECK_EQ(r.full.requested.size(), std::size_t{6});
+  // Buckets end at 5 (of 20 events), then at the failure.
+  REQUIRE(r.buckets.end.size() == 2);
+  CHECK_EQ(r.buckets.end[0], std::uint32_t{5});
+  CHECK_EQ(r.buckets.end[1], std::uint32_t{6});
+  // A failure exactly at a bucket's end closes no second bucket there.
+  o.buckets = 10;  // ends at 2, 4, 6, ...
+  const replay_result at_end = replay_one(t, {"cuda_malloc", "cuda_malloc", {}, {}}, o);
+  REQUIRE(at_end.buckets.end.size() == 3);
+  CHECK_EQ(at_end.buckets.end[2], std::uint32_t{6});
+  // Without a failure the option changes nothing.
+  o.capacity = 0;
+  const replay_result whole = replay_one(t, {"cuda_malloc", "cuda_malloc", {}, {}}, o);
+  CHECK(!whole.summary.stopped_at_failure);
+  CHECK_EQ(whole.summary.events, std::uint64_t{t.count()});
+  CHECK_EQ(whole.summary.failures, std::uint64_t{0});
+}
+
+TEST("replay: fragmentation=false makes no walks and no re-run, with the same counters") {
+  const trace t = random_trace(3000, 4 * MiB, 7);
+  for (const char* strategy : {"caching", "cuda_malloc"}) {
+    replay_options on;
+    on.walk_budget_per_event = 0;
+    replay_options off = on;
+    off.fragmentation = false;
+    const replay_result a = replay_one(t, {strategy, strategy, {}, {}}, on);
+    const replay_result b = replay_one(t, {strategy, strategy, {}, {}}, off);
+    CHECK_EQ(b.summary.fragmentation_walks, std::uint64_t{0});
+    CHECK_EQ(b.summary.walked_blocks, std::uint64_t{0});
+    CHECK(!b.summary.peak_measured_by_rerun);
+    CHECK(std::isnan(b.summary.external_fragmentation_at_peak));
+    CHECK_EQ(b.summary.largest_free_block_at_peak, std::uint64_t{0});
+    CHECK_EQ(b.summary.free_bytes_at_peak, std::uint64_t{0});
+    for (double f : b.buckets.external_fragmentation) CHECK(std::isnan(f));
+    for (double f : b.buckets.free_bytes) CHECK(std::isnan(f));
+    CHECK(a.summary.fragmentation_walks > 0);
+    CHECK_EQ(b.summary.peak_reserved, a.summary.peak_reserved);
+    CHECK_EQ(b.summary.peak_reserved_event, a.summary.peak_reserved_event);
+    CHECK_EQ(b.summary.internal_waste_at_peak, a.summary.internal_waste_at_peak);
+    CHECK(b.buckets.reserved_max == a.buckets.reserved_max);
+    CHECK(b.layout.op == a.layout.op);
+  }
+}
+
 TEST("replay: markers reset the arena; blocks live then are dropped and their frees ignored") {
   trace t;
   const std::uint32_t a = t.alloc(1000), b = t.alloc(5000);

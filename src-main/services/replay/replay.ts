@@ -65,6 +65,10 @@ export interface ReplayOptions {
   walkBudgetPerEvent?: number
   /** The same for walks at new reserved peaks (default 4; 0: no limit). */
   peakWalkBudgetPerEvent?: number
+  /** Measure external fragmentation (default true); false skips every walk (fragmentation figures NaN or 0): faster, for searches. */
+  fragmentation?: boolean
+  /** End each target's replay at its first failed allocation (default false); summary.stoppedAtFailure says so. For a search over caps. */
+  stopAtFailure?: boolean
   /** Called every 65536 events of each target and at each target's end. */
   onProgress?: (progress: ReplayProgressInfo) => void
   /** Aborting stops the replay: the promise rejects with code CANCELLED and no results. */
@@ -79,6 +83,8 @@ const OPTION_NAMES = [
   'layout',
   'walkBudgetPerEvent',
   'peakWalkBudgetPerEvent',
+  'fragmentation',
+  'stopAtFailure',
   'onProgress',
   'signal',
 ] as const
@@ -214,7 +220,7 @@ function checkOptions(options: unknown): ReplayOptions {
   for (const key of Object.keys(options))
     if (!(OPTION_NAMES as readonly string[]).includes(key)) throw badArgument('range', `options.${key}: no such replay option (${OPTION_NAMES.join(', ')})`)
   const o = options as ReplayOptions
-  for (const name of ['resetAtMarkers', 'fullMetrics', 'layout'] as const)
+  for (const name of ['resetAtMarkers', 'fullMetrics', 'layout', 'fragmentation', 'stopAtFailure'] as const)
     if (o[name] !== undefined && typeof o[name] !== 'boolean') throw badArgument('type', `options.${name} must be a boolean, got ${describe(o[name])}`)
   for (const name of ['buckets', 'walkBudgetPerEvent', 'peakWalkBudgetPerEvent'] as const)
     if (o[name] !== undefined) checkCount(`options.${name}`, o[name], false)
@@ -245,6 +251,8 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   if (o.layout !== undefined) native.layout = o.layout
   if (o.walkBudgetPerEvent !== undefined) native.walkBudgetPerEvent = o.walkBudgetPerEvent
   if (o.peakWalkBudgetPerEvent !== undefined) native.peakWalkBudgetPerEvent = o.peakWalkBudgetPerEvent
+  if (o.fragmentation !== undefined) native.fragmentation = o.fragmentation
+  if (o.stopAtFailure !== undefined) native.stopAtFailure = o.stopAtFailure
   if (signal) native.shouldCancel = () => signal.aborted
   const { onProgress } = o
   const report = onProgress

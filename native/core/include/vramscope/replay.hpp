@@ -89,6 +89,14 @@ struct replay_options {
   // would otherwise walk after every event). When the final peak was not walked, a second, bare
   // run up to it measures it: the fragmentation at the peak is always exact. 0: no limit.
   std::uint64_t peak_walk_budget_per_event = 4;
+  // Measure external fragmentation at all. Off: no walks and no re-run to the peak; the
+  // fragmentation columns of the buckets are NaN, and the summary's figures at the peak are NaN
+  // (external_fragmentation_at_peak) and 0 (largest_free_block_at_peak, free_bytes_at_peak).
+  bool fragmentation = true;
+  // End each target's replay at its first failed allocation (a search over device caps only needs
+  // to know whether a cap fits). The summary then has stopped_at_failure, failures 1 and the
+  // event in first_failures; events counts the events replayed, the failed one included.
+  bool stop_at_failure = false;
   std::size_t progress_interval = 65536;  // events between progress calls and cancel checks
 };
 
@@ -141,7 +149,8 @@ struct replay_summary {
   std::uint64_t failures = 0;
   std::vector<std::uint32_t> first_failures;  // at most 16
   std::uint64_t failed_bytes = 0;
-  std::uint64_t device_calls = 0;  // total at the end (device_call_counts::total)
+  bool stopped_at_failure = false;  // replay_options::stop_at_failure ended the replay early
+  std::uint64_t device_calls = 0;   // total at the end (device_call_counts::total)
   device_call_counts device_call_detail;
   std::uint64_t resets = 0;               // markers at which the strategy was reset
   std::uint64_t dropped_by_reset = 0;     // blocks live at a reset

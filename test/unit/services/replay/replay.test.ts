@@ -214,6 +214,33 @@ describe('replay options and results', () => {
     assert.equal(sameInBytes.summary.failures, 6)
   })
 
+  it('stopAtFailure ends at the first failure; fragmentation: false makes no walks', async () => {
+    const events = allocateEvents(30)
+    for (let i = 0; i < 30; i++) {
+      events.kind[i] = EventKind.alloc
+      events.id[i] = i
+      events.size[i] = 1 * GiB
+      events.time[i] = i
+    }
+    const trace: RequestTrace = {
+      meta: { source: 'synthetic', warnings: [], properties: {} },
+      events,
+      tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+    }
+    const [stopped] = await replayTrace(trace, [{ strategy: 'cuda_malloc' }], { cap: '24GiB', stopAtFailure: true, fragmentation: false })
+    assert.equal(stopped!.summary.stoppedAtFailure, true)
+    assert.equal(stopped!.summary.failures, 1)
+    assert.equal(stopped!.summary.firstFailures[0], 24)
+    assert.equal(stopped!.summary.events, 25)
+    assert.equal(stopped!.summary.fragmentationWalks, 0)
+    assert.ok(Number.isNaN(stopped!.summary.externalFragmentationAtPeak))
+    assert.ok(Array.from(stopped!.buckets.externalFragmentation).every((f) => Number.isNaN(f)))
+    const [whole] = await replayTrace(trace, [{ strategy: 'cuda_malloc' }], { cap: '24GiB' })
+    assert.equal(whole!.summary.stoppedAtFailure, false)
+    assert.equal(whole!.summary.failures, 6)
+    await assert.rejects(replayTrace(trace, [{ strategy: 'cuda_malloc' }], { stopAtFailure: 1 as never }), /options\.stopAtFailure must be a boolean/)
+  })
+
   it('markers reset the arena unless told not to', async () => {
     const trace = randomTrace(5000, 3)
     const [reset] = await replayTrace(trace, [{ strategy: 'arena', params: { reserve: '1GiB' } }])
