@@ -10,6 +10,8 @@
 //   load     scripts/bench/trace-file.ts: opening a 1 M-event trace file, beside bare binary columns
 //            and JSON
 //   import   scripts/bench/import-pytorch.ts: PyTorch snapshot import, beside memory_viz's unpickler
+//   whatif   scripts/bench/whatif.ts: the what-if lab's grid on a 1 M-event PyTorch trace, beside
+//            one replay of the same events
 //   ui       scripts/bench/renderer.ts: frame time and first paint in Chromium, beside a plain
 //            canvas drawing and memory_viz's page (where /usr/bin/chromium or CHROMIUM exists)
 // A part that cannot run here says why, in the table. memory_viz (PyTorch's code, never in this
@@ -30,7 +32,7 @@ import { join, resolve } from 'node:path'
 import type { Figure, FigureFile } from './figures.ts'
 
 const ROOT = resolve(import.meta.dirname, '..', '..')
-const PARTS = ['pairs', 'torch', 'replay', 'load', 'import', 'ui'] as const
+const PARTS = ['pairs', 'torch', 'replay', 'load', 'import', 'whatif', 'ui'] as const
 type Part = (typeof PARTS)[number]
 
 interface Options {
@@ -411,6 +413,11 @@ async function measure(o: Options, out: string): Promise<string[]> {
     const code = await tsx('import-pytorch.ts', args)
     if (code !== 0) skipped.push(`import: import-pytorch.ts exited ${code}`)
   }
+  if (o.only.has('whatif')) {
+    announce('whatif', "the what-if lab's grid on a 1 M-event trace (scripts/bench/whatif.ts)")
+    const code = await tsx('whatif.ts', ['--json', join(out, 'whatif.json'), '--runs', o.quick ? '1' : '3'])
+    if (code !== 0) skipped.push(`what-if lab: whatif.ts exited ${code}`)
+  }
   if (o.only.has('ui')) {
     const browser = chromium()
     if (!browser) skipped.push('renderer: no Chromium here (/usr/bin/chromium, or CHROMIUM=PATH)')
@@ -457,7 +464,7 @@ function collect(dir: string): { header: string[]; figures: Figure[]; skipped: s
       `replay (vramscope_bench replay): ${replay.events.toLocaleString('en')} events, the median of ${replay.reps} runs, ${replay.clock.includes('cpu') ? "the thread's CPU time" : 'wall time'}, on the machine of the run in ${dir}`,
     )
   }
-  for (const name of ['trace-load.json', 'import.json', 'renderer.json']) {
+  for (const name of ['trace-load.json', 'import.json', 'whatif.json', 'renderer.json']) {
     const f = read<FigureFile>(name)
     if (!f) continue
     figures.push(...f.figures)

@@ -108,7 +108,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
   const header = ['#', 'configuration', 'peak reserved', 'peak allocated', 'segments', 'device calls', 'frag. at peak', 'failures', 'smallest fitting']
   const table = result.rows.map((r) => [
     r.rank > 0 ? String(r.rank) : '-',
-    `${r.label}${r.growing ? ' (reserved keeps growing)' : ''}${r.notRanked ? ` (${r.notRanked})` : ''}`,
+    `${r.label}${r.growing ? ' (reserved keeps growing)' : ''}`,
     formatBytes(r.peakReserved),
     formatBytes(r.peakAllocated),
     formatValue(r.segments, 'count'),
@@ -119,6 +119,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
   ])
   lines.push(renderTable(header, table))
   lines.push('')
+  for (const r of result.rows) if (r.notRanked) lines.push(`not ranked: ${r.label}: ${r.notRanked}`)
   const best = result.rows.find((r) => r.rank === 1)
   if (best) lines.push(`best: ${best.line ?? best.label}`)
   const f = result.fidelity

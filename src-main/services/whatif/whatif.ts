@@ -24,6 +24,7 @@ import {
 import { isRecorded } from '../../../src-shared/compare.ts'
 import type { OpenedInput } from '../import/open-input.ts'
 import { placementFor } from '../replay/replay-input.ts'
+import { findStrategy } from '../replay/allocators.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
 import { EventKind, type RequestTrace, type TraceEvents } from '../trace/model.ts'
 
@@ -276,6 +277,13 @@ function strategyRows(peakRequested: number): Config[] {
   }))
 }
 
+/** Why a strategy row stands beside the ranking rather than in it. */
+function strategyNote(c: Config): string {
+  return c.strategy === 'cuda_malloc'
+    ? 'no caching: a cudaMalloc and cudaFree per request, each synchronizing the device'
+    : 'not a PyTorch allocator setting: for comparison'
+}
+
 function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config {
   let parsed: PytorchConf
   try {
@@ -286,6 +294,13 @@ function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config
   }
   const conf = formatPytorchConf(parsed)
   const model: ConfModel = confModel(parsed, 0, deviceBytes)
+  // A setting this build's model lacks is named, and the row left unranked, not guessed.
+  const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
+  for (const key of Object.keys(model.params))
+    if (!known.has(key)) {
+      model.notModelled.push(key)
+      delete model.params[key]
+    }
   return {
     conf,
     kind,
@@ -510,10 +525,14 @@ async function evaluate(
     growing: isGrowing(unlimited),
     replays,
     ...(config.notModelled.length > 0 && { notRanked: `not modelled: ${config.notModelled.join(', ')}` }),
+    ...(config.kind === 'strategy' && { notRanked: strategyNote(config) }),
   }
 }
 
-/** Ranks rows in place: no failures first, then the smallest fitting limit, then peak reserved. */
+/**
+ * Ranks the PyTorch configurations in place: no failures first, then the smallest fitting limit,
+ * then peak reserved. Strategy rows and settings the model leaves out follow, unranked.
+ */
 function rank(rows: WhatifRow[]): void {
   const ranked = rows.filter((r) => r.notRanked === undefined)
   const key = (r: WhatifRow): [number, number, number] => [r.failures > 0 ? 1 : 0, r.smallestFittingBytes ?? Infinity, r.peakReserved]
@@ -523,7 +542,7 @@ function rank(rows: WhatifRow[]): void {
     return ka[0] - kb[0] || ka[1] - kb[1] || ka[2] - kb[2]
   })
   ranked.forEach((r, i) => (r.rank = i + 1))
-  rows.sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity))
+  rows.sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity) || (a.smallestFittingBytes ?? Infinity) - (b.smallestFittingBytes ?? Infinity))
 }
 
 /** Compares the recorded layout's segment events with a replay's (layout kept). */
@@ -577,7 +596,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   const configs: Config[] = []
   const seen = new Set<string>()
   const add = (c: Config): void => {
-    const key = `${c.strategy}|${JSON.stringify(c.params)}`
+    const key = c.kind === 'strategy' ? `${c.strategy}|${JSON.stringify(c.params)}` : c.conf
     if (seen.has(key)) return
     seen.add(key)
     configs.push(c)
