@@ -30,7 +30,7 @@ import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } fro
 import { describeTrace } from './analysis/inspect.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replayBundle } from './replay/replay-input.ts'
+import { placementFor, replayBundle, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
@@ -492,7 +492,9 @@ export class AppSession {
         throw new ApiError('BAD_INPUT', `cap: ${(e as Error).message}`)
       }
     }
-    specs = chosenTargets(specs, request.targets)
+    // A PyTorch-policy target given no settings replays under the snapshot's recorded ones; its
+    // label says which ("caching (pytorch) [max_split_size_mb:128]").
+    specs = chosenTargets(specs, request.targets).map((spec) => withRecordedSettings(spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }

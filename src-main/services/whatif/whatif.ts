@@ -11,19 +11,12 @@ import { availableParallelism } from 'node:os'
 
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
-import {
-  ConfError,
-  confLine,
-  confModel,
-  confOfSnapshotSettings,
-  formatPytorchConf,
-  parsePytorchConf,
-  type ConfModel,
-  type PytorchConf,
-} from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confLine, confModel, formatPytorchConf, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import type { OpenedInput } from '../import/open-input.ts'
-import { placementFor } from '../replay/replay-input.ts'
+import { placementFor, recordedConf } from '../replay/replay-input.ts'
+
+export { recordedConf, recordedSettings } from '../replay/replay-input.ts'
 import { findStrategy } from '../replay/allocators.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
 import { EventKind, type RequestTrace, type TraceEvents } from '../trace/model.ts'
@@ -144,28 +137,6 @@ export class WhatifError extends Error {
 }
 
 // --- the recorded configuration and the implied limit --------------------------------------------
-
-/** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
-export function recordedSettings(trace: RequestTrace): Record<string, unknown> | undefined {
-  const prefix = 'pytorch.allocator.'
-  const settings: Record<string, unknown> = {}
-  let any = false
-  for (const [k, v] of Object.entries(trace.meta.properties)) {
-    if (!k.startsWith(prefix)) continue
-    any = true
-    const key = k.slice(prefix.length)
-    try {
-      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
-    } catch {
-      settings[key] = v
-    }
-  }
-  return any ? settings : undefined
-}
-
-export function recordedConf(trace: RequestTrace): string | undefined {
-  return confOfSnapshotSettings(recordedSettings(trace))
-}
 
 /** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
 function allocationSize(size: number): number {
