@@ -143,6 +143,7 @@ class EventShape {
   time = -1
   frames = -1
   metadata = -1
+  deviceFree = -1
 
   match(pairs: readonly PickleValue[]): void {
     const keys = this.keys
@@ -156,7 +157,7 @@ class EventShape {
 
   private learn(pairs: readonly PickleValue[]): void {
     this.keys = new Array(pairs.length)
-    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = -1
+    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = this.deviceFree = -1
     // A repeated key: the later position wins, as in the dict.
     for (let i = 0; i < pairs.length; i += 2) {
       const key = pairs[i]
@@ -168,6 +169,7 @@ class EventShape {
       else if (key === 'time_us') this.time = i + 1
       else if (key === 'frames') this.frames = i + 1
       else if (key === 'user_metadata') this.metadata = i + 1
+      else if (key === 'device_free') this.deviceFree = i + 1
     }
   }
 }
@@ -193,6 +195,8 @@ class DeviceState {
   readonly reserveRow = new Map<number, number>()
   /** Addresses of segment_map events (expandable segments). */
   readonly mapped: number[] = []
+  /** device_free of each oom event, in order (-1 where the entry gives none). */
+  readonly oomDeviceFree: number[] = []
   /** A free_requested whose layout event waits for the next event: one free, or free_pending. */
   held = -1
   heldAddress = 0
@@ -289,7 +293,7 @@ export class SnapshotMapper implements DecodedEventSink {
     this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
     const s = this.state(device)
     if (s === null) return
-    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown
+    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown, deviceFree: unknown
     if (item instanceof PickleDict) {
       const pairs = dictPairs(item)
       const shape = this.shape
@@ -301,6 +305,7 @@ export class SnapshotMapper implements DecodedEventSink {
       time = shape.time < 0 ? undefined : pairs[shape.time]
       frames = shape.frames < 0 ? undefined : pairs[shape.frames]
       metadata = shape.metadata < 0 ? undefined : pairs[shape.metadata]
+      deviceFree = shape.deviceFree < 0 ? undefined : pairs[shape.deviceFree]
     } else if (isDict(item)) {
       action = field(item, 'action')
       addrValue = field(item, 'addr')
@@ -309,10 +314,22 @@ export class SnapshotMapper implements DecodedEventSink {
       time = field(item, 'time_us')
       frames = field(item, 'frames')
       metadata = field(item, 'user_metadata')
+      deviceFree = field(item, 'device_free')
     } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
     if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
+    // An oom entry carries the device's free bytes (device_free) where other entries have addr
+    // (an older PyTorch wrote it as addr); addr of an oom is that value, -1 when it has neither.
+    let addrKey = 'addr'
+    if (action === 'oom') {
+      if (deviceFree !== undefined) {
+        addrValue = deviceFree
+        addrKey = 'device_free'
+      } else addrValue ??= -1
+    }
     const addr =
-      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
+      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && (addrValue >= 0 || (addrValue === -1 && action === 'oom'))
+        ? addrValue
+        : this.badInteger(addrKey, addrValue, offset, device, index)
     const size =
       typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0
         ? sizeValue
@@ -352,7 +369,8 @@ export class SnapshotMapper implements DecodedEventSink {
   /**
    * One event the fast lane (pickle-reader.ts) read and checked: the same effects as event() for
    * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
-   * (internStack) for alloc and oom, whatever else for other actions.
+   * (internStack) for alloc and oom, whatever else for other actions. For oom, `addr` is its
+   * device_free (-1 when it has none), as event() reads it.
    */
   decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void {
     if (this.eventCounts[device] === undefined) this.newDevice(undefined, `device_traces[${device}]`)
@@ -477,6 +495,7 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
       case 'oom':
+        s.oomDeviceFree.push(addr)
         s.events.push(
           EventKind.oom,
           0,
@@ -736,7 +755,7 @@ export class SnapshotMapper implements DecodedEventSink {
       overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
       overflow.synthesizedSegments += s.overflow.synthesizedSegments
     }
-    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol)
+    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol, oomDeviceFree(events, ordered))
   }
 
   /** The import from its finished columns: warnings, properties, tables. */
@@ -750,6 +769,7 @@ export class SnapshotMapper implements DecodedEventSink {
     plainSettings: [string, unknown][],
     format: 'pickle' | 'json',
     protocol: number | undefined,
+    deviceFree: string | undefined,
   ): PytorchImport {
     const warnings: string[] = []
     if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
@@ -785,6 +805,7 @@ export class SnapshotMapper implements DecodedEventSink {
     properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
     properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
     properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
+    if (deviceFree !== undefined) properties['pytorch.oom.device_free'] = deviceFree
 
     const trace: RequestTrace = {
       meta: { source: 'pytorch-snapshot', origin: this.options.origin ?? basename(this.file), warnings, properties },
@@ -940,6 +961,26 @@ export class SnapshotMapper implements DecodedEventSink {
     yield* s.layout.moveTo(layout, synthRows, t0)
     return recordedResult(s.device, layout, settings, several)
   }
+}
+
+/**
+ * device_free of the trace's oom events, in their order in the merged events, comma-separated (an
+ * empty item where the entry gave none); undefined when there are none.
+ */
+function oomDeviceFree(events: TraceEvents, states: DeviceState[]): string | undefined {
+  if (!states.some((s) => s.oomDeviceFree.length > 0)) return undefined
+  const next = new Map<number, number>()
+  const byDevice = new Map(states.map((s) => [s.device, s.oomDeviceFree]))
+  const out: string[] = []
+  for (let i = 0; i < events.kind.length; i++) {
+    if (events.kind[i] !== EventKind.oom) continue
+    const d = events.device[i]!
+    const k = next.get(d) ?? 0
+    next.set(d, k + 1)
+    const free = byDevice.get(d)?.[k] ?? -1
+    out.push(free < 0 ? '' : String(free))
+  }
+  return out.join(',')
 }
 
 function where(device: number, index: number): string {
