@@ -73,5 +73,6 @@ export function formatCount(n: number): string {
   if (abs >= 1e9) return `${(n / 1e9).toFixed(2)} G`
   if (abs >= 1e6) return `${(n / 1e6).toFixed(2)} M`
   if (abs >= 1e4) return `${(n / 1e3).toFixed(1)} k`
-  return Number.isInteger(n) ? String(n) : n.toFixed(2)
+  if (abs >= 100 || Number.isInteger(n)) return String(Math.round(n))
+  return n.toPrecision(3)
 }
