@@ -27,6 +27,8 @@ export interface TraceEvents {
   stack: Int32Array
   /** Index into TraceTables.tags, or -1. */
   tag: Int32Array
+  /** Optional: the memory pool of each alloc, 0 the default pools, k > 0 private pool k (a CUDA graph's mempool). */
+  pool?: Uint32Array
 }
 
 export interface Frame {
