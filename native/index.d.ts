@@ -178,6 +178,8 @@ export interface ReplayEventColumns {
   stream: Uint32Array
   /** Nanoseconds: the simulated clock, so that stream-ordered frees complete in the trace's time. */
   time: Float64Array
+  /** Optional: the memory pool each alloc is served from, 0 the default pools, k > 0 private pool k (a CUDA graph's mempool). */
+  pool?: Uint32Array
 }
 
 export interface ReplayTargetSpec {

@@ -42,6 +42,11 @@ request_column_vectors read_events(const Napi::Value& value) {
   const std::size_t n = e.kind.size();
   if (e.id.size() != n || e.size.size() != n || e.stream.size() != n || e.time.size() != n)
     throw coded_type_error(env, "events.kind, id, size, stream and time must have one length");
+  if (!o.Get("pool").IsUndefined()) {
+    e.pool = copy_column<std::uint32_t>(o, "pool", napi_uint32_array, "Uint32Array");
+    if (e.pool.size() != n)
+      throw coded_type_error(env, "events.pool must have one entry per event, as events.kind");
+  }
   return e;
 }
 

@@ -235,6 +235,10 @@ class player {
     switch (static_cast<request_kind>(e.kind[i])) {
       case request_kind::alloc: {
         ++s.allocs;
+        if (VRAMSCOPE_UNLIKELY(e.pool != nullptr && e.pool[i] != pool_)) {
+          pool_ = e.pool[i];
+          allocator_->use_pool(pool_);
+        }
         id_slot& slot = ids_[e.id[i]];
         if (VRAMSCOPE_UNLIKELY(slot.state == id_state::live && slot.epoch == epoch_))
           ++s.reused_live_ids;
@@ -325,6 +329,7 @@ class player {
   std::vector<id_slot> ids_;
   std::uint32_t epoch_ = 0;
   std::uint64_t live_ = 0;
+  std::uint32_t pool_ = 0;  // the memory pool allocations go to (request_columns::pool)
 };
 
 class cancel_check {

@@ -5,7 +5,15 @@
 // presets; the comments name the PyTorch function each branch follows); preset `pow2` rounds to
 // power-of-two classes. Thread-safe through the base class's lock. Cross-stream frees are deferred
 // by the base class; a block reaches do_deallocate once it may be reused on its own stream.
+//
+// Private pools (use_pool, a CUDA graph's mempool; PyTorch's PrivatePool): while pool k is
+// current, allocations come from pool k's own small and large pools, per stream, with segments of
+// their own; a free returns a block to its own pool. Private segments count toward reserved memory
+// and the cap but are never released (the graph is alive): not by trim, garbage collection nor the
+// out-of-memory retry, which PyTorch skips altogether while a pool is current.
+#include <deque>
 #include <map>
+#include <unordered_map>
 #include <vector>
 
 #include "caching_free_index.hpp"
@@ -35,6 +43,7 @@ class caching final : public allocator {
           "needs a per-process memory fraction)");
     collect_garbage_ = policy_.garbage_collection_threshold > 0;
     reuse_is_stream_ordered();  // a segment and its blocks belong to one stream
+    pools_.resize(2);           // the default small and large pools
   }
 
   ~caching() override {
@@ -46,14 +55,14 @@ class caching final : public allocator {
   // whose neighbours are in use. ------------------------------------------------------------------
   allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) override {
     const std::uint64_t size = policy_.round_size(bytes);
-    const unsigned pool = policy_.pool_of(size);
+    const unsigned pool = current_pools_ + policy_.pool_of(size);
     free_index& index = index_for(pool, stream);
     // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
-    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) ++free_block_searches_[pool];
+    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) ++pools_[pool].free_block_searches;
     const std::uint32_t n = index.take_exact(size);
     if (VRAMSCOPE_LIKELY(n != no_block)) {
       block_node& b = nodes_[n];
-      b.allocated = true;
+      b.state = live;
       cookie = n;
       return {b.address, size};
     }
@@ -63,9 +72,9 @@ class caching final : public allocator {
   // The cookie is the block's node.
   void do_deallocate(address_t address, std::uint64_t, std::uint32_t n, stream_t) override {
     block_node& b = nodes_[n];
-    VRAMSCOPE_ASSERT(b.allocated && b.address == address);
+    VRAMSCOPE_ASSERT(b.state == live && b.address == address);
     (void)address;
-    b.allocated = false;
+    b.state = cached;
     // Both paths are tail calls, so that this function needs no stack frame: the registers the
     // index insert needs would otherwise be saved and restored here around free_slow as well.
     if (VRAMSCOPE_UNLIKELY(is_free(b.prev) || is_free(b.next))) return free_slow(n);
@@ -74,7 +83,7 @@ class caching final : public allocator {
 
   VRAMSCOPE_NOINLINE void free_unmerged(std::uint32_t n) {
     block_node& b = nodes_[n];
-    b.gc_count_base = free_block_searches_[b.pool];
+    b.gc_count_base = pools_[b.pool].free_block_searches;
     b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
   }
 
@@ -105,41 +114,53 @@ class caching final : public allocator {
   }
 
   // PyTorch malloc after get_free_block failed: garbage collection (when set), cudaMalloc of the
-  // allocation size, then release_available_cached_blocks and retry, then release_cached_blocks
-  // and retry. Unlike PyTorch this first checks that the last retry could succeed at all, and
-  // fails with nothing released when it could not (the interface's strong guarantee).
+  // allocation size, then release_available_cached_blocks and retry, then (unless a private pool
+  // is current, as PyTorch skips it during a capture) release_cached_blocks and retry. Unlike
+  // PyTorch this first checks that a retry could succeed at all, and fails with nothing released
+  // when none could (the interface's strong guarantee).
   std::uint32_t alloc_block(std::size_t bytes, std::uint64_t size, unsigned pool, stream_t stream,
                             free_index& index) {
     const std::uint64_t alloc_size = policy_.allocation_size(size);
-    if (alloc_size > backing_available() || exceeds_max_reserved(alloc_size)) {
-      const std::uint64_t releasable = releasable_bytes();
-      const bool fits_device = alloc_size <= backing_available() + releasable;
-      const bool fits_cap =
-          max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
-      if (!fits_device || !fits_cap) {
+    if (!fits(alloc_size, 0)) {
+      // What release_available_cached_blocks would release, then what release_cached_blocks would.
+      const release_plan available = plan_release_available(index, size);
+      const bool retry_all = current_pools_ == 0;
+      const std::uint64_t releasable = retry_all ? releasable_bytes() : 0;
+      if (!(available.enough && fits(alloc_size, available.bytes)) &&
+          !(retry_all && fits(alloc_size, releasable))) {
+        const std::uint64_t freed = retry_all ? releasable : available.bytes;
+        const bool fits_device = alloc_size <= backing_available() + freed;
         std::string why = "no cached block fits and a new " + format_bytes(alloc_size) +
                           " segment " +
                           (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
                                        : std::string("does not fit on the device")) +
-                          " even with every unused segment released";
-        fail(bytes, backing_available() + releasable, why.c_str());
+                          (retry_all ? " even with every unused segment released"
+                                     : " (a private pool is current: PyTorch releases no other "
+                                       "cached segments then)");
+        fail(bytes, backing_available() + freed, why.c_str());
       }
     }
     if (collect_garbage_) garbage_collect_cached_blocks();
     address_t address;
     if (try_obtain(alloc_size, pool, address) ||
         (release_available_cached_blocks(index, size) && try_obtain(alloc_size, pool, address)) ||
-        (release_cached_blocks(0), try_obtain(alloc_size, pool, address)))
+        (current_pools_ == 0 && (release_cached_blocks(0), try_obtain(alloc_size, pool, address))))
       return new_segment(address, alloc_size, pool, stream);
     // Only a real device that fragments its own memory gets here.
     fail(bytes, backing_available(),
          "the device refused a new segment after the cache was released");
   }
 
+  // Whether `bytes` more fit the device and the cap once `released` bytes are given back.
+  bool fits(std::uint64_t bytes, std::uint64_t released) const noexcept {
+    return bytes <= backing_available() + released &&
+           (max_reserved_ == 0 || reserved_ - released + bytes <= max_reserved_);
+  }
+
   // PyTorch alloc_found_block: when should_split, the front of the block serves the request and
   // the remainder goes back to the pool.
   allocation alloc_found_block(std::uint32_t n, std::uint64_t size, free_index& index) {
-    if (policy_.should_split(nodes_[n].size, size, nodes_[n].pool)) {
+    if (policy_.should_split(nodes_[n].size, size, kind_of(nodes_[n].pool))) {
       const std::uint32_t r = new_node();
       block_node& b = nodes_[n];
       block_node& rest = nodes_[r];
@@ -147,18 +168,18 @@ class caching final : public allocator {
       rest.size = b.size - size;
       rest.stream = b.stream;
       rest.pool = b.pool;
-      rest.allocated = false;
+      rest.state = cached;
       rest.prev = n;
       rest.next = b.next;
       if (rest.next != no_block) nodes_[rest.next].prev = r;
       b.next = r;
       b.size = size;
-      rest.gc_count_base = free_block_searches_[rest.pool];
+      rest.gc_count_base = pools_[rest.pool].free_block_searches;
       rest.bucket = index.insert(rest.size, rest.address, r, rest.bucket);
       trace(trace_op::split, b.address, size, 0, b.stream, b.pool);
     }
     block_node& b = nodes_[n];
-    b.allocated = true;
+    b.state = live;
     return {b.address, b.size};
   }
 
@@ -181,7 +202,7 @@ class caching final : public allocator {
       absorb_next(n);
       trace(trace_op::merge, b.address, b.size, 0, b.stream, b.pool);
     }
-    b.gc_count_base = free_block_searches_[b.pool];
+    b.gc_count_base = pools_[b.pool].free_block_searches;
     b.bucket = index.insert(b.size, b.address, n, b.bucket);
   }
 
@@ -194,12 +215,19 @@ class caching final : public allocator {
     free_nodes_.push_back(x);
   }
 
-  // PyTorch release_available_cached_blocks (only with max_split_size set): release the smallest
-  // cached oversize block of this stream that covers the request, else this stream's oversize
-  // blocks from the largest down until as many bytes are released as asked.
-  bool release_available_cached_blocks(free_index& index, std::uint64_t size) {
+  // PyTorch release_available_cached_blocks (only with max_split_size set), in the pool the request
+  // is served from: release the smallest cached oversize block of this stream that covers the
+  // request, else this stream's oversize blocks from the largest down until as many bytes are
+  // released as asked. plan_release_available says what it would do without doing it.
+  struct release_plan {
+    bool enough = false;  // what PyTorch's function returns
+    std::uint64_t bytes = 0;
+    std::vector<free_index::entry> blocks;
+  };
+  release_plan plan_release_available(free_index& index, std::uint64_t size) const {
+    release_plan plan;
     if (policy_.kind != preset::pytorch || policy_.max_split_size == caching_detail::unlimited)
-      return false;
+      return plan;
     const std::uint64_t key = size < policy_.max_split_size ? policy_.max_split_size : size;
     std::vector<free_index::entry> blocks;
     index.ascending(blocks);
@@ -209,28 +237,36 @@ class caching final : public allocator {
     if (first_large_enough < blocks.size()) {
       const free_index::entry& e = blocks[first_large_enough];
       // Oversize blocks are whole segments: they are never split.
-      if (!is_whole_segment(e.node)) return false;
-      release_block(e, index);
-      return true;
+      if (!is_whole_segment(e.node)) return plan;
+      plan.blocks.push_back(e);
+      plan.bytes = e.size;
+      plan.enough = true;
+      return plan;
     }
-    std::uint64_t released = 0;
-    for (std::size_t i = blocks.size(); i-- > 0 && released < key;) {
+    for (std::size_t i = blocks.size(); i-- > 0 && plan.bytes < key;) {
       if (blocks[i].size < policy_.max_split_size) break;
       if (!is_whole_segment(blocks[i].node)) continue;
-      released += blocks[i].size;
-      release_block(blocks[i], index);
+      plan.bytes += blocks[i].size;
+      plan.blocks.push_back(blocks[i]);
     }
-    return released >= key;
+    plan.enough = plan.bytes >= key;
+    return plan;
+  }
+  bool release_available_cached_blocks(free_index& index, std::uint64_t size) {
+    const release_plan plan = plan_release_available(index, size);
+    for (const auto& e : plan.blocks) release_block(e, index);
+    return plan.enough;
   }
 
-  // PyTorch release_cached_blocks (empty_cache): every cached block that is a whole segment goes
-  // back to the device, large pool first, each in (stream, size, address) order. Stops once
-  // reserved memory is down to `keep` bytes. Returns the bytes released.
+  // PyTorch release_cached_blocks (empty_cache): every cached block of the default pools that is a
+  // whole segment goes back to the device, large pool first, each in (stream, size, address)
+  // order; private pools keep theirs (their graphs are alive). Stops once reserved memory is down
+  // to `keep` bytes. Returns the bytes released.
   std::uint64_t release_cached_blocks(std::uint64_t keep) {
     std::uint64_t released = 0;
     std::vector<free_index::entry> blocks;
     for (unsigned pool : {large_pool, small_pool}) {
-      for (auto& [stream, index] : indexes_[pool]) {
+      for (auto& [stream, index] : pools_[pool].indexes) {
         index.ascending(blocks);
         for (const auto& e : blocks) {
           if (reserved_ <= keep) return released;
@@ -244,26 +280,25 @@ class caching final : public allocator {
   }
 
   // PyTorch garbage_collect_cached_blocks: once reserved memory passes the threshold fraction of
-  // the cap, release whole cached large-pool segments whose age (free-block searches since they
-  // were cached) is at least the average, repeating until enough is reclaimed.
+  // the cap, release whole cached segments of the default large pool whose age (free-block
+  // searches since they were cached) is at least the average, repeating until enough is reclaimed.
   void garbage_collect_cached_blocks() {
     const auto threshold = static_cast<std::uint64_t>(policy_.garbage_collection_threshold *
                                                       static_cast<double>(max_reserved_));
     if (reserved_ <= threshold) return;
     const std::uint64_t target = reserved_ - threshold;
+    pool_state& large = pools_[large_pool];
     auto freeable = [&] {
       std::vector<std::pair<free_index::entry, free_index*>> out;
       std::vector<free_index::entry> blocks;
-      for (auto& [stream, index] : indexes_[large_pool]) {
+      for (auto& [stream, index] : large.indexes) {
         index.ascending(blocks);
         for (const auto& e : blocks)
           if (is_whole_segment(e.node)) out.push_back({e, &index});
       }
       return out;
     };
-    auto age = [&](std::uint32_t n) {
-      return free_block_searches_[large_pool] - nodes_[n].gc_count_base;
-    };
+    auto age = [&](std::uint32_t n) { return large.free_block_searches - nodes_[n].gc_count_base; };
     auto candidates = freeable();
     if (candidates.empty()) return;
     std::uint64_t total_age = 0;
@@ -309,11 +344,11 @@ class caching final : public allocator {
     b.address = address;
     b.size = bytes;
     b.stream = stream;
-    b.pool = static_cast<std::uint8_t>(pool);
-    b.allocated = false;
+    b.pool = static_cast<std::uint16_t>(pool);
+    b.state = cached;
     b.prev = b.next = no_block;
     b.bucket = free_index::no_bucket;
-    b.gc_count_base = free_block_searches_[pool];
+    b.gc_count_base = pools_[pool].free_block_searches;
     segments_.emplace(address, segment{bytes, n, pool});
     reserved_ += bytes;
     return n;
@@ -329,10 +364,11 @@ class caching final : public allocator {
     free_nodes_.push_back(e.node);
   }
 
+  // What release_cached_blocks would give back: the whole cached segments of the default pools.
   std::uint64_t releasable_bytes() const {
     std::uint64_t bytes = 0;
     for (auto& [address, s] : segments_)
-      if (is_whole_segment(s.head)) bytes += s.size;
+      if (s.pool < 2 && is_whole_segment(s.head)) bytes += s.size;
     return bytes;
   }
 
@@ -341,14 +377,34 @@ class caching final : public allocator {
     if (released != 0) trace(trace_op::trim, 0, released);
   }
 
+  // --- private pools ----------------------------------------------------------------------------
+
+  // Private pool k gets the next two pool numbers (small, large) the first time it is used.
+  void do_use_pool(std::uint32_t pool) override {
+    if (pool == 0) {
+      current_pools_ = 0;
+    } else {
+      auto it = private_pools_.find(pool);
+      if (it == private_pools_.end()) {
+        if (pools_.size() + 2 > 0xFFFF)
+          throw invalid_argument("caching: at most 32766 private memory pools");
+        it = private_pools_.emplace(pool, static_cast<unsigned>(pools_.size())).first;
+        pools_.resize(pools_.size() + 2);
+      }
+      current_pools_ = it->second;
+    }
+  }
+
   // --- structure --------------------------------------------------------------------------------
 
+  // Regions are segments; their kind is the pool number (0 small, 1 large; private pool pairs
+  // follow in order of first use, small even and large odd).
   void do_walk(layout_visitor& v) const override {
     for (auto& [address, s] : segments_) {
       v.region({address, s.size, true, s.pool});
       for (std::uint32_t i = s.head; i != no_block; i = nodes_[i].next) {
         const block_node& b = nodes_[i];
-        v.block({b.address, b.size, b.allocated ? block_state::live : block_state::free,
+        v.block({b.address, b.size, b.state == live ? block_state::live : block_state::free,
                  static_cast<std::uint32_t>(b.stream)});
       }
     }
@@ -360,11 +416,13 @@ class caching final : public allocator {
     --it;
     if (address >= it->first + it->second.size) return false;
     for (std::uint32_t i = it->second.head; i != no_block; i = nodes_[i].next)
-      if (nodes_[i].address == address) return !nodes_[i].allocated;
+      if (nodes_[i].address == address) return nodes_[i].state == cached;
     return false;
   }
 
   // --- blocks -----------------------------------------------------------------------------------
+
+  enum block_state_t : std::uint8_t { cached = 0, live = 1 };
 
   // One block of a segment. Invariant: the blocks of a segment, followed through next from its
   // head, tile it exactly; every free block is in the index of its pool and stream, and no two
@@ -373,22 +431,31 @@ class caching final : public allocator {
     address_t address;
     std::uint64_t size;
     stream_t stream;
-    std::uint64_t gc_count_base;  // free_block_searches_ of its pool when it was last cached
+    std::uint64_t gc_count_base;  // free_block_searches of its pool when it was last cached
     std::uint32_t prev, next;     // neighbours in the segment, or no_block
     std::uint32_t bucket;         // the free-index bucket it was last put in (a hint)
-    std::uint8_t pool;
-    bool allocated;
+    std::uint16_t pool;           // pool number: kind (small_pool, large_pool) + 2 * private pool
+    std::uint8_t state;           // block_state_t
   };
   struct segment {
     std::uint64_t size;
     std::uint32_t head;  // the block at the segment's start
     unsigned pool;
   };
+  // One of PyTorch's BlockPools: the default small and large pools are numbers 0 and 1, each
+  // private pool has the next two.
+  struct pool_state {
+    std::map<stream_t, free_index> indexes;  // per stream; ordered as PyTorch's sets
+    std::uint64_t free_block_searches = 0;   // PyTorch get_free_blocks_call_count
+  };
+  static unsigned kind_of(unsigned pool) noexcept { return pool & 1u; }
 
-  bool is_free(std::uint32_t n) const noexcept { return n != no_block && !nodes_[n].allocated; }
+  bool is_free(std::uint32_t n) const noexcept {
+    return n != no_block && nodes_[n].state == cached;
+  }
   bool is_whole_segment(std::uint32_t n) const noexcept {
     const block_node& b = nodes_[n];
-    return !b.allocated && b.prev == no_block && b.next == no_block;
+    return b.state == cached && b.prev == no_block && b.next == no_block;
   }
 
   std::uint32_t new_node() {
@@ -402,13 +469,14 @@ class caching final : public allocator {
   }
 
   free_index& index_for(unsigned pool, stream_t stream) {
-    last_index& last = last_index_[pool];
-    if (VRAMSCOPE_LIKELY(last.index != nullptr && last.stream == stream)) return *last.index;
+    last_index& last = last_index_[kind_of(pool)];
+    if (VRAMSCOPE_LIKELY(last.index != nullptr && last.stream == stream && last.pool == pool))
+      return *last.index;
     return index_for_slow(pool, stream);
   }
   VRAMSCOPE_NOINLINE free_index& index_for_slow(unsigned pool, stream_t stream) {
-    free_index& index = indexes_[pool][stream];  // std::map: the address stays valid
-    last_index_[pool] = {stream, &index};
+    free_index& index = pools_[pool].indexes[stream];  // std::map: the address stays valid
+    last_index_[kind_of(pool)] = {stream, pool, &index};
     return index;
   }
 
@@ -419,13 +487,15 @@ class caching final : public allocator {
 
   std::vector<block_node> nodes_;
   std::vector<std::uint32_t> free_nodes_;
-  std::map<address_t, segment> segments_;      // by address, for walks and lookups
-  std::map<stream_t, free_index> indexes_[2];  // per pool, per stream; ordered as PyTorch's sets
+  std::map<address_t, segment> segments_;  // by address, for walks and lookups
+  std::deque<pool_state> pools_;           // by pool number; a deque keeps their addresses
+  std::unordered_map<std::uint32_t, unsigned> private_pools_;  // pool id -> its small pool number
+  unsigned current_pools_ = 0;  // the small pool number of the current pool (use_pool)
   struct last_index {
     stream_t stream = 0;
+    unsigned pool = 0;
     free_index* index = nullptr;
   } last_index_[2];
-  std::uint64_t free_block_searches_[2] = {0, 0};
   std::uint64_t reserved_ = 0;  // invariant: the sum of segments_' sizes
 };
 

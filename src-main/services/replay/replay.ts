@@ -2,7 +2,14 @@
 // with messages that name them, then the native engine (native/core/replay) runs off the JavaScript
 // thread and hands back typed-array columns per strategy. toStrategyResult() turns one result into
 // the trace file's StrategyResult (layout trace with times, metrics series, numeric summary).
-import type { ReplayOptions as NativeReplayOptions, ReplayResult, ReplaySummary, ReplayTargetSpec, StrategyParams } from '../../../native/index.js'
+import type {
+  ReplayEventColumns,
+  ReplayOptions as NativeReplayOptions,
+  ReplayResult,
+  ReplaySummary,
+  ReplayTargetSpec,
+  StrategyParams,
+} from '../../../native/index.js'
 import { loadNative } from '../../native.ts'
 import { badArgument, checkCount, checkParams, describe, findStrategy, isPlainObject } from './allocators.ts'
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
@@ -145,6 +152,12 @@ function checkTrace(trace: unknown): RequestTrace {
     const t = time[i]!
     if (!(t >= 0) || !Number.isFinite(t)) throw badArgument('range', `trace.events.time[${i}] must be a non-negative number of nanoseconds, got ${t}`)
   }
+  const pool = (trace as RequestTrace).events.pool
+  if (pool !== undefined) {
+    if (!(pool instanceof Uint32Array)) throw badArgument('type', `trace.events.pool must be a Uint32Array, got ${describe(pool)}`)
+    if (pool.length !== n)
+      throw badArgument('range', `trace.events.pool has ${pool.length} entries, trace.events.kind has ${n}: every column needs one per event`)
+  }
   return trace as RequestTrace
 }
 
@@ -263,8 +276,11 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
           fraction: p.eventsTotal === 0 ? (p.target + 1) / p.targets : (p.target + p.eventsDone / p.eventsTotal) / p.targets,
         })
     : undefined
-  const { kind, id, size, stream, time } = checkedTrace.events
-  const results = await loadNative().replay({ kind, id, size, stream, time }, specs, native, report)
+  const { kind, id, size, stream, time, pool } = checkedTrace.events
+  const columns: ReplayEventColumns = { kind, id, size, stream, time }
+  // CUDA graphs' private pools, where the importer found them.
+  if (pool !== undefined) columns.pool = pool
+  const results = await loadNative().replay(columns, specs, native, report)
   // A replay that finished before it noticed the abort is still cancelled for the caller.
   if (signal?.aborted) throw cancelledError(signal.reason)
   return results

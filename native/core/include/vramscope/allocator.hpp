@@ -138,6 +138,15 @@ class allocator {
             reserved_peak_,  live_.size(),  own_calls_};
   }
 
+  // Directs the allocations that follow to private memory pool `pool` (0: the default pools), as
+  // a CUDA graph's capture does (PyTorch's beginAllocateToPool / endAllocateToPool): its blocks
+  // come from segments of their own, kept while the graph lives. A free always returns a block to
+  // the pool it came from, whichever pool is current. Strategies without private pools ignore it.
+  void use_pool(std::uint32_t pool) {
+    maybe_lock guard(mutex_, thread_safe_);
+    do_use_pool(pool);
+  }
+
   // Releases cached memory the strategy holds but no block uses (where it caches at all).
   void trim();
   // Frees every block at once and returns to the state after construction (where supported:
@@ -211,6 +220,7 @@ class allocator {
   // For an address that is not live: is it a freed block of ours (double free)?
   virtual bool do_was_freed(address_t address) const;
   virtual void do_trim() {}
+  virtual void do_use_pool(std::uint32_t) {}
   virtual bool do_supports_reset() const noexcept { return false; }
   virtual void do_reset();
 

@@ -36,6 +36,9 @@ struct request_columns {
   const std::uint32_t* stream = nullptr;  // index into the trace's stream table
   const double* time = nullptr;           // ns since the trace's start; nullptr: the clock stands
   std::size_t count = 0;
+  // Optional, one per event: the memory pool an alloc is served from, 0 the default pools, k > 0
+  // private pool k (a CUDA graph's mempool; allocator::use_pool). nullptr: every alloc from 0.
+  const std::uint32_t* pool = nullptr;
 };
 
 // Request columns that own their rows, for whoever builds or copies a trace before replaying it
@@ -46,9 +49,16 @@ struct request_column_vectors {
   std::vector<double> size;
   std::vector<std::uint32_t> stream;
   std::vector<double> time;
+  std::vector<std::uint32_t> pool;  // empty, or one per event
 
   request_columns columns() const {
-    return {kind.data(), id.data(), size.data(), stream.data(), time.data(), kind.size()};
+    return {kind.data(),
+            id.data(),
+            size.data(),
+            stream.data(),
+            time.data(),
+            kind.size(),
+            pool.empty() ? nullptr : pool.data()};
   }
 };
 

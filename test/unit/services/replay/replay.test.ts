@@ -241,6 +241,30 @@ describe('replay options and results', () => {
     await assert.rejects(replayTrace(trace, [{ strategy: 'cuda_malloc' }], { stopAtFailure: 1 as never }), /options\.stopAtFailure must be a boolean/)
   })
 
+  it("a trace's pool column sends allocs to CUDA graphs' private pools", async () => {
+    const events = allocateEvents(4)
+    const sizes = [3 * MiB, 0, 3 * MiB, 0]
+    for (let i = 0; i < 4; i++) {
+      events.kind[i] = i % 2 === 0 ? EventKind.alloc : EventKind.free
+      events.id[i] = i >> 1
+      events.size[i] = sizes[i]!
+      events.time[i] = i
+    }
+    const trace: RequestTrace = {
+      meta: { source: 'synthetic', warnings: [], properties: {} },
+      events,
+      tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+    }
+    const target = [{ strategy: 'caching', params: { preset: 'pytorch' } }]
+    const [shared] = await replayTrace(trace, target)
+    assert.equal(shared!.summary.peakReserved, 20 * MiB)
+    events.pool = Uint32Array.from([0, 0, 1, 0])
+    const [graph] = await replayTrace(trace, target)
+    assert.equal(graph!.summary.peakReserved, 40 * MiB)
+    events.pool = new Uint32Array(3)
+    await assert.rejects(replayTrace(trace, target), /trace\.events\.pool has 3 entries/)
+  })
+
   it('markers reset the arena unless told not to', async () => {
     const trace = randomTrace(5000, 3)
     const [reset] = await replayTrace(trace, [{ strategy: 'arena', params: { reserve: '1GiB' } }])

@@ -1,0 +1,171 @@
+// The caching strategy's pytorch preset beyond its default pools: CUDA graphs' private memory pools
+// (allocator::use_pool, PyTorch's beginAllocateToPool / endAllocateToPool and PrivatePool) and
+// expandable segments (PyTorch's expandable_segments:True). Every expected number follows
+// PyTorch's c10/cuda/CUDACachingAllocator.cpp (get_pool, get_free_block, alloc_block,
+// release_cached_blocks, find_expandable_block, map_block, unmap_block, release_blocks).
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "invariants.hpp"
+#include "vramscope/replay.hpp"
+#include "vramscope/simulated_backing.hpp"
+
+using namespace vramscope;
+using namespace vramscope::testing;
+
+namespace {
+
+struct pool_under_test {
+  std::unique_ptr<simulated_backing> backing;
+  std::unique_ptr<allocator> alloc;
+
+  explicit pool_under_test(params extra = {}, std::size_t capacity = 1 * GiB) {
+    simulated_options o;
+    o.capacity = capacity;
+    backing = make_simulated_backing(o);
+    extra.set("preset", "pytorch");
+    alloc = make_allocator("caching", *backing, extra);
+  }
+
+  void* allocate(std::size_t n, stream_t s = 0) { return alloc->allocate(n, s); }
+  void deallocate(void* p, stream_t s = 0) { alloc->deallocate(p, s); }
+  address_t at(const void* p) const { return reinterpret_cast<address_t>(p); }
+  std::uint64_t reserved() const { return alloc->stats().reserved_live; }
+  device_call_counts calls() const { return alloc->stats().device_calls; }
+  std::size_t regions() const { return snapshot(*alloc).regions.size(); }
+  bool consistent() const {
+    std::string broken = check_invariants(*alloc, nullptr);
+    if (!broken.empty()) std::fprintf(stderr, "  %s\n", broken.c_str());
+    return broken.empty();
+  }
+};
+
+// --- private pools ---------------------------------------------------------------------------------
+
+TEST("private pools: a private pool's blocks come from segments of its own") {
+  pool_under_test t;
+  void* a = t.allocate(100);  // default small pool: a 2 MiB segment
+  t.alloc->use_pool(1);
+  void* b = t.allocate(100);  // pool 1 has no segment yet: a 2 MiB one of its own
+  CHECK_EQ(t.calls().region_alloc, 2u);
+  CHECK_EQ(t.reserved(), 4 * MiB);
+  CHECK(t.at(b) != t.at(a) + 512);  // not split from the default segment
+  void* c = t.allocate(100);        // pool 1's segment serves pool 1
+  CHECK_EQ(t.at(c), t.at(b) + 512);
+  t.alloc->use_pool(0);
+  void* d = t.allocate(100);  // the default segment again
+  CHECK_EQ(t.at(d), t.at(a) + 512);
+  t.alloc->use_pool(2);
+  t.allocate(5 * MiB);  // pool 2's large pool: a 20 MiB segment
+  CHECK_EQ(t.calls().region_alloc, 3u);
+  CHECK(t.consistent());
+}
+
+TEST("private pools: a free returns the block to its own pool, whichever pool is current") {
+  pool_under_test t;
+  t.alloc->use_pool(1);
+  void* x = t.allocate(3 * MiB);
+  t.alloc->use_pool(0);
+  t.deallocate(x);                // back to pool 1, though pool 0 is current
+  void* y = t.allocate(3 * MiB);  // the default pool has nothing cached: a segment of its own
+  CHECK(t.at(y) != t.at(x));
+  CHECK_EQ(t.calls().region_alloc, 2u);
+  t.alloc->use_pool(1);
+  void* z = t.allocate(3 * MiB);  // pool 1's cached block
+  CHECK_EQ(t.at(z), t.at(x));
+  CHECK_EQ(t.calls().region_alloc, 2u);
+  CHECK(t.consistent());
+}
+
+TEST("private pools: their segments count toward the cap and are never released") {
+  pool_under_test t({{"max_reserved", "64MiB"}});
+  t.alloc->use_pool(1);
+  void* p = t.allocate(40 * MiB);
+  t.deallocate(p);  // cached in pool 1
+  t.alloc->use_pool(0);
+  t.alloc->trim();  // empty_cache keeps the private pool's segment
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  CHECK_EQ(t.calls().region_free, 0u);
+  auto before = snapshot(*t.alloc);
+  CHECK_THROWS_AS(t.allocate(30 * MiB), out_of_memory);  // 40 + 30 > 64, and 40 is not releasable
+  CHECK(same_layout(before, snapshot(*t.alloc)));
+  CHECK_EQ(t.calls().region_free, 0u);
+  void* q = t.allocate(24 * MiB);  // 40 + 24 fits
+  CHECK(q != nullptr);
+  CHECK(t.consistent());
+}
+
+TEST("private pools: while one is current, out of memory releases no default cached segment") {
+  pool_under_test t({{"max_reserved", "64MiB"}});
+  void* a = t.allocate(40 * MiB);
+  t.deallocate(a);  // cached in the default pool
+  t.alloc->use_pool(1);
+  // PyTorch's malloc skips release_cached_blocks while a capture is underway.
+  CHECK_THROWS_AS(t.allocate(30 * MiB), out_of_memory);
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  t.alloc->use_pool(0);
+  void* b = t.allocate(50 * MiB);  // now the cached 40 MiB is released and 50 obtained
+  CHECK(b != nullptr);
+  CHECK_EQ(t.reserved(), 50 * MiB);
+  CHECK_EQ(t.calls().region_free, 1u);
+  CHECK(t.consistent());
+}
+
+TEST(
+    "private pools: release_available_cached_blocks frees the private pool's own oversize blocks") {
+  pool_under_test t({{"max_reserved", "100MiB"}, {"max_split_size", "40MiB"}});
+  t.alloc->use_pool(1);
+  void* a = t.allocate(45 * MiB);
+  void* b = t.allocate(50 * MiB);
+  t.deallocate(a);
+  t.deallocate(b);  // two oversize cached blocks of pool 1
+  // 95 + 60 > 100: pool 1's oversize blocks go from the largest down until 60 MiB are released.
+  void* c = t.allocate(60 * MiB);
+  CHECK(c != nullptr);
+  CHECK_EQ(t.reserved(), 60 * MiB);
+  CHECK_EQ(t.calls().region_free, 2u);
+  CHECK(t.consistent());
+}
+
+TEST("private pools: strategies without them ignore use_pool") {
+  auto backing = make_simulated_backing({});
+  auto a = make_allocator("cuda_malloc", *backing, {});
+  a->use_pool(3);
+  void* p = a->allocate(1000);
+  a->deallocate(p);
+  CHECK_EQ(a->stats().allocations, 1u);
+}
+
+TEST("private pools: replay follows the trace's pool column") {
+  request_column_vectors e;
+  auto push = [&](std::uint8_t kind, std::uint32_t id, double size, std::uint32_t pool) {
+    e.kind.push_back(kind);
+    e.id.push_back(id);
+    e.size.push_back(size);
+    e.stream.push_back(0);
+    e.time.push_back(static_cast<double>(e.kind.size()) * 1000);
+    e.pool.push_back(pool);
+  };
+  push(0, 0, 3 * MiB, 0);  // default pool: 20 MiB
+  push(1, 0, 0, 0);
+  push(0, 1, 3 * MiB, 7);  // private pool 7: a 20 MiB segment of its own
+  push(1, 1, 0, 0);
+  push(0, 2, 3 * MiB, 0);  // the default pool's cached block
+  push(0, 3, 3 * MiB, 7);  // pool 7's cached block
+  const replay_target target{"c", "caching", {{"preset", "pytorch"}}, {}};
+  replay_options o;
+  o.layout = false;
+  auto with = replay(e.columns(), {target}, o);
+  CHECK_EQ(with[0].summary.peak_reserved, 40 * MiB);
+  CHECK_EQ(with[0].summary.device_call_detail.region_alloc, 2u);
+  e.pool.clear();  // without the column every alloc is the default pool's
+  auto without = replay(e.columns(), {target}, o);
+  CHECK_EQ(without[0].summary.peak_reserved, 20 * MiB);
+}
+
+}  // namespace
+
+CHECK_MAIN
