@@ -168,7 +168,7 @@ export declare class Allocator {
 
 /** The request events replay() reads (src-main/services/trace/model.ts, TraceEvents), one entry per event. */
 export interface ReplayEventColumns {
-  /** 0 alloc, 1 free, 2 marker, 3 oom (recorded failure: counted, not replayed). */
+  /** 0 alloc, 1 free, 2 marker, 3 oom (recorded failure: counted, not replayed), 4 trim (the program released cached memory). */
   kind: Uint8Array
   /** Block id, dense from 0 (alloc/free). */
   id: Uint32Array
@@ -282,6 +282,8 @@ export interface ReplaySummary {
   markers: number
   /** oom events of the input (failures the program saw when recorded). */
   recordedFailures: number
+  /** trim events replayed (the program released cached memory: torch.cuda.empty_cache). */
+  trims: number
   peakRequested: number
   peakRequestedEvent: number
   peakRounded: number

@@ -128,6 +128,7 @@ Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
   n("frees", s.frees);
   n("markers", s.markers);
   n("recordedFailures", s.recorded_failures);
+  n("trims", s.trims);
   n("peakRequested", s.peak_requested);
   n("peakRequestedEvent", s.peak_requested_event);
   n("peakRounded", s.peak_rounded);

@@ -75,9 +75,9 @@ std::size_t check_columns(const request_columns& e) {
   bool any_alloc = false;
   for (std::size_t i = 0; i < e.count; ++i) {
     const std::uint8_t kind = e.kind[i];
-    if (kind > static_cast<std::uint8_t>(request_kind::oom))
+    if (kind > static_cast<std::uint8_t>(request_kind::trim))
       throw invalid_argument("replay: " + at_event(i) + " has kind " + std::to_string(kind) +
-                             " (0 alloc, 1 free, 2 marker, 3 oom)");
+                             " (0 alloc, 1 free, 2 marker, 3 oom, 4 trim)");
     if (kind == static_cast<std::uint8_t>(request_kind::alloc)) {
       const double size = e.size[i];
       if (!(size >= 0 && size < max_exact_double) ||
@@ -283,6 +283,11 @@ class player {
         return;
       case request_kind::oom:
         ++s.recorded_failures;
+        return;
+      case request_kind::trim:
+        ++s.trims;
+        allocator_->synchronize_deferred();
+        allocator_->trim();
         return;
     }
   }

@@ -143,7 +143,7 @@ function checkTrace(trace: unknown): RequestTrace {
   }
   for (let i = 0; i < n; i++) {
     const k = kind[i]!
-    if (k > EventKind.oom) throw badArgument('range', `trace.events.kind[${i}] must be 0 (alloc), 1 (free), 2 (marker) or 3 (oom), got ${k}`)
+    if (k > EventKind.trim) throw badArgument('range', `trace.events.kind[${i}] must be 0 (alloc), 1 (free), 2 (marker), 3 (oom) or 4 (trim), got ${k}`)
     if (k === EventKind.alloc) {
       const bytes = size[i]!
       if (!Number.isSafeInteger(bytes) || bytes < 0) throw badArgument('range', `trace.events.size[${i}] must be a whole number of bytes, got ${bytes}`)

@@ -9,6 +9,7 @@ export const EventKind = {
   free: 1, // id, stream (the stream the free is issued on), time
   marker: 2, // id = index into markers (step boundary, arena reset point), time
   oom: 3, // a failure the program saw when recorded: size, stream, time
+  trim: 4, // the program released cached memory (torch.cuda.empty_cache): stream, time; size = bytes released when recorded
 } as const
 export type EventKind = (typeof EventKind)[keyof typeof EventKind]
 
@@ -129,7 +130,7 @@ export function traceProblem(events: TraceEvents, tables: TraceTables): { row?: 
 
 function eventProblem(e: TraceEvents, i: number, streams: number, stacks: number, tags: number, markers: number): string | undefined {
   const kind = e.kind[i]!
-  if (kind > EventKind.oom) return `kind ${kind} is not alloc (0), free (1), marker (2) or oom (3)`
+  if (kind > EventKind.trim) return `kind ${kind} is not alloc (0), free (1), marker (2), oom (3) or trim (4)`
   if (e.stream[i]! >= streams && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom))
     return `stream ${e.stream[i]} is not in the streams table (${streams} streams)`
   const stack = e.stack[i]!

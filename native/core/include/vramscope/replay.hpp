@@ -26,6 +26,8 @@ enum class request_kind : std::uint8_t {
   free = 1,    // id, issued on stream (another stream than the alloc's: a stream-ordered free)
   marker = 2,  // a step boundary: strategies that support reset() are reset here (option)
   oom = 3,     // a failure the program saw when it was recorded; not replayed, only counted
+  trim = 4,    // the program released cached memory (torch.cuda.empty_cache): trim() after
+               // the pending stream-ordered frees complete
 };
 
 // The request trace's columns, borrowed for the duration of replay(): one row per event.
@@ -142,7 +144,7 @@ struct replay_full_metrics {
 };
 
 struct replay_summary {
-  std::uint64_t events = 0, allocs = 0, frees = 0, markers = 0, recorded_failures = 0;
+  std::uint64_t events = 0, allocs = 0, frees = 0, markers = 0, recorded_failures = 0, trims = 0;
   // Peaks of the values after each event, and the first event after which each was reached.
   std::uint64_t peak_requested = 0, peak_requested_event = 0;
   std::uint64_t peak_rounded = 0, peak_rounded_event = 0;

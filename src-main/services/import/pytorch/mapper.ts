@@ -208,6 +208,14 @@ class DeviceState {
   heldSize = 0
   heldStream = 0
   heldTime = 0
+  /**
+   * Segments released (segment_free / segment_unmap) since the last other event, their bytes, and
+   * the first one's time and stream: an empty_cache unless an allocation follows (segment_alloc,
+   * segment_map or oom: PyTorch released them to make room for it).
+   */
+  released = 0
+  releasedTime = 0
+  releasedStream: unknown = 0
   readonly overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
   nextIndex = 0
   constructor(
@@ -412,6 +420,8 @@ export class SnapshotMapper implements DecodedEventSink {
   ): void {
     const streamNumber = Number(streamValue)
 
+    if (s.released > 0 && action !== 'segment_free' && action !== 'segment_unmap')
+      this.pushTrim(s, action === 'segment_alloc' || action === 'segment_map' || action === 'oom')
     if (s.held >= 0) {
       if (action === 'free_completed' && addr === s.heldAddress) {
         s.layout.push(LayoutOp.free, addr, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
@@ -485,6 +495,7 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, t)
         return
       case 'segment_free':
+        this.noteRelease(s, size, streamValue, t)
         s.segmentLog.push(s.nextId, SegmentOp.release, addr, size)
         if (!s.segments.has(addr)) {
           s.synthLayout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, NaN)
@@ -500,6 +511,7 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
         return
       case 'segment_unmap':
+        this.noteRelease(s, size, streamValue, t)
         s.segmentLog.push(s.nextId, SegmentOp.unmap, addr, size)
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
@@ -524,6 +536,27 @@ export class SnapshotMapper implements DecodedEventSink {
       default:
         this.unknownActions.set(action, (this.unknownActions.get(action) ?? 0) + 1)
     }
+  }
+
+  /** A segment released: part of a run that ends as an empty_cache or as room for an allocation. */
+  private noteRelease(s: DeviceState, size: number, streamValue: unknown, t: number): void {
+    if (s.released === 0) {
+      s.releasedTime = t
+      s.releasedStream = streamValue
+    }
+    s.released += size
+  }
+
+  /**
+   * Segments released by the allocator as a whole: a trim event where the run began. PyTorch
+   * releases every cached segment in empty_cache and, the same way, when the device refuses a new
+   * segment (its out-of-memory retry): both are a trim. Only garbage collection and max_split_size's
+   * release of oversize blocks release some segments to make room for an allocation; a run just
+   * before one is marked (id 1) until the settings say whether either could have done it.
+   */
+  private pushTrim(s: DeviceState, beforeAllocation = false): void {
+    s.events.push(EventKind.trim, beforeAllocation ? 1 : 0, s.released, this.stream(s.releasedStream), s.device, s.releasedTime)
+    s.released = 0
   }
 
   private badInteger(key: string, value: unknown, offset: number | undefined, device: number, index: number): never {
@@ -742,6 +775,7 @@ export class SnapshotMapper implements DecodedEventSink {
     }
     for (const s of this.states.values()) {
       if (s.held >= 0) this.flushHeld(s)
+      if (s.released > 0) this.pushTrim(s)
       this.addLiveAtSnapshot(s, segmentsOf.get(s.device) ?? [])
     }
     const markerTimes: number[] = []
@@ -752,7 +786,8 @@ export class SnapshotMapper implements DecodedEventSink {
 
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
     yield
-    const events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    let events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    events = keepTrims(events, partialReleases(plainSettings))
     const pools = this.assignPools(events, ordered, segmentsOf)
     const recorded: StrategyResult[] = []
     for (const s of ordered) {
@@ -1032,6 +1067,45 @@ export class SnapshotMapper implements DecodedEventSink {
     yield* s.layout.moveTo(layout, synthRows, t0)
     return recordedResult(s.device, layout, settings, several)
   }
+}
+
+/** Whether the recorded settings let PyTorch release some cached segments to make room (garbage collection, max_split_size). */
+function partialReleases(settings: [string, unknown][]): boolean {
+  const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
+  const split = value('max_split_size')
+  const gc = value('garbage_collection_threshold')
+  return (typeof split === 'number' && split > 0) || (typeof gc === 'number' && gc > 0)
+}
+
+/**
+ * The trims of a trace, decided: a release run just before an allocation (id 1) was the model's
+ * own business when the settings allow partial releases (garbage collection or max_split_size
+ * freed what it chose; the replay decides that itself), so it is dropped; every trim kept gets id 0.
+ */
+function keepTrims(events: TraceEvents, dropBeforeAllocation: boolean): TraceEvents {
+  const n = events.kind.length
+  let dropped = 0
+  for (let i = 0; i < n; i++)
+    if (events.kind[i] === EventKind.trim) {
+      if (dropBeforeAllocation && events.id[i] === 1) dropped++
+      else events.id[i] = 0
+    }
+  if (dropped === 0) return events
+  const out = allocateEvents(n - dropped)
+  let j = 0
+  for (let i = 0; i < n; i++) {
+    if (events.kind[i] === EventKind.trim && events.id[i] === 1) continue
+    out.kind[j] = events.kind[i]!
+    out.id[j] = events.id[i]!
+    out.size[j] = events.size[i]!
+    out.stream[j] = events.stream[i]!
+    out.device[j] = events.device[i]!
+    out.time[j] = events.time[i]!
+    out.stack[j] = events.stack[i]!
+    out.tag[j] = events.tag[i]!
+    j++
+  }
+  return out
 }
 
 /**
