@@ -12,6 +12,7 @@ import { EventKind } from '../../../../../src-main/services/trace/model.ts'
 import { unpickle } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
 import { field } from '../../../../../src-main/services/import/pytorch/snapshot-values.ts'
 import { decodeTrace, encodeTrace } from '../../../../../src-main/services/trace/file.ts'
+import { layoutMetrics } from '../../../../../src-main/services/analysis/layout-metrics.ts'
 
 const dir = join(import.meta.dirname, '..', '..', '..', '..', 'fixtures', 'pytorch', 'real')
 const bytes = (name: string) => new Uint8Array(readFileSync(join(dir, `${name}.pickle`)))
@@ -192,5 +193,52 @@ describe('CUDA-graph private pools (cuda_graph__default: a training graph in poo
       trace.meta.warnings.find((w) => w.includes('pool'))!,
       /^1 segments were freed .*: their 1 allocations count as the default pools$/,
     )
+  })
+})
+
+describe("segments: PyTorch's recorded layout against memory_stats of the same run", () => {
+  for (const name of ['oom_fraction__expandable', 'multistream__expandable', 'oom_fraction__default', 'cuda_graph__default', 'mlp_fragment__msplit128']) {
+    const expandable = name.includes('expandable')
+    it(`${name}: reserved bytes are the ${expandable ? 'mapped' : 'reserved'} bytes, peak and final as memory_stats has them`, () => {
+      const result = imported(name)
+      const layout = result.recorded[0]!.layout!
+      const { summary } = layoutMetrics(layout)
+      const memory = stats(name).memory_stats
+      assert.equal(summary['peakReserved'], memory['reserved_bytes.all.peak'])
+      assert.equal(summary['finalReserved'], memory['reserved_bytes.all.current'])
+      const ops = Array.from(layout.op)
+      const count = (op: number) => ops.filter((o) => o === op).length
+      if (expandable) {
+        // segment_map/segment_unmap are mappings, never reservations.
+        assert.equal(count(LayoutOp.regionReserve) + count(LayoutOp.regionRelease), 0)
+        assert.ok(count(LayoutOp.map) > 0)
+        assert.equal(result.trace.meta.properties['pytorch.allocator.expandable_segments'], 'true')
+      } else assert.equal(count(LayoutOp.map) + count(LayoutOp.unmap), 0)
+    })
+  }
+
+  it("labels reservations and mappings with their segment's segment_type (1 small, 2 large; 0 where freed before the end)", () => {
+    for (const name of ['multistream__expandable', 'cuda_graph__default']) {
+      const root = unpickle(bytes(name))
+      const listed = (field(root as never, 'segments') as unknown[]).map((seg) => ({
+        address: field(seg as never, 'address') as number,
+        size: field(seg as never, 'total_size') as number,
+        aux: field(seg as never, 'segment_type') === 'small' ? 1 : 2,
+      }))
+      const layout = imported(name).recorded[0]!.layout!
+      let labelled = 0
+      for (let i = 0; i < layout.op.length; i++) {
+        const op = layout.op[i]
+        if (op !== LayoutOp.regionReserve && op !== LayoutOp.map) continue
+        const address = Number(layout.address[i])
+        const holder = listed.find((l) => address >= l.address && address < l.address + l.size)
+        // A reservation at an address listed at the end may be an earlier segment there, freed since.
+        if (holder && (op === LayoutOp.map || layout.aux[i] !== 0)) {
+          assert.equal(layout.aux[i], holder.aux, `${name}: layout row ${i}`)
+          labelled++
+        }
+      }
+      assert.ok(labelled >= listed.length, `${name}: ${labelled} labelled`)
+    }
   })
 })
