@@ -9,7 +9,7 @@ import { describe, it } from 'node:test'
 import { parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../../../../src-main/services/import/pytorch/index.ts'
 import { LayoutOp } from '../../../../../src-shared/layout.ts'
 import { EventKind } from '../../../../../src-main/services/trace/model.ts'
-import { unpickle } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
+import { PickleDict, unpickle, type PickleValue } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
 import { field } from '../../../../../src-main/services/import/pytorch/snapshot-values.ts'
 import { decodeTrace, encodeTrace } from '../../../../../src-main/services/trace/file.ts'
 import { layoutMetrics } from '../../../../../src-main/services/analysis/layout-metrics.ts'
@@ -240,5 +240,104 @@ describe("segments: PyTorch's recorded layout against memory_stats of the same r
       }
       assert.ok(labelled >= listed.length, `${name}: ${labelled} labelled`)
     }
+  })
+})
+
+describe('the same snapshot in every form: pickle protocols 2 to 5 and JSON (oom_fraction__default)', () => {
+  const forms = join(dir, 'forms')
+  const read = (file: string) => new Uint8Array(readFileSync(join(forms, file)))
+  /** The import without what names the file and its form (origin, pytorch.format, pickle.protocol). */
+  const comparable = (result: PytorchImport) => {
+    const { ['pytorch.format']: _format, ['pickle.protocol']: _protocol, ...properties } = result.trace.meta.properties
+    return { ...result.trace, meta: { ...result.trace.meta, origin: '', properties }, recorded: result.recorded, devices: result.devices }
+  }
+
+  it('imports protocols 2, 3 and 5 (re-pickled by Python) and the JSON (json.dump) to the request trace and layout of the protocol 4 torch wrote', () => {
+    const original = imported('oom_fraction__default')
+    assert.equal(original.trace.meta.properties['pickle.protocol'], '4')
+    for (const protocol of [2, 3, 5]) {
+      const file = `oom_fraction__default-protocol-${protocol}.pickle`
+      for (const generalPathOnly of [false, true]) {
+        const result = parsePytorchSnapshot(read(file), file, { generalPathOnly })
+        assert.equal(result.trace.meta.properties['pickle.protocol'], String(protocol))
+        assert.deepEqual(comparable(result), comparable(original), `${file}${generalPathOnly ? ', general lane' : ''}`)
+      }
+    }
+    const json = parsePytorchSnapshot(read('oom_fraction__default.json'), 'oom_fraction__default.json')
+    assert.equal(json.format, 'json')
+    assert.deepEqual(comparable(json), comparable(original))
+  })
+
+  it('reads segment_pool_id from the JSON form too, where the tuples are lists (cuda_graph__default)', () => {
+    // The JSON form made here (the file would be 1.6 MB): the unpickled snapshot as plain data.
+    const plain = (v: PickleValue): unknown =>
+      v instanceof PickleDict
+        ? Object.fromEntries([...v.entries()].map(([k, x]) => [String(k), plain(x)]))
+        : Array.isArray(v)
+          ? v.map(plain)
+          : typeof v === 'bigint'
+            ? Number(v)
+            : v
+    const text = JSON.stringify(plain(unpickle(bytes('cuda_graph__default'))))
+    const json = parsePytorchSnapshot(new TextEncoder().encode(text), 'cuda_graph__default.json')
+    const original = imported('cuda_graph__default')
+    assert.deepEqual(json.trace.tables.pools, ['(1, 0)', '(2, 0)'])
+    assert.deepEqual(comparable(json), comparable(original))
+  })
+})
+
+describe('two devices (oom_fraction__default with its events and segments copied to device 1)', () => {
+  const file = 'oom_fraction__default-two-devices.pickle'
+  const two = () => new Uint8Array(readFileSync(join(dir, 'forms', file)))
+  const one = () => imported('oom_fraction__default')
+  const parse = (options: PytorchImportOptions) => {
+    const fast = parsePytorchSnapshot(two(), file, options)
+    assert.deepEqual(fast.trace, parsePytorchSnapshot(two(), file, { ...options, generalPathOnly: true }).trace)
+    return fast
+  }
+
+  it('lists both devices and imports device 0 by default, as the one-device snapshot', () => {
+    const result = parse({})
+    assert.deepEqual(result.devices, [0, 1])
+    assert.equal(result.trace.meta.properties['pytorch.devices'], '0,1')
+    assert.equal(result.trace.meta.properties['pytorch.device'], '0')
+    assert.deepEqual(result.trace.events, one().trace.events)
+    assert.equal(result.recorded.length, 1)
+  })
+
+  it('imports device 1 alone: the same events on device 1, its own recorded layout', () => {
+    const result = parse({ device: 1 })
+    const expected = one()
+    assert.equal(result.trace.meta.properties['pytorch.device'], '1')
+    assert.ok(result.trace.events.device.every((d) => d === 1))
+    assert.deepEqual({ ...result.trace.events, device: null }, { ...expected.trace.events, device: null })
+    assert.deepEqual(result.recorded[0]!.layout, expected.recorded[0]!.layout)
+    assert.equal(result.recorded[0]!.params['device'], 1)
+    assert.equal(result.trace.meta.properties['pytorch.oom.device_free'], expected.trace.meta.properties['pytorch.oom.device_free'])
+  })
+
+  it('imports both at once: every event twice in time order, ids of device 1 after device 0, one layout each, both ooms', () => {
+    const result = parse({ device: 'all' })
+    const expected = one().trace.events
+    const n = expected.kind.length
+    const e = result.trace.events
+    assert.equal(e.kind.length, 2 * n)
+    for (let i = 1; i < e.time.length; i++) assert.ok(e.time[i]! >= e.time[i - 1]!)
+    const allocsOf = (d: number) => rowsOf(e.kind, EventKind.alloc).filter((i) => e.device[i] === d)
+    const blocks = rowsOf(expected.kind, EventKind.alloc).length
+    assert.deepEqual(
+      allocsOf(1).map((i) => e.id[i]),
+      allocsOf(0).map((i) => e.id[i]! + blocks),
+    )
+    assert.deepEqual(
+      result.recorded.map((r) => r.name),
+      ['pytorch (recorded), cuda:0', 'pytorch (recorded), cuda:1'],
+    )
+    assert.equal(rowsOf(e.kind, EventKind.oom).length, 2)
+    assert.equal(result.trace.meta.properties['pytorch.oom.device_free'], '82636242944,82636242944')
+  })
+
+  it('refuses a device the snapshot does not have, naming those it has', () => {
+    assert.throws(() => parsePytorchSnapshot(two(), file, { device: 2 }), /device 2 has no events or segments in this snapshot \(it has devices 0, 1\)/)
   })
 })
