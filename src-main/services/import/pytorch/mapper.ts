@@ -5,7 +5,9 @@
 // device_traces[d] (the allocator's ring buffer of events on device d) becomes request events:
 //   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
 //   free_requested -> free of that id (the program let go of the block)
-//   oom            -> oom;  snapshot -> a marker;  external_annotations -> markers, by time
+//   oom            -> oom (size, stream, stack; its device_free, which it carries instead of addr,
+//                     in the property pytorch.oom.device_free)
+//   snapshot -> a marker;  external_annotations -> markers, by time
 // and layout events (native trace_op codes, LayoutTrace columns):
 //   alloc -> alloc (size: PyTorch's 512-byte rounding of the request, which the trace does not
 //   record); free_requested + free_completed at once -> free; apart -> free_pending ... then
