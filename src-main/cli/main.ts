@@ -45,6 +45,7 @@ function buildProgram(io: Io): Command {
     .command('info')
     .description('what a trace file, PyTorch snapshot or RMM log holds')
     .argument('<file>', '.vramscope/.arrow trace, PyTorch snapshot (.pickle or .json) or RMM log (.csv)')
+    .option('--device <n>', "which device of a PyTorch snapshot to import: an ordinal or 'all' (default: device 0, else the first it has)")
     .option('--json', 'machine-readable output on stdout')
     .action((file: string, options) => infoCommand(io, file, options))
 
@@ -53,6 +54,7 @@ function buildProgram(io: Io): Command {
     .description('save a PyTorch snapshot or RMM log as a .vramscope trace (PyTorch\'s layout kept as "pytorch (recorded)")')
     .argument('<file>', 'PyTorch snapshot (.pickle or .json), RMM log (.csv), or a trace to rewrite whole')
     .requiredOption('-o, --output <out>', 'the .vramscope file to write')
+    .option('--device <n>', "which device of a PyTorch snapshot to import: an ordinal or 'all' (default: device 0, else the first it has)")
     .option('--json', 'machine-readable output on stdout')
     .action((file: string, options) => importCommand(io, file, options))
 

@@ -20,6 +20,16 @@ export class OptionError extends InputError {
 
 export interface CommonOptions {
   json?: boolean
+  /** --device: which device of a PyTorch snapshot to import ('all', or an ordinal; default the first). */
+  device?: string
+}
+
+/** --device's text as the importer takes it. */
+export function parseDevice(text: string | undefined): number | 'all' | undefined {
+  if (text === undefined) return undefined
+  if (text === 'all') return 'all'
+  if (!/^\d+$/.test(text) || Number(text) > 65535) throw new OptionError('--device', `'${text}' is neither 'all' nor a device ordinal from 0 to 65535`)
+  return Number(text)
 }
 
 /** Options of every command that can replay. */
@@ -127,7 +137,11 @@ export function collect(value: string, previous: string[] | undefined): string[]
 export async function openWithProgress(io: Io, options: CommonOptions, path: string): Promise<OpenedInput> {
   const progress = progressFor(io, options)
   try {
-    return await openInput(path, { onProgress: (p) => progress.update(`${p.phase} ${path}`, p.bytesDone, p.bytesTotal) })
+    const device = parseDevice(options.device)
+    return await openInput(path, {
+      onProgress: (p) => progress.update(`${p.phase} ${path}`, p.bytesDone, p.bytesTotal),
+      ...(device !== undefined && { device }),
+    })
   } finally {
     progress.clear()
   }

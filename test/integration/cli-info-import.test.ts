@@ -180,4 +180,34 @@ describe('vramscope import', () => {
     assert.equal(run.code, 2, shown(run))
     assert.match(run.stderr, /--output/)
   })
+
+  it('imports the device --device names from a snapshot of two, or all of them, and refuses one it does not have', async () => {
+    const path = fixture('pytorch/real/forms/oom_fraction__default-two-devices.pickle')
+    const devicesOf = async (args: string[]) => {
+      const out = join(scratch, `two-devices-${args.join('-') || 'default'}.vramscope`)
+      const run = await vramscope(['import', path, '-o', out, ...args])
+      assert.equal(run.code, 0, shown(run))
+      const read = await readTrace(out)
+      return {
+        devices: [...new Set(read.trace.events.device)],
+        layouts: read.strategies.map((s) => s.name),
+        property: read.trace.meta.properties['pytorch.device'],
+      }
+    }
+    assert.deepEqual(await devicesOf([]), { devices: [0], layouts: ['pytorch (recorded)'], property: '0' })
+    assert.deepEqual(await devicesOf(['--device', '1']), { devices: [1], layouts: ['pytorch (recorded)'], property: '1' })
+    assert.deepEqual(await devicesOf(['--device', 'all']), {
+      devices: [0, 1],
+      layouts: ['pytorch (recorded), cuda:0', 'pytorch (recorded), cuda:1'],
+      property: '0,1',
+    })
+    const info = await vramscopeJson<InfoJson>(['info', path, '--device', 'all'])
+    assert.equal(info.strategies.length, 2)
+    const missing = await vramscope(['import', path, '-o', join(scratch, 'none.vramscope'), '--device', '2'])
+    assert.equal(missing.code, 2, shown(missing))
+    assert.match(missing.stderr, /device 2 has no events or segments in this snapshot \(it has devices 0, 1\)/)
+    const bad = await vramscope(['import', path, '-o', join(scratch, 'none.vramscope'), '--device', 'gpu1'])
+    assert.equal(bad.code, 2, shown(bad))
+    assert.match(bad.stderr, /--device: 'gpu1' is neither 'all' nor a device ordinal/)
+  })
 })

@@ -28,6 +28,8 @@ export interface InputProgress {
 export interface OpenOptions {
   onProgress?: (progress: InputProgress) => void
   signal?: AbortSignal
+  /** Which device of a PyTorch snapshot to import: an ordinal or 'all' (default: device 0, else the first it has). */
+  device?: number | 'all'
 }
 
 export interface OpenedInput {
@@ -123,7 +125,7 @@ function looksLikeCsv(head: Uint8Array): boolean {
 
 export async function openInput(path: string, options: OpenOptions = {}): Promise<OpenedInput> {
   const kind = await detectInputKind(path)
-  const { onProgress, signal } = options
+  const { onProgress, signal, device } = options
   switch (kind) {
     case 'trace': {
       const contents = await readTrace(path, { ...(signal && { signal }), ...(onProgress && { onProgress }) })
@@ -139,6 +141,7 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
     case 'pytorch-snapshot': {
       const imported = await importPytorchSnapshot(path, {
         ...(signal && { signal }),
+        ...(device !== undefined && { device }),
         ...(onProgress && { onProgress: (p) => onProgress({ phase: p.phase, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
       })
       return {

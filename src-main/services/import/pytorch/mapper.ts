@@ -5,12 +5,16 @@
 // device_traces[d] (the allocator's ring buffer of events on device d) becomes request events:
 //   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
 //   free_requested -> free of that id (the program let go of the block)
-//   oom            -> oom;  snapshot -> a marker;  external_annotations -> markers, by time
+//   oom            -> oom (size, stream, stack; its device_free, which it carries instead of addr,
+//                     in the property pytorch.oom.device_free)
+//   snapshot -> a marker;  external_annotations -> markers, by time
 // and layout events (native trace_op codes, LayoutTrace columns):
 //   alloc -> alloc (size: PyTorch's 512-byte rounding of the request, which the trace does not
 //   record); free_requested + free_completed at once -> free; apart -> free_pending ... then
-//   free_completed; segment_alloc/free -> region_reserve/release (aux: 1 small pool, 2 large,
-//   0 unknown); segment_map/unmap -> map/unmap (expandable segments); oom -> failure.
+//   free_completed; segment_alloc/free -> region_reserve/release and segment_map/unmap -> map/unmap
+//   (expandable segments: reserved bytes are the mapped bytes), aux of reservations and mappings
+//   from the segment_type of the segment listed at the end (1 small pool, 2 large, 0 unknown: freed
+//   before the end); oom -> failure. Private pools (segment_pool_id): pools.ts.
 // Times: time_us -> nanoseconds since the earliest event imported.
 //
 // A ring buffer that overflowed lost its oldest events: frees of blocks it never saw allocated,
@@ -200,6 +204,8 @@ class DeviceState {
   readonly reserveRow = new Map<number, number>()
   /** Addresses of segment_map events (expandable segments). */
   readonly mapped: number[] = []
+  /** Address and layout row of each segment_map and segment_unmap, flat (to label their pool at the end). */
+  readonly mapRows: number[] = []
   /** device_free of each oom event, in order (-1 where the entry gives none). */
   readonly oomDeviceFree: number[] = []
   /** A free_requested whose layout event waits for the next event: one free, or free_pending. */
@@ -508,11 +514,13 @@ export class SnapshotMapper implements DecodedEventSink {
       case 'segment_map':
         s.segmentLog.push(s.nextId, SegmentOp.map, addr, size)
         s.mapped.push(addr)
+        s.mapRows.push(addr, s.layout.length)
         s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
         return
       case 'segment_unmap':
         this.noteRelease(s, size, streamValue, t)
         s.segmentLog.push(s.nextId, SegmentOp.unmap, addr, size)
+        s.mapRows.push(addr, s.layout.length)
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
       case 'oom':
@@ -961,6 +969,11 @@ export class SnapshotMapper implements DecodedEventSink {
       const streamNumber = Number(streamValue)
       const expandable = field(seg, 'is_expandable') === true
       if (expandable) {
+        // The mappings inside the range it lists are its own: their pool too (those unmapped before the end stay unknown).
+        const pool = poolOf(seg)
+        if (pool !== 0)
+          for (let i = 0; i < s.mapRows.length; i += 2)
+            if (s.mapRows[i]! >= address && s.mapRows[i]! < address + total) s.layout.setAux(s.mapRows[i + 1]!, pool)
         if (!s.mapped.some((a) => a >= address && a < address + total)) {
           s.synthLayout.push(LayoutOp.map, address, total, total, streamNumber, NaN, poolOf(seg))
           s.overflow.synthesizedSegments++

@@ -35,6 +35,9 @@ const snapshots = [
   ...readdirSync(join(fixtures, 'pytorch', 'real'))
     .filter((n) => n.endsWith('.pickle'))
     .map((n) => join('real', n)),
+  ...readdirSync(join(fixtures, 'pytorch', 'real', 'forms'))
+    .filter((n) => n.endsWith('.pickle'))
+    .map((n) => join('real', 'forms', n)),
 ]
 const hostile = readdirSync(join(fixtures, 'hostile'))
 const plainPickles = readdirSync(join(fixtures, 'pickle')).filter((n) => n.endsWith('.pickle'))

@@ -9,9 +9,10 @@ import { describe, it } from 'node:test'
 import { parsePytorchSnapshot, type PytorchImport, type PytorchImportOptions } from '../../../../../src-main/services/import/pytorch/index.ts'
 import { LayoutOp } from '../../../../../src-shared/layout.ts'
 import { EventKind } from '../../../../../src-main/services/trace/model.ts'
-import { unpickle } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
+import { PickleDict, unpickle, type PickleValue } from '../../../../../src-main/services/import/pytorch/pickle-reader.ts'
 import { field } from '../../../../../src-main/services/import/pytorch/snapshot-values.ts'
 import { decodeTrace, encodeTrace } from '../../../../../src-main/services/trace/file.ts'
+import { layoutMetrics } from '../../../../../src-main/services/analysis/layout-metrics.ts'
 
 const dir = join(import.meta.dirname, '..', '..', '..', '..', 'fixtures', 'pytorch', 'real')
 const bytes = (name: string) => new Uint8Array(readFileSync(join(dir, `${name}.pickle`)))
@@ -192,5 +193,151 @@ describe('CUDA-graph private pools (cuda_graph__default: a training graph in poo
       trace.meta.warnings.find((w) => w.includes('pool'))!,
       /^1 segments were freed .*: their 1 allocations count as the default pools$/,
     )
+  })
+})
+
+describe("segments: PyTorch's recorded layout against memory_stats of the same run", () => {
+  for (const name of ['oom_fraction__expandable', 'multistream__expandable', 'oom_fraction__default', 'cuda_graph__default', 'mlp_fragment__msplit128']) {
+    const expandable = name.includes('expandable')
+    it(`${name}: reserved bytes are the ${expandable ? 'mapped' : 'reserved'} bytes, peak and final as memory_stats has them`, () => {
+      const result = imported(name)
+      const layout = result.recorded[0]!.layout!
+      const { summary } = layoutMetrics(layout)
+      const memory = stats(name).memory_stats
+      assert.equal(summary['peakReserved'], memory['reserved_bytes.all.peak'])
+      assert.equal(summary['finalReserved'], memory['reserved_bytes.all.current'])
+      const ops = Array.from(layout.op)
+      const count = (op: number) => ops.filter((o) => o === op).length
+      if (expandable) {
+        // segment_map/segment_unmap are mappings, never reservations.
+        assert.equal(count(LayoutOp.regionReserve) + count(LayoutOp.regionRelease), 0)
+        assert.ok(count(LayoutOp.map) > 0)
+        assert.equal(result.trace.meta.properties['pytorch.allocator.expandable_segments'], 'true')
+      } else assert.equal(count(LayoutOp.map) + count(LayoutOp.unmap), 0)
+    })
+  }
+
+  it("labels reservations and mappings with their segment's segment_type (1 small, 2 large; 0 where freed before the end)", () => {
+    for (const name of ['multistream__expandable', 'cuda_graph__default']) {
+      const root = unpickle(bytes(name))
+      const listed = (field(root as never, 'segments') as unknown[]).map((seg) => ({
+        address: field(seg as never, 'address') as number,
+        size: field(seg as never, 'total_size') as number,
+        aux: field(seg as never, 'segment_type') === 'small' ? 1 : 2,
+      }))
+      const layout = imported(name).recorded[0]!.layout!
+      let labelled = 0
+      for (let i = 0; i < layout.op.length; i++) {
+        const op = layout.op[i]
+        if (op !== LayoutOp.regionReserve && op !== LayoutOp.map) continue
+        const address = Number(layout.address[i])
+        const holder = listed.find((l) => address >= l.address && address < l.address + l.size)
+        // A reservation at an address listed at the end may be an earlier segment there, freed since.
+        if (holder && (op === LayoutOp.map || layout.aux[i] !== 0)) {
+          assert.equal(layout.aux[i], holder.aux, `${name}: layout row ${i}`)
+          labelled++
+        }
+      }
+      assert.ok(labelled >= listed.length, `${name}: ${labelled} labelled`)
+    }
+  })
+})
+
+describe('the same snapshot in every form: pickle protocols 2 to 5 and JSON (oom_fraction__default)', () => {
+  const forms = join(dir, 'forms')
+  const read = (file: string) => new Uint8Array(readFileSync(join(forms, file)))
+  /** The import without what names the file and its form (origin, pytorch.format, pickle.protocol). */
+  const comparable = (result: PytorchImport) => {
+    const { ['pytorch.format']: _format, ['pickle.protocol']: _protocol, ...properties } = result.trace.meta.properties
+    return { ...result.trace, meta: { ...result.trace.meta, origin: '', properties }, recorded: result.recorded, devices: result.devices }
+  }
+
+  it('imports protocols 2, 3 and 5 (re-pickled by Python) and the JSON (json.dump) to the request trace and layout of the protocol 4 torch wrote', () => {
+    const original = imported('oom_fraction__default')
+    assert.equal(original.trace.meta.properties['pickle.protocol'], '4')
+    for (const protocol of [2, 3, 5]) {
+      const file = `oom_fraction__default-protocol-${protocol}.pickle`
+      for (const generalPathOnly of [false, true]) {
+        const result = parsePytorchSnapshot(read(file), file, { generalPathOnly })
+        assert.equal(result.trace.meta.properties['pickle.protocol'], String(protocol))
+        assert.deepEqual(comparable(result), comparable(original), `${file}${generalPathOnly ? ', general lane' : ''}`)
+      }
+    }
+    const json = parsePytorchSnapshot(read('oom_fraction__default.json'), 'oom_fraction__default.json')
+    assert.equal(json.format, 'json')
+    assert.deepEqual(comparable(json), comparable(original))
+  })
+
+  it('reads segment_pool_id from the JSON form too, where the tuples are lists (cuda_graph__default)', () => {
+    // The JSON form made here (the file would be 1.6 MB): the unpickled snapshot as plain data.
+    const plain = (v: PickleValue): unknown =>
+      v instanceof PickleDict
+        ? Object.fromEntries([...v.entries()].map(([k, x]) => [String(k), plain(x)]))
+        : Array.isArray(v)
+          ? v.map(plain)
+          : typeof v === 'bigint'
+            ? Number(v)
+            : v
+    const text = JSON.stringify(plain(unpickle(bytes('cuda_graph__default'))))
+    const json = parsePytorchSnapshot(new TextEncoder().encode(text), 'cuda_graph__default.json')
+    const original = imported('cuda_graph__default')
+    assert.deepEqual(json.trace.tables.pools, ['(1, 0)', '(2, 0)'])
+    assert.deepEqual(comparable(json), comparable(original))
+  })
+})
+
+describe('two devices (oom_fraction__default with its events and segments copied to device 1)', () => {
+  const file = 'oom_fraction__default-two-devices.pickle'
+  const two = () => new Uint8Array(readFileSync(join(dir, 'forms', file)))
+  const one = () => imported('oom_fraction__default')
+  const parse = (options: PytorchImportOptions) => {
+    const fast = parsePytorchSnapshot(two(), file, options)
+    assert.deepEqual(fast.trace, parsePytorchSnapshot(two(), file, { ...options, generalPathOnly: true }).trace)
+    return fast
+  }
+
+  it('lists both devices and imports device 0 by default, as the one-device snapshot', () => {
+    const result = parse({})
+    assert.deepEqual(result.devices, [0, 1])
+    assert.equal(result.trace.meta.properties['pytorch.devices'], '0,1')
+    assert.equal(result.trace.meta.properties['pytorch.device'], '0')
+    assert.deepEqual(result.trace.events, one().trace.events)
+    assert.equal(result.recorded.length, 1)
+  })
+
+  it('imports device 1 alone: the same events on device 1, its own recorded layout', () => {
+    const result = parse({ device: 1 })
+    const expected = one()
+    assert.equal(result.trace.meta.properties['pytorch.device'], '1')
+    assert.ok(result.trace.events.device.every((d) => d === 1))
+    assert.deepEqual({ ...result.trace.events, device: null }, { ...expected.trace.events, device: null })
+    assert.deepEqual(result.recorded[0]!.layout, expected.recorded[0]!.layout)
+    assert.equal(result.recorded[0]!.params['device'], 1)
+    assert.equal(result.trace.meta.properties['pytorch.oom.device_free'], expected.trace.meta.properties['pytorch.oom.device_free'])
+  })
+
+  it('imports both at once: every event twice in time order, ids of device 1 after device 0, one layout each, both ooms', () => {
+    const result = parse({ device: 'all' })
+    const expected = one().trace.events
+    const n = expected.kind.length
+    const e = result.trace.events
+    assert.equal(e.kind.length, 2 * n)
+    for (let i = 1; i < e.time.length; i++) assert.ok(e.time[i]! >= e.time[i - 1]!)
+    const allocsOf = (d: number) => rowsOf(e.kind, EventKind.alloc).filter((i) => e.device[i] === d)
+    const blocks = rowsOf(expected.kind, EventKind.alloc).length
+    assert.deepEqual(
+      allocsOf(1).map((i) => e.id[i]),
+      allocsOf(0).map((i) => e.id[i]! + blocks),
+    )
+    assert.deepEqual(
+      result.recorded.map((r) => r.name),
+      ['pytorch (recorded), cuda:0', 'pytorch (recorded), cuda:1'],
+    )
+    assert.equal(rowsOf(e.kind, EventKind.oom).length, 2)
+    assert.equal(result.trace.meta.properties['pytorch.oom.device_free'], '82636242944,82636242944')
+  })
+
+  it('refuses a device the snapshot does not have, naming those it has', () => {
+    assert.throws(() => parsePytorchSnapshot(two(), file, { device: 2 }), /device 2 has no events or segments in this snapshot \(it has devices 0, 1\)/)
   })
 })
