@@ -70,7 +70,8 @@ export function checkTrace(t: RequestTrace): void {
   const { streams, stacks, tags, markers, frames } = t.tables
   for (let i = 0; i < n; i++) {
     const kind = e.kind[i]!
-    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
+    if (kind > EventKind.trim) throw new Error(`event ${i}: kind ${kind}`)
+    if (kind === EventKind.trim && (e.id[i] !== 0 || !(e.size[i]! >= 0))) throw new Error(`event ${i}: trim id ${e.id[i]} size ${e.size[i]}`)
     if (kind !== EventKind.marker && e.stream[i]! >= streams.length) throw new Error(`event ${i}: stream out of range`)
     if (e.stack[i]! < -1 || e.stack[i]! >= stacks.length) throw new Error(`event ${i}: stack out of range`)
     if (e.tag[i]! < -1 || e.tag[i]! >= tags.length) throw new Error(`event ${i}: tag out of range`)
@@ -97,7 +98,8 @@ export function checkPytorchImport(result: PytorchImport): void {
   const allocated = new Set<number>()
   for (let i = 0; i < n; i++) {
     const kind = e.kind[i]!
-    if (kind > EventKind.oom) throw new Error(`event ${i}: kind ${kind}`)
+    if (kind > EventKind.trim) throw new Error(`event ${i}: kind ${kind}`)
+    if (kind === EventKind.trim && (e.id[i] !== 0 || !(e.size[i]! >= 0))) throw new Error(`event ${i}: trim id ${e.id[i]} size ${e.size[i]}`)
     if (!Number.isFinite(e.time[i]!) || e.time[i]! < 0) throw new Error(`event ${i}: time ${e.time[i]}`)
     if (e.stream[i]! >= Math.max(1, t.streams.length)) throw new Error(`event ${i}: stream ${e.stream[i]} of ${t.streams.length}`)
     if (e.stack[i]! < -1 || e.stack[i]! >= t.stacks.length) throw new Error(`event ${i}: stack ${e.stack[i]}`)

@@ -131,7 +131,7 @@ export function traceProblem(events: TraceEvents, tables: TraceTables): { row?: 
 function eventProblem(e: TraceEvents, i: number, streams: number, stacks: number, tags: number, markers: number): string | undefined {
   const kind = e.kind[i]!
   if (kind > EventKind.trim) return `kind ${kind} is not alloc (0), free (1), marker (2), oom (3) or trim (4)`
-  if (e.stream[i]! >= streams && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom))
+  if (e.stream[i]! >= streams && (kind === EventKind.alloc || kind === EventKind.free || kind === EventKind.oom || kind === EventKind.trim))
     return `stream ${e.stream[i]} is not in the streams table (${streams} streams)`
   const stack = e.stack[i]!
   if (stack < -1 || stack >= stacks) return `stack ${stack} is not in the stacks table (${stacks} stacks)`

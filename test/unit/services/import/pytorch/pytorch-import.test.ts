@@ -297,7 +297,7 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
 
   it('maps each event as make_hostile_pickles.py lists it', () => {
     const shown = Array.from(events.kind, (k, i) => {
-      const what = k === EventKind.alloc ? 'alloc' : k === EventKind.free ? 'free' : k === EventKind.marker ? 'marker' : 'oom'
+      const what = k === EventKind.alloc ? 'alloc' : k === EventKind.free ? 'free' : k === EventKind.marker ? 'marker' : k === EventKind.trim ? 'trim' : 'oom'
       return k === EventKind.marker
         ? `${what} ${tables.markers[events.id[i]!]} @${events.time[i]}`
         : `${what} ${events.id[i]} ${events.size[i]} s${events.stream[i]} @${events.time[i]}`
@@ -319,6 +319,9 @@ describe('the synthetic snapshot: every action, two streams, two devices, an ove
       `marker snapshot @${t(60)}`,
       `alloc 5 ${3 * MiB} s1 @${t(71)}`,
       `free 5 ${3 * MiB} s1 @${t(72)}`,
+      // Segments released with no allocation after them: the program's empty_cache.
+      `trim 0 ${20 * MiB} s1 @${t(80)}`,
+      `trim 0 ${2 * MiB} s0 @${t(95)}`,
     ])
     assert.deepEqual(tables.streams, ['0', String(0x55aa00)])
     assert.deepEqual(tables.tags, ['phase=eval'])
