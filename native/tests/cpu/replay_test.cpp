@@ -423,6 +423,24 @@ TEST("replay: markers reset the arena; blocks live then are dropped and their fr
   CHECK_EQ(caching.full.requested[3], 5000.0);
 }
 
+TEST("replay: a trim event releases the cached segments, as the program's empty_cache did") {
+  trace t;
+  const std::uint32_t a = t.alloc(30 * MiB), b = t.alloc(300 * 1024);
+  t.free(a);
+  t.free(b);
+  t.push(4, 0, 0, 0);  // trim: torch.cuda.empty_cache()
+  const std::uint32_t c = t.alloc(30 * MiB);
+  t.free(c);
+  replay_options o;
+  o.full_metrics = true;
+  const replay_result r = replay_one(t, {"caching", "caching", {{"preset", "pytorch"}}, {}}, o);
+  CHECK_EQ(r.summary.trims, std::uint64_t{1});
+  CHECK_EQ(r.full.reserved[3], 32.0 * MiB);  // a 30 MiB segment (rounded to 2 MiB) and a 2 MiB one, cached
+  CHECK_EQ(r.full.reserved[4], 0.0);         // both released
+  CHECK_EQ(r.summary.device_call_detail.region_alloc, std::uint64_t{3});  // the third after the trim
+  CHECK_EQ(r.summary.peak_reserved, std::uint64_t{32 * MiB});
+}
+
 TEST("replay: frees of ids never allocated or already freed are counted, not fatal") {
   trace t;
   const std::uint32_t a = t.alloc(4096);
