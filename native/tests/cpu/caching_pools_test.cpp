@@ -5,6 +5,7 @@
 // release_cached_blocks, find_expandable_block, map_block, unmap_block, release_blocks).
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -327,6 +328,80 @@ TEST("expandable: only the pytorch preset takes it; the layout trace shows maps 
   std::size_t maps = 0;
   for (std::uint8_t op : r[0].layout.op) maps += op == static_cast<std::uint8_t>(trace_op::map);
   CHECK_EQ(maps, 3u);
+}
+
+TEST("expandable and private pools: random use keeps every invariant, reserved = device memory") {
+  for (const char* expandable_on : {"false", "true"}) {
+    for (std::uint32_t seed = 1; seed <= 4; ++seed) {
+      pool_under_test t({{"expandable_segments", expandable_on}, {"max_reserved", "200MiB"}},
+                        256 * MiB);
+      std::mt19937 rng(seed);
+      struct held {
+        void* p;
+        stream_t s;
+      };
+      std::vector<held> live;
+      for (int i = 0; i < 3000; ++i) {
+        const unsigned r = rng() % 100;
+        if (r < 3) {
+          t.alloc->use_pool(rng() % 3);
+        } else if (r < 4) {
+          t.alloc->trim();
+        } else if (r < 50 && !live.empty()) {
+          const std::size_t k = rng() % live.size();
+          t.deallocate(live[k].p, live[k].s);
+          live[k] = live.back();
+          live.pop_back();
+        } else {
+          const stream_t s = 1 + rng() % 2;
+          const std::size_t bytes = rng() % 4 == 0 ? 1 + rng() % (40 * MiB) : 1 + rng() % (1 * MiB);
+          try {
+            live.push_back({t.allocate(bytes, s), s});
+          } catch (const out_of_memory&) {
+          }
+        }
+        if (i % 100 == 0 || i > 2900) {
+          REQUIRE(t.consistent());
+          CHECK_EQ(t.reserved(), t.backing->physical_used());
+          // With expandable segments the cap is checked against the allocation size (2 MiB
+          // multiples) while 20 MiB pages are mapped: as in PyTorch, up to 18 MiB more.
+          CHECK(t.reserved() <= 200 * MiB + (std::string(expandable_on) == "true" ? 18 * MiB : 0));
+        }
+      }
+      for (auto& h : live) t.deallocate(h.p, h.s);
+      t.alloc->use_pool(0);
+      t.alloc->trim();
+      REQUIRE(t.consistent());
+    }
+  }
+}
+
+TEST("expandable: while a private pool is current, out of memory unmaps no default page") {
+  pool_under_test t = expandable({{"max_reserved", "64MiB"}});
+  void* a = t.allocate(30 * MiB);  // 40 MiB mapped in the default large pool
+  t.deallocate(a);
+  t.alloc->use_pool(1);
+  auto before = snapshot(*t.alloc);
+  CHECK_THROWS_AS(t.allocate(30 * MiB), out_of_memory);  // 40 + 30 > 64, and no retry
+  CHECK(same_layout(before, snapshot(*t.alloc)));
+  CHECK_EQ(t.calls().unmap, 0u);
+  t.alloc->use_pool(0);
+  void* b = t.allocate(50 * MiB);  // the default pool's 40 MiB free serve 40 of it: maps 20
+  CHECK_EQ(t.at(b), t.at(a));
+  CHECK_EQ(t.reserved(), 60 * MiB);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: garbage collection releases nothing (no expandable block is a whole segment)") {
+  pool_under_test t =
+      expandable({{"max_reserved", "100MiB"}, {"garbage_collection_threshold", "0.2"}});
+  void* a = t.allocate(30 * MiB);
+  t.deallocate(a);                 // 40 MiB mapped and free: above 20 % of 100 MiB
+  void* b = t.allocate(50 * MiB);  // no cached block fits: collection runs, then the segment grows
+  CHECK_EQ(t.at(b), t.at(a));
+  CHECK_EQ(t.calls().unmap, 0u);
+  CHECK_EQ(t.reserved(), 60 * MiB);
+  CHECK(t.consistent());
 }
 
 }  // namespace
