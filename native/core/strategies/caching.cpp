@@ -51,6 +51,7 @@ class caching final : public allocator {
           "needs a per-process memory fraction)");
     collect_garbage_ = policy_.garbage_collection_threshold > 0;
     expandable_ = policy_.expandable_segments;
+    unusual_ = collect_garbage_ || expandable_;
     if (expandable_ && !b.has_vmm())
       throw unsupported(std::string("caching: expandable_segments maps pages into reserved address "
                                     "space, which the ") +
@@ -94,11 +95,12 @@ class caching final : public allocator {
     const std::uint64_t size = policy_.round_size(bytes);
     const unsigned pool = current_pools_ + policy_.pool_of(size);
     free_index& index = index_for(pool, stream);
-    // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
-    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) ++pools_[pool].free_block_searches;
-    // With expandable segments an exact fit may still lose to a larger block (get_free_block).
-    if (VRAMSCOPE_UNLIKELY(expandable_))
-      return allocate_slow(bytes, size, pool, stream, index, cookie);
+    if (VRAMSCOPE_UNLIKELY(unusual_)) {
+      // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
+      if (collect_garbage_) ++pools_[pool].free_block_searches;
+      // With expandable segments an exact fit may still lose to a larger block (get_free_block).
+      if (expandable_) return allocate_slow(bytes, size, pool, stream, index, cookie);
+    }
     const std::uint32_t n = index.take_exact(size);
     if (VRAMSCOPE_LIKELY(n != no_block)) {
       block_node& b = nodes_[n];
@@ -123,7 +125,7 @@ class caching final : public allocator {
 
   VRAMSCOPE_NOINLINE void free_unmerged(std::uint32_t n) {
     block_node& b = nodes_[n];
-    b.gc_count_base = pools_[b.pool].free_block_searches;
+    stamp(b);
     b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
   }
 
@@ -261,7 +263,7 @@ class caching final : public allocator {
       if (rest.next != no_block) nodes_[rest.next].prev = r;
       b.next = r;
       b.size = size;
-      rest.gc_count_base = pools_[rest.pool].free_block_searches;
+      stamp(rest);
       rest.bucket = index.insert(rest.size, rest.address, r, rest.bucket);
       trace(trace_op::split, b.address, size, 0, b.stream, b.pool);
     }
@@ -289,7 +291,7 @@ class caching final : public allocator {
       absorb_next(n);
       trace(trace_op::merge, b.address, b.size, 0, b.stream, b.pool);
     }
-    b.gc_count_base = pools_[b.pool].free_block_searches;
+    stamp(b);
     b.bucket = index.insert(b.size, b.address, n, b.bucket);
   }
 
@@ -453,7 +455,7 @@ class caching final : public allocator {
     b.state = cached;
     b.prev = b.next = no_block;
     b.bucket = free_index::no_bucket;
-    b.gc_count_base = pools_[pool].free_block_searches;
+    stamp(b);
     segments_.emplace(address, segment{bytes, n, pool, false});
     reserved_ += bytes;
     return n;
@@ -626,7 +628,7 @@ class caching final : public allocator {
       absorb_next(n);
     }
     block_node& b = nodes_[n];
-    b.gc_count_base = pools_[pool].free_block_searches;
+    stamp(b);
     b.bucket = index.insert(b.size, b.address, n, b.bucket);
     return n;
   }
@@ -669,7 +671,7 @@ class caching final : public allocator {
       if (x.next != no_block) nodes_[x.next].prev = u;
       b.next = u;
       b.size = r.begin - b.address;
-      b.gc_count_base = pools_[pool].free_block_searches;
+      stamp(b);
       b.bucket = index.insert(b.size, b.address, n, free_index::no_bucket);
     }
     if (r.end < block_end) {  // and a free block after them
@@ -682,7 +684,7 @@ class caching final : public allocator {
       y.prev = u;
       if (y.next != no_block) nodes_[y.next].prev = a;
       x.next = a;
-      y.gc_count_base = pools_[pool].free_block_searches;
+      stamp(y);
       y.bucket = index.insert(y.size, y.address, a, free_index::no_bucket);
     }
     nodes_[u].size = r.end - r.begin;
@@ -820,6 +822,12 @@ class caching final : public allocator {
   };
   static unsigned kind_of(unsigned pool) noexcept { return pool & 1u; }
 
+  // PyTorch insert_into_blocks: a block cached again remembers its pool's free-block searches, the
+  // clock of garbage collection's ages (which only runs, and only counts, when it is on).
+  void stamp(block_node& b) noexcept {
+    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) b.gc_count_base = pools_[b.pool].free_block_searches;
+  }
+
   bool is_free(std::uint32_t n) const noexcept {
     return n != no_block && nodes_[n].state == cached;
   }
@@ -855,6 +863,7 @@ class caching final : public allocator {
   std::uint64_t release_threshold_;  // trim() keeps this many bytes reserved
   bool collect_garbage_ = false;
   bool expandable_ = false;
+  bool unusual_ = false;  // either of the two: the fast path's one test
 
   std::vector<block_node> nodes_;
   std::vector<std::uint32_t> free_nodes_;
