@@ -207,9 +207,8 @@ class caching final : public allocator {
   // new segment, but only the pages the request needs are mapped (try_allocate_expandable_block).
   // release_available_cached_blocks never releases expandable memory, so the retry comes after
   // release_cached_blocks, which unmaps every free page (unless a private pool is current).
-  // Checked first: that the cap allows a retry at all and that the device could hold the request's
-  // pages once the free pages are unmapped; a failure after that leaves the live blocks as they
-  // were but free pages unmapped, as PyTorch's does.
+  // Checked first, exactly: that the cap allows the retry and that the device could hold the pages
+  // the request would map once every free page is unmapped; when not, nothing changes.
   std::uint32_t alloc_expandable(std::size_t bytes, std::uint64_t size, std::uint64_t alloc_size,
                                  unsigned pool, stream_t stream) {
     const std::uint64_t need = map_bytes(find_expandable_block(pool, stream, size), size, pool);
@@ -218,7 +217,8 @@ class caching final : public allocator {
       const std::uint64_t releasable = retry_all ? releasable_bytes() : 0;
       const bool fits_cap =
           max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
-      const bool fits_device = align_up(size, page_of(pool)) <= backing_available() + releasable;
+      const bool fits_device = retry_all && map_bytes_after_release(pool, stream, size) <=
+                                                backing_available() + releasable;
       if (!retry_all || !fits_cap || !fits_device) {
         std::string why = "no cached block fits and " + format_bytes(size) +
                           " more in an expandable segment " +
@@ -236,8 +236,9 @@ class caching final : public allocator {
         (current_pools_ == 0 && (release_cached_blocks(0),
                                  try_allocate_expandable_block(size, alloc_size, pool, stream, n))))
       return n;
+    // Only a real device that fragments its own memory gets here.
     fail(bytes, backing_available(),
-         "the request's pages did not fit after every free page was unmapped");
+         "the device refused the request's pages after every free page was unmapped");
   }
 
   // Whether `bytes` more fit the device and the cap once `released` bytes are given back.
@@ -544,6 +545,60 @@ class caching final : public allocator {
       }
     }
     return need;
+  }
+
+  // map_bytes as it would be after release_cached_blocks: find_expandable_block and map_bytes on the
+  // pool's segments (a default pool's) with the whole pages of every free block unmapped
+  // (unmap_block) and merged with the unmapped blocks beside them.
+  std::uint64_t map_bytes_after_release(unsigned pool, stream_t stream, std::uint64_t size) const {
+    const std::uint64_t page = page_of(pool);
+    struct part {
+      std::uint64_t size;
+      std::uint8_t state;
+    };
+    std::vector<part> parts;
+    for (auto& [base, seg] : segments_) {  // in address order, as PyTorch's unmapped set
+      if (!seg.expandable || seg.pool != pool || nodes_[seg.head].stream != stream) continue;
+      parts.clear();
+      auto push = [&](std::uint64_t bytes, std::uint8_t state) {
+        if (bytes == 0) return;
+        if (state == unmapped && !parts.empty() && parts.back().state == unmapped)
+          parts.back().size += bytes;
+        else parts.push_back({bytes, state});
+      };
+      for (std::uint32_t i = seg.head; i != no_block; i = nodes_[i].next) {
+        const block_node& b = nodes_[i];
+        const page_range r = b.state == cached ? whole_pages(i) : page_range{0, 0};
+        if (r.begin == r.end) {
+          push(b.size, b.state);
+          continue;
+        }
+        push(r.begin - b.address, cached);
+        push(r.end - r.begin, unmapped);
+        push(b.address + b.size - r.end, cached);
+      }
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        if (parts[k].state != unmapped) continue;
+        const std::size_t c = k > 0 && parts[k - 1].state != live ? k - 1 : k;
+        std::uint64_t room = 0;
+        for (std::size_t j = c; room < size && j < parts.size() && parts[j].state != live; ++j)
+          room += parts[j].size;
+        if (room < size) continue;
+        std::uint64_t have = 0, need = 0;
+        for (std::size_t j = c; have < size; ++j) {
+          if (parts[j].state != unmapped) {
+            have += parts[j].size;
+            continue;
+          }
+          const std::uint64_t m =
+              std::min<std::uint64_t>(align_up(size - have, page), parts[j].size);
+          need += m;
+          have += m;
+        }
+        return need;
+      }
+    }
+    return align_up(size, page);  // a new segment
   }
 
   // PyTorch alloc_block with expandable segments: the cap against the allocation size, then

@@ -332,9 +332,12 @@ TEST("expandable: only the pytorch preset takes it; the layout trace shows maps 
 
 TEST("expandable and private pools: random use keeps every invariant, reserved = device memory") {
   for (const char* expandable_on : {"false", "true"}) {
-    for (std::uint32_t seed = 1; seed <= 4; ++seed) {
-      pool_under_test t({{"expandable_segments", expandable_on}, {"max_reserved", "200MiB"}},
-                        256 * MiB);
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+      // Half the runs are bound by the cap, half by the device.
+      const bool capped = seed % 2 == 0;
+      params p{{"expandable_segments", expandable_on}};
+      if (capped) p.set("max_reserved", "200MiB");
+      pool_under_test t(p, capped ? 256 * MiB : 200 * MiB);
       std::mt19937 rng(seed);
       struct held {
         void* p;
@@ -355,9 +358,12 @@ TEST("expandable and private pools: random use keeps every invariant, reserved =
         } else {
           const stream_t s = 1 + rng() % 2;
           const std::size_t bytes = rng() % 4 == 0 ? 1 + rng() % (40 * MiB) : 1 + rng() % (1 * MiB);
+          const layout_snapshot before = snapshot(*t.alloc);
           try {
             live.push_back({t.allocate(bytes, s), s});
           } catch (const out_of_memory&) {
+            // The strong guarantee: a failure changes nothing, in every mode.
+            REQUIRE(same_layout(before, snapshot(*t.alloc)));
           }
         }
         if (i % 100 == 0 || i > 2900) {
@@ -368,6 +374,10 @@ TEST("expandable and private pools: random use keeps every invariant, reserved =
           CHECK(t.reserved() <= 200 * MiB + (std::string(expandable_on) == "true" ? 18 * MiB : 0));
         }
       }
+      // The random mix does reach the out-of-memory path and its releases.
+      CHECK(t.alloc->stats().failures > 0);
+      const device_call_counts c = t.calls();
+      CHECK((std::string(expandable_on) == "true" ? c.unmap : c.region_free) > 0);
       for (auto& h : live) t.deallocate(h.p, h.s);
       t.alloc->use_pool(0);
       t.alloc->trim();
