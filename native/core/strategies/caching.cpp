@@ -11,7 +11,15 @@
 // their own; a free returns a block to its own pool. Private segments count toward reserved memory
 // and the cap but are never released (the graph is alive): not by trim, garbage collection nor the
 // out-of-memory retry, which PyTorch skips altogether while a pool is current.
+//
+// Expandable segments (expandable_segments, PyTorch's ExpandableSegment): one segment per pool and
+// stream, a reservation of address space 1 1/8 times the device's memory, into which pages (2 MiB
+// for a small pool, 20 MiB for a large one) are mapped as it grows and unmapped again by the
+// release paths. A segment's blocks are live, free (mapped) or unmapped; reserved memory is the
+// mapped bytes.
+#include <algorithm>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <unordered_map>
 #include <vector>
@@ -42,12 +50,42 @@ class caching final : public allocator {
           "caching: garbage_collection_threshold needs max_reserved (as PyTorch's "
           "needs a per-process memory fraction)");
     collect_garbage_ = policy_.garbage_collection_threshold > 0;
+    expandable_ = policy_.expandable_segments;
+    unusual_ = collect_garbage_ || expandable_;
+    if (expandable_ && !b.has_vmm())
+      throw unsupported(std::string("caching: expandable_segments maps pages into reserved address "
+                                    "space, which the ") +
+                        b.name() + " backing cannot");
+    if (expandable_ && caching_detail::small_buffer % b.granularity() != 0)
+      throw invalid_argument(
+          "caching: expandable_segments maps 2 MiB pages, not a multiple of the "
+          "backing's granularity " +
+          format_bytes(b.granularity()));
     reuse_is_stream_ordered();  // a segment and its blocks belong to one stream
     pools_.resize(2);           // the default small and large pools
   }
 
   ~caching() override {
-    for (auto& [address, s] : segments_) get_backing().free_region(address, s.size);
+    for (auto& [address, s] : segments_) {
+      if (!s.expandable) {
+        get_backing().free_region(address, s.size);
+        continue;
+      }
+      // Each run of mapped blocks was mapped page by page: give it back as one range.
+      address_t run = 0;
+      std::uint64_t run_bytes = 0;
+      for (std::uint32_t i = s.head; i != no_block; i = nodes_[i].next) {
+        if (nodes_[i].state != unmapped) {
+          if (run_bytes == 0) run = nodes_[i].address;
+          run_bytes += nodes_[i].size;
+          continue;
+        }
+        if (run_bytes != 0) get_backing().unmap(run, run_bytes);
+        run_bytes = 0;
+      }
+      if (run_bytes != 0) get_backing().unmap(run, run_bytes);
+      get_backing().release_address_space(address, s.size);
+    }
   }
 
  private:
@@ -57,8 +95,12 @@ class caching final : public allocator {
     const std::uint64_t size = policy_.round_size(bytes);
     const unsigned pool = current_pools_ + policy_.pool_of(size);
     free_index& index = index_for(pool, stream);
-    // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
-    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) ++pools_[pool].free_block_searches;
+    if (VRAMSCOPE_UNLIKELY(unusual_)) {
+      // PyTorch get_free_block counts its calls per pool, the clock of garbage collection's ages.
+      if (collect_garbage_) ++pools_[pool].free_block_searches;
+      // With expandable segments an exact fit may still lose to a larger block (get_free_block).
+      if (expandable_) return allocate_slow(bytes, size, pool, stream, index, cookie);
+    }
     const std::uint32_t n = index.take_exact(size);
     if (VRAMSCOPE_LIKELY(n != no_block)) {
       block_node& b = nodes_[n];
@@ -83,7 +125,7 @@ class caching final : public allocator {
 
   VRAMSCOPE_NOINLINE void free_unmerged(std::uint32_t n) {
     block_node& b = nodes_[n];
-    b.gc_count_base = pools_[b.pool].free_block_searches;
+    stamp(b);
     b.bucket = index_for(b.pool, b.stream).insert(b.size, b.address, n, b.bucket);
   }
 
@@ -105,11 +147,20 @@ class caching final : public allocator {
 
   // PyTorch get_free_block: the lowest (size, address) at least `size` among this stream's cached
   // blocks of the pool, unless the oversize rules (max_split_size) refuse it; no further search.
+  // With expandable segments a block counts, for best fit, as large as it can grow (with the
+  // unmapped block after it): from the first fit the search moves on to each next block while that
+  // one can grow to less.
   std::uint32_t get_free_block(free_index& index, std::uint64_t size) {
     free_index::found best;
     if (!index.lower_bound(size, best)) return no_block;
+    if (VRAMSCOPE_UNLIKELY(expandable_)) {
+      free_index::found next;
+      while (index.next_after(best.block, next) &&
+             expandable_size(next.block.node) < expandable_size(best.block.node))
+        best = next;
+    }
     if (!policy_.may_serve(best.block.size, size)) return no_block;
-    index.take(best);
+    index.take_found(best);
     return best.block.node;
   }
 
@@ -121,6 +172,7 @@ class caching final : public allocator {
   std::uint32_t alloc_block(std::size_t bytes, std::uint64_t size, unsigned pool, stream_t stream,
                             free_index& index) {
     const std::uint64_t alloc_size = policy_.allocation_size(size);
+    if (expandable_) return alloc_expandable(bytes, size, alloc_size, pool, stream);
     if (!fits(alloc_size, 0)) {
       // What release_available_cached_blocks would release, then what release_cached_blocks would.
       const release_plan available = plan_release_available(index, size);
@@ -151,6 +203,44 @@ class caching final : public allocator {
          "the device refused a new segment after the cache was released");
   }
 
+  // alloc_block with expandable segments: the cap is checked against the allocation size, as for a
+  // new segment, but only the pages the request needs are mapped (try_allocate_expandable_block).
+  // release_available_cached_blocks never releases expandable memory, so the retry comes after
+  // release_cached_blocks, which unmaps every free page (unless a private pool is current).
+  // Checked first, exactly: that the cap allows the retry and that the device could hold the pages
+  // the request would map once every free page is unmapped; when not, nothing changes.
+  std::uint32_t alloc_expandable(std::size_t bytes, std::uint64_t size, std::uint64_t alloc_size,
+                                 unsigned pool, stream_t stream) {
+    const std::uint64_t need = map_bytes(find_expandable_block(pool, stream, size), size, pool);
+    if (exceeds_max_reserved(alloc_size) || need > backing_available()) {
+      const bool retry_all = current_pools_ == 0;
+      const std::uint64_t releasable = retry_all ? releasable_bytes() : 0;
+      const bool fits_cap =
+          max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
+      const bool fits_device = retry_all && map_bytes_after_release(pool, stream, size) <=
+                                                backing_available() + releasable;
+      if (!retry_all || !fits_cap || !fits_device) {
+        std::string why = "no cached block fits and " + format_bytes(size) +
+                          " more in an expandable segment " +
+                          (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
+                                       : std::string("does not fit on the device")) +
+                          (retry_all ? " even with every free page unmapped"
+                                     : " (a private pool is current: PyTorch unmaps no other "
+                                       "cached pages then)");
+        fail(bytes, backing_available() + releasable, why.c_str());
+      }
+    }
+    if (collect_garbage_) garbage_collect_cached_blocks();
+    std::uint32_t n;
+    if (try_allocate_expandable_block(size, alloc_size, pool, stream, n) ||
+        (current_pools_ == 0 && (release_cached_blocks(0),
+                                 try_allocate_expandable_block(size, alloc_size, pool, stream, n))))
+      return n;
+    // Only a real device that fragments its own memory gets here.
+    fail(bytes, backing_available(),
+         "the device refused the request's pages after every free page was unmapped");
+  }
+
   // Whether `bytes` more fit the device and the cap once `released` bytes are given back.
   bool fits(std::uint64_t bytes, std::uint64_t released) const noexcept {
     return bytes <= backing_available() + released &&
@@ -174,7 +264,7 @@ class caching final : public allocator {
       if (rest.next != no_block) nodes_[rest.next].prev = r;
       b.next = r;
       b.size = size;
-      rest.gc_count_base = pools_[rest.pool].free_block_searches;
+      stamp(rest);
       rest.bucket = index.insert(rest.size, rest.address, r, rest.bucket);
       trace(trace_op::split, b.address, size, 0, b.stream, b.pool);
     }
@@ -202,7 +292,7 @@ class caching final : public allocator {
       absorb_next(n);
       trace(trace_op::merge, b.address, b.size, 0, b.stream, b.pool);
     }
-    b.gc_count_base = pools_[b.pool].free_block_searches;
+    stamp(b);
     b.bucket = index.insert(b.size, b.address, n, b.bucket);
   }
 
@@ -228,6 +318,8 @@ class caching final : public allocator {
     release_plan plan;
     if (policy_.kind != preset::pytorch || policy_.max_split_size == caching_detail::unlimited)
       return plan;
+    // PyTorch skips expandable blocks here, and with expandable segments every block is one.
+    if (expandable_) return plan;
     const std::uint64_t key = size < policy_.max_split_size ? policy_.max_split_size : size;
     std::vector<free_index::entry> blocks;
     index.ascending(blocks);
@@ -260,20 +352,36 @@ class caching final : public allocator {
 
   // PyTorch release_cached_blocks (empty_cache): every cached block of the default pools that is a
   // whole segment goes back to the device, large pool first, each in (stream, size, address)
-  // order; private pools keep theirs (their graphs are alive). Stops once reserved memory is down
+  // order; private pools keep theirs (their graphs are alive). With expandable segments
+  // (release_blocks) the whole pages inside each free block are unmapped instead, in the same
+  // order, and a segment left with nothing mapped is released. Stops once reserved memory is down
   // to `keep` bytes. Returns the bytes released.
   std::uint64_t release_cached_blocks(std::uint64_t keep) {
     std::uint64_t released = 0;
     std::vector<free_index::entry> blocks;
+    std::vector<std::uint32_t> to_unmap;
     for (unsigned pool : {large_pool, small_pool}) {
+      to_unmap.clear();
       for (auto& [stream, index] : pools_[pool].indexes) {
         index.ascending(blocks);
         for (const auto& e : blocks) {
+          if (expandable_) {
+            to_unmap.push_back(e.node);
+            continue;
+          }
           if (reserved_ <= keep) return released;
           if (!is_whole_segment(e.node)) continue;
           released += e.size;
           release_block(e, index);
         }
+      }
+      for (std::uint32_t n : to_unmap) {
+        if (reserved_ <= keep) return released;
+        const std::uint64_t before = reserved_;
+        const std::uint32_t u = unmap_block(n);
+        released += before - reserved_;
+        if (u != no_block && nodes_[u].prev == no_block && nodes_[u].next == no_block)
+          release_expandable_segment(u);
       }
     }
     return released;
@@ -348,8 +456,8 @@ class caching final : public allocator {
     b.state = cached;
     b.prev = b.next = no_block;
     b.bucket = free_index::no_bucket;
-    b.gc_count_base = pools_[pool].free_block_searches;
-    segments_.emplace(address, segment{bytes, n, pool});
+    stamp(b);
+    segments_.emplace(address, segment{bytes, n, pool, false});
     reserved_ += bytes;
     return n;
   }
@@ -364,12 +472,301 @@ class caching final : public allocator {
     free_nodes_.push_back(e.node);
   }
 
-  // What release_cached_blocks would give back: the whole cached segments of the default pools.
+  // What release_cached_blocks would give back: the whole cached segments of the default pools,
+  // or with expandable segments the whole pages inside their free blocks.
   std::uint64_t releasable_bytes() const {
     std::uint64_t bytes = 0;
+    if (expandable_) {
+      std::vector<free_index::entry> blocks;
+      for (unsigned pool : {large_pool, small_pool})
+        for (auto& [stream, index] : pools_[pool].indexes) {
+          index.ascending(blocks);
+          for (const auto& e : blocks) {
+            const page_range r = whole_pages(e.node);
+            bytes += r.end - r.begin;
+          }
+        }
+      return bytes;
+    }
     for (auto& [address, s] : segments_)
       if (s.pool < 2 && is_whole_segment(s.head)) bytes += s.size;
     return bytes;
+  }
+
+  // --- expandable segments ----------------------------------------------------------------------
+
+  // ExpandableSegment's segment_size_: the page a pool maps at a time.
+  static std::uint64_t page_of(unsigned pool) noexcept {
+    return kind_of(pool) == small_pool ? caching_detail::small_buffer
+                                       : caching_detail::large_buffer;
+  }
+
+  // For best fit: the size a block can grow to, with the unmapped block after it.
+  std::uint64_t expandable_size(std::uint32_t n) const noexcept {
+    const block_node& b = nodes_[n];
+    return b.size +
+           (b.next != no_block && nodes_[b.next].state == unmapped ? nodes_[b.next].size : 0);
+  }
+
+  bool allocatable(std::uint32_t n) const noexcept {
+    return n != no_block && nodes_[n].state != live;
+  }
+
+  // PyTorch find_expandable_block: the lowest-address unmapped block of the pool and stream (or the
+  // free block just before it) from which free and unmapped blocks add up to `size`; no_block when
+  // there is none, for which a new segment is reserved.
+  std::uint32_t find_expandable_block(unsigned pool, stream_t stream, std::uint64_t size) {
+    for (auto& [address, u] : pools_[pool].unmapped[stream]) {
+      std::uint32_t c = u;
+      if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
+      std::uint64_t bytes = 0;
+      for (std::uint32_t b = c; bytes < size && allocatable(b); b = nodes_[b].next)
+        bytes += nodes_[b].size;
+      if (bytes >= size) return c;
+    }
+    return no_block;
+  }
+
+  // The bytes try_allocate_expandable_block maps from candidate `c` (no_block: a new segment): each
+  // unmapped block on the way is mapped from its start, as many pages as the rest of the request
+  // needs (at most the block), and merges with the free blocks beside it.
+  std::uint64_t map_bytes(std::uint32_t c, std::uint64_t size, unsigned pool) const {
+    const std::uint64_t page = page_of(pool);
+    if (c == no_block) return align_up(size, page);
+    std::uint64_t have = 0, need = 0;
+    for (std::uint32_t b = c; have < size; b = nodes_[b].next) {
+      if (nodes_[b].state == unmapped) {
+        const std::uint64_t m =
+            std::min<std::uint64_t>(align_up(size - have, page), nodes_[b].size);
+        need += m;
+        have += m;
+      } else {
+        have += nodes_[b].size;
+      }
+    }
+    return need;
+  }
+
+  // map_bytes as it would be after release_cached_blocks: find_expandable_block and map_bytes on the
+  // pool's segments (a default pool's) with the whole pages of every free block unmapped
+  // (unmap_block) and merged with the unmapped blocks beside them.
+  std::uint64_t map_bytes_after_release(unsigned pool, stream_t stream, std::uint64_t size) const {
+    const std::uint64_t page = page_of(pool);
+    struct part {
+      std::uint64_t size;
+      std::uint8_t state;
+    };
+    std::vector<part> parts;
+    for (auto& [base, seg] : segments_) {  // in address order, as PyTorch's unmapped set
+      if (!seg.expandable || seg.pool != pool || nodes_[seg.head].stream != stream) continue;
+      parts.clear();
+      auto push = [&](std::uint64_t bytes, std::uint8_t state) {
+        if (bytes == 0) return;
+        if (state == unmapped && !parts.empty() && parts.back().state == unmapped)
+          parts.back().size += bytes;
+        else parts.push_back({bytes, state});
+      };
+      for (std::uint32_t i = seg.head; i != no_block; i = nodes_[i].next) {
+        const block_node& b = nodes_[i];
+        const page_range r = b.state == cached ? whole_pages(i) : page_range{0, 0};
+        if (r.begin == r.end) {
+          push(b.size, b.state);
+          continue;
+        }
+        push(r.begin - b.address, cached);
+        push(r.end - r.begin, unmapped);
+        push(b.address + b.size - r.end, cached);
+      }
+      for (std::size_t k = 0; k < parts.size(); ++k) {
+        if (parts[k].state != unmapped) continue;
+        const std::size_t c = k > 0 && parts[k - 1].state != live ? k - 1 : k;
+        std::uint64_t room = 0;
+        for (std::size_t j = c; room < size && j < parts.size() && parts[j].state != live; ++j)
+          room += parts[j].size;
+        if (room < size) continue;
+        std::uint64_t have = 0, need = 0;
+        for (std::size_t j = c; have < size; ++j) {
+          if (parts[j].state != unmapped) {
+            have += parts[j].size;
+            continue;
+          }
+          const std::uint64_t m =
+              std::min<std::uint64_t>(align_up(size - have, page), parts[j].size);
+          need += m;
+          have += m;
+        }
+        return need;
+      }
+    }
+    return align_up(size, page);  // a new segment
+  }
+
+  // PyTorch alloc_block with expandable segments: the cap against the allocation size, then
+  // try_allocate_expandable_block: map what the candidate lacks, page by page, merging as it grows,
+  // and take the grown block out of the free index. A device that cannot hold the pages fails it
+  // with nothing mapped.
+  bool try_allocate_expandable_block(std::uint64_t size, std::uint64_t alloc_size, unsigned pool,
+                                     stream_t stream, std::uint32_t& out) {
+    if (exceeds_max_reserved(alloc_size)) return false;
+    std::uint32_t c = find_expandable_block(pool, stream, size);
+    if (map_bytes(c, size, pool) > backing_available()) return false;
+    if (c == no_block) c = new_expandable_segment(pool, stream);
+    if (nodes_[c].state == unmapped) c = map_block(c, std::min(nodes_[c].size, size));
+    while (nodes_[c].size < size) {
+      const std::uint32_t u = nodes_[c].next;  // free is followed by unmapped
+      c = map_block(u, std::min(size - nodes_[c].size, nodes_[u].size));
+    }
+    block_node& b = nodes_[c];
+    index_for(pool, stream).erase(b.size, b.address, b.bucket);
+    out = c;
+    return true;
+  }
+
+  // A new ExpandableSegment: address space for 1 1/8 times the device's memory, in whole pages,
+  // all of it one unmapped block.
+  std::uint32_t new_expandable_segment(unsigned pool, stream_t stream) {
+    const std::uint64_t page = page_of(pool);
+    const std::uint64_t total = get_backing().capacity();
+    const std::uint64_t bytes = align_up(total + total / 8, page);
+    const address_t base = reserve_address_space(bytes, get_backing().granularity());
+    const std::uint32_t n = new_node();
+    block_node& b = nodes_[n];
+    b.address = base;
+    b.size = bytes;
+    b.stream = stream;
+    b.pool = static_cast<std::uint16_t>(pool);
+    b.state = unmapped;
+    b.prev = b.next = no_block;
+    b.bucket = free_index::no_bucket;
+    b.gc_count_base = 0;
+    segments_.emplace(base, segment{bytes, n, pool, true});
+    pools_[pool].unmapped[stream].emplace(base, n);
+    return n;
+  }
+
+  // PyTorch map_block: maps `bytes` (rounded up to pages) at the start of unmapped block n; the
+  // rest stays unmapped after it. The mapped block merges with free neighbours and is cached.
+  // Returns the block it became part of.
+  std::uint32_t map_block(std::uint32_t n, std::uint64_t bytes) {
+    const unsigned pool = nodes_[n].pool;
+    const stream_t stream = nodes_[n].stream;
+    const std::uint64_t mapped =
+        std::min<std::uint64_t>(align_up(bytes, page_of(pool)), nodes_[n].size);
+    map_range(nodes_[n].address, mapped);
+    reserved_ += mapped;
+    auto& unmapped_blocks = pools_[pool].unmapped[stream];
+    unmapped_blocks.erase(nodes_[n].address);
+    if (mapped < nodes_[n].size) {
+      const std::uint32_t r = new_node();
+      block_node& b = nodes_[n];
+      block_node& rest = nodes_[r];
+      rest = b;
+      rest.address = b.address + mapped;
+      rest.size = b.size - mapped;
+      rest.prev = n;
+      if (rest.next != no_block) nodes_[rest.next].prev = r;
+      b.next = r;
+      b.size = mapped;
+      unmapped_blocks.emplace(rest.address, r);
+    }
+    nodes_[n].state = cached;
+    free_index& index = index_for(pool, stream);
+    if (is_free(nodes_[n].prev)) {
+      const std::uint32_t p = nodes_[n].prev;
+      index.erase(nodes_[p].size, nodes_[p].address, nodes_[p].bucket);
+      absorb_next(p);
+      n = p;
+    }
+    if (is_free(nodes_[n].next)) {
+      const std::uint32_t x = nodes_[n].next;
+      index.erase(nodes_[x].size, nodes_[x].address, nodes_[x].bucket);
+      absorb_next(n);
+    }
+    block_node& b = nodes_[n];
+    stamp(b);
+    b.bucket = index.insert(b.size, b.address, n, b.bucket);
+    return n;
+  }
+
+  struct page_range {
+    address_t begin, end;  // begin == end: no whole page
+  };
+  // The whole pages inside block n (ExpandableSegment::unmap's range).
+  page_range whole_pages(std::uint32_t n) const {
+    const block_node& b = nodes_[n];
+    const std::uint64_t page = page_of(b.pool);
+    auto it = std::prev(segments_.upper_bound(b.address));
+    const address_t base = it->first;
+    const address_t begin = base + align_up(b.address - base, page);
+    const address_t end = base + align_down(b.address + b.size - base, page);
+    return begin < end ? page_range{begin, end} : page_range{begin, begin};
+  }
+
+  // PyTorch unmap_block: unmaps the whole pages inside free block n; what is left before and after
+  // them stays free, and the unmapped range merges with unmapped neighbours. Returns the unmapped
+  // block, or no_block when n holds no whole page.
+  std::uint32_t unmap_block(std::uint32_t n) {
+    const page_range r = whole_pages(n);
+    if (r.begin == r.end) return no_block;
+    const unsigned pool = nodes_[n].pool;
+    const stream_t stream = nodes_[n].stream;
+    free_index& index = index_for(pool, stream);
+    index.erase(nodes_[n].size, nodes_[n].address, nodes_[n].bucket);
+    unmap_range(r.begin, r.end - r.begin);
+    reserved_ -= r.end - r.begin;
+    const address_t block_end = nodes_[n].address + nodes_[n].size;
+    std::uint32_t u = n;
+    if (r.begin > nodes_[n].address) {  // n keeps the free part before the pages
+      u = new_node();
+      block_node& b = nodes_[n];
+      block_node& x = nodes_[u];
+      x = b;
+      x.address = r.begin;
+      x.prev = n;
+      if (x.next != no_block) nodes_[x.next].prev = u;
+      b.next = u;
+      b.size = r.begin - b.address;
+      stamp(b);
+      b.bucket = index.insert(b.size, b.address, n, free_index::no_bucket);
+    }
+    if (r.end < block_end) {  // and a free block after them
+      const std::uint32_t a = new_node();
+      block_node& x = nodes_[u];
+      block_node& y = nodes_[a];
+      y = x;
+      y.address = r.end;
+      y.size = block_end - r.end;
+      y.prev = u;
+      if (y.next != no_block) nodes_[y.next].prev = a;
+      x.next = a;
+      stamp(y);
+      y.bucket = index.insert(y.size, y.address, a, free_index::no_bucket);
+    }
+    nodes_[u].size = r.end - r.begin;
+    nodes_[u].state = unmapped;
+    nodes_[u].bucket = free_index::no_bucket;
+    auto& unmapped_blocks = pools_[pool].unmapped[stream];
+    if (nodes_[u].prev != no_block && nodes_[nodes_[u].prev].state == unmapped) {
+      const std::uint32_t p = nodes_[u].prev;
+      unmapped_blocks.erase(nodes_[p].address);
+      absorb_next(p);
+      u = p;
+    }
+    if (nodes_[u].next != no_block && nodes_[nodes_[u].next].state == unmapped) {
+      unmapped_blocks.erase(nodes_[nodes_[u].next].address);
+      absorb_next(u);
+    }
+    unmapped_blocks[nodes_[u].address] = u;
+    return u;
+  }
+
+  // PyTorch release_expandable_segment: a segment with nothing mapped gives its address space back.
+  void release_expandable_segment(std::uint32_t u) {
+    const block_node& b = nodes_[u];
+    pools_[b.pool].unmapped[b.stream].erase(b.address);
+    release_address_space(b.address, b.size);
+    segments_.erase(b.address);
+    free_nodes_.push_back(u);
   }
 
   void do_trim() override {
@@ -399,10 +796,36 @@ class caching final : public allocator {
 
   // Regions are segments; their kind is the pool number (0 small, 1 large; private pool pairs
   // follow in order of first use, small even and large odd).
+  // An expandable segment is a region per run of mapped blocks and an unmapped region per hole
+  // between them (the unmapped rest of its address space after the last mapped block is left out).
   void do_walk(layout_visitor& v) const override {
     for (auto& [address, s] : segments_) {
+      if (s.expandable) {
+        walk_expandable(v, s.head, s.pool);
+        continue;
+      }
       v.region({address, s.size, true, s.pool});
       for (std::uint32_t i = s.head; i != no_block; i = nodes_[i].next) {
+        const block_node& b = nodes_[i];
+        v.block({b.address, b.size, b.state == live ? block_state::live : block_state::free,
+                 static_cast<std::uint32_t>(b.stream)});
+      }
+    }
+  }
+
+  void walk_expandable(layout_visitor& v, std::uint32_t head, unsigned pool) const {
+    std::uint32_t i = head;
+    while (i != no_block) {
+      if (nodes_[i].state == unmapped) {
+        if (nodes_[i].next != no_block) v.region({nodes_[i].address, nodes_[i].size, false, pool});
+        i = nodes_[i].next;
+        continue;
+      }
+      std::uint64_t run = 0;
+      for (std::uint32_t j = i; j != no_block && nodes_[j].state != unmapped; j = nodes_[j].next)
+        run += nodes_[j].size;
+      v.region({nodes_[i].address, run, true, pool});
+      for (; i != no_block && nodes_[i].state != unmapped; i = nodes_[i].next) {
         const block_node& b = nodes_[i];
         v.block({b.address, b.size, b.state == live ? block_state::live : block_state::free,
                  static_cast<std::uint32_t>(b.stream)});
@@ -422,7 +845,8 @@ class caching final : public allocator {
 
   // --- blocks -----------------------------------------------------------------------------------
 
-  enum block_state_t : std::uint8_t { cached = 0, live = 1 };
+  // unmapped: address space of an expandable segment with no memory behind it.
+  enum block_state_t : std::uint8_t { cached = 0, live = 1, unmapped = 2 };
 
   // One block of a segment. Invariant: the blocks of a segment, followed through next from its
   // head, tile it exactly; every free block is in the index of its pool and stream, and no two
@@ -438,17 +862,26 @@ class caching final : public allocator {
     std::uint8_t state;           // block_state_t
   };
   struct segment {
-    std::uint64_t size;
+    std::uint64_t size;  // expandable: the address space reserved
     std::uint32_t head;  // the block at the segment's start
     unsigned pool;
+    bool expandable;
   };
   // One of PyTorch's BlockPools: the default small and large pools are numbers 0 and 1, each
   // private pool has the next two.
   struct pool_state {
     std::map<stream_t, free_index> indexes;  // per stream; ordered as PyTorch's sets
     std::uint64_t free_block_searches = 0;   // PyTorch get_free_blocks_call_count
+    // Expandable segments: the unmapped blocks per stream, by address (PyTorch's pool.unmapped).
+    std::map<stream_t, std::map<address_t, std::uint32_t>> unmapped;
   };
   static unsigned kind_of(unsigned pool) noexcept { return pool & 1u; }
+
+  // PyTorch insert_into_blocks: a block cached again remembers its pool's free-block searches, the
+  // clock of garbage collection's ages (which only runs, and only counts, when it is on).
+  void stamp(block_node& b) noexcept {
+    if (VRAMSCOPE_UNLIKELY(collect_garbage_)) b.gc_count_base = pools_[b.pool].free_block_searches;
+  }
 
   bool is_free(std::uint32_t n) const noexcept {
     return n != no_block && nodes_[n].state == cached;
@@ -484,6 +917,8 @@ class caching final : public allocator {
   std::uint64_t max_reserved_;       // 0: no cap but the device's
   std::uint64_t release_threshold_;  // trim() keeps this many bytes reserved
   bool collect_garbage_ = false;
+  bool expandable_ = false;
+  bool unusual_ = false;  // either of the two: the fast path's one test
 
   std::vector<block_node> nodes_;
   std::vector<std::uint32_t> free_nodes_;
@@ -496,7 +931,8 @@ class caching final : public allocator {
     unsigned pool = 0;
     free_index* index = nullptr;
   } last_index_[2];
-  std::uint64_t reserved_ = 0;  // invariant: the sum of segments_' sizes
+  // Invariant: the sum of the sizes of segments_ not expandable and of mapped expandable blocks.
+  std::uint64_t reserved_ = 0;
 };
 
 const strategy_registration registration{
@@ -520,6 +956,10 @@ const strategy_registration registration{
       {"garbage_collection_threshold", "double", "0",
        "pytorch: above this fraction of max_reserved, release the oldest unused segments before "
        "obtaining a new one; needs max_reserved; 0 is off"},
+      {"expandable_segments", "bool", "false",
+       "pytorch (expandable_segments:True): one segment per stream and pool, address space that "
+       "grows by mapping 2 MiB (small pool) or 20 MiB (large pool) pages; release unmaps free "
+       "pages"},
       {"max_reserved", "size", "0",
        "cap on reserved memory, as PyTorch's per-process memory fraction; 0: the device's memory"},
       {"release_threshold", "size", "0",

@@ -147,6 +147,49 @@ class free_index {
     pop_lowest(buckets_[f.bucket].blocks, f.block.size);
   }
 
+  // The block right after `e` (a block of the index) in (size, address) order: what advancing
+  // PyTorch's set iterator gives. Left in the index: take_found() it.
+  bool next_after(const entry& e, found& out) const {
+    bool have = false;
+    auto same = by_size_.find(e.size);
+    if (same != by_size_.end()) {
+      const auto& blocks = buckets_[same->second].blocks;  // descending addresses
+      std::size_t lo = 0, hi = blocks.size();
+      while (lo < hi) {
+        std::size_t mid = (lo + hi) / 2;
+        if (blocks[mid].address > e.address) lo = mid + 1;
+        else hi = mid;
+      }
+      // blocks[lo - 1] is the lowest address above e's.
+      if (lo > 0) {
+        out = {{e.size, blocks[lo - 1].address, blocks[lo - 1].node}, same->second};
+        have = true;
+      }
+    }
+    if (!have)
+      for (auto it = by_size_.upper_bound(e.size); it != by_size_.end(); ++it) {
+        const bucket& b = buckets_[it->second];
+        if (!b.blocks.empty()) {
+          out = {{b.size, b.blocks.back().address, b.blocks.back().node}, it->second};
+          have = true;
+          break;
+        }
+      }
+    const bool front_after =
+        front_.size != 0 &&
+        (front_.size > e.size || (front_.size == e.size && front_.address > e.address));
+    if (front_after && (!have || front_.size < out.block.size ||
+                        (front_.size == out.block.size && front_.address < out.block.address))) {
+      out = {{front_.size, front_.address, front_.node}, front_bucket};
+      have = true;
+    }
+    return have;
+  }
+  // Removes a block lower_bound() or next_after() found (take() only takes the first of a size).
+  void take_found(const found& f) noexcept {
+    erase(f.block.size, f.block.address, f.bucket == front_bucket ? no_bucket : f.bucket);
+  }
+
   // Every free block in ascending (size, address) order; for the slow paths (release, collection).
   void ascending(std::vector<entry>& out) const {
     out.clear();

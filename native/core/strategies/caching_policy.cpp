@@ -13,7 +13,8 @@ namespace {
 
 const char* const pow2_only[] = {"segment_size"};
 const char* const pytorch_only[] = {"max_split_size", "max_non_split_rounding_size",
-                                    "roundup_power2_divisions", "garbage_collection_threshold"};
+                                    "roundup_power2_divisions", "garbage_collection_threshold",
+                                    "expandable_segments"};
 
 std::uint64_t parse_whole(const std::string& text, const std::string& what) {
   char* end = nullptr;
@@ -139,6 +140,7 @@ policy parse_policy(const params& p) {
       !(pol.garbage_collection_threshold > 0 && pol.garbage_collection_threshold < 1))
     throw invalid_argument(
         "parameter 'garbage_collection_threshold': must be in (0, 1) or 0 for off");
+  pol.expandable_segments = p.get_bool("expandable_segments", false);
   return pol;
 }
 

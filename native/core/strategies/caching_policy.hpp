@@ -52,6 +52,8 @@ struct policy {
   // pytorch: fraction of max_reserved above which unused whole segments are collected, oldest
   // first, before a new one is obtained (0: off).
   double garbage_collection_threshold = 0;
+  // pytorch: one segment per stream and pool that grows by mapping pages (expandable_segments).
+  bool expandable_segments = false;
 
   // The block size a request is served with; 0 when no class holds it (the request fails).
   std::uint64_t round_size(std::uint64_t bytes) const noexcept {
@@ -94,12 +96,14 @@ struct policy {
     return true;
   }
 
-  // PyTorch should_split: in the small pool any remainder of 512 B or more is split off; in the
-  // large pool only a remainder above kSmallSize, and never for requests of max_split_size or more.
-  // pow2 splits whenever the remainder can hold its smallest class.
+  // PyTorch should_split: in the small pool, or anywhere with expandable segments, any remainder of
+  // 512 B or more is split off; in the large pool only a remainder above kSmallSize, and never for
+  // requests of max_split_size or more. pow2 splits whenever the remainder can hold its smallest
+  // class.
   bool should_split(std::uint64_t block_size, std::uint64_t size, unsigned pool) const noexcept {
     const std::uint64_t remaining = block_size - size;
-    if (kind == preset::pow2 || pool == small_pool) return remaining >= min_block_size;
+    if (kind == preset::pow2 || pool == small_pool || expandable_segments)
+      return remaining >= min_block_size;
     return size < max_split_size && remaining > small_size;
   }
 

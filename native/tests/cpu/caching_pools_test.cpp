@@ -5,6 +5,7 @@
 // release_cached_blocks, find_expandable_block, map_block, unmap_block, release_blocks).
 #include <map>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,253 @@ TEST("private pools: replay follows the trace's pool column") {
   e.pool.clear();  // without the column every alloc is the default pool's
   auto without = replay(e.columns(), {target}, o);
   CHECK_EQ(without[0].summary.peak_reserved, 20 * MiB);
+}
+
+// --- expandable segments -------------------------------------------------------------------------
+
+pool_under_test expandable(params extra = {}, std::size_t capacity = 1 * GiB) {
+  extra.set("expandable_segments", "true");
+  return pool_under_test(extra, capacity);
+}
+
+TEST(
+    "expandable: a small request maps one 2 MiB page of a new segment; reserved is what is "
+    "mapped") {
+  pool_under_test t = expandable();
+  void* a = t.allocate(100);
+  void* b = t.allocate(100);
+  CHECK_EQ(t.at(b), t.at(a) + 512);
+  CHECK_EQ(t.reserved(), 2 * MiB);
+  CHECK_EQ(t.calls().va_reserve, 1u);
+  CHECK_EQ(t.calls().map, 1u);
+  CHECK_EQ(t.calls().region_alloc, 0u);
+  CHECK_EQ(t.alloc->stats().address_space, align_up(GiB + GiB / 8, 2 * MiB));
+  CHECK(t.consistent());
+}
+
+TEST("expandable: the large pool grows its segment at the end by 20 MiB pages") {
+  pool_under_test t = expandable();
+  void* a = t.allocate(5 * MiB);  // one 20 MiB page; 15 MiB free after the block
+  CHECK_EQ(t.reserved(), 20 * MiB);
+  void* b = t.allocate(30 * MiB);  // the free 15 MiB and one more page: contiguous
+  CHECK_EQ(t.at(b), t.at(a) + 5 * MiB);
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  CHECK_EQ(t.calls().map, 2u);
+  CHECK_EQ(t.calls().va_reserve, 1u);
+  void* c = t.allocate(2 * MiB);  // any remainder of 512 B or more is split off
+  CHECK_EQ(t.at(c), t.at(a) + 35 * MiB);
+  void* d = t.allocate(2 * MiB + 512);
+  CHECK_EQ(t.at(d), t.at(a) + 37 * MiB);
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  t.allocate(100, 2);  // another stream: a segment of its own
+  CHECK_EQ(t.calls().va_reserve, 2u);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: best fit prefers a block that cannot grow to the one before unmapped space") {
+  pool_under_test t = expandable();
+  void* a = t.allocate(16 * MiB);  // page 1: a, 4 MiB free
+  void* b = t.allocate(4 * MiB);   // the 4 MiB: page 1 full
+  void* c = t.allocate(5 * MiB);   // page 2: c, 15 MiB free before the unmapped rest
+  (void)b;
+  (void)c;
+  t.deallocate(a);  // 16 MiB free between nothing and b
+  // The smallest fit is the 15 MiB at the end, which can grow to the whole address space; the
+  // 16 MiB block can grow to 16 MiB only, so it is taken.
+  void* d = t.allocate(10 * MiB);
+  CHECK_EQ(t.at(d), t.at(a));
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: trim unmaps the whole free pages; a segment with nothing mapped is released") {
+  pool_under_test t = expandable();
+  void* a = t.allocate(5 * MiB);
+  void* b = t.allocate(30 * MiB);  // a [0, 5), b [5, 35), free [35, 40)
+  t.deallocate(b);                 // free [5, 40)
+  t.alloc->trim();                 // page [20, 40) is unmapped; [5, 20) stays free
+  CHECK_EQ(t.reserved(), 20 * MiB);
+  CHECK_EQ(t.calls().unmap, 1u);
+  CHECK_EQ(t.calls().va_release, 0u);
+  CHECK(t.consistent());
+  void* c = t.allocate(10 * MiB);  // the free 15 MiB
+  CHECK_EQ(t.at(c), t.at(a) + 5 * MiB);
+  t.deallocate(c);
+  t.deallocate(a);
+  t.alloc->trim();  // nothing left mapped: the address space goes back too
+  CHECK_EQ(t.reserved(), 0u);
+  CHECK_EQ(t.calls().unmap, 2u);
+  CHECK_EQ(t.calls().va_release, 1u);
+  CHECK_EQ(t.alloc->stats().address_space, 0u);
+  CHECK(t.consistent());
+  void* d = t.allocate(5 * MiB);  // a new segment
+  CHECK(d != nullptr);
+  CHECK_EQ(t.calls().va_reserve, 2u);
+}
+
+TEST("expandable: out of memory unmaps free pages of every stream, then maps the request") {
+  pool_under_test t = expandable({}, 64 * MiB);
+  void* a = t.allocate(30 * MiB);  // 40 MiB mapped on stream 0
+  t.deallocate(a);
+  void* b = t.allocate(30 * MiB, 2);  // stream 2 needs 40 MiB, 24 MiB are left: stream 0's go
+  CHECK(b != nullptr);
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  CHECK_EQ(t.calls().unmap, 1u);
+  CHECK_EQ(t.calls().va_release, 1u);
+  auto before = snapshot(*t.alloc);
+  CHECK_THROWS_AS(t.allocate(30 * MiB), out_of_memory);  // 24 MiB free, nothing to unmap
+  CHECK(same_layout(before, snapshot(*t.alloc)));
+  CHECK(t.consistent());
+}
+
+TEST("expandable: the cap is checked against the allocation size, not the pages mapped") {
+  pool_under_test t = expandable({{"max_reserved", "40MiB"}});
+  t.allocate(15 * MiB);  // 20 MiB mapped, 5 MiB free at the end
+  // 24 MiB would map one more page (40 MiB in all), but PyTorch's alloc_block checks the
+  // allocation size: 20 + 24 > 40.
+  CHECK_THROWS_AS(t.allocate(24 * MiB), out_of_memory);
+  CHECK_EQ(t.reserved(), 20 * MiB);
+  void* b = t.allocate(20 * MiB);  // 20 + 20 <= 40
+  CHECK(b != nullptr);
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: max_split_size still keeps small requests off oversize free blocks") {
+  pool_under_test t = expandable({{"max_split_size", "40MiB"}});
+  void* a = t.allocate(50 * MiB);  // 60 MiB mapped: a, then 10 MiB free
+  void* b = t.allocate(10 * MiB);  // the 10 MiB: all mapped memory is live
+  (void)b;
+  t.deallocate(a);                // an oversize free block of 50 MiB
+  void* c = t.allocate(5 * MiB);  // refused the 50 MiB block: the segment grows instead
+  CHECK_EQ(t.at(c), t.at(a) + 60 * MiB);
+  CHECK_EQ(t.reserved(), 80 * MiB);
+  void* d = t.allocate(45 * MiB);  // an oversize request takes it (within 20 MiB), split
+  CHECK_EQ(t.at(d), t.at(a));
+  CHECK(t.consistent());
+}
+
+TEST("expandable: a private pool grows a segment of its own, never unmapped by release") {
+  pool_under_test t = expandable();
+  t.alloc->use_pool(1);
+  void* p = t.allocate(5 * MiB);
+  t.deallocate(p);
+  t.alloc->use_pool(0);
+  void* q = t.allocate(5 * MiB);
+  CHECK(t.at(q) != t.at(p));
+  CHECK_EQ(t.calls().va_reserve, 2u);
+  t.alloc->trim();  // the default pool's free pages go; pool 1's stay
+  CHECK_EQ(t.reserved(), 40 * MiB);
+  t.deallocate(q);
+  t.alloc->trim();
+  CHECK_EQ(t.reserved(), 20 * MiB);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: only the pytorch preset takes it; the layout trace shows maps and unmaps") {
+  auto backing = make_simulated_backing({});
+  CHECK_THROWS_AS(make_allocator("caching", *backing, {{"expandable_segments", "true"}}),
+                  invalid_argument);
+  request_column_vectors e;
+  for (std::uint32_t i = 0; i < 4; ++i) {
+    e.kind.push_back(0);
+    e.id.push_back(i);
+    e.size.push_back(15 * MiB);
+    e.stream.push_back(0);
+    e.time.push_back(i);
+  }
+  const replay_target target{
+      "c", "caching", {{"preset", "pytorch"}, {"expandable_segments", "true"}}, {}};
+  auto r = replay(e.columns(), {target}, {});
+  CHECK_EQ(r[0].summary.peak_reserved, 60 * MiB);  // 4 x 15 MiB in three 20 MiB pages
+  CHECK_EQ(r[0].summary.device_call_detail.map, 3u);
+  std::size_t maps = 0;
+  for (std::uint8_t op : r[0].layout.op) maps += op == static_cast<std::uint8_t>(trace_op::map);
+  CHECK_EQ(maps, 3u);
+}
+
+TEST("expandable and private pools: random use keeps every invariant, reserved = device memory") {
+  for (const char* expandable_on : {"false", "true"}) {
+    for (std::uint32_t seed = 1; seed <= 6; ++seed) {
+      // Half the runs are bound by the cap, half by the device.
+      const bool capped = seed % 2 == 0;
+      params p{{"expandable_segments", expandable_on}};
+      if (capped) p.set("max_reserved", "200MiB");
+      pool_under_test t(p, capped ? 256 * MiB : 200 * MiB);
+      std::mt19937 rng(seed);
+      struct held {
+        void* p;
+        stream_t s;
+      };
+      std::vector<held> live;
+      for (int i = 0; i < 3000; ++i) {
+        const unsigned r = rng() % 100;
+        if (r < 3) {
+          t.alloc->use_pool(rng() % 3);
+        } else if (r < 4) {
+          t.alloc->trim();
+        } else if (r < 50 && !live.empty()) {
+          const std::size_t k = rng() % live.size();
+          t.deallocate(live[k].p, live[k].s);
+          live[k] = live.back();
+          live.pop_back();
+        } else {
+          const stream_t s = 1 + rng() % 2;
+          const std::size_t bytes = rng() % 4 == 0 ? 1 + rng() % (40 * MiB) : 1 + rng() % (1 * MiB);
+          const layout_snapshot before = snapshot(*t.alloc);
+          try {
+            live.push_back({t.allocate(bytes, s), s});
+          } catch (const out_of_memory&) {
+            // The strong guarantee: a failure changes nothing, in every mode.
+            REQUIRE(same_layout(before, snapshot(*t.alloc)));
+          }
+        }
+        if (i % 100 == 0 || i > 2900) {
+          REQUIRE(t.consistent());
+          CHECK_EQ(t.reserved(), t.backing->physical_used());
+          // With expandable segments the cap is checked against the allocation size (2 MiB
+          // multiples) while 20 MiB pages are mapped: as in PyTorch, up to 18 MiB more.
+          CHECK(t.reserved() <= 200 * MiB + (std::string(expandable_on) == "true" ? 18 * MiB : 0));
+        }
+      }
+      // The random mix does reach the out-of-memory path and its releases.
+      CHECK(t.alloc->stats().failures > 0);
+      const device_call_counts c = t.calls();
+      CHECK((std::string(expandable_on) == "true" ? c.unmap : c.region_free) > 0);
+      for (auto& h : live) t.deallocate(h.p, h.s);
+      t.alloc->use_pool(0);
+      t.alloc->trim();
+      REQUIRE(t.consistent());
+    }
+  }
+}
+
+TEST("expandable: while a private pool is current, out of memory unmaps no default page") {
+  pool_under_test t = expandable({{"max_reserved", "64MiB"}});
+  void* a = t.allocate(30 * MiB);  // 40 MiB mapped in the default large pool
+  t.deallocate(a);
+  t.alloc->use_pool(1);
+  auto before = snapshot(*t.alloc);
+  CHECK_THROWS_AS(t.allocate(30 * MiB), out_of_memory);  // 40 + 30 > 64, and no retry
+  CHECK(same_layout(before, snapshot(*t.alloc)));
+  CHECK_EQ(t.calls().unmap, 0u);
+  t.alloc->use_pool(0);
+  void* b = t.allocate(50 * MiB);  // the default pool's 40 MiB free serve 40 of it: maps 20
+  CHECK_EQ(t.at(b), t.at(a));
+  CHECK_EQ(t.reserved(), 60 * MiB);
+  CHECK(t.consistent());
+}
+
+TEST("expandable: garbage collection releases nothing (no expandable block is a whole segment)") {
+  pool_under_test t =
+      expandable({{"max_reserved", "100MiB"}, {"garbage_collection_threshold", "0.2"}});
+  void* a = t.allocate(30 * MiB);
+  t.deallocate(a);                 // 40 MiB mapped and free: above 20 % of 100 MiB
+  void* b = t.allocate(50 * MiB);  // no cached block fits: collection runs, then the segment grows
+  CHECK_EQ(t.at(b), t.at(a));
+  CHECK_EQ(t.calls().unmap, 0u);
+  CHECK_EQ(t.reserved(), 60 * MiB);
+  CHECK(t.consistent());
 }
 
 }  // namespace
