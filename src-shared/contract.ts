@@ -106,6 +106,11 @@ export interface ReplayRequest {
   targets?: { first: number; count?: number }
   /** Labels for the strategies of the list, in order (each map's title); a strategy without one gets its default label. */
   labels?: string[]
+  /**
+   * A PyTorch-policy strategy given no settings replays under the snapshot's recorded settings
+   * (default true); false: as written (PyTorch's defaults, as a what-if row means them).
+   */
+  recordedSettings?: boolean
 }
 
 /** What the what-if lab is asked (`whatif:start`): configurations replayed under a device limit. */
@@ -219,6 +224,7 @@ export const CONTRACT = {
         includeStored: zod.boolean().optional(),
         targets: zod.strictObject({ first: zod.number().int().min(0), count: zod.number().int().min(0).optional() }).optional(),
         labels: zod.array(zod.string().min(1).max(256)).max(64).optional(),
+        recordedSettings: zod.boolean().optional(),
       }),
     result: started,
     job: 'replay',

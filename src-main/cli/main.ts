@@ -60,7 +60,12 @@ function buildProgram(io: Io): Command {
     .command('replay')
     .description('replay a trace through strategies and compare peak, waste, fragmentation, failures, device calls, speed')
     .argument('<file>', 'trace, PyTorch snapshot or RMM log')
-    .requiredOption('-s, --strategies <list>', STRATEGIES_HELP, collect)
+    .option('-s, --strategies <list>', STRATEGIES_HELP, collect)
+    .option(
+      '--conf <conf>',
+      'a PYTORCH_ALLOC_CONF string such as "max_split_size_mb:128" replayed through the PyTorch model (repeatable; "recorded": the snapshot\'s own)',
+      collect,
+    )
     .option('--cap <size>', 'device memory cap such as 24GiB: requests that do not fit fail and are counted')
     .option('-o, --output <out>', 'save the trace with every result (layout, metrics, summary) as a .vramscope file')
     .addOption(placement())

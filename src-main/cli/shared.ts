@@ -2,7 +2,10 @@
 // fails as bad input (exit code 2), and opening and replaying a file with progress shown.
 import { InputError } from '../services/input-error.ts'
 import { openInput, type OpenedInput } from '../services/import/open-input.ts'
-import { replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
+import { recordedConf, replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
+import { findStrategy } from '../services/replay/allocators.ts'
+import { DEFAULT_DEVICE_BYTES } from '../services/whatif/whatif.ts'
+import { confModel, formatPytorchConf, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
 import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from '../services/units.ts'
@@ -22,6 +25,8 @@ export interface CommonOptions {
 /** Options of every command that can replay. */
 export interface ReplayingOptions extends CommonOptions {
   strategies?: string[]
+  /** PYTORCH_ALLOC_CONF strings, each a PyTorch-model target ('recorded': the snapshot's own). */
+  conf?: string[]
   cap?: string
   recordedPlacement: boolean
   resetAtMarkers: boolean
@@ -62,7 +67,7 @@ export function parseCapOption(option: string, text: string | undefined): number
   } catch (e) {
     throw new OptionError(option, (e as Error).message)
   }
-  if (bytes === 0) throw new OptionError(option, 'a size of 0 bytes leaves no room for anything')
+  if (bytes === 0) throw new OptionError(option, `a ${option === '--cap' ? 'cap' : 'size'} of 0 bytes leaves no room for anything`)
   return bytes
 }
 
@@ -78,12 +83,40 @@ function parseStrategiesOption(values: string[] | undefined): StrategySpec[] | u
 export interface ReplayRequest {
   /** Strategies to replay (none given: use the results the file holds). */
   specs: StrategySpec[] | undefined
+  /** --conf values, checked ('recorded' resolved once the file is open). */
+  confs: string[]
   cap: number | undefined
 }
 
-/** --strategies and --cap, checked before any file is read so that a bad option fails first. */
+/** --strategies, --conf and --cap, checked before any file is read so that a bad option fails first. */
 export function parseReplayOptions(options: ReplayingOptions): ReplayRequest {
-  return { specs: parseStrategiesOption(options.strategies), cap: parseCap(options.cap) }
+  const confs = options.conf ?? []
+  for (const c of confs) {
+    if (c === 'recorded') continue
+    try {
+      parsePytorchConf(c)
+    } catch (e) {
+      throw new OptionError('--conf', `'${c}': ${(e as Error).message}`)
+    }
+  }
+  return { specs: parseStrategiesOption(options.strategies), confs, cap: parseCap(options.cap) }
+}
+
+/** A --conf value as a target of the PyTorch model, labelled with the configuration as written. */
+function confSpec(input: OpenedInput, text: string): StrategySpec {
+  let conf = text
+  if (text === 'recorded') {
+    const recorded = recordedConf(input.trace)
+    if (recorded === undefined) throw new OptionError('--conf', `recorded: ${input.path} carries no allocator settings (only PyTorch snapshots do)`)
+    conf = recorded
+  }
+  const parsed = parsePytorchConf(conf)
+  const model = confModel(parsed, 0, DEFAULT_DEVICE_BYTES)
+  const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
+  const missing = Object.keys(model.params).filter((k) => !known.has(k))
+  if (missing.length > 0) throw new OptionError('--conf', `'${text}': this build's model of PyTorch lacks ${missing.join(', ')}`)
+  const printed = formatPytorchConf(parsed)
+  return { label: `pytorch (${text === 'recorded' ? 'recorded: ' : ''}${printed || 'defaults'})`, strategy: model.strategy, params: model.params }
 }
 
 /** Commander collects a repeated option into a list. */
@@ -139,8 +172,9 @@ export interface InputResults {
 /** Opens a file and replays it through `request.specs` if any, with progress shown. */
 export async function openAndReplay(io: Io, options: ReplayingOptions, file: string, request: ReplayRequest, keepLayout = false): Promise<InputResults> {
   const input = await openWithProgress(io, options, file)
-  if (!request.specs) return { input, replayed: undefined, kept: input.strategies, strategies: input.strategies }
-  const replayed = await replayWithProgress(io, options, input, request.specs, request.cap, keepLayout)
+  const specs = [...(request.specs ?? []), ...request.confs.map((c) => confSpec(input, c))]
+  if (specs.length === 0) return { input, replayed: undefined, kept: input.strategies, strategies: input.strategies }
+  const replayed = await replayWithProgress(io, options, input, specs, request.cap, keepLayout)
   const kept = input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name))
   return { input, replayed, kept, strategies: [...kept, ...replayed.results] }
 }

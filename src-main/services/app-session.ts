@@ -33,7 +33,7 @@ import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } fro
 import { describeTrace } from './analysis/inspect.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replayBundle } from './replay/replay-input.ts'
+import { placementFor, replayBundle, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
@@ -502,7 +502,11 @@ export class AppSession {
       if (new Set(labels).size !== labels.length) throw new ApiError('BAD_INPUT', 'labels: each strategy needs a label of its own')
       specs = specs.map((spec, i) => (labels[i] !== undefined ? { ...spec, label: labels[i] } : spec))
     }
+    // A PyTorch-policy target given no settings replays under the snapshot's recorded ones; its
+    // label says which ("caching (pytorch) [max_split_size_mb:128]"). A what-if row's defaults
+    // (recordedSettings false) are PyTorch's own.
     specs = chosenTargets(specs, request.targets)
+    if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }

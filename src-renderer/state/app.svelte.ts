@@ -200,7 +200,8 @@ export class AppState {
       ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
       targets,
       includeStored,
-      ...(this.labelled?.spec === this.strategySpec && { labels: this.labelled.labels }),
+      // A what-if row's spec is the configuration itself: PyTorch's defaults stay defaults.
+      ...(this.labelled?.spec === this.strategySpec && { labels: this.labelled.labels, recordedSettings: false }),
     })
   }
 

@@ -117,5 +117,10 @@ export function sampleStrategies(n = 64): StrategyResult[] {
 
 export function eventsEqual(a: TraceEvents, b: TraceEvents): boolean {
   const keys = ['kind', 'id', 'size', 'stream', 'device', 'time', 'stack', 'tag'] as const
-  return keys.every((k) => a[k].length === b[k].length && a[k].every((v, i) => Object.is(v, b[k][i])))
+  // The optional pool column: absent reads as all zeros (the default pools).
+  const poolOf = (e: TraceEvents, i: number) => (e.pool === undefined ? 0 : e.pool[i]!)
+  return (
+    keys.every((k) => a[k].length === b[k].length && a[k].every((v, i) => Object.is(v, b[k][i]))) &&
+    (a.pool === undefined && b.pool === undefined ? true : a.kind.every((_, i) => poolOf(a, i) === poolOf(b, i)))
+  )
 }

@@ -216,11 +216,13 @@ describe('bad options', () => {
   })
 
   it('unknown commands and options, missing arguments', async () => {
-    for (const args of [['frobnicate'], ['info'], ['replay', trace], ['info', trace, '--colour'], ['diff', trace]]) {
+    for (const args of [['frobnicate'], ['info'], ['info', trace, '--colour'], ['diff', trace]]) {
       const run = await vramscope(args)
       assert.equal(run.code, 2, shown(run))
       assert.match(run.stderr, /^error: /m)
     }
+    // replay needs something to replay: strategies or PyTorch configurations.
+    refused(await vramscope(['replay', trace]), /--strategies: give strategies to replay .* or PyTorch configurations \(--conf/)
   })
 
   it(

@@ -3,12 +3,12 @@
 // and PyTorch's own recorded figures beside the model's when the input has them.
 import { compareResults, isRecorded } from '../../../src-shared/compare.ts'
 import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay/replay-input.ts'
-import type { StrategySpec } from '../../services/replay/strategy-spec.ts'
+import { confLine } from '../../../src-shared/pytorch-conf.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { formatBytes } from '../../services/units.ts'
 import { formatValue, renderTable } from '../format.ts'
-import { openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'
+import { OptionError, openAndReplay, parseReplayOptions, printJson, type Io, type ReplayingOptions } from '../shared.ts'
 
 export interface ReplayCommandOptions extends ReplayingOptions {
   output?: string
@@ -16,9 +16,12 @@ export interface ReplayCommandOptions extends ReplayingOptions {
 
 export async function replayCommand(io: Io, file: string, options: ReplayCommandOptions): Promise<void> {
   const request = parseReplayOptions(options)
+  if (!request.specs && request.confs.length === 0)
+    throw new OptionError(
+      '--strategies',
+      'give strategies to replay (-s caching:preset=pytorch,slab) or PyTorch configurations (--conf "expandable_segments:True")',
+    )
   const opened = await openAndReplay(io, options, file, request, options.output !== undefined)
-  // --strategies is a required option of this command, so there are specs and a replay.
-  const specs = request.specs!
   const cap = request.cap
   const replayed = opened.replayed!
   const { input, kept } = opened
@@ -26,7 +29,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
   if (options.output !== undefined) await writeTrace(options.output, input.trace, opened.strategies)
   const shown = [...replayed.results, ...kept.filter(isRecorded)]
   const rows = compareResults(shown)
-  const fidelity = fidelityOf(specs, replayed, kept)
+  const fidelity = fidelityOf(replayed, kept)
 
   if (options.json) {
     printJson(io, {
@@ -45,6 +48,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       })),
       winners: Object.fromEntries(rows.filter((r) => r.winners.length > 0).map((r) => [r.metric.key, r.winners.map((i) => shown[i]!.name)])),
       fidelity,
+      recordedSettings: replayed.recordedSettings,
       warnings: input.trace.meta.warnings,
     })
     return
@@ -68,6 +72,11 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
         `(${f.relativeDifference >= 0 ? '+' : ''}${(f.relativeDifference * 100).toFixed(2)} %), segments ${f.modelSegments} vs ${f.recordedSegments}` +
         (f.recordedPlacement > 0 ? `; replayed at PyTorch's ${f.recordedPlacement} recorded segment addresses` : ''),
     )
+  for (const r of replayed.recordedSettings)
+    lines.push(
+      `${r.label}: replayed under the snapshot's recorded settings, ${confLine(r.conf)} (give parameters or --conf to replay others)` +
+        (r.notModelled.length > 0 ? `; not modelled: ${r.notModelled.join(', ')}` : ''),
+    )
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   if (options.output !== undefined) lines.push(`results saved to ${options.output}`)
   io.stdout.write(`${lines.join('\n')}\n`)
@@ -85,12 +94,11 @@ interface Fidelity {
 }
 
 /** PyTorch-policy results beside the recorded PyTorch allocator they model. */
-function fidelityOf(specs: readonly StrategySpec[], replayed: ReplayedInput, kept: readonly StrategyResult[]): Fidelity[] {
+function fidelityOf(replayed: ReplayedInput, kept: readonly StrategyResult[]): Fidelity[] {
   const recorded = kept.find((s) => isRecorded(s) && s.summary?.['peakReserved'] !== undefined)
   if (!recorded) return []
-  return specs.filter(usesPytorchPolicy).flatMap((spec) => {
-    const model = replayed.results.find((r) => r.name === spec.label)
-    if (!model?.summary) return []
+  return replayed.results.flatMap((model) => {
+    if (!usesPytorchPolicy({ strategy: model.strategy, params: model.params as Record<string, string> }) || !model.summary) return []
     const modelPeak = model.summary['peakReserved']!
     const recordedPeak = recorded.summary!['peakReserved']!
     return [
@@ -102,7 +110,7 @@ function fidelityOf(specs: readonly StrategySpec[], replayed: ReplayedInput, kep
         relativeDifference: recordedPeak === 0 ? 0 : (modelPeak - recordedPeak) / recordedPeak,
         modelSegments: model.summary['deviceCalls.regionAlloc'] ?? 0,
         recordedSegments: recorded.summary!['deviceCalls.regionAlloc'] ?? 0,
-        recordedPlacement: replayed.placed.find((p) => p.label === spec.label)?.regions ?? 0,
+        recordedPlacement: replayed.placed.find((p) => p.label === model.name)?.regions ?? 0,
       },
     ]
   })

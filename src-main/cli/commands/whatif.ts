@@ -133,7 +133,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
     )
   lines.push(
     `${formatValue(result.replays, 'count')} replays of ${formatValue(result.events, 'count')} events in ${(result.elapsedMs / 1000).toFixed(1)} s on ${result.cores} cores ` +
-      `(${formatValue(result.eventsPerSecondPerCore / 1e6, 'count') === '0' ? (result.eventsPerSecondPerCore / 1e6).toFixed(2) : (result.eventsPerSecondPerCore / 1e6).toFixed(1)} M events/s per core)`,
+      `(${formatValue(result.eventsPerSecondPerCore, 'rate')} events/s per core)`,
   )
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   io.stdout.write(`${lines.join('\n')}\n`)

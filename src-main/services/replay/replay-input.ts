@@ -4,6 +4,7 @@
 // the trace file stores them, ready to print, export or save. Recorded layouts and replays meet
 // on the request events here too (recordedOnEvents), for the app's replay bundle.
 import { isRecorded } from '../../../src-shared/compare.ts'
+import { confModel, confOfSnapshotSettings, parsePytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import type { Bundle } from '../../../src-shared/contract.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -11,6 +12,7 @@ import { LAYOUT_PIECE, packReplay, type MetricsSent, type StrategyToSend } from 
 import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
 import type { RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
+import { findStrategy } from './allocators.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
@@ -22,14 +24,62 @@ export interface ReplayInputOptions {
   recordedPlacement?: boolean
   /** Reset strategies that support it (arena) at the trace's markers (default true). */
   resetAtMarkers?: boolean
+  /** PyTorch-policy targets given no settings replay under the snapshot's recorded ones (default true). */
+  recordedSettings?: boolean
   onProgress?: (progress: ReplayProgressInfo) => void
   signal?: AbortSignal
 }
 
 export interface ReplayedInput {
   results: StrategyResult[]
+  /** Labels of PyTorch-policy targets that replayed under the snapshot's recorded settings, and those settings. */
+  recordedSettings: { label: string; conf: string; notModelled: string[] }[]
   /** Labels of the targets that ran with the recorded placement, and how many regions it held. */
   placed: { label: string; regions: number }[]
+}
+
+/** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
+export function recordedSettings(trace: RequestTrace): Record<string, unknown> | undefined {
+  const prefix = 'pytorch.allocator.'
+  const settings: Record<string, unknown> = {}
+  let any = false
+  for (const [k, v] of Object.entries(trace.meta.properties)) {
+    if (!k.startsWith(prefix)) continue
+    any = true
+    const key = k.slice(prefix.length)
+    try {
+      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
+    } catch {
+      settings[key] = v
+    }
+  }
+  return any ? settings : undefined
+}
+
+/** The PYTORCH_ALLOC_CONF a snapshot was recorded with ('' for the defaults), or undefined when the trace does not say. */
+export function recordedConf(trace: RequestTrace): string | undefined {
+  return confOfSnapshotSettings(recordedSettings(trace))
+}
+
+/** Parameters that say nothing about PyTorch's configuration. */
+const NEUTRAL_PARAMS = new Set(['preset', 'thread_safe'])
+
+/**
+ * A PyTorch-policy spec given no settings of its own, on a snapshot recorded under non-default
+ * settings, replays under those settings (what the recording ran with); `conf` says which. Any
+ * setting given explicitly (max_split_size=...) keeps the spec as written. Settings this build's
+ * model lacks are left out and listed in `notModelled`.
+ */
+export function withRecordedSettings(spec: StrategySpec, trace: RequestTrace): { spec: StrategySpec; conf?: string; notModelled?: string[] } {
+  if (!usesPytorchPolicy(spec) || Object.keys(spec.params).some((k) => !NEUTRAL_PARAMS.has(k))) return { spec }
+  const conf = recordedConf(trace)
+  if (!conf) return { spec }
+  const model = confModel(parsePytorchConf(conf), 0, 0)
+  const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
+  const notModelled = Object.keys(model.params).filter((k) => !known.has(k))
+  const params = { ...spec.params }
+  for (const [k, v] of Object.entries(model.params)) if (known.has(k)) params[k] = v
+  return { spec: { ...spec, params, label: `${spec.label} [${conf}]` }, conf, ...(notModelled.length > 0 && { notModelled }) }
 }
 
 /** The caching strategy with PyTorch's policy: the one the recorded placement is meant for. */
@@ -60,7 +110,11 @@ export function placementFor(stored: readonly StrategyResult[], spec: Pick<Strat
 
 export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
   const placed: ReplayedInput['placed'] = []
-  const targets = specs.map((spec): ReplayTarget => {
+  const recordedSettings: ReplayedInput['recordedSettings'] = []
+  const targets = specs.map((given): ReplayTarget => {
+    const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)
+    const spec = settled.spec
+    if (settled.conf !== undefined) recordedSettings.push({ label: spec.label, conf: settled.conf, notModelled: settled.notModelled ?? [] })
     const target: ReplayTarget = { label: spec.label, strategy: spec.strategy, params: spec.params }
     const placement = options.recordedPlacement === false ? [] : placementFor(input.strategies, spec)
     if (placement.length > 0) {
@@ -76,7 +130,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed }
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */

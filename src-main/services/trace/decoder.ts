@@ -19,6 +19,7 @@ import {
   FORMAT_VERSION,
   kindOf,
   MetaKey,
+  OPTIONAL_COLUMNS,
   SECTION_COLUMNS,
   TWO_POW_32,
   type ColumnKind,
@@ -310,6 +311,9 @@ class Decoder {
       case 'markers':
         for (const p of parts) appendAll(this.tables[name], p['name'] as string[])
         break
+      case 'pools':
+        for (const p of parts) appendAll((this.tables.pools ??= []), p['name'] as string[])
+        break
       case 'frames':
         for (const p of parts) {
           const names = p['name'] as string[]
@@ -388,8 +392,17 @@ class Decoder {
 
   /** The columns of a known section, one record per batch, checked against the section's schema. */
   private decodeColumns(chunk: Chunk, section: SectionName): Record<string, DecodedColumn>[] {
-    const spec = SECTION_COLUMNS[section] as Record<string, ColumnKind>
+    const spec: Record<string, ColumnKind> = { ...(SECTION_COLUMNS[section] as Record<string, ColumnKind>) }
     const indices = new Map<string, number>()
+    // Optional columns (schema.ts) where the chunk has them, checked like the others.
+    for (const [name, kind] of Object.entries(OPTIONAL_COLUMNS[section] ?? {})) {
+      const index = chunk.fields.findIndex((f) => f.name === name)
+      if (index < 0) continue
+      const field = chunk.fields[index]!
+      if (kindOf(field) !== kind) this.fail('wrong-schema', `column "${name}" of ${section} is ${describeType(field)}, expected ${kind}`, chunk.offset, chunk)
+      spec[name] = kind
+      indices.set(name, index)
+    }
     for (const [name, kind] of Object.entries(spec)) {
       const index = chunk.fields.findIndex((f) => f.name === name)
       if (index < 0)
@@ -520,6 +533,7 @@ class Decoder {
         time: c['time'] as Float64Array,
         stack: c['stack'] as Int32Array,
         tag: c['tag'] as Int32Array,
+        ...(c['pool'] === undefined ? {} : { pool: c['pool'] as Uint32Array }),
       }
     }
     const events: TraceEvents = {
@@ -532,6 +546,8 @@ class Decoder {
       stack: new Int32Array(total),
       tag: new Int32Array(total),
     }
+    // A pool column where any chunk has one; a chunk without reads as the default pools (0).
+    if (parts.some((p) => p.columns['pool'] !== undefined)) events.pool = new Uint32Array(total)
     let at = 0
     for (const p of parts) {
       const c = p.columns
@@ -543,6 +559,7 @@ class Decoder {
       events.time.set(c['time'] as Float64Array, at)
       events.stack.set(c['stack'] as Int32Array, at)
       events.tag.set(c['tag'] as Int32Array, at)
+      if (events.pool !== undefined && c['pool'] !== undefined) events.pool.set(c['pool'] as Uint32Array, at)
       at += p.rows
     }
     return events

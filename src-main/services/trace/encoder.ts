@@ -12,6 +12,7 @@ import {
   FORMAT_VERSION,
   MAX_BATCH_ROWS,
   MetaKey,
+  OPTIONAL_COLUMNS,
   SECTION_COLUMNS,
   TWO_POW_32,
   type ColumnKind,
@@ -98,10 +99,13 @@ function serialize(schema: Schema, batches: RecordBatch[]): Uint8Array {
 export function encodeChunk<S extends SectionName>(
   section: S,
   rows: number,
-  columns: Record<Columns<S>, ColumnValues>,
+  columns: Record<Columns<S>, ColumnValues> & Record<string, ColumnValues | undefined>,
   metadata: Record<string, string> = {},
 ): Uint8Array {
-  const spec = SECTION_COLUMNS[section] as Record<string, ColumnKind>
+  // The section's columns, then those of its optional columns that `columns` has.
+  const optional: Record<string, ColumnKind> = OPTIONAL_COLUMNS[section] ?? {}
+  const spec: Record<string, ColumnKind> = { ...(SECTION_COLUMNS[section] as Record<string, ColumnKind>) }
+  for (const [name, kind] of Object.entries(optional)) if ((columns as Record<string, ColumnValues | undefined>)[name] !== undefined) spec[name] = kind
   const names = Object.keys(spec)
   const fields = names.map((name) => new Field(name, arrowType(spec[name]!), false))
   for (const name of names) {
@@ -156,7 +160,7 @@ export function encodeMetaChunk(meta: Partial<TraceMeta>, writer?: WriterKind): 
   return encodeChunk('meta', rows.key.length, rows, writer ? { [MetaKey.writer]: writer } : {})
 }
 
-export function encodeNames(section: 'streams' | 'tags' | 'markers', names: string[]): Uint8Array {
+export function encodeNames(section: 'streams' | 'tags' | 'markers' | 'pools', names: string[]): Uint8Array {
   return encodeChunk(section, names.length, { name: names })
 }
 
@@ -257,6 +261,7 @@ export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = 
   push('stacks', t.stacks.length, encodeStacks(t.stacks))
   push('tags', t.tags.length, encodeNames('tags', t.tags))
   push('markers', t.markers.length, encodeNames('markers', t.markers))
+  if (t.pools !== undefined) push('pools', t.pools.length, encodeNames('pools', t.pools))
   push('events', trace.events.kind.length, encodeEvents(trace.events))
   if (strategies.length > 0) {
     push(

@@ -27,6 +27,11 @@ export interface TraceEvents {
   stack: Int32Array
   /** Index into TraceTables.tags, or -1. */
   tag: Int32Array
+  /**
+   * Memory pool of an alloc (and of its free): 0 the default pools, k >= 1 the private pool
+   * TraceTables.pools[k - 1] (a CUDA graph's). Absent: every event is in the default pools.
+   */
+  pool?: Uint32Array
 }
 
 export interface Frame {
@@ -43,6 +48,8 @@ export interface TraceTables {
   stacks: Uint32Array[]
   tags: string[]
   markers: string[]
+  /** Names of the private memory pools events.pool refers to (PyTorch's segment_pool_id, "(1, 0)"); absent: none. */
+  pools?: string[]
 }
 
 export interface TraceMeta {
@@ -92,6 +99,7 @@ export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
     time: e.time.slice(0, n),
     stack: e.stack.slice(0, n),
     tag: e.tag.slice(0, n),
+    ...(e.pool === undefined ? {} : { pool: e.pool.slice(0, n) }),
   }
 }
 
@@ -104,6 +112,12 @@ export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
  */
 export function traceProblem(events: TraceEvents, tables: TraceTables): { row?: number; problem: string } | undefined {
   const { streams, frames, stacks, tags, markers } = tables
+  const pools = tables.pools?.length ?? 0
+  if (events.pool !== undefined) {
+    if (events.pool.length !== events.kind.length) return { problem: `the pool column has ${events.pool.length} values for ${events.kind.length} events` }
+    for (let i = 0; i < events.pool.length; i++)
+      if (events.pool[i]! > pools) return { row: i, problem: `pool ${events.pool[i]} is not in the pools table (${pools} private pools)` }
+  }
   for (let i = 0; i < stacks.length; i++)
     for (const f of stacks[i]!) if (f >= frames.length) return { problem: `stack ${i} refers to frame ${f}, but there are ${frames.length} frames` }
   for (let i = 0; i < events.kind.length; i++) {

@@ -7,7 +7,7 @@ import type { ArrowField, ArrowType } from './arrow-messages.ts'
 
 export const FORMAT_NAME = 'vramscope-trace'
 /** major.minor: a reader reads every minor version of its major (unknown sections and columns are skipped). */
-export const FORMAT_VERSION = '1.0'
+export const FORMAT_VERSION = '1.1'
 export const FORMAT_MAJOR = 1
 /** What the app offers to open and save; the content decides, not the name. */
 export const TRACE_FILE_EXTENSIONS = ['.vramscope', '.arrow'] as const
@@ -36,6 +36,8 @@ export const SECTION_COLUMNS = {
   stacks: { frames: 'list<u32>' },
   tags: { name: 'utf8' },
   markers: { name: 'utf8' },
+  /** 1.1: the private memory pools events name in their optional pool column (row k - 1 is pool k). */
+  pools: { name: 'utf8' },
   events: { kind: 'u8', id: 'u32', size: 'u64', stream: 'u32', device: 'u16', time: 'f64', stack: 'i32', tag: 'i32' },
   strategies: { name: 'utf8', strategy: 'utf8', params: 'utf8' },
   layout: { op: 'u8', address: 'u64', size: 'u64', requested: 'u64', stream: 'u64', time: 'f64', aux: 'u32' },
@@ -50,6 +52,14 @@ export const SECTION_COLUMNS = {
   summary: { key: 'utf8', value: 'f64' },
   end: { section: 'utf8', chunks: 'u32', rows: 'u64' },
 } as const satisfies Record<string, Record<string, ColumnKind>>
+
+/**
+ * Columns a section may lack (1.1 on): a reader takes them where a chunk has them, and a missing one
+ * reads as all zeros. events.pool: 0 the default pools, k >= 1 the k-th private pool (pools row k - 1).
+ */
+export const OPTIONAL_COLUMNS: Partial<Record<keyof typeof SECTION_COLUMNS, Record<string, ColumnKind>>> = {
+  events: { pool: 'u32' },
+}
 
 export type SectionName = keyof typeof SECTION_COLUMNS
 export type Columns<S extends SectionName> = keyof (typeof SECTION_COLUMNS)[S] & string

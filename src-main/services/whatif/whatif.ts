@@ -11,19 +11,12 @@ import { availableParallelism } from 'node:os'
 
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
-import {
-  ConfError,
-  confLine,
-  confModel,
-  confOfSnapshotSettings,
-  formatPytorchConf,
-  parsePytorchConf,
-  type ConfModel,
-  type PytorchConf,
-} from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confLine, confModel, formatPytorchConf, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import type { OpenedInput } from '../import/open-input.ts'
-import { placementFor } from '../replay/replay-input.ts'
+import { placementFor, recordedConf } from '../replay/replay-input.ts'
+
+export { recordedConf, recordedSettings } from '../replay/replay-input.ts'
 import { findStrategy } from '../replay/allocators.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
 import { EventKind, type RequestTrace, type TraceEvents } from '../trace/model.ts'
@@ -144,28 +137,6 @@ export class WhatifError extends Error {
 }
 
 // --- the recorded configuration and the implied limit --------------------------------------------
-
-/** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
-export function recordedSettings(trace: RequestTrace): Record<string, unknown> | undefined {
-  const prefix = 'pytorch.allocator.'
-  const settings: Record<string, unknown> = {}
-  let any = false
-  for (const [k, v] of Object.entries(trace.meta.properties)) {
-    if (!k.startsWith(prefix)) continue
-    any = true
-    const key = k.slice(prefix.length)
-    try {
-      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
-    } catch {
-      settings[key] = v
-    }
-  }
-  return any ? settings : undefined
-}
-
-export function recordedConf(trace: RequestTrace): string | undefined {
-  return confOfSnapshotSettings(recordedSettings(trace))
-}
 
 /** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
 function allocationSize(size: number): number {
@@ -383,6 +354,26 @@ interface RunOptions {
   signal?: AbortSignal
 }
 
+/**
+ * A configuration's replay target under a limit. PyTorch's limit is the per-process memory
+ * fraction: the model's max_reserved (what garbage collection is a fraction of). Other strategies
+ * get a device of that size. PyTorch-policy targets replay at the recorded segment addresses.
+ */
+function targetFor(config: Config, limit: number | null, stored: readonly StrategyResult[]): { target: ReplayTarget; cap?: number } {
+  const params = { ...config.params }
+  let cap: number | undefined
+  if (limit !== null) {
+    if (config.parsed && config.strategy === 'caching') {
+      const existing = params['max_reserved']
+      params['max_reserved'] = String(existing ? Math.min(Number(existing), limit) : limit)
+    } else cap = limit
+  }
+  const target: ReplayTarget = { strategy: config.strategy, params, label: config.label }
+  const placement = placementFor(stored, { strategy: config.strategy, params })
+  if (placement.length > 0) target.regionPlacement = placement
+  return { target, ...(cap !== undefined && { cap }) }
+}
+
 class Runner {
   replays = 0
   eventsReplayed = 0
@@ -392,19 +383,7 @@ class Runner {
   ) {}
 
   async run(config: Config, o: RunOptions): Promise<ReplayResult> {
-    const params = { ...config.params }
-    let cap: number | undefined
-    if (o.limit !== null) {
-      // PyTorch's limit is the per-process memory fraction: the model's max_reserved (what
-      // garbage collection is a fraction of). Other strategies get a device of that size.
-      if (config.parsed && config.strategy === 'caching') {
-        const existing = params['max_reserved']
-        params['max_reserved'] = String(existing ? Math.min(Number(existing), o.limit) : o.limit)
-      } else cap = o.limit
-    }
-    const target: ReplayTarget = { strategy: config.strategy, params, label: config.label }
-    const placement = placementFor(this.stored, { strategy: config.strategy, params })
-    if (placement.length > 0) target.regionPlacement = placement
+    const { target, cap } = targetFor(config, o.limit, this.stored)
     const [result] = await replayTrace(this.trace, [target], {
       layout: false,
       buckets: 256,
@@ -546,14 +525,18 @@ function rank(rows: WhatifRow[]): void {
 }
 
 /** Compares the recorded layout's segment events with a replay's (layout kept). */
-async function fidelityOf(config: Config, trace: RequestTrace, stored: readonly StrategyResult[], signal?: AbortSignal): Promise<WhatifFidelity | undefined> {
+async function fidelityOf(
+  config: Config,
+  trace: RequestTrace,
+  stored: readonly StrategyResult[],
+  limit: number | null,
+  signal?: AbortSignal,
+): Promise<WhatifFidelity | undefined> {
   const recorded = stored.find(isRecorded)
   const layout = recorded?.layout
-  if (!recorded || !layout) return undefined
-  const target: ReplayTarget = { strategy: config.strategy, params: config.params, label: config.label }
-  const placement = placementFor(stored, config)
-  if (placement.length > 0) target.regionPlacement = placement
-  const [r] = await replayTrace(trace, [target], { layout: true, buckets: 64, ...(signal && { signal }) })
+  if (!recorded || !layout || config.notModelled.length > 0) return undefined
+  const { target, cap } = targetFor(config, limit, stored)
+  const [r] = await replayTrace(trace, [target], { layout: true, buckets: 64, ...(cap !== undefined && { cap }), ...(signal && { signal }) })
   const segmentOps = (op: ArrayLike<number>, size: ArrayLike<number>): string[] => {
     const out: string[] = []
     for (let k = 0; k < op.length; k++) {
@@ -632,7 +615,8 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   const implied = impliedLimit(input.trace, recordedLayout)
   let limit: WhatifResult['limit'] = { bytes: null, source: 'none' }
   if (options.capBytes !== undefined && options.capBytes > 0) limit = { bytes: options.capBytes, source: 'option' }
-  else if (implied) limit = { bytes: implied.highBytes - 1, source: 'implied' }
+  // The least limit the recording allows: reserved memory reached it without a failure.
+  else if (implied) limit = { bytes: implied.lowBytes, source: 'implied' }
 
   const runner = new Runner(trace, input.strategies)
   const search = options.search !== false
@@ -657,7 +641,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   }
   const fidelityConfig = configs.find((c) => c.kind === 'recorded')
   const [fidelity] = await Promise.all([
-    fidelityConfig ? fidelityOf(fidelityConfig, trace, input.strategies, signal).finally(() => tick('fidelity')) : Promise.resolve(undefined),
+    fidelityConfig ? fidelityOf(fidelityConfig, trace, input.strategies, limit.bytes, signal).finally(() => tick('fidelity')) : Promise.resolve(undefined),
     ...Array.from({ length: Math.min(cores, configs.length) }, worker),
   ])
   rank(rows)

@@ -25,6 +25,7 @@ import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEve
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
 import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
+import { SegmentOp, poolName, segmentPools, sortPoolNames, type ListedSegment, type SegmentLog } from './pools.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
 import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
 import type { OverflowCounts, PytorchImport, PytorchImportOptions } from './types.ts'
@@ -143,6 +144,7 @@ class EventShape {
   time = -1
   frames = -1
   metadata = -1
+  deviceFree = -1
 
   match(pairs: readonly PickleValue[]): void {
     const keys = this.keys
@@ -156,7 +158,7 @@ class EventShape {
 
   private learn(pairs: readonly PickleValue[]): void {
     this.keys = new Array(pairs.length)
-    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = -1
+    this.action = this.addr = this.size = this.stream = this.time = this.frames = this.metadata = this.deviceFree = -1
     // A repeated key: the later position wins, as in the dict.
     for (let i = 0; i < pairs.length; i += 2) {
       const key = pairs[i]
@@ -168,6 +170,7 @@ class EventShape {
       else if (key === 'time_us') this.time = i + 1
       else if (key === 'frames') this.frames = i + 1
       else if (key === 'user_metadata') this.metadata = i + 1
+      else if (key === 'device_free') this.deviceFree = i + 1
     }
   }
 }
@@ -183,6 +186,10 @@ class DeviceState {
   nextId = 0
   requestedById = new Float64Array(8)
   roundedById = new Float64Array(8)
+  /** Address of each block (its segment gives its pool: pools.ts). */
+  addressById = new Float64Array(8)
+  /** segment_alloc/free/map/unmap as pools.ts reads them. */
+  readonly segmentLog: SegmentLog = []
   /** Request id of each live block by address. */
   readonly live = new AddressTable()
   /** Blocks whose free was requested and whose free_completed has not come: address -> id. */
@@ -193,6 +200,8 @@ class DeviceState {
   readonly reserveRow = new Map<number, number>()
   /** Addresses of segment_map events (expandable segments). */
   readonly mapped: number[] = []
+  /** device_free of each oom event, in order (-1 where the entry gives none). */
+  readonly oomDeviceFree: number[] = []
   /** A free_requested whose layout event waits for the next event: one free, or free_pending. */
   held = -1
   heldAddress = 0
@@ -289,7 +298,7 @@ export class SnapshotMapper implements DecodedEventSink {
     this.eventCounts[device] = (this.eventCounts[device] ?? 0) + 1
     const s = this.state(device)
     if (s === null) return
-    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown
+    let action: unknown, addrValue: unknown, sizeValue: unknown, streamValue: unknown, time: unknown, frames: unknown, metadata: unknown, deviceFree: unknown
     if (item instanceof PickleDict) {
       const pairs = dictPairs(item)
       const shape = this.shape
@@ -301,6 +310,7 @@ export class SnapshotMapper implements DecodedEventSink {
       time = shape.time < 0 ? undefined : pairs[shape.time]
       frames = shape.frames < 0 ? undefined : pairs[shape.frames]
       metadata = shape.metadata < 0 ? undefined : pairs[shape.metadata]
+      deviceFree = shape.deviceFree < 0 ? undefined : pairs[shape.deviceFree]
     } else if (isDict(item)) {
       action = field(item, 'action')
       addrValue = field(item, 'addr')
@@ -309,10 +319,22 @@ export class SnapshotMapper implements DecodedEventSink {
       time = field(item, 'time_us')
       frames = field(item, 'frames')
       metadata = field(item, 'user_metadata')
+      deviceFree = field(item, 'device_free')
     } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
     if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
+    // An oom entry carries the device's free bytes (device_free) where other entries have addr
+    // (an older PyTorch wrote it as addr); addr of an oom is that value, -1 when it has neither.
+    let addrKey = 'addr'
+    if (action === 'oom') {
+      if (deviceFree !== undefined) {
+        addrValue = deviceFree
+        addrKey = 'device_free'
+      } else addrValue ??= -1
+    }
     const addr =
-      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && addrValue >= 0 ? addrValue : this.badInteger('addr', addrValue, offset, device, index)
+      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && (addrValue >= 0 || (addrValue === -1 && action === 'oom'))
+        ? addrValue
+        : this.badInteger(addrKey, addrValue, offset, device, index)
     const size =
       typeof sizeValue === 'number' && Number.isSafeInteger(sizeValue) && sizeValue >= 0
         ? sizeValue
@@ -352,7 +374,8 @@ export class SnapshotMapper implements DecodedEventSink {
   /**
    * One event the fast lane (pickle-reader.ts) read and checked: the same effects as event() for
    * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
-   * (internStack) for alloc and oom, whatever else for other actions.
+   * (internStack) for alloc and oom, whatever else for other actions. For oom, `addr` is its
+   * device_free (-1 when it has none), as event() reads it.
    */
   decodedEvent(device: number, action: string, addr: number, size: number, stream: number, time: number, stack: number, metadata: string | null): void {
     if (this.eventCounts[device] === undefined) this.newDevice(undefined, `device_traces[${device}]`)
@@ -407,7 +430,7 @@ export class SnapshotMapper implements DecodedEventSink {
           s.layout.push(LayoutOp.free, addr, s.roundedById[previous]!, s.requestedById[previous]!, streamNumber, t)
           this.reallocations++
         }
-        const id = this.newId(s, size)
+        const id = this.newId(s, addr, size)
         s.live.set(addr, id)
         s.events.push(
           EventKind.alloc,
@@ -456,11 +479,13 @@ export class SnapshotMapper implements DecodedEventSink {
         return
       }
       case 'segment_alloc':
+        s.segmentLog.push(s.nextId, SegmentOp.reserve, addr, size)
         s.segments.set(addr, size)
         s.reserveRow.set(addr, s.layout.length)
         s.layout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, t)
         return
       case 'segment_free':
+        s.segmentLog.push(s.nextId, SegmentOp.release, addr, size)
         if (!s.segments.has(addr)) {
           s.synthLayout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, NaN)
           s.overflow.orphanEvents++
@@ -470,13 +495,16 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.regionRelease, addr, size, size, streamNumber, t)
         return
       case 'segment_map':
+        s.segmentLog.push(s.nextId, SegmentOp.map, addr, size)
         s.mapped.push(addr)
         s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
         return
       case 'segment_unmap':
+        s.segmentLog.push(s.nextId, SegmentOp.unmap, addr, size)
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
       case 'oom':
+        s.oomDeviceFree.push(addr)
         s.events.push(
           EventKind.oom,
           0,
@@ -510,7 +538,7 @@ export class SnapshotMapper implements DecodedEventSink {
 
   /** A free of a block the trace never saw allocated: it was allocated before the window, at t = 0. */
   private orphanAlloc(s: DeviceState, addr: number, size: number, streamValue: unknown): number {
-    const id = this.newId(s, size)
+    const id = this.newId(s, addr, size)
     s.synthEvents.push(EventKind.alloc, id, size, this.stream(streamValue), s.device, NaN)
     s.synthLayout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, Number(streamValue), NaN)
     s.overflow.orphanEvents++
@@ -519,9 +547,12 @@ export class SnapshotMapper implements DecodedEventSink {
     return id
   }
 
-  private newId(s: DeviceState, requested: number, rounded = roundedSize(requested)): number {
+  private newId(s: DeviceState, address: number, requested: number, rounded = roundedSize(requested)): number {
     const id = s.nextId++
     if (id === s.requestedById.length) {
+      const a = new Float64Array(id * 2)
+      a.set(s.addressById)
+      s.addressById = a
       const r = new Float64Array(id * 2)
       r.set(s.requestedById)
       s.requestedById = r
@@ -531,6 +562,7 @@ export class SnapshotMapper implements DecodedEventSink {
     }
     s.requestedById[id] = requested
     s.roundedById[id] = rounded
+    s.addressById[id] = address
     return id
   }
 
@@ -721,6 +753,7 @@ export class SnapshotMapper implements DecodedEventSink {
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
     yield
     const events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    const pools = this.assignPools(events, ordered, segmentsOf)
     const recorded: StrategyResult[] = []
     for (const s of ordered) {
       yield
@@ -736,7 +769,51 @@ export class SnapshotMapper implements DecodedEventSink {
       overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
       overflow.synthesizedSegments += s.overflow.synthesizedSegments
     }
-    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol)
+    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol, oomDeviceFree(events, ordered), pools)
+  }
+
+  /**
+   * The pool column and table (pools.ts) where a listed segment of an imported device is in a
+   * private pool; otherwise nothing is computed and the trace has neither.
+   */
+  private assignPools(events: TraceEvents, states: DeviceState[], segmentsOf: Map<unknown, Dict[]>): PoolsFound | undefined {
+    const names = new Set<string>()
+    for (const s of states) for (const seg of segmentsOf.get(s.device) ?? []) names.add(poolName(field(seg, 'segment_pool_id')))
+    names.delete('')
+    if (names.size === 0) return undefined
+    const table = sortPoolNames(names)
+    const index = new Map(table.map((n, i) => [n, i + 1]))
+    const found: PoolsFound = { names: table, unknownSegments: 0, unknownBlocks: 0 }
+    const byDevice = new Map<number, { base: number; poolById: Uint32Array }>()
+    let base = 0
+    for (const s of states) {
+      const listed: ListedSegment[] = []
+      for (const seg of segmentsOf.get(s.device) ?? []) {
+        const address = field(seg, 'address')
+        const size = field(seg, 'total_size')
+        // addLiveAtSnapshot checked them: non-negative integers.
+        listed.push({ address: address as number, size: size as number, pool: index.get(poolName(field(seg, 'segment_pool_id'))) ?? 0 })
+      }
+      const result = segmentPools(s.segmentLog, s.nextId, s.addressById, listed)
+      found.unknownSegments += result.unknownSegments
+      found.unknownBlocks += result.unknownBlocks
+      byDevice.set(s.device, { base, poolById: result.poolById })
+      base += s.nextId
+    }
+    const pool = new Uint32Array(events.kind.length)
+    const { kind, id, device } = events
+    let lastDevice = -1
+    let current: { base: number; poolById: Uint32Array } = { base: 0, poolById: new Uint32Array(0) }
+    for (let i = 0; i < kind.length; i++) {
+      if (kind[i] !== EventKind.alloc && kind[i] !== EventKind.free) continue
+      if (device[i] !== lastDevice) {
+        lastDevice = device[i]!
+        current = byDevice.get(lastDevice)!
+      }
+      pool[i] = current.poolById[id[i]! - current.base]!
+    }
+    events.pool = pool
+    return found
   }
 
   /** The import from its finished columns: warnings, properties, tables. */
@@ -750,6 +827,8 @@ export class SnapshotMapper implements DecodedEventSink {
     plainSettings: [string, unknown][],
     format: 'pickle' | 'json',
     protocol: number | undefined,
+    deviceFree: string | undefined,
+    pools: PoolsFound | undefined,
   ): PytorchImport {
     const warnings: string[] = []
     if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
@@ -758,6 +837,10 @@ export class SnapshotMapper implements DecodedEventSink {
           `synthesized at t = 0: ${overflow.synthesizedAllocs} allocations in the request trace, ${overflow.synthesizedBlocks} blocks and ${overflow.synthesizedSegments} segments in the recorded layout`,
       )
     }
+    if (pools !== undefined && pools.unknownSegments > 0)
+      warnings.push(
+        `${pools.unknownSegments} segments were freed before the snapshot was taken, so their pool is unknown (the snapshot has CUDA-graph private pools): their ${pools.unknownBlocks} allocations count as the default pools`,
+      )
     if (this.reallocations > 0) warnings.push(`${this.reallocations} allocs at an address already live (a damaged trace): the earlier block was freed there`)
     if (this.missingTimes > 0) warnings.push(`${this.missingTimes} events have no time_us (an old PyTorch?): their times are their order, not nanoseconds`)
     for (const [action, count] of this.unknownActions) warnings.push(`${count} events with the unknown action ${JSON.stringify(action)} were skipped`)
@@ -785,11 +868,20 @@ export class SnapshotMapper implements DecodedEventSink {
     properties['pytorch.overflow.orphan_events'] = String(overflow.orphanEvents)
     properties['pytorch.overflow.synthesized_allocs'] = String(overflow.synthesizedAllocs)
     properties['pytorch.overflow.synthesized_segments'] = String(overflow.synthesizedSegments)
+    if (deviceFree !== undefined) properties['pytorch.oom.device_free'] = deviceFree
+    if (pools !== undefined) properties['pytorch.pools'] = String(pools.names.length)
 
     const trace: RequestTrace = {
       meta: { source: 'pytorch-snapshot', origin: this.options.origin ?? basename(this.file), warnings, properties },
       events,
-      tables: { streams: this.streams, frames: this.frames, stacks: this.stacks, tags: this.tags, markers: this.markers },
+      tables: {
+        streams: this.streams,
+        frames: this.frames,
+        stacks: this.stacks,
+        tags: this.tags,
+        markers: this.markers,
+        ...(pools === undefined ? {} : { pools: pools.names }),
+      },
     }
     return { trace, recorded, devices: present, format, overflow }
   }
@@ -862,7 +954,7 @@ export class SnapshotMapper implements DecodedEventSink {
         const requestedValue = field(block, 'requested_size')
         const requested = isAmount(requestedValue) ? requestedValue : size
         if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
-          const id = this.newId(s, requested, size)
+          const id = this.newId(s, blockAddress, requested, size)
           s.live.set(blockAddress, id)
           s.synthEvents.push(
             EventKind.alloc,
@@ -942,6 +1034,26 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 }
 
+/**
+ * device_free of the trace's oom events, in their order in the merged events, comma-separated (an
+ * empty item where the entry gave none); undefined when there are none.
+ */
+function oomDeviceFree(events: TraceEvents, states: DeviceState[]): string | undefined {
+  if (!states.some((s) => s.oomDeviceFree.length > 0)) return undefined
+  const next = new Map<number, number>()
+  const byDevice = new Map(states.map((s) => [s.device, s.oomDeviceFree]))
+  const out: string[] = []
+  for (let i = 0; i < events.kind.length; i++) {
+    if (events.kind[i] !== EventKind.oom) continue
+    const d = events.device[i]!
+    const k = next.get(d) ?? 0
+    next.set(d, k + 1)
+    const free = byDevice.get(d)?.[k] ?? -1
+    out.push(free < 0 ? '' : String(free))
+  }
+  return out.join(',')
+}
+
 function where(device: number, index: number): string {
   return index < 0 ? `segments (device ${device})` : `device_traces[${device}][${index}]`
 }
@@ -950,6 +1062,13 @@ function sameIds(a: Uint32Array, b: ArrayLike<number>, n: number): boolean {
   if (a.length !== n) return false
   for (let i = 0; i < n; i++) if (a[i] !== b[i]) return false
   return true
+}
+
+/** The private pools of an import: their names (pool k is names[k - 1]) and what was not known. */
+interface PoolsFound {
+  names: string[]
+  unknownSegments: number
+  unknownBlocks: number
 }
 
 /** apply()'s stack argument when the stack is still to be found from the frames. */

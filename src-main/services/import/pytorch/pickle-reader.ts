@@ -1804,6 +1804,7 @@ const enum Code {
   segmentUnmap,
   oom,
   snapshot,
+  deviceFree,
 }
 // The canonical (internalised) string of each code: the mapper switches on the action's string.
 const NAMES = [
@@ -1829,6 +1830,7 @@ const NAMES = [
   'segment_unmap',
   'oom',
   'snapshot',
+  'device_free',
 ]
 const CODES = new Map<string, number>(NAMES.map((n, i) => [n, i] as [string, number]).slice(1))
 
@@ -2596,6 +2598,7 @@ class FastDecoder {
     p++
     let action = -1
     let addr = -1
+    let deviceFree = -1
     let size = 0
     let stream = 0
     let time = NaN
@@ -2762,6 +2765,10 @@ class FastDecoder {
           if (kind !== Scalar.int || value < 0) return -1
           size = value
           break
+        case Code.deviceFree:
+          if (kind !== Scalar.int || value < 0) return -1
+          deviceFree = value
+          break
         case Code.stream:
           if (kind === Scalar.int) stream = value
           else if (kind === Scalar.nil) stream = 0
@@ -2779,10 +2786,15 @@ class FastDecoder {
         // compile_context, and whatever a newer torch adds: any scalar is skipped.
       }
     }
-    if (action < 0 || addr < 0) return -1
-    this.depth = depth
+    if (action < 0) return -1
     const actionName = this.strings[action]!
     const actionCode = this.codes[action]!
+    // An oom gives device_free where other events give addr (an older PyTorch wrote it as addr):
+    // it goes to the sink as addr, -1 when the entry has neither.
+    if (actionCode === Code.oom) {
+      if (deviceFree >= 0) addr = deviceFree
+    } else if (addr < 0) return -1
+    this.depth = depth
     let globalStack = -1
     if (wanted && (actionCode === Code.alloc || actionCode === Code.oom) && stack >= 0) globalStack = this.globalStack(stack)
     this.sink.decodedEvent(device, actionName, addr, size, stream, time, globalStack, metadata)

@@ -469,3 +469,102 @@ describe('streaming writer', () => {
     assert.equal(read.file.tornBytes, 4096)
   })
 })
+
+describe('memory pools (1.1): the optional events.pool column and the pools table', () => {
+  const pooled = (): RequestTrace => {
+    const trace = sampleTrace(3000)
+    const pool = new Uint32Array(trace.events.kind.length)
+    for (let i = 0; i < pool.length; i++) pool[i] = trace.events.kind[i] === EventKind.alloc || trace.events.kind[i] === EventKind.free ? i % 3 : 0
+    return { ...trace, events: { ...trace.events, pool }, tables: { ...trace.tables, pools: ['(1, 0)', '(2, 0)'] } }
+  }
+
+  it('reads back the pool of every event and the pools table', () => {
+    const trace = pooled()
+    const read = decodeTrace(concat(encodeTrace(trace)), 'pools.vramscope')
+    assert.deepEqual(read.trace.tables.pools, ['(1, 0)', '(2, 0)'])
+    assert.deepEqual(Array.from(read.trace.events.pool!), Array.from(trace.events.pool!))
+    assert.ok(eventsEqual(read.trace.events, trace.events))
+    assert.equal(read.file.version, '1.1')
+  })
+
+  it('writes neither where the trace has none, and a 1.0 file (no pools) reads as all in the default pools', async () => {
+    const plain = decodeTrace(concat(encodeTrace(sampleTrace(100))), 'plain.vramscope')
+    assert.equal(plain.trace.events.pool, undefined)
+    assert.equal(plain.trace.tables.pools, undefined)
+    const old = await readTrace(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'trace', 'sample.vramscope'))
+    assert.equal(old.file.version, '1.0')
+    assert.equal(old.trace.events.pool, undefined)
+  })
+
+  it('refuses a pool the pools table does not have, and a pool column of the wrong type', () => {
+    const trace = pooled()
+    const bad = { ...trace, tables: { ...trace.tables, pools: ['(1, 0)'] } }
+    assert.throws(() => encodeTrace(bad), /pool 2 is not in the pools table \(1 private pools\)/)
+    const chunks = encodeTrace(trace)
+    const eventsChunk = chunks.findIndex((c) => tableFromIPC(c).schema.metadata.get('vramscope.section') === 'events')
+    const e = trace.events
+    const wrongPool = craftChunk(
+      {
+        kind: vectorFromArray(Uint8Array.from(e.kind)),
+        id: vectorFromArray(Uint32Array.from(e.id)),
+        size: vectorFromArray(BigUint64Array.from(e.size, BigInt)),
+        stream: vectorFromArray(Uint32Array.from(e.stream)),
+        device: vectorFromArray(Uint16Array.from(e.device)),
+        time: vectorFromArray(Float64Array.from(e.time)),
+        stack: vectorFromArray(Int32Array.from(e.stack)),
+        tag: vectorFromArray(Int32Array.from(e.tag)),
+        pool: vectorFromArray(Float64Array.from(e.pool!)),
+      },
+      chunkMeta('events'),
+    )
+    refused(
+      concat([...chunks.slice(0, eventsChunk), wrongPool, ...chunks.slice(eventsChunk + 1)]),
+      'wrong-schema',
+      /column "pool" of events is float \(double\), expected u32/,
+      {
+        chunk: eventsChunk,
+      },
+    )
+  })
+
+  it('reads events split over chunks of which only some have the column: the others are the default pools', () => {
+    const trace = pooled()
+    const e = trace.events
+    const n = e.kind.length
+    const half = n >> 1
+    const chunks = encodeTrace(trace)
+    const eventsChunk = chunks.findIndex((c) => tableFromIPC(c).schema.metadata.get('vramscope.section') === 'events')
+    const part = (from: number, to: number, withPool: boolean) =>
+      craftChunk(
+        {
+          kind: vectorFromArray(e.kind.slice(from, to)),
+          id: vectorFromArray(e.id.slice(from, to)),
+          size: vectorFromArray(BigUint64Array.from(e.size.slice(from, to), BigInt)),
+          stream: vectorFromArray(e.stream.slice(from, to)),
+          device: vectorFromArray(e.device.slice(from, to)),
+          time: vectorFromArray(e.time.slice(from, to)),
+          stack: vectorFromArray(e.stack.slice(from, to)),
+          tag: vectorFromArray(e.tag.slice(from, to)),
+          ...(withPool ? { pool: vectorFromArray(e.pool!.slice(from, to)) } : {}),
+        },
+        chunkMeta('events'),
+      )
+    const end = tableFromIPC(chunks.at(-1)!)
+    const sections = end.getChild('section')!.toArray() as string[]
+    const chunkCounts = Uint32Array.from(end.getChild('chunks')!.toArray() as Uint32Array)
+    chunkCounts[sections.indexOf('events')]! += 1
+    const newEnd = craftChunk(
+      {
+        section: vectorFromArray(sections, new Utf8()),
+        chunks: vectorFromArray(chunkCounts),
+        rows: vectorFromArray(end.getChild('rows')!.toArray() as BigUint64Array),
+      },
+      chunkMeta('end'),
+    )
+    const bytes = concat([...chunks.slice(0, eventsChunk), part(0, half, false), part(half, n, true), ...chunks.slice(eventsChunk + 1, -1), newEnd])
+    const read = decodeTrace(bytes, 'split.vramscope')
+    const expected = Uint32Array.from(e.pool!)
+    expected.fill(0, 0, half)
+    assert.deepEqual(Array.from(read.trace.events.pool!), Array.from(expected))
+  })
+})

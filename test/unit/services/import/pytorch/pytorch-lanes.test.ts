@@ -30,7 +30,12 @@ import { random } from '../../../../helpers/trace-samples.ts'
 
 const fixtures = join(import.meta.dirname, '..', '..', '..', '..', 'fixtures')
 const read = (dir: string, name: string) => new Uint8Array(readFileSync(join(fixtures, dir, name)))
-const snapshots = readdirSync(join(fixtures, 'pytorch')).filter((n) => n.endsWith('.pickle'))
+const snapshots = [
+  ...readdirSync(join(fixtures, 'pytorch')).filter((n) => n.endsWith('.pickle')),
+  ...readdirSync(join(fixtures, 'pytorch', 'real'))
+    .filter((n) => n.endsWith('.pickle'))
+    .map((n) => join('real', n)),
+]
 const hostile = readdirSync(join(fixtures, 'hostile'))
 const plainPickles = readdirSync(join(fixtures, 'pickle')).filter((n) => n.endsWith('.pickle'))
 
