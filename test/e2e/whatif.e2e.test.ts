@@ -2,7 +2,8 @@
 // snapshot with default C++ and Python stacks (taken from the what-if suite's tarball): open the
 // file, open the panel, run the grid and read the ranked table (the recorded row, the fidelity
 // line), copy a row's line, see a configuration PyTorch would refuse named in the error, cancel a
-// long run, and open a row beside the recorded layout in the compare view. Screenshots go to
+// long run, open a row beside the recorded layout in the compare view, and read the limit a
+// recorded out-of-memory implies (a small real snapshot of test/fixtures). Screenshots go to
 // test/e2e/output (look at them).
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -116,6 +117,22 @@ describe('the what-if panel in the browser', { skip }, () => {
     assert.deepEqual(header.slice(1), ['pytorch (recorded)', `what-if: ${conf}`])
     assert.equal(await page.getByRole('tab', { name: 'Compare' }).getAttribute('aria-selected'), 'true')
     await page.screenshot({ path: join(OUTPUT, 'whatif-compare.png'), fullPage: true })
+  })
+
+  it('shows the limit a recorded out-of-memory implies, and the rows that fail there again', async () => {
+    await page.getByTestId('file-input').setInputFiles(join(ROOT, 'test', 'fixtures', 'pytorch', 'real', 'oom_fraction__default.pickle'))
+    await page.locator('.file', { hasText: 'oom_fraction__default.pickle' }).waitFor({ timeout: 60_000 })
+    await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
+    await page.getByRole('tab', { name: /What-if/ }).click()
+    assert.equal(await page.getByTestId('whatif-table').count(), 0, 'a newly opened trace has no report yet')
+    await page.getByRole('button', { name: 'Run' }).click()
+    await waitForCount(page.getByTestId('whatif-table').locator('tbody tr'), (n) => n >= 20, 120_000)
+    const facts = (await page.getByTestId('whatif-facts').textContent()) ?? ''
+    assert.match(facts, /recorded out-of-memory\s*event \d+: [\d.]+ MiB on stream 0; implied limit at least [\d.]+ GiB and below [\d.]+ GiB/)
+    assert.match((await page.getByTestId('whatif-limit').textContent()) ?? '', /GiB \(implied by the recorded out-of-memory\)/)
+    const recorded = page.locator('tbody tr[data-kind="recorded"]')
+    assert.match((await recorded.locator('td').nth(7).textContent()) ?? '', /1 \(recorded OOM\)/)
+    await page.screenshot({ path: join(OUTPUT, 'whatif-oom.png'), fullPage: true })
   })
 
   it('raised no errors in the page', () => {
