@@ -148,6 +148,8 @@ export class AppState {
   async open(start: () => Promise<{ jobId: string }>): Promise<void> {
     this.stop()
     this.error = null
+    // Map titles of a what-if row belong to the trace it was run on.
+    this.labelled = null
     const t0 = performance.now()
     try {
       const { jobId } = await start()
@@ -163,7 +165,6 @@ export class AppState {
       this.trace = data
       this.whatif = null
       this.whatifError = null
-      this.labelled = null
       this.strategies = []
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
