@@ -11,6 +11,8 @@
 // wire.ts), not as JSON.
 import type { z, ZodType } from 'zod'
 
+import type { WhatifReport } from './whatif-report.ts'
+
 /** What the app says about itself on start: shown in the empty state and the about line. */
 export interface AppInfo {
   version: string
@@ -102,6 +104,30 @@ export interface ReplayRequest {
    * labelled as in the whole list: a UI draws the first strategy's map while the others replay.
    */
   targets?: { first: number; count?: number }
+  /** Labels for the strategies of the list, in order (each map's title); a strategy without one gets its default label. */
+  labels?: string[]
+  /**
+   * A PyTorch-policy strategy given no settings replays under the snapshot's recorded settings
+   * (default true); false: as written (PyTorch's defaults, as a what-if row means them).
+   */
+  recordedSettings?: boolean
+}
+
+/** What the what-if lab is asked (`whatif:start`): configurations replayed under a device limit. */
+export interface WhatifRequest {
+  traceId: string
+  /**
+   * PYTORCH_ALLOC_CONF values in PyTorch's syntax, one configuration each ('recorded': the settings
+   * the snapshot was taken with). None, or only empty ones: the lab's grid.
+   */
+  confs?: string[]
+  /**
+   * The device limit, as set_per_process_memory_fraction sets it or the GPU's size: "24GiB",
+   * "80GB" (decimal) or bytes. None: the limit a recorded out-of-memory implies, else none.
+   */
+  cap?: string
+  /** The GPU's memory, which per_process_memory_fraction is a fraction of (default an H100 80GB's). */
+  device?: string
 }
 
 export interface RecentFile {
@@ -123,7 +149,7 @@ export interface Returns<T> {
  * passes zod's own functions; this file imports zod's types only, so the renderer and the preload,
  * which import the channel table, carry no zod, and the hosts carry only the zod these need.
  */
-export type SchemaKit = Pick<typeof z, 'strictObject' | 'string' | 'number' | 'boolean' | 'undefined' | 'custom' | 'record'>
+export type SchemaKit = Pick<typeof z, 'strictObject' | 'string' | 'number' | 'boolean' | 'undefined' | 'custom' | 'record' | 'array'>
 
 /** What is declared of one channel. */
 export interface ChannelSpec<Arg = unknown, Result = unknown> {
@@ -132,9 +158,10 @@ export interface ChannelSpec<Arg = unknown, Result = unknown> {
   result: Returns<Result>
   /**
    * The call starts a job and returns its id at once: 'trace' opens a trace (the job's result is a
-   * TraceSummary, from `job:result`), 'replay' replays one (its bundle comes from `replay:result`).
+   * TraceSummary, from `job:result`), 'replay' replays one (its bundle comes from `replay:result`),
+   * 'whatif' runs the what-if lab (its report comes from `whatif:result`).
    */
-  job?: 'trace' | 'replay'
+  job?: 'trace' | 'replay' | 'whatif'
   /**
    * Which process of the desktop app serves it: 'utility', the worker process that holds the
    * native library, the opened traces and the jobs; 'main', the app's own state (recent files, which
@@ -196,6 +223,8 @@ export const CONTRACT = {
         cap: zod.string().max(64).optional(),
         includeStored: zod.boolean().optional(),
         targets: zod.strictObject({ first: zod.number().int().min(0), count: zod.number().int().min(0).optional() }).optional(),
+        labels: zod.array(zod.string().min(1).max(256)).max(64).optional(),
+        recordedSettings: zod.boolean().optional(),
       }),
     result: started,
     job: 'replay',
@@ -203,6 +232,25 @@ export const CONTRACT = {
   },
   /** A finished replay's strategies, recorded and replayed (wire.ts, packReplay). */
   'replay:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: bundle, runs: 'utility' },
+  /**
+   * Starts the what-if lab on an opened trace: each PyTorch allocator configuration (or the grid)
+   * replayed under the device limit, its smallest fitting limit searched; progress names the
+   * configuration replayed. A configuration PyTorch would refuse fails the call, naming it.
+   */
+  'whatif:start': {
+    arg: (zod): ZodType<WhatifRequest> =>
+      zod.strictObject({
+        traceId: id(zod),
+        confs: zod.array(zod.string().max(1024)).max(256).optional(),
+        cap: zod.string().max(64).optional(),
+        device: zod.string().max(64).optional(),
+      }),
+    result: started,
+    job: 'whatif',
+    runs: 'utility',
+  },
+  /** A finished what-if job's report: the rows ranked, the recorded settings, the implied limit, fidelity. */
+  'whatif:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<WhatifReport>(), runs: 'utility' },
   /**
    * Records a built-in workload on the GPU in a process of its own (a CUDA fault there never takes
    * the host down); the job's result (`job:result`) is the recording, opened as a trace.

@@ -3,7 +3,7 @@
 // The web host, the worker process and Electron's main process are transports over it: each
 // reads a call off its own wire, dispatches it, and writes the result back as the contract says
 // (JSON or a bundle). Nothing here knows which transport it serves.
-import { boolean, custom, number, record, strictObject, string, undefined as undefinedSchema, type z, type ZodType } from 'zod'
+import { array, boolean, custom, number, record, strictObject, string, undefined as undefinedSchema, type z, type ZodType } from 'zod'
 
 import {
   CONTRACT,
@@ -34,7 +34,7 @@ export class ArgumentError extends ApiError {
 }
 
 // Named functions, not the namespace: a bundle then carries only the zod these need.
-const KIT: SchemaKit = { strictObject, string, number, boolean, undefined: undefinedSchema, custom, record }
+const KIT: SchemaKit = { strictObject, string, number, boolean, undefined: undefinedSchema, custom, record, array }
 
 const schemas = new Map<Channel, ZodType>()
 
@@ -44,7 +44,14 @@ function schemaOf(channel: Channel): ZodType {
   return schema
 }
 
-const EXPECTED: Record<string, string> = { string: 'a string', number: 'a number', boolean: 'true or false', object: 'a JSON object', record: 'a JSON object' }
+const EXPECTED: Record<string, string> = {
+  string: 'a string',
+  number: 'a number',
+  boolean: 'true or false',
+  object: 'a JSON object',
+  record: 'a JSON object',
+  array: 'a JSON array',
+}
 
 /** "name must be a string", "the argument must be a JSON object", "cap: Too big: …". */
 function describeIssue(issue: z.core.$ZodIssue): string {

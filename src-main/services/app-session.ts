@@ -18,8 +18,11 @@ import type {
   ReplayRequest,
   SampleInfo,
   TraceSummary,
+  WhatifRequest,
   WorkloadChoice,
 } from '../../src-shared/contract.ts'
+import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
+import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { packTraceData } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
@@ -34,6 +37,7 @@ import { placementFor, replayBundle, withRecordedSettings } from './replay/repla
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
+import { runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
@@ -492,9 +496,17 @@ export class AppSession {
         throw new ApiError('BAD_INPUT', `cap: ${(e as Error).message}`)
       }
     }
+    if (request.labels !== undefined) {
+      const labels = request.labels
+      if (labels.length > specs.length) throw new ApiError('BAD_INPUT', `labels: ${labels.length} labels for ${specs.length} strategies`)
+      if (new Set(labels).size !== labels.length) throw new ApiError('BAD_INPUT', 'labels: each strategy needs a label of its own')
+      specs = specs.map((spec, i) => (labels[i] !== undefined ? { ...spec, label: labels[i] } : spec))
+    }
     // A PyTorch-policy target given no settings replays under the snapshot's recorded ones; its
-    // label says which ("caching (pytorch) [max_split_size_mb:128]").
-    specs = chosenTargets(specs, request.targets).map((spec) => withRecordedSettings(spec, input.trace).spec)
+    // label says which ("caching (pytorch) [max_split_size_mb:128]"). A what-if row's defaults
+    // (recordedSettings false) are PyTorch's own.
+    specs = chosenTargets(specs, request.targets)
+    if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
@@ -521,6 +533,65 @@ export class AppSession {
       },
       request.traceId,
     )
+  }
+
+  /**
+   * Runs the what-if lab (services/whatif/whatif.ts) on an opened trace as a job: every
+   * configuration is checked here first, so a bad one fails the call naming it; progress names
+   * the configuration that finished a replay. The job's result is a WhatifReport (`whatif:result`).
+   */
+  startWhatif(request: WhatifRequest, page = DEFAULT_PAGE): { jobId: string } {
+    const { input } = this.trace(request?.traceId)
+    const confs = (request.confs ?? []).map((c) => c.trim()).filter((c) => c !== '')
+    confs.forEach((text, i) => {
+      if (text === 'recorded') return
+      try {
+        parsePytorchConf(text)
+      } catch (e) {
+        if (e instanceof ConfError) throw new ApiError('BAD_INPUT', `configuration ${i + 1} '${text}': ${e.message}`)
+        throw e
+      }
+    })
+    const size = (what: 'cap' | 'device', text: string | undefined): number | undefined => {
+      if (text === undefined || text.trim() === '') return undefined
+      let bytes: number
+      try {
+        bytes = parseByteSize(text.trim())
+      } catch (e) {
+        throw new ApiError('BAD_INPUT', `${what}: ${(e as Error).message}`)
+      }
+      if (bytes <= 0) throw new ApiError('BAD_INPUT', `${what}: must be more than 0 bytes, got '${text}'`)
+      return bytes
+    }
+    const cap = size('cap', request.cap)
+    const device = size('device', request.device)
+    return this.startJob<WhatifReport>(
+      page,
+      'what-if: starting',
+      async (job) => {
+        try {
+          const result = await runWhatif(input, {
+            ...(confs.length > 0 && { confs }),
+            ...(cap !== undefined && { capBytes: cap }),
+            ...(device !== undefined && { deviceBytes: device }),
+            signal: job.controller.signal,
+            onProgress: (p) => {
+              job.status.phase = `what-if: ${p.done} of about ${p.total} replays · ${p.label}`
+              job.status.fraction = Math.min(0.99, p.fraction)
+            },
+          })
+          return whatifReport(result)
+        } catch (e) {
+          if (e instanceof WhatifError) throw new ApiError('BAD_INPUT', e.message.replace(/^--conf /, 'configuration '))
+          throw e
+        }
+      },
+      request.traceId,
+    )
+  }
+
+  whatifResult(jobId: string): WhatifReport {
+    return this.finishedResult<WhatifReport>(jobId)
   }
 
   replayResult(jobId: string): Bundle {
@@ -612,6 +683,44 @@ export class AppSession {
   }
 }
 
+/** The lab's result as the API sends it: no NaN, and each row with the replay that shows it. */
+export function whatifReport(r: WhatifResult): WhatifReport {
+  const finite = (v: number): number | null => (Number.isFinite(v) ? v : null)
+  return {
+    events: r.events,
+    ...(r.recordedConf !== undefined && { recordedConf: r.recordedConf }),
+    limit: r.limit,
+    ...(r.implied && { implied: r.implied }),
+    deviceBytes: r.deviceBytes,
+    rows: r.rows.map((row) => ({
+      rank: row.rank,
+      ...(row.notRanked !== undefined && { notRanked: row.notRanked }),
+      conf: row.conf,
+      kind: row.kind,
+      label: row.label,
+      ...(row.line !== undefined && { line: row.line }),
+      strategy: row.strategy,
+      params: row.params,
+      peakReserved: row.peakReserved,
+      peakAllocated: row.peakAllocated,
+      peakRequested: row.peakRequested,
+      segments: row.segments,
+      deviceCalls: row.deviceCalls,
+      fragmentationAtPeak: finite(row.fragmentationAtPeak),
+      failures: row.failures,
+      firstFailureEvent: row.firstFailureEvent,
+      oomReproduced: row.oomReproduced,
+      smallestFittingBytes: row.smallestFittingBytes,
+      growing: row.growing,
+      replay: rowReplay(row, r.limit.bytes),
+    })),
+    ...(r.fidelity && { fidelity: { ...r.fidelity, peakReservedError: finite(r.fidelity.peakReservedError) ?? 0 } }),
+    elapsedMs: r.elapsedMs,
+    replays: r.replays,
+    cores: r.cores,
+  }
+}
+
 /** The part of the parsed strategies a replay request names (ReplayRequest.targets). */
 function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
   if (targets === undefined || targets === null) return specs
@@ -641,6 +750,8 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'page:close': () => (page === DEFAULT_PAGE ? { closed: 0 } : session.closePage(page)),
     'replay:start': (request) => session.startReplay(request, page),
     'replay:result': ({ jobId }) => session.replayResult(jobId),
+    'whatif:start': (request) => session.startWhatif(request, page),
+    'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'record:workload': (request) => session.recordWorkload(request, page),
     'job:status': ({ jobId, waitMs }) => (waitMs ? session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)),
     'job:result': ({ jobId }) => session.jobResult(jobId),

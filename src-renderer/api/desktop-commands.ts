@@ -37,6 +37,12 @@ export function applyDesktopCommand(app: AppState, handlers: DesktopHandlers, co
       handlers.exportView(command.format)
       return
     case 'show':
+      // Every view of the menu is part of the compare view: leave the what-if panel for it first.
+      if (app.view !== 'compare') {
+        app.view = 'compare'
+        requestAnimationFrame(() => document.querySelector(VIEW_SELECTORS[command.view])?.scrollIntoView({ behavior: 'smooth', block: 'start' }))
+        return
+      }
       document.querySelector(VIEW_SELECTORS[command.view])?.scrollIntoView({ behavior: 'smooth', block: 'start' })
       return
     case 'error':

@@ -1,6 +1,7 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
 import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
+import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
@@ -8,6 +9,8 @@ import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
+/** What the main area shows: the strategies side by side, or the what-if lab. */
+export type View = 'compare' | 'whatif'
 export type Theme = 'light' | 'dark'
 
 /** The other side of a diff: its name, request figures and replayed strategies. */
@@ -57,6 +60,18 @@ class Decoder {
   }
 }
 
+/** Bytes as a cap the host reads back exactly: "3GiB", "640MiB", else the bytes. */
+export function readableSize(bytes: number): string {
+  for (const [unit, size] of [
+    ['TiB', 1024 ** 4],
+    ['GiB', 1024 ** 3],
+    ['MiB', 1024 ** 2],
+    ['KiB', 1024],
+  ] as const)
+    if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`
+  return String(bytes)
+}
+
 /** Strategies the first replay job runs: none when recorded layouts can be drawn at once. */
 function firstCount(stored: readonly string[]): number {
   return stored.length > 0 ? 0 : 1
@@ -93,6 +108,17 @@ export class AppState {
   showRecord = $state(false)
   /** A second trace (or a second run of a file) replayed with the same strategies, for the diff view. */
   diff = $state.raw<DiffSide | null>(null)
+  view = $state<View>('compare')
+  /** The what-if panel's inputs: device limit, GPU memory, configurations one per line. */
+  whatifCap = $state('')
+  whatifDevice = $state('')
+  whatifConfs = $state('')
+  /** The running what-if job (its own progress bar, in the panel), its report, its error. */
+  whatifJob = $state<JobStatus | null>(null)
+  whatif = $state.raw<WhatifReport | null>(null)
+  whatifError = $state<string | null>(null)
+  /** Map titles for the strategies of `strategySpec` while it is the spec they were given for. */
+  private labelled: { spec: string; labels: string[] } | null = null
   /** Figures of the last load, for the status line and benchmarks. */
   timings = $state<{ openMs: number; replayMs: number; decodeMs: number }>({ openMs: 0, replayMs: 0, decodeMs: 0 })
 
@@ -122,6 +148,8 @@ export class AppState {
   async open(start: () => Promise<{ jobId: string }>): Promise<void> {
     this.stop()
     this.error = null
+    // Map titles of a what-if row belong to the trace it was run on.
+    this.labelled = null
     const t0 = performance.now()
     try {
       const { jobId } = await start()
@@ -135,6 +163,8 @@ export class AppState {
       const replaced = this.trace?.summary.traceId
       if (replaced !== undefined && replaced !== summary.traceId) void this.client.call('trace:close', { traceId: replaced }).catch(() => {})
       this.trace = data
+      this.whatif = null
+      this.whatifError = null
       this.strategies = []
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
@@ -171,6 +201,8 @@ export class AppState {
       ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
       targets,
       includeStored,
+      // A what-if row's spec is the configuration itself: PyTorch's defaults stay defaults.
+      ...(this.labelled?.spec === this.strategySpec && { labels: this.labelled.labels, recordedSettings: false }),
     })
   }
 
@@ -240,6 +272,61 @@ export class AppState {
       this.job = null
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
     }
+  }
+
+  /**
+   * Runs the what-if lab on the open trace with the panel's inputs: the configurations pasted (one
+   * per line; none: the grid) under the device limit. Its progress shows in the panel.
+   */
+  async runWhatif(): Promise<void> {
+    const trace = this.trace
+    if (!trace || this.whatifJob) return
+    this.whatifError = null
+    const traceId = trace.summary.traceId
+    const confs = this.whatifConfs
+      .split('\n')
+      .map((line) => line.trim())
+      .filter((line) => line !== '' && !line.startsWith('#'))
+    try {
+      const { jobId } = await this.client.call('whatif:start', {
+        traceId,
+        ...(confs.length > 0 && { confs }),
+        ...(this.whatifCap.trim() !== '' && { cap: this.whatifCap.trim() }),
+        ...(this.whatifDevice.trim() !== '' && { device: this.whatifDevice.trim() }),
+      })
+      this.whatifJob = { jobId, state: 'running', fraction: 0, phase: 'what-if: starting' }
+      await waitForJob(this.client, jobId, (s) => (this.whatifJob = s))
+      const report = await this.client.call('whatif:result', { jobId })
+      // A trace opened meanwhile has its own lab to run.
+      if (this.trace?.summary.traceId === traceId) this.whatif = report
+    } catch (e) {
+      this.whatifError = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
+    } finally {
+      this.whatifJob = null
+    }
+  }
+
+  async cancelWhatif(): Promise<void> {
+    if (this.whatifJob) await this.client.call('job:cancel', { jobId: this.whatifJob.jobId })
+  }
+
+  /**
+   * Opens a what-if row in the compare view: its configuration replayed (under the lab's limit)
+   * beside the recorded layout, or beside PyTorch's defaults where the trace has none.
+   */
+  async compareWhatifRow(row: WhatifReportRow): Promise<void> {
+    const report = this.whatif
+    const trace = this.trace
+    if (!report || !trace) return
+    const defaults = report.rows.find((r) => r.kind === 'pytorch' && r.conf === '')
+    const rows = trace.summary.stored.length === 0 && defaults && defaults !== row ? [defaults, row] : [row]
+    this.strategySpec = rows.map((r) => r.replay.strategies).join(',')
+    this.cap = row.replay.cap !== undefined ? readableSize(Number(row.replay.cap)) : ''
+    this.labelled = { spec: this.strategySpec, labels: rows.map((r) => r.replay.label) }
+    this.view = 'compare'
+    this.strategies = []
+    this.pendingMaps = trace.summary.stored.length + rows.length
+    await this.replay()
   }
 
   async cancelJob(): Promise<void> {
