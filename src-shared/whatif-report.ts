@@ -23,7 +23,10 @@ export interface WhatifReportRow {
   /** PyTorch's allocated bytes: blocks as rounded. */
   peakAllocated: number
   peakRequested: number
+  /** Segments obtained with cudaMalloc (PyTorch's segment.all.allocated). */
   segments: number
+  /** Pages mapped into expandable segments. */
+  maps: number
   deviceCalls: number
   /** 0 to 1; null where the replay did not measure it. */
   fragmentationAtPeak: number | null

@@ -705,6 +705,7 @@ export function whatifReport(r: WhatifResult): WhatifReport {
       peakAllocated: row.peakAllocated,
       peakRequested: row.peakRequested,
       segments: row.segments,
+      maps: row.maps,
       deviceCalls: row.deviceCalls,
       fragmentationAtPeak: finite(row.fragmentationAtPeak),
       failures: row.failures,

@@ -435,9 +435,11 @@ TEST("replay: a trim event releases the cached segments, as the program's empty_
   o.full_metrics = true;
   const replay_result r = replay_one(t, {"caching", "caching", {{"preset", "pytorch"}}, {}}, o);
   CHECK_EQ(r.summary.trims, std::uint64_t{1});
-  CHECK_EQ(r.full.reserved[3], 32.0 * MiB);  // a 30 MiB segment (rounded to 2 MiB) and a 2 MiB one, cached
-  CHECK_EQ(r.full.reserved[4], 0.0);         // both released
-  CHECK_EQ(r.summary.device_call_detail.region_alloc, std::uint64_t{3});  // the third after the trim
+  CHECK_EQ(r.full.reserved[3],
+           32.0 * MiB);               // a 30 MiB segment (rounded to 2 MiB) and a 2 MiB one, cached
+  CHECK_EQ(r.full.reserved[4], 0.0);  // both released
+  CHECK_EQ(r.summary.device_call_detail.region_alloc,
+           std::uint64_t{3});  // the third after the trim
   CHECK_EQ(r.summary.peak_reserved, std::uint64_t{32 * MiB});
 }
 

@@ -68,8 +68,10 @@ export interface WhatifRow {
   /** PyTorch's allocated_bytes: block sizes as rounded. */
   peakAllocated: number
   peakRequested: number
-  /** Segments obtained (cudaMalloc calls; expandable segments: their reservations). */
+  /** Segments obtained with cudaMalloc (PyTorch's segment.all.allocated). */
   segments: number
+  /** Pages mapped into expandable segments. */
+  maps: number
   deviceCalls: number
   fragmentationAtPeak: number
   /** Requests that did not fit under the limit, and the first one's event index. */
@@ -419,9 +421,14 @@ function isGrowing(r: ReplayResult): boolean {
   return reservedMid > 0 && reservedEnd >= reservedMid * 1.1 && allocatedEnd <= allocatedMid * 1.01
 }
 
+/** Segments obtained with cudaMalloc, as PyTorch's segment.all.allocated counts them (expandable segments' pages are maps). */
 function segmentsOf(r: ReplayResult): number {
-  const d = r.summary.deviceCallDetail as unknown as Record<string, number>
-  return (d['regionAlloc'] ?? 0) + (d['vaReserve'] ?? 0)
+  return (r.summary.deviceCallDetail as unknown as Record<string, number>)['regionAlloc'] ?? 0
+}
+
+/** Pages mapped into expandable segments (cuMemMap), as PyTorch's num_device_alloc counts them there. */
+function mapsOf(r: ReplayResult): number {
+  return (r.summary.deviceCallDetail as unknown as Record<string, number>)['map'] ?? 0
 }
 
 async function evaluate(
@@ -495,6 +502,7 @@ async function evaluate(
     peakAllocated: s.peakRounded,
     peakRequested: s.peakRequested,
     segments: segmentsOf(base),
+    maps: mapsOf(base),
     deviceCalls: s.deviceCalls,
     fragmentationAtPeak: s.externalFragmentationAtPeak,
     failures: s.failures,
