@@ -222,6 +222,9 @@ class DeviceState {
   released = 0
   releasedTime = 0
   releasedStream: unknown = 0
+  /** The smallest segment (or page) of the run, and whether a small-pool one (2 MiB) was among them. */
+  releasedSmallest = 0
+  releasedSmallPool = false
   readonly overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
   nextIndex = 0
   constructor(
@@ -551,8 +554,12 @@ export class SnapshotMapper implements DecodedEventSink {
     if (s.released === 0) {
       s.releasedTime = t
       s.releasedStream = streamValue
+      s.releasedSmallest = size
+      s.releasedSmallPool = false
     }
     s.released += size
+    if (size < s.releasedSmallest) s.releasedSmallest = size
+    if (size === SMALL_SEGMENT) s.releasedSmallPool = true
   }
 
   /**
@@ -563,7 +570,11 @@ export class SnapshotMapper implements DecodedEventSink {
    * before one is marked (id 1) until the settings say whether either could have done it.
    */
   private pushTrim(s: DeviceState, beforeAllocation = false): void {
-    s.events.push(EventKind.trim, beforeAllocation ? 1 : 0, s.released, this.stream(s.releasedStream), s.device, s.releasedTime)
+    // Until keepTrims decides, a run before an allocation carries in its id (1, +2 with a small-pool
+    // segment) and its stack (the smallest segment, KiB) what tells PyTorch's partial releases apart.
+    const id = beforeAllocation ? 1 | (s.releasedSmallPool ? 2 : 0) : 0
+    const smallestKiB = beforeAllocation ? Math.min(Math.floor(s.releasedSmallest / 1024), 2 ** 31 - 1) : -1
+    s.events.push(EventKind.trim, id, s.released, this.stream(s.releasedStream), s.device, s.releasedTime, smallestKiB)
     s.released = 0
   }
 
@@ -1082,27 +1093,54 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 }
 
-/** Whether the recorded settings let PyTorch release some cached segments to make room (garbage collection, max_split_size). */
-function partialReleases(settings: [string, unknown][]): boolean {
+/** PyTorch's small-pool segment (kSmallBuffer), and an expandable segment's small-pool page. */
+const SMALL_SEGMENT = 2 * 1024 * 1024
+
+/** What of the recorded settings lets PyTorch release some cached segments to make room: garbage collection, max_split_size. */
+interface PartialReleases {
+  garbageCollection: boolean
+  /** max_split_size in bytes; 0 when unset. */
+  maxSplitSize: number
+}
+
+function partialReleases(settings: [string, unknown][]): PartialReleases {
   const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
   const split = value('max_split_size')
   const gc = value('garbage_collection_threshold')
-  return (typeof split === 'number' && split > 0) || (typeof gc === 'number' && gc > 0)
+  return { garbageCollection: typeof gc === 'number' && gc > 0, maxSplitSize: typeof split === 'number' && split > 0 ? split : 0 }
 }
 
 /**
- * The trims of a trace, decided: a release run just before an allocation (id 1) was the model's
- * own business when the settings allow partial releases (garbage collection or max_split_size
- * freed what it chose; the replay decides that itself), so it is dropped; every trim kept gets id 0.
+ * Whether a release run just before an allocation was a release of the whole cache (an
+ * empty_cache, or the out-of-memory retry: a trim either way) rather than one of PyTorch's partial
+ * releases, which the replay's own model makes: garbage collection releases only large-pool
+ * segments, and max_split_size's release only blocks at least that large.
  */
-function keepTrims(events: TraceEvents, dropBeforeAllocation: boolean): TraceEvents {
+function wholeRelease(partial: PartialReleases, smallPool: boolean, smallestBytes: number): boolean {
+  if (smallPool) return true
+  if (partial.garbageCollection) return false
+  return partial.maxSplitSize === 0 || smallestBytes < partial.maxSplitSize
+}
+
+/**
+ * The trims of a trace, decided: a release run just before an allocation (id 1, 3) that one of
+ * PyTorch's partial releases could have made is the model's own business and is dropped; every
+ * trim kept gets id 0 and no stack.
+ */
+function keepTrims(events: TraceEvents, partial: PartialReleases): TraceEvents {
   const n = events.kind.length
   let dropped = 0
-  for (let i = 0; i < n; i++)
-    if (events.kind[i] === EventKind.trim) {
-      if (dropBeforeAllocation && events.id[i] === 1) dropped++
-      else events.id[i] = 0
+  for (let i = 0; i < n; i++) {
+    if (events.kind[i] !== EventKind.trim) continue
+    const id = events.id[i]!
+    if (id !== 0 && !wholeRelease(partial, (id & 2) !== 0, events.stack[i]! * 1024)) {
+      events.id[i] = 1
+      dropped++
+    } else {
+      events.id[i] = 0
     }
+    if (events.id[i] === 0) events.stack[i] = -1
+  }
   if (dropped === 0) return events
   const out = allocateEvents(n - dropped)
   let j = 0
