@@ -4,7 +4,8 @@
 //
 // device_traces[d] (the allocator's ring buffer of events on device d) becomes request events:
 //   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
-//   free_requested -> free of that id (the program let go of the block)
+//   free_requested -> free of that id, at its free_completed (when the block went back to the pool:
+//                     later for a block used on other streams; never, if it had not by the end)
 //   oom            -> oom (size, stream, stack; its device_free, which it carries instead of addr,
 //                     in the property pytorch.oom.device_free)
 //   snapshot -> a marker;  external_annotations -> markers, by time
@@ -213,7 +214,10 @@ class DeviceState {
   heldAddress = 0
   heldSize = 0
   heldStream = 0
+  heldStreamIndex = 0
   heldTime = 0
+  /** The request stream of each pending block's free (by id): its free event comes at free_completed. */
+  readonly pendingStreamIndex = new Map<number, number>()
   /**
    * Segments released (segment_free / segment_unmap) since the last other event, their bytes, and
    * the first one's time and stream: an empty_cache unless an allocation follows (segment_alloc,
@@ -433,6 +437,7 @@ export class SnapshotMapper implements DecodedEventSink {
       this.pushTrim(s, action === 'segment_alloc' || action === 'segment_map' || action === 'oom')
     if (s.held >= 0) {
       if (action === 'free_completed' && addr === s.heldAddress) {
+        s.events.push(EventKind.free, s.held, s.heldSize, s.heldStreamIndex, s.device, s.heldTime)
         s.layout.push(LayoutOp.free, addr, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
         s.held = -1
         return
@@ -469,14 +474,18 @@ export class SnapshotMapper implements DecodedEventSink {
         let id = s.live.get(addr)
         if (id < 0) id = this.orphanAlloc(s, addr, size, streamValue)
         s.live.delete(addr)
-        s.events.push(EventKind.free, id, s.requestedById[id]!, this.stream(streamValue), device, t)
         if (action === 'free') {
+          s.events.push(EventKind.free, id, s.requestedById[id]!, this.stream(streamValue), device, t)
           s.layout.push(LayoutOp.free, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         } else {
+          // The request's free waits for free_completed: a block used on other streams
+          // (record_stream) goes back to the pool only when their work is done, which the
+          // recording timed and no allocator can do sooner.
           s.held = id
           s.heldAddress = addr
           s.heldSize = s.requestedById[id]!
           s.heldStream = streamNumber
+          s.heldStreamIndex = this.stream(streamValue)
           s.heldTime = t
         }
         return
@@ -494,6 +503,8 @@ export class SnapshotMapper implements DecodedEventSink {
           return
         }
         s.pending.delete(addr)
+        s.events.push(EventKind.free, id, s.requestedById[id]!, s.pendingStreamIndex.get(id) ?? this.stream(streamValue), device, t)
+        s.pendingStreamIndex.delete(id)
         s.layout.push(LayoutOp.freeCompleted, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         return
       }
@@ -585,6 +596,7 @@ export class SnapshotMapper implements DecodedEventSink {
   private flushHeld(s: DeviceState): void {
     s.layout.push(LayoutOp.freePending, s.heldAddress, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
     s.pending.set(s.heldAddress, s.held)
+    s.pendingStreamIndex.set(s.held, s.heldStreamIndex)
     s.held = -1
   }
 

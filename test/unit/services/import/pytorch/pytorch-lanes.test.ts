@@ -255,7 +255,7 @@ describe('mutated snapshots: the same import or the same error on both lanes', (
 })
 
 /**
- * A snapshot pickle of `n` alloc/free_requested events with no memo (about 60 bytes an event, fewer
+ * A snapshot pickle of `n` alloc/free events (the single free action of older snapshots) with no memo (about 60 bytes an event, fewer
  * than the importer's first guess of 90 bytes a row assumes), written opcode by opcode.
  */
 function denseSnapshot(n: number): { pickle: Uint8Array; json: Uint8Array } {
@@ -268,7 +268,7 @@ function denseSnapshot(n: number): { pickle: Uint8Array; json: Uint8Array } {
   out.push(0x5d, 0x5d, 0x28)
   const events: object[] = []
   for (let i = 0; i < n; i++) {
-    const action = i % 2 === 0 ? 'alloc' : 'free_requested'
+    const action = i % 2 === 0 ? 'alloc' : 'free'
     const addr = 0x10000 + 512 * (i >> 1)
     const size = 100 + (i % 7)
     events.push({ action, addr, size, time_us: i })
