@@ -102,7 +102,7 @@ export function strategySpecText(strategy: string, params: Record<string, string
  * limit as its max_reserved (set_per_process_memory_fraction: what garbage collection is a fraction
  * of), any other strategy a device of that size.
  */
-export function rowReplay(row: Pick<WhatifReportRow, 'kind' | 'strategy' | 'params' | 'label'>, limit: number | null): WhatifReplay {
+export function rowReplay(row: Pick<WhatifReportRow, 'kind' | 'strategy' | 'params' | 'label'> & { conf?: string }, limit: number | null): WhatifReplay {
   const params = { ...row.params }
   let cap: string | undefined
   if (limit !== null) {
@@ -111,5 +111,10 @@ export function rowReplay(row: Pick<WhatifReportRow, 'kind' | 'strategy' | 'para
       params['max_reserved'] = String(existing ? Math.min(Number(existing), limit) : limit)
     } else cap = String(limit)
   }
-  return { strategies: strategySpecText(row.strategy, params), ...(cap !== undefined && { cap }), label: `what-if: ${row.label}` }
+  // A PyTorch configuration is shown in PyTorch's syntax: pytorch:[conf], the limit after it.
+  const strategies =
+    row.kind !== 'strategy' && row.strategy === 'caching' && row.conf !== undefined
+      ? `pytorch:[${row.conf}]${params['max_reserved'] !== undefined ? `:max_reserved=${params['max_reserved']}` : ''}`
+      : strategySpecText(row.strategy, params)
+  return { strategies, ...(cap !== undefined && { cap }), label: `what-if: ${row.label}` }
 }

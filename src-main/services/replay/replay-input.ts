@@ -74,7 +74,9 @@ export function withRecordedSettings(spec: StrategySpec, trace: RequestTrace): {
   if (!usesPytorchPolicy(spec) || Object.keys(spec.params).some((k) => !NEUTRAL_PARAMS.has(k))) return { spec }
   const conf = recordedConf(trace)
   if (!conf) return { spec }
-  const model = confModel(parsePytorchConf(conf), 0, 0)
+  // garbage_collection_threshold is a fraction of the limit, which a snapshot does not record:
+  // here of the simulated device (80 GiB), unless the spec gives max_reserved.
+  const model = confModel(parsePytorchConf(conf), 0, 80 * 2 ** 30)
   const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
   const notModelled = Object.keys(model.params).filter((k) => !known.has(k))
   const params = { ...spec.params }

@@ -4,6 +4,8 @@
 // `key=value` adds a parameter to the strategy before it; any other item continues the previous
 // parameter's value, so a size list reads as it does elsewhere: `slab:classes=256,1KiB,4KiB`.
 // Brackets protect a value's own commas and colons: `caching:roundup_power2_divisions=[256:1,512:2]`.
+// `pytorch:[PYTORCH_ALLOC_CONF]` is PyTorch's allocator under a configuration in PyTorch's syntax
+// (the caching strategy's pytorch preset with the parameters it maps to), labelled with it.
 // Every name and value is checked against the native library before anything runs. Deprecated
 // spellings (caching:preset=seed, now pow2) are accepted with a one-line warning and read as the
 // new name, so labels and results carry it.
@@ -11,6 +13,7 @@ import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
 import { InputError } from '../input-error.ts'
 import { defaultLabel } from './replay.ts'
 import { splitTopLevel } from '../../../src-shared/strategy-text.ts'
+import { ConfError, confModel, formatPytorchConf, parsePytorchConf } from '../../../src-shared/pytorch-conf.ts'
 
 export interface StrategySpec {
   /** Unique among the specs: "caching (pytorch)", "buddy (pool_size=4GiB)". */
@@ -50,12 +53,17 @@ function paramList(info: StrategyInfo): string {
  */
 export function parseStrategySpecs(values: readonly string[], source = '--strategies', warn: (message: string) => void = warnOnStderr): StrategySpec[] {
   const all = listStrategies()
-  const specs: { strategy: StrategyInfo; params: Record<string, string> }[] = []
+  const specs: { strategy: StrategyInfo; params: Record<string, string>; label?: string }[] = []
   for (const value of values) {
     let lastParam: { spec: (typeof specs)[number]; key: string } | undefined
     for (const item of splitTopLevel(value, ',')) {
       if (item === '') throw new StrategySpecError(source, value, 'an empty item (two commas in a row, or a comma at an end)')
       const [head, ...rest] = splitTopLevel(item, ':')
+      if (head === PYTORCH) {
+        specs.push(pytorchSpec(source, item, rest, all))
+        lastParam = undefined
+        continue
+      }
       const isAssignment = head!.includes('=')
       if (!isAssignment && (rest.length > 0 || all.some((s) => s.name === head))) {
         const info = all.find((s) => s.name === head)
@@ -76,7 +84,7 @@ export function parseStrategySpecs(values: readonly string[], source = '--strate
     }
   }
   if (specs.length === 0) throw new StrategySpecError(source, '', `no strategy given (known: ${knownList(all)})`)
-  const result = specs.map((s) => ({ label: '', strategy: s.strategy.name, params: s.params }))
+  const result = specs.map((s) => ({ label: s.label ?? '', strategy: s.strategy.name, params: s.params }))
   for (const spec of result) renameDeprecated(source, spec, warn)
   for (const spec of result) checkWithLibrary(source, spec)
   assignLabels(result)
@@ -131,11 +139,55 @@ function checkWithLibrary(source: string, spec: StrategySpec): void {
   }
 }
 
+/**
+ * `pytorch` or `pytorch:[PYTORCH_ALLOC_CONF]`: PyTorch's allocator under a configuration written in
+ * PyTorch's own syntax (brackets keep its commas and colons), as the model's strategy and
+ * parameters, labelled with the configuration as PyTorch prints it: `pytorch (max_split_size_mb:64)`.
+ * Bare `pytorch` is the model with no settings of its own (a snapshot's recorded ones apply).
+ */
+const PYTORCH = 'pytorch'
+
+function pytorchSpec(
+  source: string,
+  item: string,
+  rest: string[],
+  all: readonly StrategyInfo[],
+): { strategy: StrategyInfo; params: Record<string, string>; label: string } {
+  let text = ''
+  let assignments = rest
+  if (rest[0]?.startsWith('[')) {
+    if (!rest[0].endsWith(']')) throw new StrategySpecError(source, item, "the configuration's brackets are not closed")
+    text = rest[0].slice(1, -1)
+    assignments = rest.slice(1)
+  }
+  let conf
+  try {
+    conf = parsePytorchConf(text)
+  } catch (e) {
+    if (e instanceof ConfError) throw new StrategySpecError(source, item, e.message)
+    throw e
+  }
+  // garbage_collection_threshold is a fraction of the limit; with none given, of the simulated
+  // device's 80 GiB.
+  const model = confModel(conf, 0, 80 * 2 ** 30)
+  const spec = { strategy: all.find((s) => s.name === model.strategy)!, params: model.params }
+  // The model's own parameters may follow (pytorch:[max_split_size_mb:64]:max_reserved=8GiB), and
+  // replace what the configuration gave them.
+  for (const a of assignments) {
+    if (!a.includes('='))
+      throw new StrategySpecError(source, item, 'write the configuration in brackets: pytorch:[max_split_size_mb:128,expandable_segments:True]')
+    delete spec.params[a.slice(0, a.indexOf('=')).trim()]
+    addParam(source, item, spec, a)
+  }
+  const printed = formatPytorchConf(conf)
+  return { ...spec, label: printed === '' ? PYTORCH : `${PYTORCH} (${printed})` }
+}
+
 /** Labels as replay gives them ("caching (pytorch)"), numbered where two would be the same. */
 function assignLabels(specs: StrategySpec[]): void {
   const seen = new Map<string, number>()
   for (const spec of specs) {
-    const label = defaultLabel(spec.strategy, spec.params)
+    const label = spec.label || defaultLabel(spec.strategy, spec.params)
     const count = (seen.get(label) ?? 0) + 1
     seen.set(label, count)
     spec.label = count > 1 ? `${label} #${count}` : label
