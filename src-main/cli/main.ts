@@ -86,7 +86,10 @@ function buildProgram(io: Io): Command {
       'a PYTORCH_ALLOC_CONF string such as "expandable_segments:True" (repeatable; "recorded": the snapshot\'s own); none: a grid',
       collect,
     )
-    .option('--cap <size>', 'the device limit as set_per_process_memory_fraction sets it, such as 24GiB (default: the limit a recorded out-of-memory implies)')
+    .option(
+      '--cap <size>',
+      'the device limit as set_per_process_memory_fraction sets it: a size such as 24GiB, or the fraction itself (0.25, of --gpu) (default: the limit a recorded out-of-memory implies)',
+    )
     .option('--gpu <size>', "the device's memory, what a per_process_memory_fraction is a fraction of (default 79.18 GiB, an H100 80GB)")
     .option('--no-search', 'skip the search for the smallest limit that runs the whole trace')
     .option('--no-strategies', "grid: leave out vramscope's other strategies")

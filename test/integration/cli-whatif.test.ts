@@ -125,6 +125,9 @@ describe('vramscope whatif', () => {
     assert.equal(out.limit.source, 'implied')
     const recorded = out.configs.find((r) => r.kind === 'recorded')!
     assert.equal(recorded.oomReproduced, 1, shown({ code: 0, stdout: JSON.stringify(recorded), stderr: '' }))
+    // The limit as set_per_process_memory_fraction's argument: a fraction of the GPU's memory.
+    const byFraction = await vramscopeJson<WhatifJson>(['whatif', OOM, '--conf', 'recorded', '--cap', '0.025', '--gpu', String(limit * 40), '--no-search'])
+    assert.equal(byFraction.limit.bytes, limit)
     // Under the run's true limit too.
     const atLimit = await vramscopeJson<WhatifJson>(['whatif', OOM, '--conf', 'recorded', '--cap', String(limit)])
     assert.equal(atLimit.limit.source, 'option')

@@ -6,7 +6,7 @@
 import { confLine } from '../../../src-shared/pytorch-conf.ts'
 import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
-import { runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
 import { formatValue, renderTable } from '../format.ts'
 import { OptionError, openWithProgress, parseCapOption, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
 
@@ -19,8 +19,11 @@ export interface WhatifCommandOptions extends CommonOptions {
 }
 
 export async function whatifCommand(io: Io, file: string, options: WhatifCommandOptions): Promise<void> {
-  const cap = parseCapOption('--cap', options.cap)
   const gpu = parseCapOption('--gpu', options.gpu)
+  // A fraction (0.25) is set_per_process_memory_fraction's argument: of --gpu, or of an H100 80GB.
+  const fraction = options.cap !== undefined && /^\s*(0?\.\d+|1(\.0*)?)\s*$/.test(options.cap) ? Number(options.cap) : undefined
+  if (fraction !== undefined && fraction <= 0) throw new OptionError('--cap', `a fraction of 0 leaves no room for anything`)
+  const cap = fraction !== undefined ? Math.floor(fraction * (gpu ?? DEFAULT_DEVICE_BYTES)) : parseCapOption('--cap', options.cap)
   const input = await openWithProgress(io, options, file)
   const progress = progressFor(io, options)
   const abort = new AbortController()
