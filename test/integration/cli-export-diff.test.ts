@@ -171,7 +171,7 @@ describe('vramscope diff', () => {
     assert.ok(failures.b! > 0, 'the capped run fails requests')
     const text = await vramscope(['diff', replayed, other])
     assert.equal(text.code, 0, shown(text))
-    assert.match(text.stdout, /slab \(only in a\)/)
+    assert.match(text.stdout, /slab — only in a/)
     assert.match(text.stdout, /^failures\s+0\s+\d+\s+\+\d+/m)
   })
 })

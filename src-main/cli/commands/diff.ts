@@ -28,7 +28,7 @@ export async function diffCommand(io: Io, a: string, b: string, options: DiffCom
   }
   const out = [`a: ${a}`, `b: ${b}`, '', 'trace', tableOf(diff.trace, 'a', 'b')]
   for (const s of diff.strategies) {
-    out.push('', s.onlyIn ? `${s.name} (only in ${s.onlyIn})` : s.name)
+    out.push('', s.onlyIn ? `${s.name} — only in ${s.onlyIn}` : s.name)
     out.push(tableOf(s.rows, 'a', 'b'))
   }
   if (diff.strategies.length === 0) out.push('', 'neither file holds replay results; give --strategies to replay both')
