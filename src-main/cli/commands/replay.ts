@@ -50,6 +50,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       winners: Object.fromEntries(rows.filter((r) => r.winners.length > 0).map((r) => [r.metric.key, r.winners.map((i) => shown[i]!.name)])),
       fidelity,
       recordedSettings: replayed.recordedSettings,
+      sized: replayed.sized,
       warnings: input.trace.meta.warnings,
     })
     return
@@ -80,6 +81,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       `${r.label}: replayed under the snapshot's recorded settings, ${confLine(r.conf)} (give parameters or --conf to replay others)` +
         (r.notModelled.length > 0 ? `; not modelled: ${r.notModelled.join(', ')}` : ''),
     )
+  for (const z of replayed.sized) lines.push(`${z.label}: pools sized from the trace, ${z.params} (give sizes to replay others)`)
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   if (options.output !== undefined) lines.push(`results saved to ${options.output}`)
   io.stdout.write(`${lines.join('\n')}\n`)
