@@ -43,7 +43,7 @@ export function traceSizes(trace: RequestTrace): TraceSizes {
 
 const MiB = 1024 * 1024
 /** Regions a sized block_pool holds the most live blocks in (it obtains them one at a time, as it needs them). */
-export const SIZED_REGIONS = 16
+export const SIZED_REGIONS = 64
 
 function powerOfTwoAtLeast(n: number): number {
   let p = 1
@@ -59,7 +59,7 @@ function powerOfTwoAtLeast(n: number): number {
  *    requested bytes, as many as twice the peak needs (a buddy rounds every request up to a power
  *    of two, so live blocks may take up to twice their bytes) and two more for fragmentation.
  *  - block_pool: blocks as large as the largest request (a multiple of 256 B, at least 1 MiB), in
- *    regions of a sixteenth of the most blocks ever live, one more region than those hold them.
+ *    regions of a 64th of the most blocks ever live (small enough to fit under a cap), one more region than those hold them.
  */
 export function sizedParams(strategy: string, sizes: TraceSizes): Record<string, string> | undefined {
   switch (strategy) {
