@@ -65,9 +65,9 @@ describe('honest comparison in the browser', { skip }, () => {
       ranked.join(' | '),
     )
     // No unranked column holds a star.
-    const columns = await page
-      .locator('table.metrics tbody tr')
-      .evaluateAll((rows) => rows.map((row) => Array.from(row.querySelectorAll('td')).map((td) => td.classList.contains('best'))))
+    const columns: boolean[][] = []
+    for (const row of await page.locator('table.metrics tbody tr').all())
+      columns.push(await row.locator('td').evaluateAll((cells) => cells.map((td) => (td as unknown as { className: string }).className.includes('best'))))
     ranked.forEach((r, i) => {
       if (r.startsWith('no:')) for (const row of columns) assert.ok(!row[i], `column ${i} (${r}) is not starred`)
     })
