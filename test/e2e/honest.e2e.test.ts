@@ -83,4 +83,44 @@ describe('honest comparison in the browser', { skip }, () => {
     await page.locator('table.metrics').screenshot({ path: join(OUTPUT, 'metrics-capped.png') })
     await page.screenshot({ path: join(OUTPUT, 'honest-capped.png'), fullPage: true })
   })
+
+  it("the inspector tells apart the times of a block's alloc and free, to the microsecond", async () => {
+    await page
+      .locator('.map canvas')
+      .first()
+      .click({ position: { x: 40, y: 20 } })
+    const inspector = page.locator('dl').filter({ hasText: 'allocated' }).first()
+    await inspector.waitFor({ timeout: 10_000 })
+    const text = (await inspector.textContent()) ?? ''
+    assert.match(text, /allocated\s*event [\d,]+ · [\d.]+ (s|ms|µs|ns)/)
+    assert.match(text, /\d+\.\d{6} s|\d+\.\d{3} ms|µs|ns|still live/, text)
+  })
+
+  it('a diff ends when another file is opened', async () => {
+    await page.getByRole('button', { name: 'with convnet_varimg.pickle' }).click()
+    await page.getByTestId('diff-table').waitFor({ timeout: 60_000 })
+    await page.getByTestId('file-input').setInputFiles(join(ROOT, 'resources', 'samples', 'transformer_varseq.pickle'))
+    await waitForCount(page.getByTestId('diff-table'), (n) => n === 0, 60_000)
+  })
+})
+
+describe('trace warnings in the app', { skip }, () => {
+  it('shows what the importer warned about, as vramscope info does', async () => {
+    const served = await serve([join(ROOT, 'test', 'fixtures', 'pytorch', 'mlp_varbatch_overflowed.pickle')])
+    const browser = await launchBrowser()
+    try {
+      const page = await browser.newPage({ viewport: { width: 1400, height: 900 } })
+      await page.goto(served.url)
+      const warnings = page.getByTestId('trace-warnings')
+      await warnings.waitFor({ timeout: 60_000 })
+      assert.match(
+        (await warnings.textContent()) ?? '',
+        /memory was already in use when recording started: [\d,]+ blocks and [\d,]+ segments existed before the first recorded event/,
+      )
+      await page.screenshot({ path: join(OUTPUT, 'trace-warnings.png') })
+    } finally {
+      await browser.close()
+      await served.stop()
+    }
+  })
 })
