@@ -173,5 +173,6 @@ describe('vramscope diff', () => {
     assert.equal(text.code, 0, shown(text))
     assert.match(text.stdout, /slab — only in a/)
     assert.match(text.stdout, /^failures\s+0\s+\d+\s+\+\d+/m)
+    assert.match(text.stdout, /^not ranked in b: [\d,]+ failures?$/m, 'the capped run is not ranked, and the diff says why')
   })
 })
