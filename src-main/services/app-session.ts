@@ -33,7 +33,7 @@ import { openInput, type OpenedInput } from './import/open-input.ts'
 import { placementFor, replayBundle, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
-import { sizedForTrace, traceSizes } from './replay/sized-defaults.ts'
+import { sizedForTrace } from './replay/sized-defaults.ts'
 import { parseByteSize } from './units.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
@@ -499,8 +499,7 @@ export class AppSession {
     // A PyTorch-policy target given no settings replays under the snapshot's recorded ones; its
     // label says which ("caching (pytorch) [max_split_size_mb:128]").
     // Pool strategies named without sizes get pools sized from the trace (sized-defaults.ts).
-    const sizes = traceSizes(input.trace)
-    specs = chosenTargets(specs, request.targets).map((spec) => withRecordedSettings(sizedForTrace(spec, sizes).spec, input.trace).spec)
+    specs = chosenTargets(specs, request.targets).map((spec) => withRecordedSettings(sizedForTrace(spec, input.trace).spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }

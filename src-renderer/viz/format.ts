@@ -8,7 +8,8 @@ export function formatBytes(bytes: number): string {
     v /= 1024
     u++
   }
-  const text = u === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
+  // A fraction of a byte (bytes per pixel, averages) with three significant digits, not a raw float.
+  const text = u === 0 ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(3)))) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
   return `${bytes < 0 ? '-' : ''}${text} ${units[u]}`
 }
 

@@ -13,7 +13,7 @@ import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../i
 import type { RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { findStrategy } from './allocators.ts'
-import { sizedForTrace, traceSizes } from './sized-defaults.ts'
+import { sizedForTrace } from './sized-defaults.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
@@ -114,10 +114,9 @@ export function placementFor(stored: readonly StrategyResult[], spec: Pick<Strat
 export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
   const placed: ReplayedInput['placed'] = []
   const recordedSettings: ReplayedInput['recordedSettings'] = []
-  const sizes = traceSizes(input.trace)
   const sized: ReplayedInput['sized'] = []
   const targets = specs.map((written): ReplayTarget => {
-    const pooled = sizedForTrace(written, sizes)
+    const pooled = sizedForTrace(written, input.trace)
     if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
     const given = pooled.spec
     const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)

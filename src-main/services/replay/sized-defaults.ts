@@ -13,6 +13,20 @@ export interface TraceSizes {
   peakLiveBlocks: number
 }
 
+const sizesOf = new WeakMap<RequestTrace, TraceSizes>()
+
+/** Whether the spec would be sized (a pool strategy named without parameters): only then is the trace read. */
+export function needsSizing(spec: StrategySpec): boolean {
+  return Object.keys(spec.params).length === 0 && (spec.strategy === 'buddy' || spec.strategy === 'block_pool')
+}
+
+/** traceSizes, read once per trace. */
+export function traceSizesCached(trace: RequestTrace): TraceSizes {
+  let sizes = sizesOf.get(trace)
+  if (!sizes) sizesOf.set(trace, (sizes = traceSizes(trace)))
+  return sizes
+}
+
 export function traceSizes(trace: RequestTrace): TraceSizes {
   const { kind, id, size } = trace.events
   const live = new Map<number, number>()
@@ -81,8 +95,9 @@ export function sizedParams(strategy: string, sizes: TraceSizes): Record<string,
  * The spec with its pools sized from the trace when it names none of its own parameters; as it is
  * otherwise. `sized` says what was chosen ("pool_size=2GiB, max_pools=4"), for the CLI's output.
  */
-export function sizedForTrace(spec: StrategySpec, sizes: TraceSizes): { spec: StrategySpec; sized?: string } {
-  if (Object.keys(spec.params).length > 0) return { spec }
+export function sizedForTrace(spec: StrategySpec, trace: RequestTrace | TraceSizes): { spec: StrategySpec; sized?: string } {
+  if (!needsSizing(spec)) return { spec }
+  const sizes = 'events' in trace ? traceSizesCached(trace) : trace
   const params = sizedParams(spec.strategy, sizes)
   if (!params) return { spec }
   return {

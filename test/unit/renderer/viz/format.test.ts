@@ -4,7 +4,7 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { diffHeading, formatDiffRelative, formatDiffValue } from '../../../../src-renderer/viz/diff.ts'
-import { formatTime, formatTimePrecise } from '../../../../src-renderer/viz/format.ts'
+import { formatBytes, formatTime, formatTimePrecise } from '../../../../src-renderer/viz/format.ts'
 
 describe('UI formats', () => {
   it('tells apart two times that formatTime rounds to the same "6.47 s"', () => {
@@ -25,6 +25,13 @@ describe('UI formats', () => {
     assert.equal(formatDiffValue('count', 3, true), '+3')
     assert.equal(formatDiffRelative(0.25), '+25.0 %')
     assert.equal(formatDiffRelative(undefined), '—')
+  })
+
+  it('bytes: fractions with three significant digits, never a raw float', () => {
+    assert.equal(formatBytes(322.4426369087142), '322 B')
+    assert.equal(formatBytes(0.0000104329681794447053), '0.0000104 B')
+    assert.equal(formatBytes(512), '512 B')
+    assert.equal(formatBytes(1536), '1.50 KiB')
   })
 
   it('diff: a strategy only one side holds', () => {
