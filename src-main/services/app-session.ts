@@ -36,12 +36,16 @@ import { openInput, type OpenedInput } from './import/open-input.ts'
 import { placementFor, replayBundle, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
+import { sizedForTrace } from './replay/sized-defaults.ts'
 import { parseByteSize } from './units.ts'
 import { runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
-/** Strategies replayed when a trace is opened: the PyTorch policy, a pool, a slab and a buddy allocator. */
+/**
+ * Strategies replayed when a trace is opened: the PyTorch policy, power-of-two caching, a slab, a
+ * buddy allocator (its pools sized from the trace: replay/sized-defaults.ts) and a growable region.
+ */
 export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable'
 
 /** The longest a `job:status` call with waitMs holds its answer back. */
@@ -504,8 +508,9 @@ export class AppSession {
     }
     // A PyTorch-policy target given no settings replays under the snapshot's recorded ones; its
     // label says which ("caching (pytorch) [max_split_size_mb:128]"). A what-if row's defaults
-    // (recordedSettings false) are PyTorch's own.
-    specs = chosenTargets(specs, request.targets)
+    // (recordedSettings false) are PyTorch's own. Pool strategies named without sizes get pools
+    // sized from the trace (sized-defaults.ts).
+    specs = chosenTargets(specs, request.targets).map((spec) => sizedForTrace(spec, input.trace).spec)
     if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)

@@ -125,6 +125,8 @@ export class AppState {
   events = $derived(this.trace?.kind.length ?? 0)
   lastEvent = $derived(Math.max(0, this.events - 1))
 
+  /** The event open() put the playhead at, until the first maps land and move it to their peak (unless the user moved it). */
+  private openedAt: number | null = null
   private playStartedAt = 0
   private playStartEvent = 0
   private frame = 0
@@ -166,10 +168,14 @@ export class AppState {
       this.whatif = null
       this.whatifError = null
       this.strategies = []
+      // A diff is of the trace it was opened beside: another file ends it.
+      this.diff = null
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
       this.range = null
+      // At the end until the first map lands, then at its peak of reserved memory (replay()).
       this.event = Math.max(0, data.kind.length - 1)
+      this.openedAt = this.event
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
       await this.replay(firstReplay)
@@ -230,6 +236,9 @@ export class AppState {
       const first = await this.replayResult(firstStarted ?? this.startReplay(trace.summary.traceId, { first: 0, count }, true))
       let decodeMs = this.decoder.lastMs
       this.strategies = first
+      // A trace opens at the peak of reserved memory of its first map (the recorded one where there is one).
+      if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
+      this.openedAt = null
       // The rest of the spec's strategies (the first job replayed `count` of them).
       if (this.pendingMaps > 0) this.pendingMaps = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       this.selection = null

@@ -2,6 +2,7 @@
 // both hold (matched by name), each compared metric of A and B, B − A and (B − A) / A. The metric
 // list and which way is better are the CLI's (src-shared/compare.ts), one definition.
 import { COMPARED_METRICS, type MetricDefinition } from '../../src-shared/compare.ts'
+import { formatBytes, formatCount, formatRatio } from './format.ts'
 
 export interface SideStrategy {
   name: string
@@ -45,4 +46,25 @@ export function diffStrategies(a: readonly SideStrategy[], b: readonly SideStrat
     })
     return { name, ...(sa === undefined ? { onlyIn: 'b' as const } : sb === undefined ? { onlyIn: 'a' as const } : {}), cells }
   })
+}
+
+/**
+ * A figure of the diff as shown: bytes, counts, ratios as percentages; `signed` for B − A, where a
+ * change of a ratio is in percentage points ("+4.5 pt"), not a percentage of it.
+ */
+export function formatDiffValue(unit: string, v: number | undefined, signed = false): string {
+  if (v === undefined) return '—'
+  const sign = signed && v > 0 ? '+' : ''
+  if (unit === 'ratio') return signed ? `${sign}${(v * 100).toFixed(1)} pt` : formatRatio(v)
+  return sign + (unit === 'bytes' ? formatBytes(v) : formatCount(Math.round(v)))
+}
+
+/** The relative change (B − A) / A; '—' where A is 0 or a side lacks the figure. */
+export function formatDiffRelative(relative: number | undefined): string {
+  return relative === undefined ? '—' : `${relative > 0 ? '+' : ''}${(relative * 100).toFixed(1)} %`
+}
+
+/** A strategy's heading: its name, and which side alone holds it ("pytorch (recorded) — only in B"). */
+export function diffHeading(row: Pick<StrategyDiffRow, 'name' | 'onlyIn'>): string {
+  return row.onlyIn ? `${row.name} — only in ${row.onlyIn.toUpperCase()}` : row.name
 }

@@ -8,7 +8,8 @@ export function formatBytes(bytes: number): string {
     v /= 1024
     u++
   }
-  const text = u === 0 ? String(v) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
+  // A fraction of a byte (bytes per pixel, averages) with three significant digits, not a raw float.
+  const text = u === 0 ? (Number.isInteger(v) ? String(v) : String(Number(v.toPrecision(3)))) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2)
   return `${bytes < 0 ? '-' : ''}${text} ${units[u]}`
 }
 
@@ -30,4 +31,17 @@ export function formatTime(ns: number): string {
   if (ns < 1e6) return `${(ns / 1e3).toFixed(1)} µs`
   if (ns < 1e9) return `${(ns / 1e6).toFixed(1)} ms`
   return `${(ns / 1e9).toFixed(2)} s`
+}
+
+/**
+ * A time to the microsecond, for telling events apart: "6.470123 s", "12.345 ms", "250 µs"
+ * (formatTime's "6.47 s" says the same for two events 179 apart).
+ */
+export function formatTimePrecise(ns: number): string {
+  if (!Number.isFinite(ns)) return '—'
+  const a = Math.abs(ns)
+  if (a < 1e3) return `${ns.toFixed(0)} ns`
+  if (a < 1e6) return `${(ns / 1e3).toFixed(a < 1e4 ? 3 : 0)} µs`
+  if (a < 1e9) return `${(ns / 1e6).toFixed(3)} ms`
+  return `${(ns / 1e9).toFixed(6)} s`
 }

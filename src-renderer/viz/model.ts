@@ -72,6 +72,12 @@ export interface StrategyModel {
   resets: Uint32Array
   /** Request events at which free blocks split or merged (caching segments, buddy). */
   structureEvents: number
+  /**
+   * Memory released with no address (async_pool: the pool trims cached memory and tells only how
+   * much, a layout `trim`): the request events, ascending, and the bytes released up to and
+   * including each. Reserved memory is the regions' bytes less these.
+   */
+  trims?: { event: Uint32Array; cumulative: Float64Array }
   /** Checkpointed state of the blocks and regions (null: records out of event order, scan all). */
   blockIndex?: IntervalIndex | null
   regionIndex?: IntervalIndex | null
@@ -299,6 +305,8 @@ export class StrategyModelBuilder {
   private readonly failures: number[] = []
   private readonly resets: number[] = []
   private structureEvents = 0
+  private readonly trimEvents: number[] = []
+  private readonly trimCumulative: number[] = []
   /** Bump allocators: the blocks since the last reset, in allocation (= address) order. */
   private readonly bumpStack: number[] = []
   /** Layout events added so far (a block's layoutIndex counts across pieces). */
@@ -442,6 +450,16 @@ export class StrategyModelBuilder {
         case Op.failure:
           this.failures.push(event)
           break
+        case Op.trim: {
+          const bytes = layout.size[i]!
+          const before = this.trimCumulative.at(-1) ?? 0
+          if (this.trimEvents.at(-1) === event) this.trimCumulative[this.trimCumulative.length - 1] = before + bytes
+          else {
+            this.trimEvents.push(event)
+            this.trimCumulative.push(before + bytes)
+          }
+          break
+        }
         case Op.split:
         case Op.merge:
           this.structureEvents++
@@ -461,6 +479,7 @@ export class StrategyModelBuilder {
       failures: Uint32Array.from(this.failures),
       resets: Uint32Array.from(this.resets),
       structureEvents: this.structureEvents,
+      ...(this.trimEvents.length > 0 && { trims: { event: Uint32Array.from(this.trimEvents), cumulative: Float64Array.from(this.trimCumulative) } }),
       blockIndex: buildIntervalIndex(b.from, b.to, b.count),
       regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
     }
@@ -534,6 +553,21 @@ export function figuresAt(model: StrategyModel, e: number): StateFigures {
   return { ...figures }
 }
 
+/** Bytes released with no address (trims) at or before event `e`. */
+export function trimmedBy(model: StrategyModel, e: number): number {
+  const t = model.trims
+  if (!t) return 0
+  // The last trim at or before e.
+  let lo = 0
+  let hi = t.event.length
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if (t.event[mid]! <= e) lo = mid + 1
+    else hi = mid
+  }
+  return lo === 0 ? 0 : t.cumulative[lo - 1]!
+}
+
 function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
   const b = model.blocks
   let liveBlocks = 0
@@ -562,6 +596,7 @@ function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
     if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
     else reserved += r.size[k]!
   }
+  reserved = Math.max(0, reserved - trimmedBy(model, e))
   return { liveBlocks, requested, rounded, pendingBytes, deadBytes, reserved, addressSpace }
 }
 

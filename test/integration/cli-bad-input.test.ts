@@ -147,7 +147,7 @@ describe('bad files', () => {
   })
 
   it('a pickle cut short, and a valid pickle that is not a snapshot', async () => {
-    refused(await vramscope(['info', fixture('hostile/truncated-snapshot.pickle')]), /truncated-snapshot\.pickle: byte \d+: /)
+    refused(await vramscope(['info', fixture('hostile/truncated-snapshot.pickle')]), /truncated-snapshot\.pickle: byte \d+: .*truncated/)
     refused(await vramscope(['info', fixture('hostile/not-a-snapshot.pickle')]), /not-a-snapshot\.pickle: .*snapshot/)
   })
 
@@ -159,6 +159,17 @@ describe('bad files', () => {
     refused(await vramscope(['info', path]), new RegExp(`^vramscope: ${escape(path)}: line 3: `, 'm'))
   })
 
+  it('info: counts pluralized, devices named', async () => {
+    const run = await vramscope(['info', fixture('pytorch/mlp_varbatch_overflowed.pickle')])
+    assert.equal(run.code, 0, shown(run))
+    assert.match(run.stdout, /^\s+devices\s+1 \(cuda:0\)$/m)
+    assert.match(run.stdout, /^\s+snapshot devices\s+1 \(cuda:0\)$/m)
+    assert.doesNotMatch(run.stdout, /\b1 (regions|streams|strategies|stacks|blocks|allocs|frees|markers|recorded failures)\b/)
+    // Memory in use before the first recorded event is said as it is, with no clause about nothing.
+    assert.match(run.stdout, /memory was already in use when recording started: [\d,]+ blocks and [\d,]+ segments existed before the first recorded event/)
+    assert.doesNotMatch(run.stdout, /ring buffer overflowed|\b0 events refer/)
+  })
+
   it('empty files, files of unknown content, files that do not exist', async () => {
     refused(await vramscope(['info', fixture('rmm/empty.csv')]), /empty\.csv: line 1: the file is empty/)
     refused(await vramscope(['info', fixture('hostile/empty.pickle')]), /empty\.pickle: .*empty/)
@@ -167,8 +178,20 @@ describe('bad files', () => {
     refused(await vramscope(['info', nameless]), /nothing: byte 0: the file is empty/)
     refused(
       await vramscope(['info', fixture('hostile/random-bytes.bin')]),
-      /random-bytes\.bin: byte 0: not a vramscope trace, a PyTorch memory snapshot or an RMM log/,
+      /random-bytes\.bin: byte 0: not a file vramscope reads .*vramscope reads .*traces, PyTorch memory snapshots .* and RMM .* logs/,
     )
+    // Plain text is not a bad RMM log: it is not a file vramscope reads, and the error lists what it reads.
+    for (const [name, text] of [
+      ['notes.txt', 'just some notes\nmore\n'],
+      ['readme.csv', 'Hello, this is a README.\nwith, commas\n'],
+      ['plain', 'name,age\nbob,3\n'],
+    ]) {
+      const path = join(scratch, name!)
+      await writeFile(path, text!)
+      const run = await vramscope(['info', path])
+      refused(run, /: line 1: not a file vramscope reads: a text file whose first line is ".*", not an RMM log .*vramscope reads .*PyTorch memory snapshots/)
+      assert.doesNotMatch(run.stderr, /expected the RMM log header/)
+    }
     refused(await vramscope(['info', fixture('rmm/binary.bin')]), /binary\.bin: byte 0: the file is gzip-compressed/)
     refused(await vramscope(['info', join(scratch, 'missing.vramscope')]), /missing\.vramscope: cannot be read: ENOENT/)
   })

@@ -27,6 +27,7 @@ interface ReplayJson {
     recorded: boolean
     recordedPlacement: number
     summary: Record<string, number>
+    unranked: string | null
   }[]
   winners: Record<string, string[]>
   fidelity: { model: string; recorded: string; modelPeakReserved: number; recordedPeakReserved: number; modelSegments: number; recordedSegments: number }[]
@@ -117,6 +118,45 @@ describe('vramscope replay', () => {
       direct.results.filter((r) => r.summary!['peakReserved'] === best).map((r) => r.name),
     )
     assert.ok(!Object.values(result.winners).flat().includes('pytorch (recorded)'), 'the recorded allocator is the reference, not ranked')
+  })
+
+  it('ranks only strategies that served every request and kept every live block, and says why not', async () => {
+    // Under a 64 MiB cap the trace cannot be served: a strategy that failed is never best, however little it reserved.
+    const capped = await vramscopeJson<ReplayJson>([
+      'replay',
+      snapshot,
+      '--strategies',
+      'caching:preset=pytorch,slab,buddy:pool_size=32MiB,arena',
+      '--cap',
+      '64MiB',
+    ])
+    const failed = new Set(
+      capped.strategies.filter((s) => !s.recorded && ((s.summary['failures'] ?? 0) > 0 || (s.summary['droppedByReset'] ?? 0) > 0)).map((s) => s.name),
+    )
+    assert.ok(failed.has('buddy (pool_size=32MiB)'), 'the small pool fails')
+    for (const names of Object.values(capped.winners)) for (const n of names) assert.ok(!failed.has(n), `${n} failed yet is starred`)
+    const buddy = capped.strategies.find((s) => s.name === 'buddy (pool_size=32MiB)')!
+    assert.equal(buddy.unranked, `${buddy.summary['failures']!.toLocaleString('en-US')} failures`)
+    const arena = capped.strategies.find((s) => s.name === 'arena')!
+    if (arena.summary['droppedByReset']! > 0) assert.match(arena.unranked!, /dropped [\d,]+ live blocks at resets/)
+    const text = await vramscope(['replay', snapshot, '--strategies', 'slab,buddy:pool_size=32MiB', '--cap', '64MiB'])
+    assert.match(text.stdout, /^ranked\s+(yes|no: .*)\s+no: [\d,]+ failures?\b/m)
+    assert.match(text.stdout, /^live blocks dropped at resets/m)
+  })
+
+  it('sizes the pools of pool strategies named without sizes from the trace, so none fails for lack of a pool', async () => {
+    const result = await vramscopeJson<ReplayJson & { sized: { label: string; params: string }[] }>([
+      'replay',
+      snapshot,
+      '--strategies',
+      'block_pool,buddy,slab',
+    ])
+    for (const s of result.strategies.filter((r) => !r.recorded)) assert.equal(s.summary['failures'], 0, `${s.name} serves every request`)
+    assert.deepEqual(
+      result.sized.map((z) => z.label),
+      ['block_pool', 'buddy'],
+    )
+    assert.ok(Number(result.strategies.find((s) => s.name === 'buddy')!.params['pool_size']) > 0)
   })
 
   it('--cap makes requests that do not fit fail, and they are counted', async () => {

@@ -171,7 +171,7 @@ describe('web host', () => {
     const status = await settle(host, jobId)
     assert.equal(status.state, 'failed')
     assert.match(status.error!.message, /junk\.bin/)
-    assert.match(status.error!.message, /not a vramscope trace/)
+    assert.match(status.error!.message, /not a file vramscope reads/)
     assert.doesNotMatch(status.error!.message, /vramscope-upload-|\/tmp\//, 'the private temporary path stays private')
     assert.equal(json(await api(host, 'app:info')).ok, true)
   })

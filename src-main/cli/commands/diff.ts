@@ -28,8 +28,9 @@ export async function diffCommand(io: Io, a: string, b: string, options: DiffCom
   }
   const out = [`a: ${a}`, `b: ${b}`, '', 'trace', tableOf(diff.trace, 'a', 'b')]
   for (const s of diff.strategies) {
-    out.push('', s.onlyIn ? `${s.name} (only in ${s.onlyIn})` : s.name)
+    out.push('', s.onlyIn ? `${s.name} — only in ${s.onlyIn}` : s.name)
     out.push(tableOf(s.rows, 'a', 'b'))
+    for (const side of ['a', 'b'] as const) if (s.unranked?.[side]) out.push(`not ranked in ${side}: ${s.unranked[side]}`)
   }
   if (diff.strategies.length === 0) out.push('', 'neither file holds replay results; give --strategies to replay both')
   io.stdout.write(`${out.join('\n')}\n`)

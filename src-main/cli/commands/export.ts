@@ -1,6 +1,7 @@
 // `vramscope export FILE --format chrome|csv [-o OUT] [--strategies ...]`: results as Chrome Trace
 // Event JSON (counter tracks per strategy, opens in Perfetto) or a CSV of each strategy's summary.
 // Uses the results the file holds, or replays it first when --strategies is given.
+import { plural } from '../../../src-shared/compare.ts'
 import { once } from 'node:events'
 
 import { chromeTraceChunks } from '../../services/export/chrome.ts'
@@ -39,6 +40,6 @@ export async function exportCommand(io: Io, file: string, options: ExportCommand
   if (options.json) printJson(io, { file, format, output: options.output, bytes, strategies: strategies.map((s) => s.name) })
   else if (options.output !== undefined)
     io.stderr.write(
-      `${format === 'chrome' ? 'Chrome trace (open it in https://ui.perfetto.dev)' : 'CSV'} of ${strategies.length} strategies written to ${options.output}\n`,
+      `${format === 'chrome' ? 'Chrome trace (open it in https://ui.perfetto.dev)' : 'CSV'} of ${plural(strategies.length, 'strategy', 'strategies')} written to ${options.output}\n`,
     )
 }

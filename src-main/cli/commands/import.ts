@@ -1,9 +1,9 @@
 // `vramscope import FILE -o OUT`: a PyTorch snapshot or RMM log (or a trace file, rewritten whole)
 // saved as a .vramscope trace file, with PyTorch's recorded layout as "pytorch (recorded)".
+import { plural } from '../../../src-shared/compare.ts'
 import { describeTrace } from '../../services/analysis/inspect.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import { formatBytes } from '../../services/units.ts'
-import { formatValue } from '../format.ts'
 import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'
 import { describeKind } from './info.ts'
 
@@ -25,12 +25,11 @@ export async function importCommand(io: Io, file: string, options: CommonOptions
     })
     return
   }
-  const count = (n: number) => formatValue(n, 'count')
   const lines = [
     `${file} (${describeKind(input)}) -> ${options.output}`,
-    `  ${count(d.events)} events, ${count(d.blocks)} blocks, ${count(d.streams)} streams, ${count(d.frames)} frames; peak requested ${formatBytes(d.peakRequested)}`,
+    `  ${plural(d.events, 'event')}, ${plural(d.blocks, 'block')}, ${plural(d.streams, 'stream')}, ${plural(d.frames, 'frame')}; peak requested ${formatBytes(d.peakRequested)}`,
   ]
-  for (const s of d.strategies) lines.push(`  kept ${s.name}: ${count(s.layoutEvents)} layout events`)
+  for (const s of d.strategies) lines.push(`  kept ${s.name}: ${plural(s.layoutEvents, 'layout event')}`)
   for (const w of d.warnings) lines.push(`  warning: ${w}`)
   io.stdout.write(`${lines.join('\n')}\n`)
 }

@@ -3,6 +3,7 @@ import { describeTrace } from '../../services/analysis/inspect.ts'
 import type { OpenedInput } from '../../services/import/open-input.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
 import { formatValue } from '../format.ts'
+import { plural } from '../../../src-shared/compare.ts'
 import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'
 
 export function describeKind(input: OpenedInput): string {
@@ -16,6 +17,11 @@ export function describeKind(input: OpenedInput): string {
     case 'rmm-log':
       return 'RMM log (CSV)'
   }
+}
+
+/** CUDA device ordinals as a count and names: "1 (cuda:0)", "2 (cuda:0, cuda:1)", "none". */
+export function deviceList(devices: readonly number[]): string {
+  return devices.length === 0 ? 'none' : `${devices.length} (${devices.map((d) => `cuda:${d}`).join(', ')})`
 }
 
 export async function infoCommand(io: Io, file: string, options: CommonOptions): Promise<void> {
@@ -42,19 +48,19 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
   lines.push(
     [
       'events',
-      `${count(d.events)} (${count(d.allocs)} allocs, ${count(d.frees)} frees, ${count(d.markers)} markers, ${count(d.recordedFailures)} recorded failures)`,
+      `${count(d.events)} (${plural(d.allocs, 'alloc')}, ${plural(d.frees, 'free')}, ${plural(d.markers, 'marker')}, ${plural(d.recordedFailures, 'recorded failure')})`,
     ],
     ['blocks', count(d.blocks)],
     ['streams', count(d.streams)],
-    ['devices', d.devices.length > 0 ? d.devices.join(', ') : '-'],
-    ['frames', `${count(d.frames)} in ${count(d.stacks)} stacks`],
+    ['devices', deviceList(d.devices)],
+    ['frames', `${count(d.frames)} in ${plural(d.stacks, 'stack')}`],
     ['duration', formatDuration(d.durationNs)],
     [
       'requested',
-      `peak ${formatBytes(d.peakRequested)}, ${formatBytes(d.bytesRequested)} in all, ${count(d.liveAtEnd)} blocks (${formatBytes(d.liveBytesAtEnd)}) live at the end`,
+      `peak ${formatBytes(d.peakRequested)}, ${formatBytes(d.bytesRequested)} in all, ${plural(d.liveAtEnd, 'block')} (${formatBytes(d.liveBytesAtEnd)}) live at the end`,
     ],
   )
-  if (d.unknownFrees > 0) lines.push(['unknown frees', `${count(d.unknownFrees)} frees of blocks not live (skipped by replay)`])
+  if (d.unknownFrees > 0) lines.push(['unknown frees', `${plural(d.unknownFrees, 'free')} of blocks not live (skipped by replay)`])
   if (input.rmm) {
     const r = input.rmm
     lines.push([
@@ -62,7 +68,7 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
       `${count(r.lines)} lines, ${r.badLines.length} skipped${r.badLines.length > 0 ? ` (lines ${r.badLines.map((b) => b.line).join(', ')})` : ''}`,
     ])
   }
-  if (input.pytorch) lines.push(['snapshot devices', input.pytorch.devices.join(', ') || '-'])
+  if (input.pytorch) lines.push(['snapshot devices', deviceList(input.pytorch.devices)])
   const strategies =
     d.strategies.length === 0
       ? ['(none)']
@@ -71,8 +77,8 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
           const parts = [`${s.name} [${s.strategy}]`]
           if (peak !== undefined) parts.push(`peak reserved ${formatBytes(peak)}`)
           const regions = s.summary?.['deviceCalls.regionAlloc']
-          if (regions !== undefined) parts.push(`${count(regions)} regions`)
-          parts.push(`${count(s.layoutEvents)} layout events, ${count(s.metricsSamples)} metrics samples`)
+          if (regions !== undefined) parts.push(plural(regions, 'region'))
+          parts.push(`${plural(s.layoutEvents, 'layout event')}, ${plural(s.metricsSamples, 'metrics sample')}`)
           return parts.join(', ')
         })
   const warnings = d.warnings.length === 0 ? ['(none)'] : d.warnings

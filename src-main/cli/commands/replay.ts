@@ -1,7 +1,7 @@
 // `vramscope replay FILE --strategies ... [--cap 24GiB] [-o OUT.vramscope]`: the trace through
 // every strategy, a table of the compared metrics side by side with the winner of each marked,
 // and PyTorch's own recorded figures beside the model's when the input has them.
-import { compareResults, isRecorded } from '../../../src-shared/compare.ts'
+import { compareResults, isRecorded, unrankedReason } from '../../../src-shared/compare.ts'
 import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay/replay-input.ts'
 import { confLine } from '../../../src-shared/pytorch-conf.ts'
 import { writeTrace } from '../../services/trace/file.ts'
@@ -43,12 +43,14 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
         strategy: s.strategy,
         params: s.params,
         recorded: isRecorded(s),
+        unranked: isRecorded(s) ? null : (unrankedReason(s) ?? null),
         recordedPlacement: replayed.placed.find((p) => p.label === s.name)?.regions ?? 0,
         summary: s.summary ?? {},
       })),
       winners: Object.fromEntries(rows.filter((r) => r.winners.length > 0).map((r) => [r.metric.key, r.winners.map((i) => shown[i]!.name)])),
       fidelity,
       recordedSettings: replayed.recordedSettings,
+      sized: replayed.sized,
       warnings: input.trace.meta.warnings,
     })
     return
@@ -59,12 +61,14 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
     row.metric.label,
     ...row.values.map((v, i) => `${formatValue(v, row.metric.unit)}${row.winners.includes(i) ? ' *' : row.winners.length > 0 ? '  ' : ''}`),
   ])
+  table.push(rankedRow(shown))
   const lines = [
     `${file}: ${formatValue(input.trace.events.kind.length, 'count')} events${cap !== undefined ? `, device capped at ${formatBytes(cap)}` : ''}`,
     '',
     renderTable(header, table),
     '',
-    '* best of the replayed strategies' + (shown.some(isRecorded) ? '; recorded results are the reference, not ranked' : ''),
+    '* best of the replayed strategies that served every request and kept every live block' +
+      (shown.some(isRecorded) ? '; recorded results are the reference, not ranked' : ''),
   ]
   for (const f of fidelity)
     lines.push(
@@ -77,9 +81,15 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       `${r.label}: replayed under the snapshot's recorded settings, ${confLine(r.conf)} (give parameters or --conf to replay others)` +
         (r.notModelled.length > 0 ? `; not modelled: ${r.notModelled.join(', ')}` : ''),
     )
+  for (const z of replayed.sized) lines.push(`${z.label}: pools sized from the trace, ${z.params} (give sizes to replay others)`)
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   if (options.output !== undefined) lines.push(`results saved to ${options.output}`)
   io.stdout.write(`${lines.join('\n')}\n`)
+}
+
+/** The table's last row: whether each result is ranked, and if not why ("874 failures"). */
+export function rankedRow(shown: readonly StrategyResult[]): string[] {
+  return ['ranked', ...shown.map((s) => (isRecorded(s) ? 'reference' : unrankedReason(s) ? `no: ${unrankedReason(s)}` : 'yes'))]
 }
 
 interface Fidelity {

@@ -1,7 +1,7 @@
 // Two traces, or two sets of results, side by side with their differences: what the programs asked
 // for (events, blocks, peak requested...) and, for strategies both sides hold (matched by name),
 // the compared metrics. "b - a" everywhere; relative differences are against a.
-import { COMPARED_METRICS, type MetricUnit } from '../../../src-shared/compare.ts'
+import { COMPARED_METRICS, isRecorded, unrankedReason, type MetricUnit } from '../../../src-shared/compare.ts'
 import type { TraceDescription } from '../analysis/inspect.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 
@@ -29,6 +29,8 @@ export interface StrategyDiff {
   /** Set when only one side holds the strategy. */
   onlyIn?: 'a' | 'b'
   rows: DiffRow[]
+  /** Why the strategy is not ranked on a side (it failed requests or dropped live blocks): "874 failures". */
+  unranked?: { a?: string; b?: string }
 }
 
 export interface TraceDiff {
@@ -77,7 +79,9 @@ export function diffTraces(a: DiffSide, b: DiffSide): TraceDiff {
     const left = a.strategies.find((s) => s.name === name)
     const right = b.strategies.find((s) => s.name === name)
     const rows = COMPARED_METRICS.map((m) => row(m.key, m.label, m.unit, figure(left?.summary, m.key), figure(right?.summary, m.key)))
-    return { name, ...(left ? (right ? {} : { onlyIn: 'a' as const }) : { onlyIn: 'b' as const }), rows }
+    const why = (r: StrategyResult | undefined) => (r && !isRecorded(r) ? unrankedReason(r) : undefined)
+    const unranked = { ...(why(left) && { a: why(left) }), ...(why(right) && { b: why(right) }) }
+    return { name, ...(left ? (right ? {} : { onlyIn: 'a' as const }) : { onlyIn: 'b' as const }), rows, ...(Object.keys(unranked).length > 0 && { unranked }) }
   })
   return { a: a.file, b: b.file, trace, strategies }
 }

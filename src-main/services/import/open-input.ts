@@ -106,15 +106,38 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
         'torch.cuda.memory._record_memory_history() and save it with torch.cuda.memory._dump_snapshot("snapshot.pickle")',
     )
   const named = byName()
+  const text = !head.includes(0)
+  // A text file is an RMM log only if it reads like one: RMM's header, or a headerless row of its columns.
+  if (named === 'rmm-log' || (named === undefined && text && looksLikeCsv(head))) {
+    if (text && looksLikeRmm(head)) return 'rmm-log'
+    const first = firstLine(head)
+    throw new UnknownInputError(
+      path,
+      'line 1',
+      `not a file vramscope reads: ${text ? `a text file whose first line is "${first.length > 60 ? `${first.slice(0, 60)}…` : first}", not an RMM log (which starts with the header Thread,Time,Action,Pointer,Size,Stream)` : 'binary data, not a text log'}; ${READS}`,
+    )
+  }
   if (named) return named
-  if (!head.includes(0) && looksLikeCsv(head)) return 'rmm-log'
   const shown = Array.from(head.subarray(0, 8), (b) => b.toString(16).padStart(2, '0')).join(' ')
-  throw new UnknownInputError(
-    path,
-    'byte 0',
-    `not a vramscope trace, a PyTorch memory snapshot or an RMM log (it starts with bytes ${shown}); ` +
-      'vramscope reads .vramscope/.arrow traces, torch.cuda.memory._dump_snapshot pickles or their JSON, and RMM logging_resource_adaptor CSV',
-  )
+  throw new UnknownInputError(path, 'byte 0', `not a file vramscope reads (it starts with bytes ${shown}); ${READS}`)
+}
+
+/** What vramscope opens, for the errors about what it does not. */
+const READS =
+  'vramscope reads .vramscope/.arrow traces, PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, or their JSON) and RMM logging_resource_adaptor CSV logs'
+
+function firstLine(head: Uint8Array): string {
+  const text = new TextDecoder('utf-8').decode(head).replace(/^\uFEFF/, '')
+  return (text.split(/\r?\n/).find((l) => l.trim() !== '') ?? '').trim()
+}
+
+/** RMM's header (Thread,Time,Action,Pointer,Size,Stream in some order, maybe more), or a row of at least its six columns with an allocate/free action. */
+function looksLikeRmm(head: Uint8Array): boolean {
+  const fields = firstLine(head)
+    .split(',')
+    .map((f) => f.trim().toLowerCase())
+  if (fields.includes('action') && fields.includes('pointer')) return true
+  return fields.length >= 6 && fields.some((f) => f === 'allocate' || f === 'free' || f.startsWith('allocate failure'))
 }
 
 function looksLikeCsv(head: Uint8Array): boolean {

@@ -13,6 +13,7 @@ import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../i
 import type { RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { findStrategy } from './allocators.ts'
+import { sizedForTrace } from './sized-defaults.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
@@ -36,6 +37,8 @@ export interface ReplayedInput {
   recordedSettings: { label: string; conf: string; notModelled: string[] }[]
   /** Labels of the targets that ran with the recorded placement, and how many regions it held. */
   placed: { label: string; regions: number }[]
+  /** Labels of pool strategies named without sizes, and the pool sizes chosen from the trace (sized-defaults.ts). */
+  sized: { label: string; params: string }[]
 }
 
 /** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
@@ -113,7 +116,11 @@ export function placementFor(stored: readonly StrategyResult[], spec: Pick<Strat
 export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
   const placed: ReplayedInput['placed'] = []
   const recordedSettings: ReplayedInput['recordedSettings'] = []
-  const targets = specs.map((given): ReplayTarget => {
+  const sized: ReplayedInput['sized'] = []
+  const targets = specs.map((written): ReplayTarget => {
+    const pooled = sizedForTrace(written, input.trace)
+    if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
+    const given = pooled.spec
     const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)
     const spec = settled.spec
     if (settled.conf !== undefined) recordedSettings.push({ label: spec.label, conf: settled.conf, notModelled: settled.notModelled ?? [] })
@@ -132,7 +139,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings }
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */

@@ -24,6 +24,7 @@
 // meta.warnings says how many.
 import { basename } from 'node:path'
 
+import { plural } from '../../../../src-shared/compare.ts'
 import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
 import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
 import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
@@ -898,10 +899,7 @@ export class SnapshotMapper implements DecodedEventSink {
   ): PytorchImport {
     const warnings: string[] = []
     if (overflow.orphanEvents + overflow.synthesizedAllocs + overflow.synthesizedBlocks + overflow.synthesizedSegments > 0) {
-      warnings.push(
-        `the trace's ring buffer overflowed (record with a larger max_entries to keep everything): ${overflow.orphanEvents} events refer to blocks or segments from before the first recorded event; ` +
-          `synthesized at t = 0: ${overflow.synthesizedAllocs} allocations in the request trace, ${overflow.synthesizedBlocks} blocks and ${overflow.synthesizedSegments} segments in the recorded layout`,
-      )
+      warnings.push(existedBeforeWarning(overflow))
     }
     if (pools !== undefined && pools.unknownSegments > 0)
       warnings.push(
@@ -1214,4 +1212,26 @@ const UNRESOLVED_STACK = -2
 /** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
 export function roundedSize(requested: number): number {
   return requested < MIN_BLOCK ? MIN_BLOCK : Math.ceil(requested / MIN_BLOCK) * MIN_BLOCK
+}
+
+/**
+ * What a trace that begins with memory already in use says happened: blocks and segments existed
+ * before its first event (recording started after the program had allocated, or a full ring
+ * buffer dropped the oldest events; the snapshot does not tell which), how many later events refer
+ * to them, and the stand-ins made for them at t = 0.
+ */
+export function existedBeforeWarning(o: OverflowCounts): string {
+  const blocks = Math.max(o.synthesizedAllocs, o.synthesizedBlocks)
+  const existed: string[] = []
+  if (blocks > 0) existed.push(plural(blocks, 'block'))
+  if (o.synthesizedSegments > 0) existed.push(plural(o.synthesizedSegments, 'segment'))
+  const stood = [plural(o.synthesizedAllocs, 'allocation') + ' in the request trace']
+  if (o.synthesizedBlocks + o.synthesizedSegments > 0)
+    stood.push(`${plural(o.synthesizedBlocks, 'block')} and ${plural(o.synthesizedSegments, 'segment')} in the recorded layout`)
+  return (
+    `memory was already in use when recording started: ${existed.join(' and ')} existed before the first recorded event` +
+    (o.orphanEvents > 0 ? ` (${plural(o.orphanEvents, 'later event')} ${o.orphanEvents === 1 ? 'refers' : 'refer'} to them)` : '') +
+    `; they stand in at t = 0 as ${stood.join(', ')}. ` +
+    "Recording began after the program allocated them, or the trace's ring buffer was full and dropped its oldest events (record earlier, or with a larger max_entries, to keep everything)"
+  )
 }

@@ -1319,7 +1319,12 @@ export class Unpickler {
     const available = this.totalBytes !== undefined ? this.totalBytes - offset - header : final ? this.end - start - header : Infinity
     if (n > available) {
       const declared = n > MAX_SAFE ? String(readUint64Exact(this.buf, start + header - 8)) : String(n)
-      throw this.opError(offset, op, `declares ${declared} bytes but only ${Math.max(available, 0)} remain in the input`, 'truncated')
+      throw this.opError(
+        offset,
+        op,
+        `truncated: declares ${declared} bytes but only ${Math.max(available, 0)} remain in the input (the file ends before the snapshot does)`,
+        'truncated',
+      )
     }
   }
 

@@ -89,6 +89,22 @@ describe('strategy model from layout events', async () => {
     })
   }
 
+  it('async_pool under a cap: reserved at every event equals the replay, though the pool releases memory with no address (trims)', async () => {
+    // The pool trims its cache when a request would pass the cap; the header read the regions'
+    // bytes alone, above the cap and above the peak in the table.
+    const peak = results[0]!.summary.peakRequested
+    const cap = Math.ceil((peak * 1.05) / 2 ** 20) * 2 ** 20
+    const [pool] = await replayTrace(input.trace, [{ strategy: 'async_pool' }], { layout: true, fullMetrics: true, cap })
+    const encoded = encodeBundle(replayBundle(input.trace, [], [pool!]))
+    const [view] = decodeReplay(encoded.buffer.slice(encoded.byteOffset, encoded.byteOffset + encoded.byteLength) as ArrayBuffer)
+    assert.ok(view!.model.trims && view!.model.trims.event.length > 0, 'the pool trimmed')
+    for (let e = 0; e < n; e++) {
+      const reserved = figuresAt(view!.model, e).reserved
+      assert.equal(reserved, pool!.full!.reserved[e], `reserved after event ${e}`)
+      assert.ok(reserved <= pool!.summary.peakReserved && reserved <= cap, `after event ${e}: ${reserved} within the peak and the cap`)
+    }
+  })
+
   it('the layouts travel without aux and with sizes as u32 where exact', () => {
     const bundle = replayBundle(input.trace, input.strategies, results)
     assert.equal(Object.keys(bundle.arrays).filter((k) => k.endsWith('.aux')).length, 0)

@@ -284,10 +284,10 @@ describe('hostile input: a typed error naming the opcode and the offset, nothing
     ['deep-memo-chain.pickle', 'limit', 5 + 9 * 199 + 6, /^APPEND \(0x61\): containers nested more than 200 deep/],
     ['deep-lists.pickle', 'limit', 6013 + 9, /nested more than 10 deep/, { maxDepth: 10 }],
     ['many-values.pickle', 'limit', 2 + 1024, /stack holds more than 1024 values \(limit maxStack\)/, { maxStack: 1024 }],
-    ['huge-binunicode.pickle', 'truncated', 2, /^BINUNICODE \(0x58\): declares 4294967280 bytes but only 4 remain/],
-    ['huge-binbytes8.pickle', 'truncated', 2, /^BINBYTES8 \(0x8e\): declares 4611686018427387904 bytes but only 4 remain/],
+    ['huge-binunicode.pickle', 'truncated', 2, /^BINUNICODE \(0x58\): truncated: declares 4294967280 bytes but only 4 remain/],
+    ['huge-binbytes8.pickle', 'truncated', 2, /^BINBYTES8 \(0x8e\): truncated: declares 4611686018427387904 bytes but only 4 remain/],
     ['huge-long4.pickle', 'limit', 2, /^LONG4 \(0x8b\): an integer of 2147483647 bytes/],
-    ['huge-frame.pickle', 'truncated', 2, /^FRAME \(0x95\): declares 1152921504606846976 bytes/],
+    ['huge-frame.pickle', 'truncated', 2, /^FRAME \(0x95\): truncated: declares 1152921504606846976 bytes/],
     ['negative-binstring.pickle', 'corrupt', 2, /^BINSTRING \(0x54\): negative length -5/],
     ['memo-get-unset.pickle', 'corrupt', 2, /^BINGET \(0x68\): memo index 7 was never stored/],
     ['memo-get-huge.pickle', 'corrupt', 4, /^LONG_BINGET \(0x6a\): memo index 4294967295 was never stored/],
@@ -311,7 +311,7 @@ describe('hostile input: a typed error naming the opcode and the offset, nothing
   }
 
   it('refuses truncated-snapshot.pickle (cut at 60 %) at its FRAME, which declares more than remains', () => {
-    rejects(hostile('truncated-snapshot.pickle'), 'truncated', 2, /^FRAME \(0x95\): declares \d+ bytes but only 1463 remain/)
+    rejects(hostile('truncated-snapshot.pickle'), 'truncated', 2, /^FRAME \(0x95\): truncated: declares \d+ bytes but only 1463 remain/)
   })
 
   it('refuses the same cut file fed in chunks without its size at the opcode the input ends in', () => {
