@@ -1,12 +1,15 @@
 // What colour group each block belongs to, by the user's choice: its stream, its size class
-// (powers of two from 256 B), its tag, or the innermost frame of the stack that allocated it.
+// (powers of two from 256 B), its tag, or the headline frame of the stack that allocated it (the
+// user's frame, src-shared/frames.ts, not the allocator's innermost one).
 import type { ColorBy } from '../state/app.svelte.ts'
 import type { StrategyView, TraceData } from './data.ts'
+import { frameLabelAt, stackHeadlines } from './frames.ts'
 import { NO_STREAM } from './model.ts'
 
 export function blockCategories(view: StrategyView, trace: TraceData, colorBy: ColorBy): Uint32Array {
   const b = view.model.blocks
   const out = new Uint32Array(b.count)
+  const headlines = colorBy === 'frame' ? stackHeadlines(trace) : null
   for (let k = 0; k < b.count; k++) {
     const event = b.from[k]!
     switch (colorBy) {
@@ -23,7 +26,7 @@ export function blockCategories(view: StrategyView, trace: TraceData, colorBy: C
         break
       case 'frame': {
         const s = trace.stack[event] ?? -1
-        out[k] = s < 0 ? 0 : (trace.stackFrames[trace.stackOffsets[s]!] ?? 0) + 1
+        out[k] = s < 0 ? 0 : (headlines![s] ?? -1) + 1
         break
       }
     }
@@ -42,10 +45,7 @@ export function categoryName(trace: TraceData, colorBy: ColorBy, category: numbe
     }
     case 'tag':
       return category === 0 ? 'no tag' : (trace.tags[category - 1] ?? `tag ${category - 1}`)
-    case 'frame': {
-      if (category === 0) return 'no frames'
-      const f = trace.frames[category - 1]
-      return f ? `${f.name} (${f.filename.split('/').at(-1)}:${f.line})` : `frame ${category - 1}`
-    }
+    case 'frame':
+      return category === 0 ? 'no frames' : frameLabelAt(trace, category - 1)
   }
 }

@@ -1,0 +1,61 @@
+// The trace's stacks as the views show them: filtered by src-shared/frames.ts (allocator,
+// dispatcher, interpreter and unwinder frames hidden, the user's frame first), one filter per trace,
+// each stack filtered once.
+import { frameLabel, StackFilter, type FilteredStack } from '../../src-shared/frames.ts'
+import type { Frame, TraceData } from './data.ts'
+
+const filters = new WeakMap<TraceData, { filter: StackFilter; headlines: Int32Array }>()
+
+function cached(trace: TraceData): { filter: StackFilter; headlines: Int32Array } {
+  let c = filters.get(trace)
+  if (!c) {
+    const filter = new StackFilter(trace.frames)
+    const stacks = Math.max(0, trace.stackOffsets.length - 1)
+    const headlines = new Int32Array(stacks)
+    for (let s = 0; s < stacks; s++) headlines[s] = filter.filter(stackIndices(trace, s), s).headline
+    c = { filter, headlines }
+    filters.set(trace, c)
+  }
+  return c
+}
+
+/** The frame indices of stack `s`, innermost first. */
+export function stackIndices(trace: TraceData, s: number): Uint32Array {
+  return trace.stackFrames.subarray(trace.stackOffsets[s]!, trace.stackOffsets[s + 1]!)
+}
+
+/** The filter over this trace's frames table (cached per trace). */
+export function stackFilter(trace: TraceData): StackFilter {
+  return cached(trace).filter
+}
+
+/** The headline frame (frames-table index) of every stack; -1 for an empty stack. */
+export function stackHeadlines(trace: TraceData): Int32Array {
+  return cached(trace).headlines
+}
+
+/** The headline frame of the stack an event recorded, or -1 (no stack, or an empty one). */
+export function headlineAt(trace: TraceData, event: number): number {
+  const s = trace.stack[event] ?? -1
+  return s < 0 ? -1 : (stackHeadlines(trace)[s] ?? -1)
+}
+
+/** The filtered stack of an event, or null when it recorded none. */
+export function filteredStackAt(trace: TraceData, event: number): FilteredStack | null {
+  const s = trace.stack[event] ?? -1
+  if (s < 0) return null
+  return stackFilter(trace).filter(stackIndices(trace, s), s)
+}
+
+/** One frame's label by its index ("train.py:42 step"). */
+export function frameLabelAt(trace: TraceData, frame: number): string {
+  const f: Frame | undefined = trace.frames[frame]
+  return f ? frameLabel(f) : `frame ${frame}`
+}
+
+/** The first `n` shown frames of an event's stack, one label each (hover tooltips). */
+export function topFrameLabels(trace: TraceData, event: number, n: number): string[] {
+  const f = filteredStackAt(trace, event)
+  if (!f) return []
+  return f.shown.slice(0, n).map((s) => frameLabelAt(trace, s.frame) + (s.repeats > 1 ? ` ×${s.repeats}` : ''))
+}
