@@ -36,6 +36,8 @@ export interface ReplayedInput {
   recordedSettings: { label: string; conf: string; notModelled: string[] }[]
   /** Labels of the targets that ran with the recorded placement, and how many regions it held. */
   placed: { label: string; regions: number }[]
+  /** The replays as the native replay returned them (layouts placed on request events). */
+  replays: ReplayResult[]
 }
 
 /** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
@@ -130,7 +132,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings }
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, replays: replayed }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */
