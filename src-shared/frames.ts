@@ -235,6 +235,8 @@ export interface FilteredStack {
   headlineKind: FrameKind | null
   /** Frames in the whole stack. */
   total: number
+  /** Frames of the stack filtered out (repeats collapsed do not count). */
+  hidden: number
 }
 
 /** Collapses runs of a repeated sequence of up to `maxSpan` frames (recursion) into one with a count. */
@@ -332,7 +334,7 @@ export class StackFilter {
       keep.push(headline)
       keepKinds.push(headlineKind)
     }
-    const filtered = { shown: collapseRepeats(keep, keepKinds), headline, headlineKind, total: all.length }
+    const filtered = { shown: collapseRepeats(keep, keepKinds), headline, headlineKind, total: all.length, hidden: all.length - keep.length }
     if (id !== undefined) this.stacks.set(id, filtered)
     return filtered
   }
