@@ -53,9 +53,17 @@ export function frameLabelAt(trace: TraceData, frame: number): string {
   return f ? frameLabel(f) : `frame ${frame}`
 }
 
-/** The first `n` shown frames of an event's stack, one label each (hover tooltips). */
-export function topFrameLabels(trace: TraceData, event: number, n: number): string[] {
+/**
+ * What a hover says of an event's stack: its headline ("train.py:42 step") and up to `n` shown
+ * frames inside it, innermost first (the operation, then the modules that called it).
+ */
+export function hoverFrames(trace: TraceData, event: number, n: number): { headline: string | null; inner: string[] } {
   const f = filteredStackAt(trace, event)
-  if (!f) return []
-  return f.shown.slice(0, n).map((s) => frameLabelAt(trace, s.frame) + (s.repeats > 1 ? ` ×${s.repeats}` : ''))
+  if (!f) return { headline: null, inner: [] }
+  const at = f.shown.findIndex((s) => s.frame === f.headline)
+  const inner = (at >= 0 ? f.shown.slice(0, at) : f.shown).slice(0, n)
+  return {
+    headline: f.headline >= 0 ? frameLabelAt(trace, f.headline) : null,
+    inner: inner.map((s) => frameLabelAt(trace, s.frame) + (s.repeats > 1 ? ` ×${s.repeats}` : '')),
+  }
 }
