@@ -2,12 +2,13 @@
 // Views read it and call its methods; nothing else holds state that two views need.
 import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
+import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
 import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
-export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
+export type { ColorBy }
 export type Theme = 'light' | 'dark'
 
 /** The other side of a diff: its name, request figures and replayed strategies. */

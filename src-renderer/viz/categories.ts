@@ -1,10 +1,12 @@
 // What colour group each block belongs to, by the user's choice: its stream, its size class
 // (powers of two from 256 B), its tag, or the headline frame of the stack that allocated it (the
 // user's frame, src-shared/frames.ts, not the allocator's innermost one).
-import type { ColorBy } from '../state/app.svelte.ts'
 import type { StrategyView, TraceData } from './data.ts'
 import { frameLabelAt, stackHeadlines } from './frames.ts'
 import { NO_STREAM } from './model.ts'
+
+/** What the maps colour blocks by (the app's state holds the user's choice). */
+export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
 
 export function blockCategories(view: StrategyView, trace: TraceData, colorBy: ColorBy): Uint32Array {
   const b = view.model.blocks
