@@ -70,6 +70,9 @@ describe('frames of a default-stack snapshot in the browser', { skip }, () => {
 
   it("the map's hover names the block's shown frames; colour by frame", async () => {
     await page.locator('select').filter({ hasText: 'size class' }).selectOption('frame')
+    const legend = (await page.getByTestId('frame-legend').locator('span').allTextContents()).map((t) => t.trim())
+    assert.match(legend[0]!, /^record_whatif_suite\.py:\d+ prog_gpt2_varshape$/, `the legend names the largest frame first: ${legend.join(' | ')}`)
+    for (const l of legend) assert.doesNotMatch(l, /unwind/)
     const canvas = page.locator('.map canvas').first()
     await canvas.scrollIntoViewIfNeeded()
     const box = (await canvas.boundingBox())!

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { blockCategories, categoryName } from '../../../../src-renderer/viz/categories.ts'
+import { blockCategories, categoryName, frameCategories } from '../../../../src-renderer/viz/categories.ts'
 import { filteredStackAt, hoverFrames, stackHeadlines } from '../../../../src-renderer/viz/frames.ts'
 import { peakGroups, peakReservedEvent, PENDING_GROUP } from '../../../../src-renderer/viz/peak.ts'
 import { parseQuery, searchBlocks } from '../../../../src-renderer/viz/search.ts'
@@ -46,6 +46,16 @@ describe('stacks in the renderer, on a default-stack snapshot', async () => {
       for (const n of names) assert.doesNotMatch(n, /unwind/)
     })
   }
+
+  it('frame colours go to the headlines by memory held, largest first, so the largest groups differ', () => {
+    const c = frameCategories(trace)
+    assert.ok(c.frames.length > 3)
+    for (let i = 1; i < c.share.length; i++) assert.ok(c.share[i - 1]! >= c.share[i]!)
+    assert.ok(Math.abs(c.share.reduce((a, b) => a + b, 0) - 1) < 1e-9)
+    assert.equal(new Set(c.frames).size, c.frames.length)
+    assert.equal(categoryName(trace, 'frame', 0), 'no frames')
+    assert.doesNotMatch(categoryName(trace, 'frame', 1), /unwind/)
+  })
 
   it('the hover leads with the headline and lists the shown frames inside it', () => {
     const b = views[0]!.model.blocks
