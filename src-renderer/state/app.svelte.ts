@@ -4,12 +4,13 @@ import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-sh
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
+import type { Theme } from '../viz/palette.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
 import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 export type { ColorBy }
-export type Theme = 'light' | 'dark'
+export type { Theme }
 
 /** The other side of a diff: its name, request figures and replayed strategies. */
 export interface DiffSide {

@@ -4,6 +4,7 @@
 import type { StrategyView, TraceData } from './data.ts'
 import { frameLabelAt, stackHeadlines } from './frames.ts'
 import { NO_STREAM } from './model.ts'
+import { SERIES } from './palette.ts'
 
 /** What the maps colour blocks by (the app's state holds the user's choice). */
 export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
@@ -103,4 +104,14 @@ export function categoryName(trace: TraceData, colorBy: ColorBy, category: numbe
       return category === 0 || frame === undefined ? 'no frames' : frameLabelAt(trace, frame)
     }
   }
+}
+
+/**
+ * The legend of colour by frame: the `n` largest headline frames (frameCategories), each with its
+ * map colour and its share of the memory held over the trace; empty for any other colouring.
+ */
+export function frameLegend(trace: TraceData, colorBy: ColorBy, n = 9): { color: string; label: string; share: number }[] {
+  if (colorBy !== 'frame') return []
+  const c = frameCategories(trace)
+  return c.frames.slice(0, n).map((frame, i) => ({ color: SERIES[(i + 1) % SERIES.length]!, label: frameLabelAt(trace, frame), share: c.share[i]! }))
 }

@@ -5,6 +5,7 @@
 // names the shown frames, colour by frame tells the groups apart, search matches shown frames.
 // Screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
@@ -96,6 +97,16 @@ describe('frames of a default-stack snapshot in the browser', { skip }, () => {
       path: join(OUTPUT, 'frames-hover-tip.png'),
       clip: { x: Math.max(0, tip.x - 40), y: Math.max(0, tip.y - 30), width: 480, height: tip.height + 60 },
     })
+  })
+
+  it('an SVG export coloured by frame carries the legend of frames', async () => {
+    await page.locator('h1').click()
+    const [png] = await Promise.all([page.waitForEvent('download'), page.keyboard.press('e')])
+    await png.saveAs(join(OUTPUT, 'frames-export.png'))
+    const [svg] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: 'SVG' }).click()])
+    const text = readFileSync((await svg.path())!, 'utf8')
+    assert.match(text, />record_whatif_suite\.py:\d+ prog_gpt2_varshape<\/text>/)
+    assert.doesNotMatch(text, /unwind/)
   })
 
   it('search matches the shown frames', async () => {
