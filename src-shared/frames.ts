@@ -18,7 +18,8 @@
 //   the CPython interpreter and Python bindings, libc and thread start, and unknown frames (??)
 //   are hidden.
 // The headline of a stack is its innermost user frame, else its innermost library frame, else its
-// innermost torch Python frame, else its first shown C++ frame, else its first frame at all.
+// innermost torch Python frame, else its autograd node (MmBackward0::apply) or first shown C++
+// frame, else its first frame at all.
 
 export interface FrameLike {
   name: string
@@ -279,6 +280,8 @@ const HEADLINE_RANK: Record<FrameKind, number> = {
   unknown: 10,
 }
 
+const BACKWARD_NODE = /Backward\d*::apply\b/
+
 /**
  * Filters stacks over one frames table: each frame is classified once, each stack filtered once
  * (tables are shared by thousands of allocations).
@@ -322,7 +325,9 @@ export class StackFilter {
     let headlineKind: FrameKind | null = null
     let rank = Number.POSITIVE_INFINITY
     kinds.forEach((k, i) => {
-      const r = HEADLINE_RANK[k]
+      // In a stack of the autograd engine's thread, the node names the step (MmBackward0: the
+      // gradient of a matmul) better than the kernel under it.
+      const r = k === 'cpp' && BACKWARD_NODE.test(this.frames[all[i]!]?.name ?? '') ? HEADLINE_RANK.cpp - 0.5 : HEADLINE_RANK[k]
       if (r < rank) {
         rank = r
         headline = all[i]!
