@@ -72,6 +72,27 @@ describe('frame classification', () => {
     assert.equal(stackLabel([]), null)
   })
 
+  it("names a stack of the autograd engine's thread by its node, with the C++ frames that say what it did", () => {
+    const stack = [
+      f('torch::unwind::unwind()', 'torch/lib/libtorch_cpu.so'),
+      f('??', 'torch/lib/libc10_cuda.so'),
+      f('at::detail::empty_cuda(c10::ArrayRef<long>)', 'torch/lib/libtorch_cuda.so'),
+      f('at::native::structured_mm_out_cuda::impl(at::Tensor const&)', 'torch/lib/libtorch_cuda.so'),
+      f('at::_ops::mm::call(at::Tensor const&, at::Tensor const&)', 'torch/lib/libtorch_cpu.so'),
+      f('torch::autograd::generated::MmBackward0::apply(std::vector<at::Tensor>&&)', 'torch/lib/libtorch_cpu.so'),
+      f('torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&)', 'torch/lib/libtorch_cpu.so'),
+      f('??', 'libc.so.6'),
+    ]
+    assert.equal(stackLabel(stack), 'torch::autograd::generated::MmBackward0::apply (libtorch_cpu.so)')
+    const filter = new StackFilter(stack)
+    const r = filter.filter(stack.map((_, i) => i))
+    assert.deepEqual(
+      r.shown.map((s) => s.frame),
+      [3, 5],
+    )
+    assert.equal(r.hidden, 6)
+  })
+
   it('collapses repeated frames and recursion', () => {
     const kinds = Array(12).fill('user')
     const r = collapseRepeats([1, 2, 2, 2, 3, 4, 3, 4, 3, 4, 5], kinds)
