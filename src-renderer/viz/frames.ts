@@ -4,19 +4,28 @@
 import { frameLabel, StackFilter, type FilteredStack } from '../../src-shared/frames.ts'
 import type { Frame, TraceData } from './data.ts'
 
-const filters = new WeakMap<TraceData, { filter: StackFilter; headlines: Int32Array }>()
+/** Headline not computed yet (stacks are filtered when first asked for). */
+const UNKNOWN = -2
 
-function cached(trace: TraceData): { filter: StackFilter; headlines: Int32Array } {
+const filters = new WeakMap<TraceData, { filter: StackFilter; headlines: Int32Array; complete: boolean }>()
+
+function cached(trace: TraceData): { filter: StackFilter; headlines: Int32Array; complete: boolean } {
   let c = filters.get(trace)
   if (!c) {
-    const filter = new StackFilter(trace.frames)
-    const stacks = Math.max(0, trace.stackOffsets.length - 1)
-    const headlines = new Int32Array(stacks)
-    for (let s = 0; s < stacks; s++) headlines[s] = filter.filter(stackIndices(trace, s), s).headline
-    c = { filter, headlines }
+    c = { filter: new StackFilter(trace.frames), headlines: new Int32Array(Math.max(0, trace.stackOffsets.length - 1)).fill(UNKNOWN), complete: false }
     filters.set(trace, c)
   }
   return c
+}
+
+function headlineOf(trace: TraceData, s: number): number {
+  const c = cached(trace)
+  let h = c.headlines[s]!
+  if (h === UNKNOWN) {
+    h = c.filter.filter(stackIndices(trace, s), s).headline
+    c.headlines[s] = h
+  }
+  return h
 }
 
 /** The frame indices of stack `s`, innermost first. */
@@ -31,13 +40,18 @@ export function stackFilter(trace: TraceData): StackFilter {
 
 /** The headline frame (frames-table index) of every stack; -1 for an empty stack. */
 export function stackHeadlines(trace: TraceData): Int32Array {
-  return cached(trace).headlines
+  const c = cached(trace)
+  if (!c.complete) {
+    for (let s = 0; s < c.headlines.length; s++) headlineOf(trace, s)
+    c.complete = true
+  }
+  return c.headlines
 }
 
 /** The headline frame of the stack an event recorded, or -1 (no stack, or an empty one). */
 export function headlineAt(trace: TraceData, event: number): number {
   const s = trace.stack[event] ?? -1
-  return s < 0 ? -1 : (stackHeadlines(trace)[s] ?? -1)
+  return s < 0 || s >= cached(trace).headlines.length ? -1 : headlineOf(trace, s)
 }
 
 /** The filtered stack of an event, or null when it recorded none. */
