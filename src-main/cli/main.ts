@@ -16,6 +16,7 @@ import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record
 import { infoCommand } from './commands/info.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
+import { topCommand } from './commands/top.ts'
 import { whatifCommand } from './commands/whatif.ts'
 import { collect, type Io } from './shared.ts'
 
@@ -98,6 +99,31 @@ function buildProgram(io: Io): Command {
       'machine-readable output on stdout: {"configs": [{"conf", "peakReserved", "peakAllocated", "segments", "failures", "smallestFittingBytes", ...}], ...}',
     )
     .action((file: string, options) => whatifCommand(io, file, options))
+
+  program
+    .command('top')
+    .description(
+      'what was using memory at the peak, at an out-of-memory or at any event: live blocks grouped by the frame of your code (or tag, stream), largest first',
+    )
+    .argument('<file>', 'PyTorch snapshot (.pickle or .json), trace or RMM log')
+    .option(
+      '--at <moment>',
+      "peak (the recorded layout's peak reserved, else the peak of requested bytes), oom (the first recorded out-of-memory) or an event index",
+      'peak',
+    )
+    .option('--by <grouping>', 'frame (the first frame of your code), tag or stream', 'frame')
+    .option(
+      '--strategy <name>',
+      "count the blocks as this strategy's replay lays them out (rounded sizes), e.g. caching:preset=pytorch; 'recorded': the recorded layout",
+    )
+    .option('--limit <n>', 'groups to print (default 20; --json gives all)')
+    .option('--frames <n>', 'frames printed under each group (default 3)')
+    .addOption(placement())
+    .option(
+      '--json',
+      'machine-readable output on stdout: {"at": {"event", "time", "reason", ...}, "groups": [{"key", "bytes", "blocks", "share", "frames"}, ...]}',
+    )
+    .action((file: string, options) => topCommand(io, file, options))
 
   program
     .command('export')

@@ -3,15 +3,17 @@
 import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
+import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
+import type { Theme } from '../viz/palette.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
 import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
-export type ColorBy = 'stream' | 'size' | 'tag' | 'frame'
+export type { ColorBy }
+export type { Theme }
 /** What the main area shows: the strategies side by side, or the what-if lab. */
 export type View = 'compare' | 'whatif'
-export type Theme = 'light' | 'dark'
 
 /** The other side of a diff: its name, request figures and replayed strategies. */
 export interface DiffSide {

@@ -2,7 +2,7 @@
 // titles and the metrics at the playhead (export.ts), and downloads a PNG or an SVG through a
 // blob link. Nothing leaves the machine: the file is made in the page.
 import type { StrategyView } from './data.ts'
-import { composeScene, metricsAt, sceneToSvg, type ExportColors, type ExportPanel, type Scene } from './export.ts'
+import { composeScene, metricsAt, sceneToSvg, type ExportColors, type ExportPanel, type LegendEntry, type Scene } from './export.ts'
 import { formatBytes, formatCount } from './format.ts'
 import { figuresAt } from './model.ts'
 
@@ -11,6 +11,8 @@ export interface ExportSource {
   fileStem: string
   strategies: StrategyView[]
   event: number
+  /** What the map colours mean, where the view says (colour by frame). */
+  legend?: LegendEntry[]
 }
 
 /** The map canvases on screen in strategy order, and how many columns they stand in. */
@@ -41,7 +43,7 @@ function sceneOf(source: ExportSource): { scene: Scene; canvases: HTMLCanvasElem
       height: c.height,
     }
   })
-  return { scene: composeScene(source.heading, panels, table, themeColors(), columns), canvases }
+  return { scene: composeScene(source.heading, panels, table, themeColors(), columns, source.legend), canvases }
 }
 
 function download(blob: Blob, name: string): void {
@@ -72,6 +74,9 @@ export async function exportPng(source: ExportSource): Promise<void> {
       ctx.fillStyle = item.color
       ctx.textAlign = item.anchor === 'end' ? 'right' : 'left'
       ctx.fillText(item.text, item.x, item.y)
+    } else if (item.kind === 'swatch') {
+      ctx.fillStyle = item.color
+      ctx.fillRect(item.x, item.y, item.size, item.size)
     } else if (item.kind === 'line') {
       ctx.strokeStyle = item.color
       ctx.beginPath()

@@ -32,6 +32,14 @@ export type SceneItem =
   /** A map's pixels, outlined in `border` as on screen (an unreserved map is near the page's colour). */
   | { kind: 'map'; x: number; y: number; width: number; height: number; panel: number; border: string }
   | { kind: 'line'; x1: number; y1: number; x2: number; y2: number; color: string }
+  /** A legend's colour square. */
+  | { kind: 'swatch'; x: number; y: number; size: number; color: string }
+
+/** What a colour of the maps means (colour by frame: the frames of the user's code). */
+export interface LegendEntry {
+  color: string
+  label: string
+}
 
 export interface Scene {
   width: number
@@ -78,10 +86,18 @@ export function metricsAt(strategies: StrategyView[], event: number): MetricsTab
 }
 
 /**
- * Positions of everything: a heading, the maps in `columns` columns (as they stand on screen),
- * each under its title and figures, then the metrics table.
+ * Positions of everything: a heading, the colour legend when there is one (wrapped to the maps'
+ * width), the maps in `columns` columns (as they stand on screen), each under its title and
+ * figures, then the metrics table.
  */
-export function composeScene(heading: string, panels: ExportPanel[], metrics: MetricsTable, colors: ExportColors, columns: number): Scene {
+export function composeScene(
+  heading: string,
+  panels: ExportPanel[],
+  metrics: MetricsTable,
+  colors: ExportColors,
+  columns: number,
+  legend: readonly LegendEntry[] = [],
+): Scene {
   const items: SceneItem[] = []
   const text = (x: number, y: number, t: string, size: number, bold = false, color = colors.text, anchor: 'start' | 'end' = 'start') =>
     items.push({ kind: 'text', x, y, text: t, size, bold, color, anchor })
@@ -90,6 +106,22 @@ export function composeScene(heading: string, panels: ExportPanel[], metrics: Me
   const cols = Math.max(1, Math.min(columns, panels.length))
   const cellWidth = Math.max(0, ...panels.map((p) => p.width))
   let maxX = PAD + textWidth(heading, TITLE)
+  if (legend.length > 0) {
+    const right = PAD + Math.max(600, cols * cellWidth + (cols - 1) * GAP)
+    let x = PAD
+    for (const e of legend) {
+      const w = SMALL + 4 + textWidth(e.label, SMALL)
+      if (x > PAD && x + w > right) {
+        x = PAD
+        y += ROW
+      }
+      items.push({ kind: 'swatch', x, y: y + 1, size: SMALL, color: e.color })
+      text(x + SMALL + 4, y + SMALL, e.label, SMALL)
+      x += w + GAP
+      maxX = Math.max(maxX, x - GAP)
+    }
+    y += ROW + GAP / 2
+  }
   for (let start = 0; start < panels.length; start += cols) {
     const row = panels.slice(start, start + cols)
     const rowHeight = Math.max(...row.map((p) => p.height))
@@ -216,6 +248,8 @@ export function sceneToSvg(scene: Scene, maps: Uint32Array[]): string {
       )
     } else if (item.kind === 'line') {
       out.push(`<line x1="${item.x1}" y1="${item.y1}" x2="${item.x2}" y2="${item.y2}" stroke="${item.color}"/>`)
+    } else if (item.kind === 'swatch') {
+      out.push(`<rect x="${item.x}" y="${item.y}" width="${item.size}" height="${item.size}" fill="${item.color}"/>`)
     } else {
       const pixels = maps[item.panel]
       if (!pixels) continue

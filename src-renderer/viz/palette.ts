@@ -1,7 +1,9 @@
 // Colours of the map and charts, per theme. Map colours are 0xAABBGGRR words for the pixel
 // buffer; chart colours are CSS strings. One qualitative palette serves streams, tags and frames.
 import { rgba, type MapPalette } from './draw.ts'
-import type { Theme } from '../state/app.svelte.ts'
+
+/** The app's themes (the state holds the user's choice). */
+export type Theme = 'light' | 'dark'
 
 /** Tableau-10 style hues, readable on light and dark backgrounds. */
 export const SERIES = ['#4e79a7', '#f28e2b', '#59a14f', '#e15759', '#76b7b2', '#edc948', '#b07aa1', '#ff9da7', '#9c755f', '#bab0ac']

@@ -1,7 +1,8 @@
-// What a strategy held at its peak reserved, grouped by who asked for it: the innermost frame of
-// the allocating stack, the tag, or the stream; largest first. Answers "what do I shrink to lower
+// What a strategy held at its peak reserved, grouped by who asked for it: the headline frame of
+// the allocating stack (the user's frame, src-shared/frames.ts), the tag, or the stream; largest first. Answers "what do I shrink to lower
 // the peak?". Pure functions over the model and the trace, tested in Node.
 import type { StrategyView, TraceData } from './data.ts'
+import { frameLabelAt, headlineAt } from './frames.ts'
 import { liveBlocksAt, NEVER, NO_STREAM, RegionKind, type StrategyModel } from './model.ts'
 
 export type PeakGroupBy = 'frame' | 'tag' | 'stream'
@@ -52,14 +53,12 @@ export function sweptPeak(model: StrategyModel, events: number): { event: number
   return best
 }
 
-/** What the table shows for a group: the frame as the inspector shows it, the tag, or the stream. */
+/** What the table shows for a group: the headline frame as every view labels it, the tag, or the stream. */
 export function groupLabel(trace: TraceData, groupBy: PeakGroupBy, key: number): string {
   if (key === PENDING_GROUP) return 'pending frees (freed on another stream)'
   switch (groupBy) {
-    case 'frame': {
-      const f = key > 0 ? trace.frames[key - 1] : undefined
-      return key === 0 ? 'no frames recorded' : f ? `${f.name} ${f.filename}:${f.line}` : `frame ${key - 1}`
-    }
+    case 'frame':
+      return key === 0 ? 'no frames recorded' : frameLabelAt(trace, key - 1)
     case 'tag':
       return key === 0 ? 'no tag' : (trace.tags[key - 1] ?? `tag ${key - 1}`)
     case 'stream':
@@ -70,11 +69,8 @@ export function groupLabel(trace: TraceData, groupBy: PeakGroupBy, key: number):
 function groupKey(trace: TraceData, model: StrategyModel, block: number, groupBy: PeakGroupBy): number {
   const event = model.blocks.from[block]!
   switch (groupBy) {
-    case 'frame': {
-      const s = trace.stack[event] ?? -1
-      if (s < 0 || trace.stackOffsets[s] === trace.stackOffsets[s + 1]) return 0
-      return trace.stackFrames[trace.stackOffsets[s]!]! + 1
-    }
+    case 'frame':
+      return headlineAt(trace, event) + 1
     case 'tag':
       return (trace.tag[event] ?? -1) + 1
     case 'stream': {

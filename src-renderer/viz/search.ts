@@ -1,7 +1,9 @@
 // Finding blocks in one strategy's records by what a user remembers of them: an address inside
 // the block (hex), a requested size or a range of sizes ("1MiB", ">=512KiB"), or text from the
-// stack that allocated it (a frame's function or file name). Pure functions, tested in Node.
+// stack that allocated it (a frame's function or file name: the frames shown, src-shared/frames.ts,
+// and the hidden ones only when no shown frame matches). Pure functions, tested in Node.
 import type { TraceData } from './data.ts'
+import { stackFilter, stackIndices } from './frames.ts'
 import type { StrategyModel } from './model.ts'
 
 export type SizeComparison = '=' | '>=' | '<=' | '>' | '<'
@@ -76,13 +78,25 @@ function compare(value: number, comparison: SizeComparison, bytes: number): bool
 /**
  * Which stacks hold a frame whose function or file name contains `text` (case-insensitive), one
  * flag per stack: frames are shared by many stacks and stacks by many allocations, so each frame
- * and each stack is tested once, not once per block.
+ * and each stack is tested once, not once per block. The frames a stack shows are searched
+ * (src-shared/frames.ts: "forward" does not match every stack through the dispatcher's frames);
+ * only when no stack matches there are the hidden frames searched too ("CUDACachingAllocator").
  */
 export function stacksMatching(trace: TraceData, text: string): Uint8Array {
   const needle = text.toLowerCase()
   const frameMatches = trace.frames.map((f) => f.name.toLowerCase().includes(needle) || f.filename.toLowerCase().includes(needle))
   const stacks = Math.max(0, trace.stackOffsets.length - 1)
+  const filter = stackFilter(trace)
   const out = new Uint8Array(stacks)
+  let any = false
+  for (let s = 0; s < stacks; s++) {
+    const shown = filter.filter(stackIndices(trace, s), s).shown
+    if (shown.some((f) => frameMatches[f.frame])) {
+      out[s] = 1
+      any = true
+    }
+  }
+  if (any) return out
   for (let s = 0; s < stacks; s++) {
     for (let k = trace.stackOffsets[s]!; k < trace.stackOffsets[s + 1]!; k++) {
       if (frameMatches[trace.stackFrames[k]!]) {

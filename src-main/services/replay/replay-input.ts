@@ -39,6 +39,8 @@ export interface ReplayedInput {
   placed: { label: string; regions: number }[]
   /** Labels of pool strategies named without sizes, and the pool sizes chosen from the trace (sized-defaults.ts). */
   sized: { label: string; params: string }[]
+  /** The replays as the native replay returned them (layouts placed on request events). */
+  replays: ReplayResult[]
 }
 
 /** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
@@ -139,7 +141,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized }
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized, replays: replayed }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */

@@ -120,6 +120,21 @@ describe('export', async () => {
     assert.ok(svg.length < 400_000, `${svg.length} characters`)
   })
 
+  it('with colour by frame, the legend (colour squares and frames) stands above the maps and in the SVG', () => {
+    const panels: ExportPanel[] = views.map((v) => ({ title: v.name, subtitle: '', width, height }))
+    const legend = Array.from({ length: 9 }, (_, i) => ({ color: `#00000${i}`, label: `model.py:${100 + i} forward_with_a_long_name_${i}` }))
+    const scene = composeScene('heading', panels, metricsAt(views, 100), COLORS, 2, legend)
+    const swatches = scene.items.filter((i) => i.kind === 'swatch')
+    assert.equal(swatches.length, 9)
+    const top = Math.min(...scene.items.filter((i) => i.kind === 'map').map((m) => m.y))
+    for (const s of swatches) assert.ok(s.y + s.size < top && s.x + s.size <= scene.width, 'legend above the maps, inside the image')
+    assert.ok(new Set(swatches.map((s) => s.y)).size > 1, 'a long legend wraps')
+    for (const t of scene.items) if (t.kind === 'text') assert.ok(t.x <= scene.width)
+    const svg = sceneToSvg(scene, maps)
+    assert.ok(svg.includes('>model.py:100 forward_with_a_long_name_0</text>'))
+    assert.ok(svg.includes('fill="#000008"/>'))
+  })
+
   it('names the file after the trace and the event', () => {
     assert.equal(exportFileStem('convnet varimg.pickle', 42), 'vramscope-convnet_varimg-event42')
     assert.equal(exportFileStem('', 0), 'vramscope-trace-event0')

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { framesOf } from '../../../../src-renderer/viz/data.ts'
+import { frameLabelAt, headlineAt } from '../../../../src-renderer/viz/frames.ts'
 import { figuresAt, liveBlocksAt } from '../../../../src-renderer/viz/model.ts'
 import { peakGroups, peakReservedEvent, PENDING_GROUP, sweptPeak, type PeakGroupBy } from '../../../../src-renderer/viz/peak.ts'
 import { rendererData } from '../../../helpers/renderer-data.ts'
@@ -59,15 +59,15 @@ describe('peak view', async () => {
     }
   }
 
-  it('grouping by innermost frame matches the frames the inspector shows', () => {
+  it('grouping by frame matches the headline frame the inspector shows', () => {
     const view = views.find((v) => v.name.startsWith('caching'))!
     const peak = peakReservedEvent(view, events)
     const b = view.model.blocks
     const expected = new Map<string, number>()
     for (const k of liveBlocksAt(view.model, peak)) {
       if (peak >= b.pendingFrom[k]!) continue
-      const inner = framesOf(trace, b.from[k]!)[0]
-      const key = inner ? `${inner.name} ${inner.filename}:${inner.line}` : 'none'
+      const h = headlineAt(trace, b.from[k]!)
+      const key = h >= 0 ? frameLabelAt(trace, h) : 'none'
       expected.set(key, (expected.get(key) ?? 0) + b.size[k]!)
     }
     const groups = peakGroups(view, trace, peak, 'frame').filter((g) => g.key !== PENDING_GROUP)
@@ -77,8 +77,8 @@ describe('peak view', async () => {
       [...expected.values()].sort((x, y) => x - y),
     )
     for (const g of groups) {
-      const inner = framesOf(trace, b.from[g.largestBlock]!)[0]
-      if (inner) assert.ok(g.label.startsWith(inner.name), `${g.label} names ${inner.name}`)
+      const h = headlineAt(trace, b.from[g.largestBlock]!)
+      if (h >= 0) assert.equal(g.label, frameLabelAt(trace, h))
     }
   })
 })

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
-import { framesOf } from '../../../../src-renderer/viz/data.ts'
+import { filteredStackAt } from '../../../../src-renderer/viz/frames.ts'
 import { liveBlocksAt } from '../../../../src-renderer/viz/model.ts'
 import { parseBytes, parseQuery, searchBlocks, stepMatch } from '../../../../src-renderer/viz/search.ts'
 import { rendererData } from '../../../helpers/renderer-data.ts'
@@ -73,15 +73,16 @@ describe('search over a replayed PyTorch snapshot', async () => {
     for (const k of exact) assert.equal(b.requested[k], b.requested[someBlock])
   })
 
-  it('frame text finds exactly the blocks whose stack has a frame naming it, in any case', () => {
-    const frames = framesOf(trace, b.from[someBlock]!)
-    assert.ok(frames.length > 0, 'the snapshot recorded stacks')
-    const text = frames[0]!.name
+  it('frame text finds exactly the blocks whose shown frames name it, in any case', () => {
+    const filtered = filteredStackAt(trace, b.from[someBlock]!)
+    assert.ok(filtered && filtered.shown.length > 0, 'the snapshot recorded stacks')
+    const text = trace.frames[filtered.headline]!.name
     const found = new Set(searchBlocks(caching.model, trace, parseQuery(text.toUpperCase())))
     assert.ok(found.has(someBlock))
     const needle = text.toLowerCase()
     for (let k = 0; k < b.count; k++) {
-      const has = framesOf(trace, b.from[k]!).some((f) => f.name.toLowerCase().includes(needle) || f.filename.toLowerCase().includes(needle))
+      const shown = filteredStackAt(trace, b.from[k]!)?.shown.map((s) => trace.frames[s.frame]!) ?? []
+      const has = shown.some((f) => f.name.toLowerCase().includes(needle) || f.filename.toLowerCase().includes(needle))
       assert.equal(found.has(k), has, `block ${k}`)
     }
     assert.ok(found.size < b.count, `"${text}" does not name every allocation`)
