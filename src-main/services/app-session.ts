@@ -33,10 +33,9 @@ import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } fro
 import { describeTrace } from './analysis/inspect.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replayBundle, withRecordedSettings } from './replay/replay-input.ts'
+import { placementFor, replayBundle, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
-import { sizedForTrace } from './replay/sized-defaults.ts'
 import { parseByteSize } from './units.ts'
 import { runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
@@ -510,7 +509,7 @@ export class AppSession {
     // label says which ("caching (pytorch) [max_split_size_mb:128]"). A what-if row's defaults
     // (recordedSettings false) are PyTorch's own. Pool strategies named without sizes get pools
     // sized from the trace (sized-defaults.ts).
-    specs = chosenTargets(specs, request.targets).map((spec) => sizedForTrace(spec, input.trace).spec)
+    specs = chosenTargets(specs, request.targets).map((spec) => sizedUnlessRecorded(spec, input).spec)
     if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)

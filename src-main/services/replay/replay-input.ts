@@ -115,12 +115,21 @@ export function placementFor(stored: readonly StrategyResult[], spec: Pick<Strat
   return regionAddresses(own)
 }
 
+/**
+ * sizedForTrace, except for a spec that stands for a recording the input holds (the same strategy
+ * and parameters as its recorded layout): that replays as it was recorded, to be compared with it.
+ */
+export function sizedUnlessRecorded(spec: StrategySpec, input: Pick<OpenedInput, 'trace' | 'strategies'>): ReturnType<typeof sizedForTrace> {
+  const recorded = input.strategies.some((s) => isRecorded(s) && s.strategy === spec.strategy && sameParams(s.params, spec.params))
+  return recorded ? { spec } : sizedForTrace(spec, input.trace)
+}
+
 export async function replayInput(input: OpenedInput, specs: readonly StrategySpec[], options: ReplayInputOptions = {}): Promise<ReplayedInput> {
   const placed: ReplayedInput['placed'] = []
   const recordedSettings: ReplayedInput['recordedSettings'] = []
   const sized: ReplayedInput['sized'] = []
   const targets = specs.map((written): ReplayTarget => {
-    const pooled = sizedForTrace(written, input.trace)
+    const pooled = sizedUnlessRecorded(written, input)
     if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
     const given = pooled.spec
     const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)
