@@ -11,6 +11,7 @@
 // wire.ts), not as JSON.
 import type { z, ZodType } from 'zod'
 
+import type { OomSummary } from './oom.ts'
 import type { WhatifReport } from './whatif-report.ts'
 
 /** What the app says about itself on start: shown in the empty state and the about line. */
@@ -79,6 +80,8 @@ export interface TraceSummary {
   /** Results stored with the input (a trace file's replays, a snapshot's `pytorch (recorded)`). */
   stored: string[]
   gpu?: string
+  /** The first out-of-memory the program saw when it was recorded (oom.ts): the app opens at it. */
+  oom?: OomSummary
 }
 
 export interface JobStatus {

@@ -31,6 +31,7 @@ import { loadNative } from '../native.ts'
 import { nvidiaDriverPresent } from './record/program.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
+import { oomSummary } from './analysis/oom.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
 import { placementFor, replayBundle, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
@@ -367,6 +368,7 @@ export class AppSession {
       throw withoutPath(e, path, shown)
     })
     const d = describeTrace(input.trace, input.strategies)
+    const oom = oomSummary(input.trace, input.strategies)
     const traceId = randomUUID()
     const summary: TraceSummary = {
       traceId,
@@ -382,6 +384,7 @@ export class AppSession {
       warnings: d.warnings,
       stored: input.strategies.map((s) => s.name),
       ...(d.gpu !== undefined && { gpu: d.gpu }),
+      ...(oom && { oom }),
     }
     // A page closed while this opened has no use for it.
     job.controller.signal.throwIfAborted()

@@ -175,9 +175,16 @@ export class AppState {
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
       this.range = null
-      // At the end until the first map lands, then at its peak of reserved memory (replay()).
-      this.event = Math.max(0, data.kind.length - 1)
-      this.openedAt = this.event
+      // A recorded out-of-memory is what such a file is opened to look at: the playhead starts there
+      // and stays. Otherwise at the end until the first map lands, then at its peak of reserved
+      // memory (replay()).
+      if (summary.oom) {
+        this.event = Math.min(summary.oom.event, Math.max(0, data.kind.length - 1))
+        this.openedAt = null
+      } else {
+        this.event = Math.max(0, data.kind.length - 1)
+        this.openedAt = this.event
+      }
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
       await this.replay(firstReplay)
@@ -289,11 +296,13 @@ export class AppState {
    * Runs the what-if lab on the open trace with the panel's inputs: the configurations pasted (one
    * per line; none: the grid) under the device limit. Its progress shows in the panel.
    */
-  async runWhatif(): Promise<void> {
+  async runWhatif(options: { grid?: boolean } = {}): Promise<void> {
     const trace = this.trace
     if (!trace || this.whatifJob) return
     this.whatifError = null
     const traceId = trace.summary.traceId
+    // grid: the lab's grid under the limit the recording implies (the out-of-memory panel's one click).
+    if (options.grid) this.whatifCap = this.whatifConfs = ''
     const confs = this.whatifConfs
       .split('\n')
       .map((line) => line.trim())
@@ -412,10 +421,12 @@ export class AppState {
     if (s) this.seek(peakReservedEvent(s, this.events))
   }
 
-  /** The next failure of any strategy after the playhead (wrapping to the first). */
+  /** The next failure after the playhead (wrapping to the first): any strategy's, or an out-of-memory the program saw when recorded. */
   jumpToFailure(): void {
     const all: number[] = []
     for (const s of this.strategies) for (const f of s.model.failures) all.push(f)
+    const kind = this.trace?.kind
+    if (kind) for (let i = 0; i < kind.length; i++) if (kind[i] === 3) all.push(i)
     if (all.length === 0) return
     all.sort((a, b) => a - b)
     this.seek(all.find((f) => f > this.event) ?? all[0]!)

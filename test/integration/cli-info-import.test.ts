@@ -76,6 +76,25 @@ describe('vramscope info', () => {
     assert.equal(run.stderr, '', 'no progress bar when stderr is not a terminal')
   })
 
+  it('summarises a recorded out-of-memory: the request, its frame, what was held and free, the implied limit', async () => {
+    const path = fixture('pytorch/real/oom_fraction__default.pickle')
+    const run = await vramscope(['info', path])
+    assert.equal(run.code, 0, shown(run))
+    assert.match(run.stdout, /out of memory\s+event 26: 484 MiB on stream 0, from prog_oom_fraction record_whatif_suite\.py:338\n/)
+    assert.match(
+      run.stdout,
+      /at the failure\s+1\.70 GiB reserved, 8\.84 MiB of it free, largest free block 1\.66 MiB: a true shortage — the request needed 484 MiB more/,
+    )
+    assert.match(run.stdout, /implied limit\s+at least 1\.70 GiB and below 2\.18 GiB \(a per-process limit/)
+    const info = await vramscopeJson<{ oom: { event: number; size: number; verdict: string; limit: { lowBytes: number; highBytes: number } } }>(['info', path])
+    assert.equal(info.oom.event, 26)
+    assert.equal(info.oom.size, 507_092_992)
+    assert.equal(info.oom.verdict, 'shortage')
+    assert.ok(info.oom.limit.lowBytes <= 2 ** 31 && 2 ** 31 < info.oom.limit.highBytes)
+    const plain = await vramscope(['info', fixture('pytorch/mlp_varbatch.pickle')])
+    assert.doesNotMatch(plain.stdout, /out of memory/, 'nothing about it where there was none')
+  })
+
   it('describes the JSON form of a snapshot like its pickle', async () => {
     const fromPickle = await vramscopeJson<InfoJson>(['info', fixture('pytorch/synthetic.pickle')])
     const fromJson = await vramscopeJson<InfoJson>(['info', fixture('pytorch/synthetic.json')])

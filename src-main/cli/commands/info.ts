@@ -1,5 +1,7 @@
 // `vramscope info FILE`: what a trace file, PyTorch snapshot or RMM log holds.
+import { oomHeadlineWords, oomLimitWords, oomVerdictWords } from '../../../src-shared/oom.ts'
 import { describeTrace } from '../../services/analysis/inspect.ts'
+import { oomSummary } from '../../services/analysis/oom.ts'
 import type { OpenedInput } from '../../services/import/open-input.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
 import { formatValue } from '../format.ts'
@@ -27,12 +29,14 @@ export function deviceList(devices: readonly number[]): string {
 export async function infoCommand(io: Io, file: string, options: CommonOptions): Promise<void> {
   const input = await openWithProgress(io, options, file)
   const d = describeTrace(input.trace, input.strategies)
+  const oom = oomSummary(input.trace, input.strategies)
   if (options.json) {
     printJson(io, {
       file,
       kind: input.kind,
       format: describeKind(input),
       ...d,
+      ...(oom && { oom }),
       ...(input.file && { traceFile: input.file }),
       ...(input.pytorch && { pytorch: input.pytorch }),
       ...(input.rmm && { rmm: input.rmm }),
@@ -69,6 +73,12 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
     ])
   }
   if (input.pytorch) lines.push(['snapshot devices', deviceList(input.pytorch.devices)])
+  if (oom) {
+    lines.push(['out of memory', `${oomHeadlineWords(oom, formatBytes, count)}${oom.count > 1 ? ` (the first of ${count(oom.count)})` : ''}`])
+    lines.push(['at the failure', oomVerdictWords(oom, formatBytes)])
+    const limit = oomLimitWords(oom, formatBytes)
+    if (limit) lines.push(['implied limit', limit])
+  }
   const strategies =
     d.strategies.length === 0
       ? ['(none)']

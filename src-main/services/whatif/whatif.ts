@@ -141,7 +141,7 @@ export class WhatifError extends Error {
 // --- the recorded configuration and the implied limit --------------------------------------------
 
 /** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
-function allocationSize(size: number): number {
+export function allocationSize(size: number): number {
   const rounded = size < 512 ? 512 : Math.ceil(size / 512) * 512
   if (rounded <= 1 << 20) return 2 << 20
   if (rounded < 10 << 20) return 20 << 20

@@ -1,0 +1,95 @@
+// The out-of-memory summary on real recordings (test/fixtures/pytorch/real/oom_fraction__*: a
+// program under a 2 GiB per-process memory fraction that ran out of memory, PyTorch 2.11 on an
+// H100, with PyTorch's own out-of-memory message beside each snapshot): the request, the reserved
+// and free memory at the failure as PyTorch's message states them, a true shortage, and implied
+// limit bounds that contain the real limit.
+import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+
+import { heldAt, oomSummary } from '../../../../src-main/services/analysis/oom.ts'
+import { openInput } from '../../../../src-main/services/import/open-input.ts'
+import { formatBytes } from '../../../../src-main/services/units.ts'
+import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
+import { oomLimitWords, oomVerdictWords, type OomSummary } from '../../../../src-shared/oom.ts'
+
+const DIR = join(import.meta.dirname, '../../../fixtures/pytorch/real')
+const MiB = 1024 ** 2
+const GiB = 1024 ** 3
+
+interface Stats {
+  limit_bytes: number
+  oom: { happened: boolean; message: string }
+}
+
+async function summary(name: string): Promise<{ s: OomSummary; stats: Stats }> {
+  const input = await openInput(join(DIR, `${name}.pickle`))
+  const s = oomSummary(input.trace, input.strategies)
+  assert.ok(s, `${name} has a recorded out-of-memory`)
+  return { s, stats: JSON.parse(readFileSync(join(DIR, `${name}.stats.json`), 'utf8')) as Stats }
+}
+
+/** "… 1.70 GiB is allocated by PyTorch, and 8.06 MiB is reserved by PyTorch but unallocated." */
+function pytorchSays(message: string): { tried: number; unallocated: number } {
+  const unit = (n: string, u: string) => Number(n) * (u === 'GiB' ? GiB : u === 'MiB' ? MiB : 1024)
+  const tried = /Tried to allocate ([\d.]+) (GiB|MiB)/.exec(message)!
+  const free = /and ([\d.]+) (GiB|MiB|KiB) is reserved by PyTorch but unallocated/.exec(message)!
+  return { tried: unit(tried[1]!, tried[2]!), unallocated: unit(free[1]!, free[2]!) }
+}
+
+describe('the out-of-memory summary', () => {
+  for (const name of ['oom_fraction__default', 'oom_fraction__gc06', 'oom_fraction__nonsplit', 'oom_fraction__expandable']) {
+    it(`${name}: what failed, what was held, a true shortage, the limit`, async () => {
+      const { s, stats } = await summary(name)
+      const said = pytorchSays(stats.oom.message)
+      assert.equal(s.count, 1)
+      assert.equal(Math.round(s.size / MiB), Math.round(said.tried / MiB), 'the request PyTorch names')
+      assert.equal(s.stream, '0')
+      assert.match(`${s.frame?.filename}:${s.frame?.line}`, /\.py:\d+$/, 'the headline is a Python frame')
+      const l = s.layout!
+      assert.ok(Math.abs(l.reserved - 1.7 * GiB) < 0.05 * GiB || Math.abs(l.reserved - 1.76 * GiB) < 0.02 * GiB, `reserved ${formatBytes(l.reserved)}`)
+      assert.ok(l.free < 100 * MiB && l.largestFree <= l.free && l.largestFree < s.size)
+      assert.equal(s.verdict, 'shortage')
+      assert.match(oomVerdictWords(s, formatBytes), /reserved, .* of it free, largest free block .*: a true shortage — the request needed 484 MiB more/)
+      const limit = s.limit!
+      assert.equal(limit.source, 'fraction')
+      assert.ok(limit.lowBytes <= stats.limit_bytes && stats.limit_bytes < limit.highBytes, `${limit.lowBytes} ≤ ${stats.limit_bytes} < ${limit.highBytes}`)
+      assert.match(oomLimitWords(s, formatBytes)!, /^at least 1\.\d+ GiB and below 2\.\d+ GiB/)
+    })
+  }
+
+  it('reserved at the failure on the default settings is 1.70 GiB, with the free memory PyTorch reported to within 1 MiB', async () => {
+    const { s, stats } = await summary('oom_fraction__default')
+    assert.equal(formatBytes(s.layout!.reserved), '1.70 GiB')
+    assert.ok(Math.abs(s.layout!.free - pytorchSays(stats.oom.message).unallocated) < MiB)
+  })
+
+  it("expandable segments: free memory is exactly PyTorch's reserved but unallocated (pages mapped and unmapped in parts)", async () => {
+    const { s, stats } = await summary('oom_fraction__expandable')
+    assert.equal((s.layout!.free / MiB).toFixed(2), (pytorchSays(stats.oom.message).unallocated / MiB).toFixed(2))
+  })
+
+  it('tells fragmentation from shortage: enough free memory, no block large enough', () => {
+    const layout = allocateLayout(4)
+    const ops = [
+      [LayoutOp.regionReserve, 0x1000_0000n, 100 * MiB],
+      [LayoutOp.alloc, 0x1000_0000n + 10n * BigInt(MiB), 20 * MiB],
+      [LayoutOp.alloc, 0x1000_0000n + 60n * BigInt(MiB), 20 * MiB],
+      [LayoutOp.alloc, 0x1000_0000n + 90n * BigInt(MiB), 10 * MiB],
+    ] as const
+    ops.forEach(([op, a, size], k) => {
+      layout.op[k] = op
+      layout.address[k] = a
+      layout.size[k] = size
+      layout.time[k] = k
+    })
+    const held = heldAt(layout, 10)
+    assert.deepEqual(held, { reserved: 100 * MiB, allocated: 50 * MiB, free: 50 * MiB, largestFree: 30 * MiB, segments: 1 })
+    const s: OomSummary = { event: 5, count: 1, size: 40 * MiB, need: 40 * MiB, stream: '0', layout: held, verdict: 'fragmentation' }
+    assert.equal(
+      oomVerdictWords(s, formatBytes),
+      '100 MiB reserved, 50.0 MiB of it free, largest free block 30.0 MiB: fragmentation — 50.0 MiB free but no block of 40.0 MiB',
+    )
+  })
+})
