@@ -306,6 +306,11 @@ export class StrategyModelBuilder {
   private readonly resets: number[] = []
   private structureEvents = 0
   private readonly trimEvents: number[] = []
+  /**
+   * The layout releases memory by address (region releases, unmaps): its trims only sum up what
+   * those released (caching's empty_cache) and take nothing more off reserved memory.
+   */
+  private releasesByAddress = false
   private readonly trimCumulative: number[] = []
   /** Bump allocators: the blocks since the last reset, in allocation (= address) order. */
   private readonly bumpStack: number[] = []
@@ -401,6 +406,7 @@ export class StrategyModelBuilder {
         }
         case Op.regionRelease:
         case Op.vaRelease: {
+          this.releasesByAddress = true
           const address = addressAt(i)
           const k = this.openRegions.get(address)
           if (k !== undefined) {
@@ -415,6 +421,7 @@ export class StrategyModelBuilder {
           break
         }
         case Op.unmap: {
+          this.releasesByAddress = true
           // An unmap may cover several mappings made granule by granule, or part of one: what stays
           // mapped of a mapping it cuts continues as a new record from this event.
           const start = addressAt(i)
@@ -479,7 +486,8 @@ export class StrategyModelBuilder {
       failures: Uint32Array.from(this.failures),
       resets: Uint32Array.from(this.resets),
       structureEvents: this.structureEvents,
-      ...(this.trimEvents.length > 0 && { trims: { event: Uint32Array.from(this.trimEvents), cumulative: Float64Array.from(this.trimCumulative) } }),
+      ...(this.trimEvents.length > 0 &&
+        !this.releasesByAddress && { trims: { event: Uint32Array.from(this.trimEvents), cumulative: Float64Array.from(this.trimCumulative) } }),
       blockIndex: buildIntervalIndex(b.from, b.to, b.count),
       regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
     }

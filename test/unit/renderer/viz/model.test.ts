@@ -105,6 +105,17 @@ describe('strategy model from layout events', async () => {
     }
   })
 
+  it("caching with the program's empty_cache (trim events): reserved at every event equals the replay, the trims' sum not taken off twice", async () => {
+    // cuda_graph__default: torch.cuda.graph empties the cache before each capture; caching's trim
+    // releases its segments by address and sums them up in a layout trim.
+    const real = await openInput(join(import.meta.dirname, '..', '..', '..', 'fixtures', 'pytorch', 'real', 'cuda_graph__default.pickle'))
+    const [r] = await replayTrace(real.trace, [{ strategy: 'caching', params: { preset: 'pytorch' } }], { layout: true, fullMetrics: true })
+    assert.ok(r!.summary.trims > 0, 'the trace has trims')
+    const encoded = encodeBundle(replayBundle(real.trace, [], [r!]))
+    const [view] = decodeReplay(encoded.buffer.slice(encoded.byteOffset, encoded.byteOffset + encoded.byteLength) as ArrayBuffer)
+    for (let e = 0; e < real.trace.events.kind.length; e++) assert.equal(figuresAt(view!.model, e).reserved, r!.full!.reserved[e], `reserved after event ${e}`)
+  })
+
   it('the layouts travel without aux and with sizes as u32 where exact', () => {
     const bundle = replayBundle(input.trace, input.strategies, results)
     assert.equal(Object.keys(bundle.arrays).filter((k) => k.endsWith('.aux')).length, 0)
