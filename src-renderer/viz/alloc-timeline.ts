@@ -1,0 +1,344 @@
+// The allocation timeline: every allocation of the request trace as a band over time (x: its alloc
+// to its free, y: bytes), stacked per device as the program's live memory is. A band keeps the y
+// offset it got at its alloc for as long as it is live: each alloc takes the lowest gap of the
+// device's stack it fits in (first fit over the gaps frees leave), else the top; a free returns its
+// range, merging with neighbouring gaps. So the stack's top is close to the live bytes and a band
+// never moves. Geometry is computed once, in typed arrays; rasterizeBands draws the part in view
+// into a pixel buffer, one pass over the bands, summing bands thinner than a pixel per pixel
+// (drawn as a shade), so a million-event trace draws whole.
+// Pure functions over typed arrays; no DOM, so unit tests and benchmarks run them in Node.
+import { rgba, tint } from './draw.ts'
+
+const ALLOC = 0
+const FREE = 1
+/** A band live at the end of the trace. */
+export const LIVE = 0xffffffff
+
+export interface AllocBands {
+  count: number
+  /** Request event of each band's alloc, increasing. */
+  allocEvent: Uint32Array
+  /** Request event of its free, or LIVE. */
+  freeEvent: Uint32Array
+  /** Bytes below the band in its lane's stack. */
+  offset: Float64Array
+  /** Bytes asked for. */
+  size: Float64Array
+  /** Index into `lanes`. */
+  lane: Uint16Array
+  /** One stack per device: its device number and the highest top any band reached. */
+  lanes: { device: number; peak: number }[]
+  /** Band of each alloc id (-1: none). */
+  bandOfId: Int32Array
+  /** Events in the trace (x domain in event mode: [0, events]). */
+  events: number
+}
+
+/** Gaps a free left in one lane's stack, sorted by offset, and the stack's top. */
+class LaneStack {
+  starts: number[] = []
+  ends: number[] = []
+  top = 0
+  peak = 0
+  /** Gaps looked at before an alloc goes on top (keeps a pathological trace linear). */
+  static readonly SCAN = 512
+
+  place(size: number): number {
+    const { starts, ends } = this
+    const scan = Math.min(starts.length, LaneStack.SCAN)
+    for (let g = 0; g < scan; g++) {
+      if (ends[g]! - starts[g]! >= size) {
+        const at = starts[g]!
+        if (ends[g]! - at === size) {
+          starts.splice(g, 1)
+          ends.splice(g, 1)
+        } else starts[g] = at + size
+        return at
+      }
+    }
+    const at = this.top
+    this.top += size
+    if (this.top > this.peak) this.peak = this.top
+    return at
+  }
+
+  release(at: number, size: number): void {
+    if (size <= 0) return
+    const { starts, ends } = this
+    let lo = 0
+    let hi = starts.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (starts[mid]! < at) lo = mid + 1
+      else hi = mid
+    }
+    let start = at
+    let end = at + size
+    // Merge with the gap below and the one above.
+    if (lo > 0 && ends[lo - 1] === start) {
+      start = starts[lo - 1]!
+      starts.splice(lo - 1, 1)
+      ends.splice(lo - 1, 1)
+      lo--
+    }
+    if (lo < starts.length && starts[lo] === end) {
+      end = ends[lo]!
+      starts.splice(lo, 1)
+      ends.splice(lo, 1)
+    }
+    if (end >= this.top) {
+      this.top = start
+      return
+    }
+    starts.splice(lo, 0, start)
+    ends.splice(lo, 0, end)
+  }
+}
+
+/**
+ * The bands of a request trace. `device`: each event's device (absent: one device, 0). A free of
+ * an id not live (allocated before the trace) is ignored, as replay does.
+ */
+export function allocBands(kind: Uint8Array, id: Uint32Array, size: Float64Array, device?: Uint16Array | Uint32Array): AllocBands {
+  const n = kind.length
+  let allocs = 0
+  let maxId = -1
+  for (let i = 0; i < n; i++)
+    if (kind[i] === ALLOC) {
+      allocs++
+      if (id[i]! > maxId) maxId = id[i]!
+    }
+  const allocEvent = new Uint32Array(allocs)
+  const freeEvent = new Uint32Array(allocs).fill(LIVE)
+  const offset = new Float64Array(allocs)
+  const bandSize = new Float64Array(allocs)
+  const lane = new Uint16Array(allocs)
+  const bandOfId = new Int32Array(maxId + 1).fill(-1)
+  const liveBand = new Int32Array(maxId + 1).fill(-1)
+  const stacks: LaneStack[] = []
+  const lanes: { device: number; peak: number }[] = []
+  const laneOfDevice = new Map<number, number>()
+  let b = 0
+  for (let i = 0; i < n; i++) {
+    const k = kind[i]
+    if (k === ALLOC) {
+      const d = device ? device[i]! : 0
+      let l = laneOfDevice.get(d)
+      if (l === undefined) {
+        l = lanes.length
+        laneOfDevice.set(d, l)
+        lanes.push({ device: d, peak: 0 })
+        stacks.push(new LaneStack())
+      }
+      const s = size[i]!
+      allocEvent[b] = i
+      bandSize[b] = s
+      lane[b] = l
+      offset[b] = stacks[l]!.place(s)
+      bandOfId[id[i]!] = b
+      liveBand[id[i]!] = b
+      b++
+    } else if (k === FREE) {
+      const j = id[i]!
+      const band = j <= maxId ? liveBand[j]! : -1
+      if (band < 0) continue
+      liveBand[j] = -1
+      freeEvent[band] = i
+      stacks[lane[band]!]!.release(offset[band]!, bandSize[band]!)
+    }
+  }
+  stacks.forEach((s, l) => (lanes[l]!.peak = s.peak))
+  return { count: allocs, allocEvent, freeEvent, offset, size: bandSize, lane, lanes, bandOfId, events: n }
+}
+
+/** x extents of the bands: in events ([alloc, free), live ones to the end) or in nanoseconds. */
+export interface BandXs {
+  x0: Float64Array
+  x1: Float64Array
+  /** The whole x domain. */
+  min: number
+  max: number
+}
+
+export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64Array): BandXs {
+  const n = bands.count
+  const x0 = new Float64Array(n)
+  const x1 = new Float64Array(n)
+  if (mode === 'event' || !time) {
+    for (let b = 0; b < n; b++) {
+      x0[b] = bands.allocEvent[b]!
+      const f = bands.freeEvent[b]!
+      x1[b] = f === LIVE ? bands.events : f
+    }
+    return { x0, x1, min: 0, max: Math.max(1, bands.events) }
+  }
+  const t0 = time.length > 0 ? time[0]! : 0
+  const end = time.length > 0 ? time[time.length - 1]! : 0
+  for (let b = 0; b < n; b++) {
+    x0[b] = time[bands.allocEvent[b]!]!
+    const f = bands.freeEvent[b]!
+    x1[b] = f === LIVE ? end : time[f]!
+  }
+  return { x0, x1, min: t0, max: Math.max(end, t0 + 1) }
+}
+
+/** The x value of the state after event `e` (the playhead's line). */
+export function xOfEvent(e: number, mode: 'event' | 'time', time?: Float64Array): number {
+  if (mode === 'event' || !time) return e + 0.5
+  return time[Math.min(time.length - 1, Math.max(0, e))] ?? 0
+}
+
+/** The event whose state is shown at x: the last one at or before it. */
+export function eventAtX(x: number, mode: 'event' | 'time', time?: Float64Array): number {
+  if (mode === 'event' || !time) return Math.floor(x)
+  let lo = 0
+  let hi = time.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (time[mid]! <= x) lo = mid + 1
+    else hi = mid
+  }
+  return Math.max(0, lo - 1)
+}
+
+export interface BandView {
+  /** x domain in view. */
+  x0: number
+  x1: number
+  /** Bytes at the top of the view (the bottom is 0). */
+  yMax: number
+}
+
+export interface BandRaster {
+  width: number
+  height: number
+  lane: number
+  view: BandView
+  /** Colour of each band (0xAABBGGRR); see bandColors. */
+  colors: Uint32Array
+  background: number
+  /** Shade of bands thinner than a pixel, drawn at the coverage they sum to. */
+  small: number
+}
+
+export const BAND_NONE = -1
+/** owner of a pixel holding only bands thinner than a pixel. */
+export const BAND_SMALL = -2
+
+/** First band whose x0 is at or after x (bands are in alloc order, so x0 increases). */
+function firstFrom(x0: Float64Array, x: number): number {
+  let lo = 0
+  let hi = x0.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (x0[mid]! < x) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/**
+ * Draws the bands in view into `pixels` (width × height, row 0 at the top) and which band each
+ * pixel shows into `owner`; `coverage` is scratch of the same size. Returns the bands drawn.
+ */
+export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pixels: Uint32Array, owner: Int32Array, coverage: Float32Array): number {
+  const { width: W, height: H, lane, colors } = r
+  const count = W * H
+  pixels.fill(r.background, 0, count)
+  owner.fill(BAND_NONE, 0, count)
+  coverage.fill(0, 0, count)
+  const vx0 = r.view.x0
+  const sx = W / Math.max(1e-9, r.view.x1 - vx0)
+  const sy = H / Math.max(1, r.view.yMax)
+  const { x0, x1 } = xs
+  const { offset, size } = bands
+  const laneOf = bands.lane
+  const end = firstFrom(x0, r.view.x1)
+  let drawn = 0
+  let small = false
+  for (let b = 0; b < end; b++) {
+    const bx1 = x1[b]!
+    if (bx1 <= vx0 || laneOf[b] !== lane) continue
+    const s = size[b]!
+    if (s <= 0) continue
+    let c0 = Math.floor((x0[b]! - vx0) * sx)
+    let c1 = Math.ceil((bx1 - vx0) * sx)
+    if (c1 <= c0) c1 = c0 + 1
+    if (c0 < 0) c0 = 0
+    if (c1 > W) c1 = W
+    if (c1 <= c0) continue
+    const yBottom = H - offset[b]! * sy
+    const yTop = yBottom - s * sy
+    if (yBottom <= 0) continue
+    let r0 = Math.round(yTop)
+    let r1 = Math.round(yBottom)
+    drawn++
+    if (r1 <= r0) {
+      // Thinner than a pixel: its share of the pixel's height adds to the pixel's coverage.
+      const row = Math.min(H - 1, Math.max(0, Math.floor(yBottom - 1e-9)))
+      const share = yBottom - yTop
+      const base = row * W
+      for (let c = c0; c < c1; c++) coverage[base + c] += share
+      small = true
+      continue
+    }
+    if (r0 < 0) r0 = 0
+    if (r1 > H) r1 = H
+    const color = colors[b]!
+    for (let row = r0; row < r1; row++) {
+      const p0 = row * W + c0
+      const p1 = row * W + c1
+      if (p1 - p0 > 24) {
+        pixels.fill(color, p0, p1)
+        owner.fill(b, p0, p1)
+      } else
+        for (let p = p0; p < p1; p++) {
+          pixels[p] = color
+          owner[p] = b
+        }
+    }
+    // A darker top edge keeps stacked bands of one colour apart.
+    if (r1 - r0 >= 3) {
+      const edge = tint(color, -0.3)
+      const p0 = r0 * W + c0
+      for (let p = p0; p < p0 + (c1 - c0); p++) pixels[p] = edge
+    }
+  }
+  if (small) {
+    const bg = r.background
+    const sm = r.small
+    for (let p = 0; p < count; p++) {
+      const c = coverage[p]!
+      if (c <= 0 || owner[p] !== BAND_NONE) continue
+      pixels[p] = mix(bg, sm, Math.min(1, 0.35 + c))
+      owner[p] = BAND_SMALL
+    }
+  }
+  return drawn
+}
+
+function mix(a: number, b: number, t: number): number {
+  const ch = (c: number, shift: number) => {
+    const x = (a >>> shift) & 0xff
+    const y = (b >>> shift) & 0xff
+    return Math.round(x + (y - x) * t)
+  }
+  return rgba(ch(a, 0), ch(a, 8), ch(a, 16))
+}
+
+/**
+ * A colour per band: by its alloc's stack where the trace has stacks (one call site, one colour),
+ * else by the band, from `palette`, each slightly lightened or darkened so neighbours differ.
+ */
+export function bandColors(bands: AllocBands, stack: Int32Array, palette: Uint32Array): Uint32Array {
+  const out = new Uint32Array(bands.count)
+  const shades = [0, 0.18, -0.15, 0.32, -0.28]
+  const shaded: Uint32Array[] = shades.map((t) => palette.map((c) => (t === 0 ? c : tint(c, t))))
+  for (let b = 0; b < bands.count; b++) {
+    const s = stack[bands.allocEvent[b]!] ?? -1
+    const key = s >= 0 ? s : b
+    const h = Math.imul(key + 1, 0x9e3779b1) >>> 0
+    out[b] = shaded[(h >>> 8) % shades.length]![h % palette.length]!
+  }
+  return out
+}
