@@ -48,6 +48,8 @@ export interface TraceDataSent {
   tag: Int32Array
   stackOffsets: Uint32Array
   stackFrames: Uint32Array
+  /** Device of each event (absent from bundles that did not carry it). */
+  device?: Uint16Array
 }
 
 export function packTraceData(summary: TraceSummary, trace: TraceToSend): Bundle {
@@ -67,6 +69,7 @@ export function readTraceData({ meta, arrays }: Bundle): TraceDataSent {
   const m = meta as Pick<TraceDataSent, 'summary' | 'streams' | 'frames' | 'tags' | 'markers'>
   const a = arrays as unknown as Omit<TraceDataSent, 'summary' | 'streams' | 'frames' | 'tags' | 'markers'>
   return {
+    ...(a.device && { device: a.device }),
     summary: m.summary,
     streams: m.streams,
     frames: m.frames,

@@ -41,7 +41,7 @@ class LaneStack {
   top = 0
   peak = 0
   /** Gaps looked at before an alloc goes on top (keeps a pathological trace linear). */
-  static readonly SCAN = 512
+  static readonly SCAN = 48
 
   place(size: number): number {
     const { starts, ends } = this
@@ -158,6 +158,19 @@ export interface BandXs {
   /** The whole x domain. */
   min: number
   max: number
+  /** Largest x1 of each run of CHUNK bands: a view skips the runs that ended before it. */
+  chunkMax: Float64Array
+}
+
+const CHUNK = 256
+
+function chunkMaxOf(x1: Float64Array): Float64Array {
+  const out = new Float64Array(Math.ceil(x1.length / CHUNK))
+  for (let b = 0; b < x1.length; b++) {
+    const c = (b / CHUNK) | 0
+    if (x1[b]! > out[c]!) out[c] = x1[b]!
+  }
+  return out
 }
 
 export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64Array): BandXs {
@@ -170,7 +183,7 @@ export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64
       const f = bands.freeEvent[b]!
       x1[b] = f === LIVE ? bands.events : f
     }
-    return { x0, x1, min: 0, max: Math.max(1, bands.events) }
+    return { x0, x1, min: 0, max: Math.max(1, bands.events), chunkMax: chunkMaxOf(x1) }
   }
   const t0 = time.length > 0 ? time[0]! : 0
   const end = time.length > 0 ? time[time.length - 1]! : 0
@@ -179,7 +192,7 @@ export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64
     const f = bands.freeEvent[b]!
     x1[b] = f === LIVE ? end : time[f]!
   }
-  return { x0, x1, min: t0, max: Math.max(end, t0 + 1) }
+  return { x0, x1, min: t0, max: Math.max(end, t0 + 1), chunkMax: chunkMaxOf(x1) }
 }
 
 /** The x value of the state after event `e` (the playhead's line). */
@@ -256,7 +269,12 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
   const end = firstFrom(x0, r.view.x1)
   let drawn = 0
   let small = false
+  const chunkMax = xs.chunkMax
   for (let b = 0; b < end; b++) {
+    if ((b & (CHUNK - 1)) === 0 && chunkMax[b / CHUNK]! <= vx0) {
+      b += CHUNK - 1
+      continue
+    }
     const bx1 = x1[b]!
     if (bx1 <= vx0 || laneOf[b] !== lane) continue
     const s = size[b]!
@@ -275,10 +293,13 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
     drawn++
     if (r1 <= r0) {
       // Thinner than a pixel: its share of the pixel's height adds to the pixel's coverage.
+      // Summed as a difference along the row (added at c0, taken off at c1): one write each,
+      // however many columns the band spans; the pass below sums each row.
       const row = Math.min(H - 1, Math.max(0, Math.floor(yBottom - 1e-9)))
       const share = yBottom - yTop
       const base = row * W
-      for (let c = c0; c < c1; c++) coverage[base + c] += share
+      coverage[base + c0]! += share
+      if (c1 < W) coverage[base + c1]! -= share
       small = true
       continue
     }
@@ -307,23 +328,26 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
   if (small) {
     const bg = r.background
     const sm = r.small
-    for (let p = 0; p < count; p++) {
-      const c = coverage[p]!
-      if (c <= 0 || owner[p] !== BAND_NONE) continue
-      pixels[p] = mix(bg, sm, Math.min(1, 0.35 + c))
-      owner[p] = BAND_SMALL
+    for (let row = 0; row < H; row++) {
+      let c = 0
+      for (let p = row * W, end = p + W; p < end; p++) {
+        c += coverage[p]!
+        if (c <= 1e-9 || owner[p] !== BAND_NONE) continue
+        pixels[p] = mix(bg, sm, Math.min(1, 0.35 + c))
+        owner[p] = BAND_SMALL
+      }
     }
   }
   return drawn
 }
 
 function mix(a: number, b: number, t: number): number {
-  const ch = (c: number, shift: number) => {
+  const ch = (shift: number) => {
     const x = (a >>> shift) & 0xff
     const y = (b >>> shift) & 0xff
     return Math.round(x + (y - x) * t)
   }
-  return rgba(ch(a, 0), ch(a, 8), ch(a, 16))
+  return rgba(ch(0), ch(8), ch(16))
 }
 
 /**
@@ -333,7 +357,7 @@ function mix(a: number, b: number, t: number): number {
 export function bandColors(bands: AllocBands, stack: Int32Array, palette: Uint32Array): Uint32Array {
   const out = new Uint32Array(bands.count)
   const shades = [0, 0.18, -0.15, 0.32, -0.28]
-  const shaded: Uint32Array[] = shades.map((t) => palette.map((c) => (t === 0 ? c : tint(c, t))))
+  const shaded: Uint32Array[] = shades.map((t) => palette.map((color) => (t === 0 ? color : tint(color, t))))
   for (let b = 0; b < bands.count; b++) {
     const s = stack[bands.allocEvent[b]!] ?? -1
     const key = s >= 0 ? s : b
