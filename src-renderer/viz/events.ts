@@ -145,3 +145,19 @@ export function stepFollowed(events: Uint32Array, e: number, direction: 1 | -1):
   for (let i = events.length - 1; i >= 0; i--) if (events[i]! < e) return events[i]!
   return events[events.length - 1]!
 }
+
+/**
+ * The frame a stack is best known by (innermost first): the first Python frame outside PyTorch's
+ * own modules, else the first Python frame, else the first frame. PyTorch's default stacks start
+ * with the unwinder and the C++ of the allocation, which tell nothing of the program.
+ * Provisional: frame filtering, when it lands, gives the headline frame for every view.
+ */
+export function headlineFrame<F extends { name: string; filename: string }>(frames: readonly F[]): F | undefined {
+  let python: F | undefined
+  for (const f of frames) {
+    if (!f.filename.endsWith('.py')) continue
+    python ??= f
+    if (!/(^|\/)torch\//.test(f.filename)) return f
+  }
+  return python ?? frames[0]
+}
