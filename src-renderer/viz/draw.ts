@@ -27,7 +27,7 @@ export interface MapPalette {
   categories: Uint32Array
   /**
    * Colour the outline of each segment (a region of memory or of reserved address space) is mixed
-   * toward, half way, over whatever is drawn there; absent: no outlines.
+   * toward (a third of the way) over whatever is drawn there; absent: no outlines.
    */
   segmentOutline?: number
 }
@@ -200,15 +200,18 @@ function outlineSegments(model: StrategyModel, placed: PlacedModel, regions: Uin
     const p0 = Math.max(0, Math.floor(x0))
     const p1 = Math.min(count, Math.ceil(x1))
     // The top edge only where the segment starts in view (else its start is above the view).
-    if (x0 >= 0) for (let p = p0; p < Math.min(p1, p0 + width); p++) pixels[p] = mixHalf(pixels[p]!, outline)
-    if (x1 <= count) for (let p = Math.max(p0, p1 - width); p < p1; p++) pixels[p] = mixHalf(pixels[p]!, outline)
-    if (x1 <= count && p1 > 0) pixels[p1 - 1] = mixHalf(pixels[p1 - 1]!, outline)
+    if (x0 >= 0) for (let p = p0; p < Math.min(p1, p0 + width); p++) pixels[p] = mixThird(pixels[p]!, outline)
+    if (x1 <= count) for (let p = Math.max(p0, p1 - width); p < p1; p++) pixels[p] = mixThird(pixels[p]!, outline)
+    if (x1 <= count && p1 > 0) pixels[p1 - 1] = mixThird(pixels[p1 - 1]!, outline)
   }
 }
 
-/** The colour half way between two 0xAABBGGRR colours, opaque. */
-function mixHalf(a: number, b: number): number {
-  return (((((a & 0xfefefe) >>> 1) + ((b & 0xfefefe) >>> 1)) & 0xffffff) | 0xff000000) >>> 0
+/** A 0xAABBGGRR colour a third of the way toward another, opaque: an outline that does not hide what it crosses. */
+function mixThird(a: number, b: number): number {
+  const r = ((a & 0xff) * 2 + (b & 0xff)) / 3
+  const g = (((a >>> 8) & 0xff) * 2 + ((b >>> 8) & 0xff)) / 3
+  const bl = (((a >>> 16) & 0xff) * 2 + ((b >>> 16) & 0xff)) / 3
+  return (0xff000000 | (Math.round(bl) << 16) | (Math.round(g) << 8) | Math.round(r)) >>> 0
 }
 
 // Two functions, not one over both array types, so that each call site stays monomorphic.

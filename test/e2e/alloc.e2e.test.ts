@@ -115,6 +115,24 @@ describe('allocation timeline, event list and follow', { skip }, () => {
     await page.screenshot({ path: join(OUTPUT, 'follow.png'), fullPage: true })
   })
 
+  it('outlines the segments on the maps', async () => {
+    await page.keyboard.press('End')
+    const map = page.locator('.map').first()
+    await map.scrollIntoViewIfNeeded()
+    await timeline().screenshot({ path: join(OUTPUT, 'alloc-timeline.png') })
+    await map.screenshot({ path: join(OUTPUT, 'map-segments.png') })
+    // Zoomed in, so that 2 MiB segments span rows of their own.
+    const canvas = map.locator('canvas')
+    for (let i = 0; i < 6; i++) await canvas.dispatchEvent('wheel', { deltaY: -200, clientX: 0, clientY: 0 })
+    const box = (await canvas.boundingBox())!
+    for (let i = 0; i < 6; i++) {
+      await page.mouse.move(box.x + box.width / 3, box.y + box.height / 3)
+      await page.mouse.wheel(0, -250)
+    }
+    await page.waitForTimeout(200)
+    await map.screenshot({ path: join(OUTPUT, 'map-segments-zoomed.png') })
+  })
+
   it('raised no page errors', () => {
     assert.deepEqual(pageErrors, [])
   })

@@ -98,12 +98,12 @@ describe('event list and follow', () => {
     const request = { width: W, height: H, view: wholeView(placed.spans), event: 1, recentWindow: 0, category: new Uint32Array(3), selected: -1 }
     const pixels = new Uint32Array(W * H)
     rasterize(model, placed, request, palette, pixels, new Int32Array(W * H))
-    const half = (c: number) => rgba(((c & 0xff) >> 1) & 0xff, ((c >>> 8) & 0xff) >> 1, ((c >>> 16) & 0xff) >> 1)
+    const third = (c: number) => rgba(Math.round(((c & 0xff) * 2) / 3), Math.round((((c >>> 8) & 0xff) * 2) / 3), Math.round((((c >>> 16) & 0xff) * 2) / 3))
     // The segment fills the view: its first and last rows are outlined, the rows between are not.
     // After event 1 its first 128 bytes (the top row) are blocks.
-    assert.equal(pixels[0], half(rgba(0, 0, 255)), 'the top row over a block')
+    assert.equal(pixels[0], third(rgba(0, 0, 255)), 'the top row over a block')
     assert.equal(pixels[W + 1], rgba(128, 128, 128), 'the second row: free memory as it is')
-    assert.equal(pixels[(H - 1) * W + 3], half(rgba(128, 128, 128)), 'the bottom row')
+    assert.equal(pixels[(H - 1) * W + 3], third(rgba(128, 128, 128)), 'the bottom row')
     assert.equal(pixels[3 * W + 12], rgba(128, 128, 128), 'inside: free memory as it is')
     const plain = new Uint32Array(W * H)
     rasterize(model, placed, request, { ...palette, segmentOutline: undefined }, plain, new Int32Array(W * H))
