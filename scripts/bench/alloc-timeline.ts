@@ -6,7 +6,7 @@
 //   npx tsx scripts/bench/alloc-timeline.ts [--events N] [--width W] [--height H]
 import { loadavg } from 'node:os'
 
-import { allocBands, bandColors, bandXs, rasterizeBands } from '../../src-renderer/viz/alloc-timeline.ts'
+import { allocBands, bandColors, bandXs, newBandScratch, rasterizeBands } from '../../src-renderer/viz/alloc-timeline.ts'
 import { SERIES } from '../../src-renderer/viz/palette.ts'
 
 function option(name: string, fallback: number): number {
@@ -71,7 +71,7 @@ const extentsMs = performance.now() - t0
 
 const pixels = new Uint32Array(W * H)
 const owner = new Int32Array(W * H)
-const coverage = new Float32Array(W * H)
+const scratch = newBandScratch(W * H)
 const lane = bands.lanes[0]!
 /** CPU milliseconds of each draw beside its wall time: the 2 cores of a developer machine are shared. */
 const cpu: number[] = []
@@ -84,7 +84,7 @@ const draw = (x0: number, x1: number) => {
     { width: W, height: H, lane: 0, view: { x0, x1, yMax: lane.peak }, colors, background: 0xfff0f0f0, small: 0xff888888 },
     pixels,
     owner,
-    coverage,
+    scratch,
   )
   const ms = performance.now() - s
   const used = process.cpuUsage(c)

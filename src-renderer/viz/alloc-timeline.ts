@@ -158,19 +158,34 @@ export interface BandXs {
   /** The whole x domain. */
   min: number
   max: number
-  /** Largest x1 of each run of CHUNK bands: a view skips the runs that ended before it. */
+  /**
+   * Largest x1 of each run of CHUNK bands, long bands left out: a view skips the runs that ended
+   * before it. Long bands (living more than 1/LONG of the trace: weights, caches) are listed
+   * apart, or one in a run would keep the whole run in every view after it.
+   */
   chunkMax: Float64Array
+  long: Uint32Array
+  isLong: Uint8Array
 }
 
 const CHUNK = 256
+const LONG = 64
 
-function chunkMaxOf(x1: Float64Array): Float64Array {
-  const out = new Float64Array(Math.ceil(x1.length / CHUNK))
+function withChunks(x0: Float64Array, x1: Float64Array, min: number, max: number): BandXs {
+  const limit = (max - min) / LONG
+  const isLong = new Uint8Array(x0.length)
+  const long: number[] = []
+  const chunkMax = new Float64Array(Math.ceil(x1.length / CHUNK)).fill(-Infinity)
   for (let b = 0; b < x1.length; b++) {
+    if (x1[b]! - x0[b]! > limit) {
+      isLong[b] = 1
+      long.push(b)
+      continue
+    }
     const c = (b / CHUNK) | 0
-    if (x1[b]! > out[c]!) out[c] = x1[b]!
+    if (x1[b]! > chunkMax[c]!) chunkMax[c] = x1[b]!
   }
-  return out
+  return { x0, x1, min, max, chunkMax, long: Uint32Array.from(long), isLong }
 }
 
 export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64Array): BandXs {
@@ -183,7 +198,7 @@ export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64
       const f = bands.freeEvent[b]!
       x1[b] = f === LIVE ? bands.events : f
     }
-    return { x0, x1, min: 0, max: Math.max(1, bands.events), chunkMax: chunkMaxOf(x1) }
+    return withChunks(x0, x1, 0, Math.max(1, bands.events))
   }
   const t0 = time.length > 0 ? time[0]! : 0
   const end = time.length > 0 ? time[time.length - 1]! : 0
@@ -192,7 +207,7 @@ export function bandXs(bands: AllocBands, mode: 'event' | 'time', time?: Float64
     const f = bands.freeEvent[b]!
     x1[b] = f === LIVE ? end : time[f]!
   }
-  return { x0, x1, min: t0, max: Math.max(end, t0 + 1), chunkMax: chunkMaxOf(x1) }
+  return withChunks(x0, x1, t0, Math.max(end, t0 + 1))
 }
 
 /** The x value of the state after event `e` (the playhead's line). */
@@ -234,6 +249,17 @@ export interface BandRaster {
   small: number
 }
 
+/** Scratch buffers of a raster's size (newBandScratch), reused frame after frame. */
+export interface BandScratch {
+  coverage: Float32Array
+  rows: Int32Array
+  starts: Int32Array
+}
+
+export function newBandScratch(pixels: number): BandScratch {
+  return { coverage: new Float32Array(pixels), rows: new Int32Array(pixels), starts: new Int32Array(pixels) }
+}
+
 export const BAND_NONE = -1
 /** owner of a pixel holding only bands thinner than a pixel. */
 export const BAND_SMALL = -2
@@ -252,14 +278,18 @@ function firstFrom(x0: Float64Array, x: number): number {
 
 /**
  * Draws the bands in view into `pixels` (width × height, row 0 at the top) and which band each
- * pixel shows into `owner`; `coverage` is scratch of the same size. Returns the bands drawn.
+ * pixel shows into `owner`; `scratch` is of the same size. Returns the bands drawn.
  */
-export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pixels: Uint32Array, owner: Int32Array, coverage: Float32Array): number {
+export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pixels: Uint32Array, owner: Int32Array, scratch: BandScratch): number {
   const { width: W, height: H, lane, colors } = r
   const count = W * H
+  const { coverage, rows, starts } = scratch
   pixels.fill(r.background, 0, count)
   owner.fill(BAND_NONE, 0, count)
   coverage.fill(0, 0, count)
+  rows.fill(0, 0, count)
+  starts.fill(BAND_NONE, 0, count)
+  let narrow = false
   const vx0 = r.view.x0
   const sx = W / Math.max(1e-9, r.view.x1 - vx0)
   const sy = H / Math.max(1, r.view.yMax)
@@ -269,11 +299,21 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
   const end = firstFrom(x0, r.view.x1)
   let drawn = 0
   let small = false
-  const chunkMax = xs.chunkMax
-  for (let b = 0; b < end; b++) {
-    if ((b & (CHUNK - 1)) === 0 && chunkMax[b / CHUNK]! <= vx0) {
-      b += CHUNK - 1
-      continue
+  const { chunkMax, long, isLong } = xs
+  // The long bands first, then runs of the others, skipping runs that ended before the view.
+  const longCount = long.length
+  for (let i = 0, n = longCount + end; i < n; i++) {
+    let b: number
+    if (i < longCount) {
+      b = long[i]!
+      if (b >= end) continue
+    } else {
+      b = i - longCount
+      if ((b & (CHUNK - 1)) === 0 && chunkMax[b / CHUNK]! <= vx0) {
+        i += CHUNK - 1
+        continue
+      }
+      if (isLong[b] === 1) continue
     }
     const bx1 = x1[b]!
     if (bx1 <= vx0 || laneOf[b] !== lane) continue
@@ -305,6 +345,17 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
     }
     if (r0 < 0) r0 = 0
     if (r1 > H) r1 = H
+    if ((bx1 - x0[b]!) * sx < 1) {
+      // Narrower than a pixel: hundreds may share a column at a whole-trace view, each as tall
+      // as its bytes. Its rows are marked as a difference down the column (one write at each
+      // end) and the pass below paints each covered pixel once, with the band that began last
+      // above it.
+      rows[r0 * W + c0]!++
+      if (r1 < H) rows[r1 * W + c0]!--
+      starts[r0 * W + c0] = b
+      narrow = true
+      continue
+    }
     const color = colors[b]!
     for (let row = r0; row < r1; row++) {
       const p0 = row * W + c0
@@ -325,15 +376,32 @@ export function rasterizeBands(bands: AllocBands, xs: BandXs, r: BandRaster, pix
       for (let p = p0; p < p0 + (c1 - c0); p++) pixels[p] = edge
     }
   }
+  if (narrow) {
+    const run = new Int32Array(W)
+    const current = new Int32Array(W).fill(BAND_NONE)
+    for (let row = 0; row < H; row++) {
+      for (let c = 0, p = row * W; c < W; c++, p++) {
+        const started = starts[p]!
+        if (started !== BAND_NONE) current[c] = started
+        run[c]! += rows[p]!
+        if (run[c]! > 0 && owner[p] === BAND_NONE) {
+          const b = current[c]!
+          pixels[p] = colors[b]!
+          owner[p] = b
+        }
+      }
+    }
+  }
   if (small) {
-    const bg = r.background
-    const sm = r.small
+    // The shade at 64 levels of coverage, mixed once per frame, not per pixel.
+    const shades = new Uint32Array(65)
+    for (let level = 0; level <= 64; level++) shades[level] = mix(r.background, r.small, Math.min(1, 0.35 + level / 64))
     for (let row = 0; row < H; row++) {
       let c = 0
       for (let p = row * W, end = p + W; p < end; p++) {
         c += coverage[p]!
         if (c <= 1e-9 || owner[p] !== BAND_NONE) continue
-        pixels[p] = mix(bg, sm, Math.min(1, 0.35 + c))
+        pixels[p] = shades[c >= 1 ? 64 : (c * 64) | 0]!
         owner[p] = BAND_SMALL
       }
     }

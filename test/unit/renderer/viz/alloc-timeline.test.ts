@@ -4,7 +4,17 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { allocBands, bandXs, BAND_NONE, BAND_SMALL, eventAtX, LIVE, rasterizeBands, xOfEvent } from '../../../../src-renderer/viz/alloc-timeline.ts'
+import {
+  allocBands,
+  bandXs,
+  BAND_NONE,
+  BAND_SMALL,
+  eventAtX,
+  LIVE,
+  newBandScratch,
+  rasterizeBands,
+  xOfEvent,
+} from '../../../../src-renderer/viz/alloc-timeline.ts'
 
 /** A trace from [kind, id, size, device?] rows. */
 function trace(rows: [number, number, number, number?][]) {
@@ -108,7 +118,7 @@ describe('allocation timeline layout', () => {
       { width: W, height: H, lane: 0, view: { x0: 0, x1: 5, yMax: 100 }, colors: Uint32Array.from([0xff0000ff, 0xff00ff00]), background: 0, small: 0xffffffff },
       pixels,
       owner,
-      new Float32Array(W * H),
+      newBandScratch(W * H),
     )
     assert.equal(drawn, 2)
     // Band 0 fills rows 1..9 of columns 0..3; column 4 is after its free.
