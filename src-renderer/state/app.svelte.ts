@@ -126,7 +126,11 @@ export class AppState {
 
   /** The block followed through the trace (its events and its address's), or null. */
   followed = $state.raw<Followed | null>(null)
-  /** Every allocation as a band over time (the allocation timeline, the event list): computed on first use. */
+  /**
+   * Every allocation as a band over time (the allocation timeline, the event list), computed on
+   * first use (a few hundred milliseconds on a million events): views read it after the trace's
+   * first paint.
+   */
   bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device) : null)
 
   events = $derived(this.trace?.kind.length ?? 0)

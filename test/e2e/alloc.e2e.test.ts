@@ -46,6 +46,11 @@ describe('allocation timeline, event list and follow', { skip }, () => {
 
   it('draws a band per allocation and tells its size, lifetime and frame on hover', async () => {
     await page.locator('.map canvas').first().waitFor({ timeout: 90_000 })
+    // The bands are laid out just after the trace's first paint.
+    await timeline()
+      .locator('header')
+      .getByText(/[\d,]+ allocations/)
+      .waitFor()
     const header = await timeline().locator('header').textContent()
     const count = Number(/([\d,]+) allocations/.exec(header ?? '')![1]!.replaceAll(',', ''))
     assert.ok(count > 1000, `${count} allocations`)
