@@ -131,7 +131,7 @@ export class AppState {
    * first use (a few hundred milliseconds on a million events): views read it after the trace's
    * first paint.
    */
-  bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device) : null)
+  bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null)
 
   events = $derived(this.trace?.kind.length ?? 0)
   lastEvent = $derived(Math.max(0, this.events - 1))

@@ -26,8 +26,8 @@ export interface AllocBands {
   size: Float64Array
   /** Index into `lanes`. */
   lane: Uint16Array
-  /** One stack per device: its device number and the highest top any band reached. */
-  lanes: { device: number; peak: number }[]
+  /** One stack per device and memory pool: which, and the highest top any band reached. */
+  lanes: { device: number; pool: number; peak: number }[]
   /** Band of each alloc id (-1: none). */
   bandOfId: Int32Array
   /** Events in the trace (x domain in event mode: [0, events]). */
@@ -96,10 +96,12 @@ class LaneStack {
 }
 
 /**
- * The bands of a request trace. `device`: each event's device (absent: one device, 0). A free of
- * an id not live (allocated before the trace) is ignored, as replay does.
+ * The bands of a request trace. `device`: each event's device (absent: one device, 0); `pool`:
+ * its memory pool (absent: the default pools, 0), a stack of its own (a CUDA graph's private pool
+ * is memory of its own). A free of an id not live (allocated before the trace) is ignored, as
+ * replay does.
  */
-export function allocBands(kind: Uint8Array, id: Uint32Array, size: Float64Array, device?: Uint16Array | Uint32Array): AllocBands {
+export function allocBands(kind: Uint8Array, id: Uint32Array, size: Float64Array, device?: Uint16Array | Uint32Array, pool?: Uint32Array): AllocBands {
   const n = kind.length
   let allocs = 0
   let maxId = -1
@@ -116,18 +118,20 @@ export function allocBands(kind: Uint8Array, id: Uint32Array, size: Float64Array
   const bandOfId = new Int32Array(maxId + 1).fill(-1)
   const liveBand = new Int32Array(maxId + 1).fill(-1)
   const stacks: LaneStack[] = []
-  const lanes: { device: number; peak: number }[] = []
-  const laneOfDevice = new Map<number, number>()
+  const lanes: { device: number; pool: number; peak: number }[] = []
+  const laneOf = new Map<number, number>()
   let b = 0
   for (let i = 0; i < n; i++) {
     const k = kind[i]
     if (k === ALLOC) {
       const d = device ? device[i]! : 0
-      let l = laneOfDevice.get(d)
+      const p = pool ? pool[i]! : 0
+      const key = d * 4294967296 + p
+      let l = laneOf.get(key)
       if (l === undefined) {
         l = lanes.length
-        laneOfDevice.set(d, l)
-        lanes.push({ device: d, peak: 0 })
+        laneOf.set(key, l)
+        lanes.push({ device: d, pool: p, peak: 0 })
         stacks.push(new LaneStack())
       }
       const s = size[i]!

@@ -79,6 +79,23 @@ describe('allocation timeline layout', () => {
     assert.equal(b.lanes[1]!.peak, 25)
   })
 
+  it('keeps a stack of its own per memory pool (a CUDA graph pool)', () => {
+    const t = trace([
+      [0, 0, 10],
+      [0, 1, 20],
+      [0, 2, 5],
+    ])
+    const b = allocBands(t.kind, t.id, t.size, t.device, Uint32Array.from([0, 1, 0]))
+    assert.deepEqual(
+      b.lanes.map((l) => [l.device, l.pool, l.peak]),
+      [
+        [0, 0, 15],
+        [0, 1, 20],
+      ],
+    )
+    assert.deepEqual([...b.offset], [0, 0, 10])
+  })
+
   it('x extents in events and in time, the playhead and back', () => {
     const t = trace([
       [0, 0, 10],
