@@ -423,18 +423,19 @@ function mix(a: number, b: number, t: number): number {
 }
 
 /**
- * A colour per band: by its alloc's stack where the trace has stacks (one call site, one colour),
- * else by the band, from `palette`, each slightly lightened or darkened so neighbours differ.
+ * A colour per band: its hue by its alloc's stack where the trace has stacks (one call site, one
+ * hue), else by the band, from `palette`; its shade by the band, lightened or darkened, so that
+ * neighbouring bands of one call site still read apart.
  */
 export function bandColors(bands: AllocBands, stack: Int32Array, palette: Uint32Array): Uint32Array {
   const out = new Uint32Array(bands.count)
-  const shades = [0, 0.18, -0.15, 0.32, -0.28]
+  const shades = [0, 0.2, -0.15, 0.35, -0.28]
   const shaded: Uint32Array[] = shades.map((t) => palette.map((color) => (t === 0 ? color : tint(color, t))))
   for (let b = 0; b < bands.count; b++) {
     const s = stack[bands.allocEvent[b]!] ?? -1
-    const key = s >= 0 ? s : b
-    const h = Math.imul(key + 1, 0x9e3779b1) >>> 0
-    out[b] = shaded[(h >>> 8) % shades.length]![h % palette.length]!
+    const h = Math.imul((s >= 0 ? s : b) + 1, 0x9e3779b1) >>> 0
+    const shade = (Math.imul(b + 1, 0x85ebca6b) >>> 0) % shades.length
+    out[b] = shaded[shade]![h % palette.length]!
   }
   return out
 }

@@ -142,3 +142,35 @@ describe('allocation timeline, event list and follow', { skip }, () => {
     assert.deepEqual(pageErrors, [])
   })
 })
+
+describe('out-of-memory errors on the allocation timeline and in the event list', { skip }, () => {
+  let served: Served
+  let browser: Browser
+  let page: Page
+
+  before(async () => {
+    served = await serve([join(ROOT, 'test', 'fixtures', 'pytorch', 'real', 'oom_fraction__default.pickle')])
+    browser = await launchBrowser()
+    page = await browser.newPage({ viewport: { width: 1500, height: 1100 } })
+    await page.goto(served.url)
+  })
+  after(async () => {
+    await browser?.close()
+    await served?.stop()
+  })
+
+  it('ticks each out-of-memory error the program saw, and lists it', async () => {
+    const timeline = page.getByRole('region', { name: 'allocation timeline' })
+    await timeline
+      .locator('header')
+      .getByText(/[\d,]+ allocations/)
+      .waitFor({ timeout: 90_000 })
+    const ticks = timeline.locator('line.oom')
+    assert.ok((await ticks.count()) > 0, 'an out-of-memory tick')
+    const event = Number(/at event (\d+)/.exec((await ticks.first().locator('title').textContent()) ?? '')![1])
+    await page.locator('input[aria-label="event"]').fill(String(event))
+    const row = page.getByRole('region', { name: 'event list' }).locator('.row.current')
+    assert.match((await row.textContent()) ?? '', /out of memory/)
+    await timeline.screenshot({ path: join(OUTPUT, 'alloc-timeline-oom.png') })
+  })
+})
