@@ -117,7 +117,22 @@ describe('allocation timeline, event list and follow', { skip }, () => {
     await list.getByRole('button', { name: 'previous followed event' }).click()
     assert.equal(await eventPosition(page), first)
     assert.ok(await timeline().locator('rect.followed').count(), 'the followed band is outlined on the timeline')
+    await list.getByLabel('only these').check()
+    const shown = await list.locator('.list .row').evaluateAll((rows) => rows.map((r) => Number(r.getAttribute('data-event'))))
+    assert.equal(shown.length, Number(m[1]), 'only the followed events are listed')
+    await list.getByLabel('only these').uncheck()
     await page.screenshot({ path: join(OUTPUT, 'follow.png'), fullPage: true })
+  })
+
+  it('draws the bands over time as well as over events', async () => {
+    await timeline().getByLabel('x axis').selectOption('time')
+    const labels = await timeline().locator('svg .tick text').allTextContents()
+    assert.ok(
+      labels.some((l) => /\d (µs|ms|s)$/.test(l)),
+      `time labels: ${labels.join(', ')}`,
+    )
+    await timeline().screenshot({ path: join(OUTPUT, 'alloc-timeline-time.png') })
+    await timeline().getByLabel('x axis').selectOption('event')
   })
 
   it('outlines the segments on the maps', async () => {
