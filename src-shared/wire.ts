@@ -27,8 +27,10 @@ export interface TraceToSend {
     time: Float64Array
     stack: Int32Array
     tag: Int32Array
+    /** Memory pool of each alloc and free (0: the default pools); absent: all in the default pools. */
+    pool?: Uint32Array
   }
-  tables: { streams: string[]; frames: Frame[]; stacks: readonly Uint32Array[]; tags: string[]; markers: string[] }
+  tables: { streams: string[]; frames: Frame[]; stacks: readonly Uint32Array[]; tags: string[]; markers: string[]; pools?: string[] }
   meta: unknown
 }
 
@@ -48,6 +50,11 @@ export interface TraceDataSent {
   tag: Int32Array
   stackOffsets: Uint32Array
   stackFrames: Uint32Array
+  /** Device of each event (absent from bundles that did not carry it). */
+  device?: Uint16Array
+  /** Memory pool of each event (0: the default pools, k: pools[k - 1]); absent: all in the default pools. */
+  pool?: Uint32Array
+  pools?: string[]
 }
 
 export function packTraceData(summary: TraceSummary, trace: TraceToSend): Bundle {
@@ -58,15 +65,30 @@ export function packTraceData(summary: TraceSummary, trace: TraceToSend): Bundle
   const stackFrames = new Uint32Array(stackOffsets[t.stacks.length]!)
   t.stacks.forEach((s, i) => stackFrames.set(s, stackOffsets[i]!))
   return {
-    meta: { summary, streams: t.streams, frames: t.frames, tags: t.tags, markers: t.markers, meta: trace.meta },
-    arrays: { kind: e.kind, id: e.id, size: e.size, stream: e.stream, device: e.device, time: e.time, stack: e.stack, tag: e.tag, stackOffsets, stackFrames },
+    meta: { summary, streams: t.streams, frames: t.frames, tags: t.tags, markers: t.markers, ...(t.pools && { pools: t.pools }), meta: trace.meta },
+    arrays: {
+      kind: e.kind,
+      id: e.id,
+      size: e.size,
+      stream: e.stream,
+      device: e.device,
+      time: e.time,
+      stack: e.stack,
+      tag: e.tag,
+      stackOffsets,
+      stackFrames,
+      ...(e.pool && { pool: e.pool }),
+    },
   }
 }
 
 export function readTraceData({ meta, arrays }: Bundle): TraceDataSent {
-  const m = meta as Pick<TraceDataSent, 'summary' | 'streams' | 'frames' | 'tags' | 'markers'>
+  const m = meta as Pick<TraceDataSent, 'summary' | 'streams' | 'frames' | 'tags' | 'markers' | 'pools'>
   const a = arrays as unknown as Omit<TraceDataSent, 'summary' | 'streams' | 'frames' | 'tags' | 'markers'>
   return {
+    ...(a.device && { device: a.device }),
+    ...(a.pool && { pool: a.pool }),
+    ...(m.pools && { pools: m.pools }),
     summary: m.summary,
     streams: m.streams,
     frames: m.frames,

@@ -3,9 +3,11 @@
 import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
+import { allocBands } from '../viz/alloc-timeline.ts'
 import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
 import type { Theme } from '../viz/palette.ts'
+import { follow, stepFollowed, type Followed } from '../viz/events.ts'
 import { peakReservedEvent } from '../viz/peak.ts'
 import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
@@ -124,6 +126,15 @@ export class AppState {
   /** Figures of the last load, for the status line and benchmarks. */
   timings = $state<{ openMs: number; replayMs: number; decodeMs: number }>({ openMs: 0, replayMs: 0, decodeMs: 0 })
 
+  /** The block followed through the trace (its events and its address's), or null. */
+  followed = $state.raw<Followed | null>(null)
+  /**
+   * Every allocation as a band over time (the allocation timeline, the event list), computed on
+   * first use (a few hundred milliseconds on a million events): views read it after the trace's
+   * first paint.
+   */
+  bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null)
+
   events = $derived(this.trace?.kind.length ?? 0)
   lastEvent = $derived(Math.max(0, this.events - 1))
 
@@ -174,6 +185,7 @@ export class AppState {
       this.diff = null
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
       this.selection = null
+      this.followed = null
       this.range = null
       // A recorded out-of-memory is what such a file is opened to look at: the playhead starts there
       // and stays. Otherwise at the end until the first map lands, then at its peak of reserved
@@ -251,6 +263,7 @@ export class AppState {
       // The rest of the spec's strategies (the first job replayed `count` of them).
       if (this.pendingMaps > 0) this.pendingMaps = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       this.selection = null
+      this.followed = null
       const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false))
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
@@ -445,5 +458,24 @@ export class AppState {
 
   select(selection: Selection | null): void {
     this.selection = selection
+  }
+
+  /** Follows a block of a strategy: its alloc and free, and every block that lived at its address. */
+  follow(selection: Selection | null): void {
+    const trace = this.trace
+    const bands = this.bands
+    const view = selection ? this.strategies[selection.strategy] : undefined
+    this.followed = selection && trace && bands && view ? follow(trace.kind, trace.id, bands, view.model, selection.strategy, selection.block) : null
+  }
+
+  /** Moves the playhead to the next (1) or previous (-1) event of what is followed. */
+  stepFollow(direction: 1 | -1): void {
+    const f = this.followed
+    if (!f) return
+    const e = stepFollowed(f.events, this.event, direction)
+    if (e >= 0) {
+      this.pause()
+      this.seek(e)
+    }
   }
 }

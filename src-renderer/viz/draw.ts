@@ -25,6 +25,11 @@ export interface MapPalette {
   freedGhost: number
   /** Live colours by category (stream, size class, tag or frame). */
   categories: Uint32Array
+  /**
+   * Colour the outline of each segment (a region of memory or of reserved address space) is mixed
+   * toward (a third of the way) over whatever is drawn there; absent: no outlines.
+   */
+  segmentOutline?: number
 }
 
 export interface DrawRequest {
@@ -171,7 +176,42 @@ export function rasterize(
     if (p1 - p0 >= 4 && x0 >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
     fillOwner(owner, k, p0, p1)
   }
+  if (palette.segmentOutline !== undefined) outlineSegments(model, placed, regions, request, palette.segmentOutline, pixels)
   return { liveBlocksDrawn, bytesPerPixel: bpp }
+}
+
+/**
+ * Outlines each segment over the blocks: its pixels with no pixel of it above (the first row's
+ * worth from its start) or below (the last row's worth to its end), and its first and last pixel.
+ * O(width) per segment, whatever its size. Segments narrower than two rows are left as they are
+ * (their first pixel is marked already), so a map of many small slabs stays readable.
+ */
+function outlineSegments(model: StrategyModel, placed: PlacedModel, regions: Uint32Array, request: DrawRequest, outline: number, pixels: Uint32Array): void {
+  const { width, height, view } = request
+  const count = width * height
+  const bpp = view.length / count
+  const r = model.regions
+  for (const k of regions) {
+    if (r.kind[k] === RegionKind.mapping) continue
+    const lin = placed.regionLinear[k]!
+    const x0 = (lin - view.start) / bpp
+    const x1 = (lin + r.size[k]! - view.start) / bpp
+    if (x1 <= 0 || x0 >= count || x1 - x0 < 2 * width) continue
+    const p0 = Math.max(0, Math.floor(x0))
+    const p1 = Math.min(count, Math.ceil(x1))
+    // The top edge only where the segment starts in view (else its start is above the view).
+    if (x0 >= 0) for (let p = p0; p < Math.min(p1, p0 + width); p++) pixels[p] = mixThird(pixels[p]!, outline)
+    if (x1 <= count) for (let p = Math.max(p0, p1 - width); p < p1; p++) pixels[p] = mixThird(pixels[p]!, outline)
+    if (x1 <= count && p1 > 0) pixels[p1 - 1] = mixThird(pixels[p1 - 1]!, outline)
+  }
+}
+
+/** A 0xAABBGGRR colour a third of the way toward another, opaque: an outline that does not hide what it crosses. */
+function mixThird(a: number, b: number): number {
+  const r = ((a & 0xff) * 2 + (b & 0xff)) / 3
+  const g = (((a >>> 8) & 0xff) * 2 + ((b >>> 8) & 0xff)) / 3
+  const bl = (((a >>> 16) & 0xff) * 2 + ((b >>> 16) & 0xff)) / 3
+  return (0xff000000 | (Math.round(bl) << 16) | (Math.round(g) << 8) | Math.round(r)) >>> 0
 }
 
 // Two functions, not one over both array types, so that each call site stays monomorphic.

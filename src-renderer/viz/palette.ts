@@ -25,6 +25,7 @@ export function mapPalette(theme: Theme): MapPalette {
     freedGhost: dark ? rgba(140, 150, 170) : rgba(120, 130, 150),
     edgeDarken: 0.35,
     categories: Uint32Array.from(SERIES.map(hex)),
+    segmentOutline: dark ? rgba(200, 210, 230) : rgba(40, 48, 64),
   }
 }
 
