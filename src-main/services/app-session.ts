@@ -693,39 +693,11 @@ export class AppSession {
 /** The lab's result as the API sends it: no NaN, and each row with the replay that shows it. */
 export function whatifReport(r: WhatifResult): WhatifReport {
   const finite = (v: number): number | null => (Number.isFinite(v) ? v : null)
+  const { rows, eventsReplayed: _e, eventsPerSecondPerCore: _r, fidelity, ...rest } = r
   return {
-    events: r.events,
-    ...(r.recordedConf !== undefined && { recordedConf: r.recordedConf }),
-    limit: r.limit,
-    ...(r.implied && { implied: r.implied }),
-    deviceBytes: r.deviceBytes,
-    rows: r.rows.map((row) => ({
-      rank: row.rank,
-      ...(row.notRanked !== undefined && { notRanked: row.notRanked }),
-      conf: row.conf,
-      kind: row.kind,
-      label: row.label,
-      ...(row.line !== undefined && { line: row.line }),
-      strategy: row.strategy,
-      params: row.params,
-      peakReserved: row.peakReserved,
-      peakAllocated: row.peakAllocated,
-      peakRequested: row.peakRequested,
-      segments: row.segments,
-      maps: row.maps,
-      deviceCalls: row.deviceCalls,
-      fragmentationAtPeak: finite(row.fragmentationAtPeak),
-      failures: row.failures,
-      firstFailureEvent: row.firstFailureEvent,
-      oomReproduced: row.oomReproduced,
-      smallestFittingBytes: row.smallestFittingBytes,
-      growing: row.growing,
-      replay: rowReplay(row, r.limit.bytes),
-    })),
-    ...(r.fidelity && { fidelity: { ...r.fidelity, peakReservedError: finite(r.fidelity.peakReservedError) ?? 0 } }),
-    elapsedMs: r.elapsedMs,
-    replays: r.replays,
-    cores: r.cores,
+    ...rest,
+    rows: rows.map(({ replays: _n, ...row }) => ({ ...row, fragmentationAtPeak: finite(row.fragmentationAtPeak), replay: rowReplay(row, r.limit.bytes) })),
+    ...(fidelity && { fidelity: { ...fidelity, peakReservedError: finite(fidelity.peakReservedError) ?? 0 } }),
   }
 }
 

@@ -90,6 +90,19 @@ export function allocateEvents(n: number): TraceEvents {
   }
 }
 
+/** Copies event row `i` of `from` into row `j` of `to`, every column (the pool where `to` has one). */
+export function copyEventRow(from: TraceEvents, i: number, to: TraceEvents, j: number): void {
+  to.kind[j] = from.kind[i]!
+  to.id[j] = from.id[i]!
+  to.size[j] = from.size[i]!
+  to.stream[j] = from.stream[i]!
+  to.device[j] = from.device[i]!
+  to.time[j] = from.time[i]!
+  to.stack[j] = from.stack[i]!
+  to.tag[j] = from.tag[i]!
+  if (to.pool) to.pool[j] = from.pool?.[i] ?? 0
+}
+
 export function sliceEvents(e: TraceEvents, n: number): TraceEvents {
   return {
     kind: e.kind.slice(0, n),

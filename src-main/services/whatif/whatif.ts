@@ -13,13 +13,14 @@ import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { ConfError, confLine, confModel, formatPytorchConf, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
+import type { WhatifReport, WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import type { OpenedInput } from '../import/open-input.ts'
 import { placementFor, recordedConf } from '../replay/replay-input.ts'
 
 export { recordedConf, recordedSettings } from '../replay/replay-input.ts'
 import { findStrategy } from '../replay/allocators.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
-import { EventKind, type RequestTrace, type TraceEvents } from '../trace/model.ts'
+import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
 export const DEFAULT_DEVICE_BYTES = 85_017_493_504
@@ -52,86 +53,15 @@ export interface WhatifProgress {
   label: string
 }
 
-export type RowKind = 'recorded' | 'pytorch' | 'strategy'
+// The row, the implied limit and the fidelity are declared once, as the app receives them
+// (src-shared/whatif-report.ts); here a row's fragmentation is a number (NaN where not measured)
+// and it counts its replays.
+export type RowKind = WhatifReportRow['kind']
+export type WhatifRow = Omit<WhatifReportRow, 'replay' | 'fragmentationAtPeak'> & { fragmentationAtPeak: number; replays: number }
+export type WhatifFidelity = NonNullable<WhatifReport['fidelity']>
+export type ImpliedLimit = NonNullable<WhatifReport['implied']>
 
-export interface WhatifRow {
-  /** The configuration as PYTORCH_ALLOC_CONF ('' for PyTorch's defaults); a strategy row's spec otherwise. */
-  conf: string
-  kind: RowKind
-  label: string
-  /** The line to paste; undefined for strategies PyTorch cannot be told to use. */
-  line?: string
-  strategy: string
-  params: Record<string, string>
-  /** Under the limit (or unlimited). */
-  peakReserved: number
-  /** PyTorch's allocated_bytes: block sizes as rounded. */
-  peakAllocated: number
-  peakRequested: number
-  /** Segments obtained with cudaMalloc (PyTorch's segment.all.allocated). */
-  segments: number
-  /** Pages mapped into expandable segments. */
-  maps: number
-  deviceCalls: number
-  fragmentationAtPeak: number
-  /** Requests that did not fit under the limit, and the first one's event index. */
-  failures: number
-  firstFailureEvent: number
-  /** The recording's out-of-memory request(s): how many failed again in this replay. */
-  oomReproduced: number
-  /** Smallest limit under which the whole trace runs with no failure, to within 1 %; null when none up to the device. */
-  smallestFittingBytes: number | null
-  /** Reserved memory keeps growing over the trace while allocated memory does not. */
-  growing: boolean
-  /** Rank, 1 = best: no failures first, then the smallest fitting limit, then peak reserved. */
-  rank: number
-  /** Why a row is not ranked (0 rank): e.g. a setting the model leaves out. */
-  notRanked?: string
-  replays: number
-}
-
-export interface WhatifFidelity {
-  conf: string
-  recordedPeakReserved: number
-  replayedPeakReserved: number
-  /** (replayed - recorded) / recorded. */
-  peakReservedError: number
-  recordedSegments: number
-  replayedSegments: number
-  /** Index of the first segment event (reserve or release, with its size) where the two differ; -1: the same sequence. */
-  firstSegmentDifference: number
-  segmentEvents: number
-}
-
-export interface ImpliedLimit {
-  /** The limit lies in [lowBytes, highBytes): reserved memory reached lowBytes without a failure, and the failed request needed more than highBytes allowed. */
-  lowBytes: number
-  highBytes: number
-  /** The failed request. */
-  size: number
-  stream: string
-  event: number
-  /** cudaMemGetInfo's free memory at the failure, when the snapshot kept it. */
-  deviceFree?: number
-  /** 'device': the GPU itself was full (device_free below the request); 'fraction': a per-process limit. */
-  source: 'device' | 'fraction'
-}
-
-export interface WhatifResult {
-  events: number
-  /** The recorded configuration, when the trace carries one. */
-  recordedConf?: string
-  limit: { bytes: number | null; source: 'option' | 'implied' | 'none' }
-  implied?: ImpliedLimit
-  deviceBytes: number
-  rows: WhatifRow[]
-  fidelity?: WhatifFidelity
-  elapsedMs: number
-  replays: number
-  eventsReplayed: number
-  cores: number
-  eventsPerSecondPerCore: number
-}
+export type WhatifResult = Omit<WhatifReport, 'rows'> & { rows: WhatifRow[]; eventsReplayed: number; eventsPerSecondPerCore: number }
 
 export class WhatifError extends Error {
   override name = 'WhatifError'
@@ -297,54 +227,23 @@ export function withOomRequests(trace: RequestTrace): { trace: RequestTrace; oom
   if (count === 0) return { trace, ooms: [] }
   let nextId = 0
   for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.alloc && e.id[i]! >= nextId) nextId = e.id[i]! + 1
-  const m = n + count
-  const out: TraceEvents = {
-    kind: new Uint8Array(m),
-    id: new Uint32Array(m),
-    size: new Float64Array(m),
-    stream: new Uint32Array(m),
-    device: new Uint16Array(m),
-    time: new Float64Array(m),
-    stack: new Int32Array(m),
-    tag: new Int32Array(m),
-  }
+  const out = allocateEvents(n + count)
+  if (e.pool) out.pool = new Uint32Array(n + count)
   const ooms: number[] = []
   let j = 0
-  const copy = (i: number): void => {
-    out.kind[j] = e.kind[i]!
-    out.id[j] = e.id[i]!
-    out.size[j] = e.size[i]!
-    out.stream[j] = e.stream[i]!
-    out.device[j] = e.device[i]!
-    out.time[j] = e.time[i]!
-    out.stack[j] = e.stack[i]!
-    out.tag[j] = e.tag[i]!
-    j++
-  }
   for (let i = 0; i < n; i++) {
     if (e.kind[i] !== EventKind.oom) {
-      copy(i)
+      copyEventRow(e, i, out, j++)
       continue
     }
-    copy(i)
-    out.kind[j - 1] = EventKind.alloc
-    out.id[j - 1] = nextId
-    ooms.push(j - 1)
-    copy(i)
-    out.kind[j - 1] = EventKind.free
-    out.id[j - 1] = nextId
-    out.size[j - 1] = e.size[i]!
-    nextId++
-  }
-  const pool = (e as TraceEvents & { pool?: Uint32Array }).pool
-  if (pool) {
-    const p = new Uint32Array(m)
-    let k = 0
-    for (let i = 0; i < n; i++) {
-      p[k++] = pool[i]!
-      if (e.kind[i] === EventKind.oom) p[k++] = pool[i]!
-    }
-    ;(out as TraceEvents & { pool?: Uint32Array }).pool = p
+    // The oom becomes its request: an alloc of a new id, freed at once.
+    copyEventRow(e, i, out, j)
+    out.kind[j] = EventKind.alloc
+    out.id[j] = nextId
+    ooms.push(j++)
+    copyEventRow(e, i, out, j)
+    out.kind[j] = EventKind.free
+    out.id[j++] = nextId++
   }
   return { trace: { ...trace, events: out }, ooms }
 }

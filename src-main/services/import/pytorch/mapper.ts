@@ -27,7 +27,7 @@ import { basename } from 'node:path'
 import { plural } from '../../../../src-shared/compare.ts'
 import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
 import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
-import { EventKind, allocateEvents, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
+import { EventKind, allocateEvents, copyEventRow, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
 import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
@@ -1154,18 +1154,7 @@ function keepTrims(events: TraceEvents, partial: PartialReleases): TraceEvents {
   if (dropped === 0) return events
   const out = allocateEvents(n - dropped)
   let j = 0
-  for (let i = 0; i < n; i++) {
-    if (events.kind[i] === EventKind.trim && events.id[i] === 1) continue
-    out.kind[j] = events.kind[i]!
-    out.id[j] = events.id[i]!
-    out.size[j] = events.size[i]!
-    out.stream[j] = events.stream[i]!
-    out.device[j] = events.device[i]!
-    out.time[j] = events.time[i]!
-    out.stack[j] = events.stack[i]!
-    out.tag[j] = events.tag[i]!
-    j++
-  }
+  for (let i = 0; i < n; i++) if (events.kind[i] !== EventKind.trim || events.id[i] !== 1) copyEventRow(events, i, out, j++)
   return out
 }
 
