@@ -2,10 +2,9 @@
 // fails as bad input (exit code 2), and opening and replaying a file with progress shown.
 import { InputError } from '../services/input-error.ts'
 import { openInput, type OpenedInput } from '../services/import/open-input.ts'
-import { recordedConf, replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
-import { findStrategy } from '../services/replay/allocators.ts'
+import { buildModel, recordedConf, replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
 import { DEFAULT_DEVICE_BYTES } from '../services/whatif/whatif.ts'
-import { confModel, formatPytorchConf, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
+import { formatPytorchConf, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
 import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from '../services/units.ts'
@@ -121,10 +120,8 @@ function confSpec(input: OpenedInput, text: string): StrategySpec {
     conf = recorded
   }
   const parsed = parsePytorchConf(conf)
-  const model = confModel(parsed, 0, DEFAULT_DEVICE_BYTES)
-  const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
-  const missing = Object.keys(model.params).filter((k) => !known.has(k))
-  if (missing.length > 0) throw new OptionError('--conf', `'${text}': this build's model of PyTorch lacks ${missing.join(', ')}`)
+  const model = buildModel(parsed, 0, DEFAULT_DEVICE_BYTES)
+  if (model.notModelled.length > 0) throw new OptionError('--conf', `'${text}': this build's model of PyTorch lacks ${model.notModelled.join(', ')}`)
   const printed = formatPytorchConf(parsed)
   return { label: `pytorch (${text === 'recorded' ? 'recorded: ' : ''}${printed || 'defaults'})`, strategy: model.strategy, params: model.params }
 }

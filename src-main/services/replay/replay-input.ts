@@ -4,7 +4,7 @@
 // the trace file stores them, ready to print, export or save. Recorded layouts and replays meet
 // on the request events here too (recordedOnEvents), for the app's replay bundle.
 import { isRecorded } from '../../../src-shared/compare.ts'
-import { confModel, confOfSnapshotSettings, parsePytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import { confModel, confOfSnapshotSettings, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import type { Bundle } from '../../../src-shared/contract.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -81,12 +81,25 @@ export function withRecordedSettings(spec: StrategySpec, trace: RequestTrace): {
   if (!conf) return { spec }
   // garbage_collection_threshold is a fraction of the limit, which a snapshot does not record:
   // here of the simulated device (80 GiB), unless the spec gives max_reserved.
-  const model = confModel(parsePytorchConf(conf), 0, 80 * 2 ** 30)
+  const model = buildModel(parsePytorchConf(conf), 0, 80 * 2 ** 30)
+  const notModelled = model.notModelled
+  return {
+    spec: { ...spec, params: { ...spec.params, ...model.params }, label: `${spec.label} [${conf}]` },
+    conf,
+    ...(notModelled.length > 0 && { notModelled }),
+  }
+}
+
+/** confModel on this build's model: a parameter its strategy lacks is left out and named in notModelled, not guessed. */
+export function buildModel(conf: PytorchConf, limitBytes: number, deviceBytes: number): ConfModel {
+  const model = confModel(conf, limitBytes, deviceBytes)
   const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
-  const notModelled = Object.keys(model.params).filter((k) => !known.has(k))
-  const params = { ...spec.params }
-  for (const [k, v] of Object.entries(model.params)) if (known.has(k)) params[k] = v
-  return { spec: { ...spec, params, label: `${spec.label} [${conf}]` }, conf, ...(notModelled.length > 0 && { notModelled }) }
+  for (const key of Object.keys(model.params))
+    if (!known.has(key)) {
+      model.notModelled.push(key)
+      delete model.params[key]
+    }
+  return model
 }
 
 /** The caching strategy with PyTorch's policy: the one the recorded placement is meant for. */

@@ -11,15 +11,13 @@ import { availableParallelism } from 'node:os'
 
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
-import { ConfError, confLine, confModel, formatPytorchConf, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confLine, formatPytorchConf, parsePytorchConf, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import type { WhatifReport, WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import type { OpenedInput } from '../import/open-input.ts'
-import { placementFor, recordedConf } from '../replay/replay-input.ts'
-
-export { recordedConf, recordedSettings } from '../replay/replay-input.ts'
-import { findStrategy } from '../replay/allocators.ts'
+import { buildModel, placementFor, recordedConf } from '../replay/replay-input.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
+
 import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
@@ -196,14 +194,8 @@ function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config
     throw e
   }
   const conf = formatPytorchConf(parsed)
-  const model: ConfModel = confModel(parsed, 0, deviceBytes)
   // A setting this build's model lacks is named, and the row left unranked, not guessed.
-  const known = new Set(findStrategy(model.strategy).params.map((p) => p.name))
-  for (const key of Object.keys(model.params))
-    if (!known.has(key)) {
-      model.notModelled.push(key)
-      delete model.params[key]
-    }
+  const model = buildModel(parsed, 0, deviceBytes)
   return {
     conf,
     kind,
