@@ -232,11 +232,6 @@ export function confModel(conf: PytorchConf, limitBytes: number, deviceBytes: nu
   return { strategy: 'caching', params, notModelled }
 }
 
-/** `strategy:key=value:...`, the CLI's strategy syntax, for a model. */
-export function modelSpec(model: ConfModel): string {
-  return [model.strategy, ...Object.entries(model.params).map(([k, v]) => `${k}=${v}`)].join(':')
-}
-
 /**
  * The configuration a snapshot was recorded with, from its `allocator_settings` (PyTorch 2.11 keeps
  * the configuration string it parsed, and each value): the string when it is there, else the

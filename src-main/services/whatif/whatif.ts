@@ -13,7 +13,7 @@ import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { ConfError, confLine, formatPytorchConf, parsePytorchConf, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
-import type { WhatifReport, WhatifReportRow } from '../../../src-shared/whatif-report.ts'
+import { strategySpecText, type WhatifReport, type WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import type { OpenedInput } from '../import/open-input.ts'
 import { buildModel, placementFor, recordedConf } from '../replay/replay-input.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
@@ -168,7 +168,7 @@ function strategyRows(peakRequested: number): Config[] {
     ['caching', { preset: 'pow2' }, 'caching, power-of-two classes'],
   ]
   return rows.map(([strategy, params, label]) => ({
-    conf: [strategy, ...Object.entries(params).map(([k, v]) => `${k}=${v}`)].join(':'),
+    conf: strategySpecText(strategy, params),
     kind: 'strategy',
     label,
     strategy,
