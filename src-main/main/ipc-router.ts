@@ -6,6 +6,7 @@
 // those (dialog, command line, file association, recent files). Everything else goes to the worker.
 import { specOf, type AppInfo, type MainChannel, type RecentFile } from '../../src-shared/contract.ts'
 import { dispatch, type Handlers } from '../ipc/dispatch.ts'
+import { isBundleFile, takeBundleFile } from '../utility/bundle-file.ts'
 import type { WorkerClient } from '../utility/client.ts'
 import { WORKER_CHANNELS, type WorkerChannel } from '../utility/protocol.ts'
 import { isAppUrl } from './security.ts'
@@ -107,7 +108,11 @@ export class IpcRouter {
       forwarded[channel] =
         specOf(channel).job === 'trace'
           ? async (arg) => this.track(windowId, undefined, (await worker.call(channel, arg)) as { jobId: string })
-          : (arg) => worker.call(channel, arg)
+          : async (arg) => {
+              const result = await worker.call(channel, arg)
+              // A worker that wrote a bundle to a file (a Node fork; the app's utility process sends bytes).
+              return isBundleFile(result) ? takeBundleFile(result) : result
+            }
     const own: Pick<Handlers, MainChannel | 'app:info' | 'trace:openPath' | 'job:result'> = {
       'app:info': async () => {
         const info = await worker.call('app:info', undefined)

@@ -3,6 +3,7 @@
 // kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
 // doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
 import { specOf, type BundleChannel, type Channel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
+import type { BundleFile } from './bundle-file.ts'
 import type { HostTransport, SessionRequest, WorkerExit, WorkerInit, WorkerMessage, WorkerRequest } from './protocol.ts'
 
 /** A call (or a job) lost because the worker process ended. */
@@ -16,8 +17,11 @@ export class WorkerExitedError extends Error {
   }
 }
 
-/** The worker's result for a channel: bundles arrive as the bytes of one ArrayBuffer. */
-export type WorkerResult<C extends Channel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
+/**
+ * The worker's result for a channel: bundles arrive as the bytes of one ArrayBuffer, or as a file
+ * the caller now owns (a worker forked by Node, for large bundles: bundle-file.ts).
+ */
+export type WorkerResult<C extends Channel> = C extends BundleChannel ? ArrayBuffer | BundleFile : ChannelResult<C>
 
 interface Pending {
   resolve(value: unknown): void
@@ -68,6 +72,11 @@ export class WorkerClient {
   /** The running worker's process id, if one is running. */
   get pid(): number | undefined {
     return this.worker?.transport.pid
+  }
+
+  /** The running worker's folder for bundle files, where it has one. */
+  get bundleDir(): string | undefined {
+    return this.worker?.transport.bundleDir
   }
 
   /** Generation of the running worker (1 for the first, +1 after each restart); 0 before any. */
@@ -177,7 +186,7 @@ export class WorkerClient {
         if (!pending) return
         worker.pending.delete(message.id)
         if (!message.ok) pending.reject(Object.assign(new Error(message.error.message), { code: message.error.code }))
-        else pending.resolve('bundle' in message ? message.bundle : message.value)
+        else pending.resolve('file' in message ? message.file : 'bundle' in message ? message.bundle : message.value)
       }
     }
   }

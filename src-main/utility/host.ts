@@ -3,10 +3,12 @@
 // answered with a reply of the same id; every job the session starts is watched and its status
 // pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
 // how far a job got if this process dies.
-import { encodeBundle } from '../../src-shared/bundle.ts'
+import { encodeBundleParts } from '../../src-shared/bundle.ts'
+import { concatBytes } from '../../src-shared/bytes.ts'
 import { CHANNELS, specOf, type Bundle, type Channel, type JobStatus } from '../../src-shared/contract.ts'
 import { dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { AppSession, DEFAULT_PAGE, sessionHandlers } from '../services/app-session.ts'
+import { BUNDLE_FILE_MIN_BYTES, writeBundleFile } from './bundle-file.ts'
 import { WORKER_CHANNELS, type HostPort, type SessionRequest, type WorkerInit, type WorkerRequest } from './protocol.ts'
 
 /** How often a running job's status is looked at (and pushed when it changed). */
@@ -46,13 +48,13 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     })
   }
 
-  /** A call as the contract says it crosses: a job is watched, a bundle goes as its bytes. */
-  async function call(channel: Channel, arg: unknown, page = DEFAULT_PAGE): Promise<{ value: unknown } | { bundle: Uint8Array }> {
+  /** A call as the contract says it crosses: a job is watched, a bundle goes as its bytes (in pieces: encodeBundleParts). */
+  async function call(channel: Channel, arg: unknown, page = DEFAULT_PAGE): Promise<{ value: unknown } | { parts: Uint8Array[] }> {
     session!.seen(page)
     const result = await dispatch(workerHandlers(session!, page, everyChannel), channel, arg)
     const spec = specOf(channel)
     if (spec.job) watchJob((result as { jobId: string }).jobId)
-    if (spec.result.kind === 'bundle') return { bundle: encodeBundle(result as Bundle) }
+    if (spec.result.kind === 'bundle') return { parts: encodeBundleParts(result as Bundle) }
     return { value: result }
   }
 
@@ -95,9 +97,18 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
         return
       }
       const out = await call(request.channel, request.arg, request.page)
-      if ('bundle' in out) {
-        // encodeBundle's buffer holds exactly the bundle: it can be moved, not copied.
-        const buffer = out.bundle.buffer as ArrayBuffer
+      if ('parts' in out) {
+        const bytes = out.parts.reduce((n, p) => n + p.byteLength, 0)
+        if (port.bundleDir !== undefined && bytes >= BUNDLE_FILE_MIN_BYTES) {
+          try {
+            port.post({ type: 'reply', id: request.id, ok: true, file: await writeBundleFile(port.bundleDir, out.parts) })
+            return
+          } catch {
+            // No room for it on disk (or the folder is gone): it goes as bytes, as it always can.
+          }
+        }
+        // One buffer that holds exactly the bundle: it can be moved, not copied.
+        const buffer = concatBytes(out.parts, true).buffer as ArrayBuffer
         port.post({ type: 'reply', id: request.id, ok: true, bundle: buffer }, [buffer])
       } else port.post({ type: 'reply', id: request.id, ok: true, value: out.value })
     } catch (e) {

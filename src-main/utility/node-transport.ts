@@ -1,7 +1,12 @@
 // A worker process started with Node's child_process.fork: how tests (and any plain-Node host)
 // run the same worker the app runs under Electron's utilityProcess.
 import { fork } from 'node:child_process'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
+
+import { BUNDLE_DIR_ENV } from './bundle-file.ts'
 
 import type { HostTransport, WorkerExit, WorkerMessage } from './protocol.ts'
 
@@ -16,19 +21,34 @@ export interface NodeWorkerOptions {
 
 export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
   const entry = options.entry ?? WORKER_SOURCE
+  // Large bundles come back as files in a folder of this worker's own (bundle-file.ts), removed
+  // when it ends. Where no folder can be made, they come through the channel.
+  let bundleDir: string | undefined
+  try {
+    bundleDir = mkdtempSync(join(tmpdir(), 'vramscope-bundles-'))
+  } catch {
+    bundleDir = undefined
+  }
+  const removeBundleDir = () => {
+    if (bundleDir !== undefined) rmSync(bundleDir, { recursive: true, force: true })
+    process.off('exit', removeBundleDir)
+  }
+  // A host that ends first (its worker then ends with it) leaves no folder behind either.
+  if (bundleDir !== undefined) process.once('exit', removeBundleDir)
   const child = fork(entry, [], {
     // tsx named by its location, not its name: the parent's working directory may be anywhere.
     execArgv: entry.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [],
     // v8 serialization: ArrayBuffers and typed arrays cross as bytes (JSON would turn them into objects).
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: options.env ?? process.env,
+    env: { ...(options.env ?? process.env), ...(bundleDir !== undefined && { [BUNDLE_DIR_ENV]: bundleDir }) },
   })
   const exitListeners: ((exit: WorkerExit) => void)[] = []
   let exit: WorkerExit | undefined
   const ended = (e: WorkerExit) => {
     if (exit) return
     exit = e
+    removeBundleDir()
     for (const listener of exitListeners) listener(e)
   }
   child.on('exit', (code, signal) => ended({ code, signal }))
@@ -40,6 +60,7 @@ export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
     get pid() {
       return child.pid
     },
+    ...(bundleDir !== undefined && { bundleDir }),
     post: (message) => {
       if (!child.connected) throw new Error('the worker process is not connected')
       child.send(message)

@@ -4,6 +4,7 @@
 // side sees only a `HostTransport` / `HostPort`, never the process API underneath.
 import { CHANNELS, specOf, type Channel, type JobStatus, type MainChannel } from '../../src-shared/contract.ts'
 import type { SessionOptions } from '../services/app-session.ts'
+import type { BundleFile } from './bundle-file.ts'
 
 /**
  * The channels the worker serves: every channel the contract runs in the utility process. Recent
@@ -32,11 +33,15 @@ export type WorkerRequest =
   | { type: 'call'; id: number; channel: Channel; arg: unknown; page?: string }
   | { type: 'session'; id: number; request: SessionRequest }
 
-/** Worker → parent. A bundle result is its encoded bytes in an ArrayBuffer of its own. */
+/**
+ * Worker → parent. A bundle result is its encoded bytes in an ArrayBuffer of its own, or, where
+ * the port has a folder for them and the bundle is large, a file there (bundle-file.ts).
+ */
 export type WorkerMessage =
   | { type: 'ready'; pid: number }
   | { type: 'reply'; id: number; ok: true; value: unknown }
   | { type: 'reply'; id: number; ok: true; bundle: ArrayBuffer }
+  | { type: 'reply'; id: number; ok: true; file: BundleFile }
   | { type: 'reply'; id: number; ok: false; error: { code: string; message: string } }
   /** A job's status whenever it changes, and once more when it settles. */
   | { type: 'job'; status: JobStatus }
@@ -52,6 +57,8 @@ export interface WorkerExit {
 /** The parent's handle on one worker process. */
 export interface HostTransport {
   readonly pid: number | undefined
+  /** The folder the worker writes large bundles to (bundle-file.ts), where it has one. */
+  readonly bundleDir?: string
   post(message: WorkerRequest): void
   onMessage(listener: (message: WorkerMessage) => void): void
   /** Called once, however the process ended (including failing to start). */
@@ -61,6 +68,8 @@ export interface HostTransport {
 
 /** The worker's handle on its parent. */
 export interface HostPort {
+  /** A private folder for large bundles (bundle-file.ts), where the parent reads files; none: bundles go as bytes. */
+  readonly bundleDir?: string
   /** `transfer`: buffers the port may move rather than copy, where its process API can. */
   post(message: WorkerMessage, transfer?: ArrayBuffer[]): void
   onMessage(listener: (message: WorkerRequest) => void): void

@@ -3,6 +3,7 @@
 // child_process.fork in tests and the CLI (messages through the IPC channel, 'advanced'
 // serialization so ArrayBuffers cross as bytes, not JSON). Both end up as one HostPort.
 import { serveWorker } from './host.ts'
+import { BUNDLE_DIR_ENV } from './bundle-file.ts'
 import type { HostPort, WorkerMessage, WorkerRequest } from './protocol.ts'
 
 interface ElectronParentPort {
@@ -21,7 +22,9 @@ function parentPort(): HostPort {
   }
   if (typeof process.send === 'function') {
     const send = process.send.bind(process)
+    const bundleDir = process.env[BUNDLE_DIR_ENV]
     return {
+      ...(bundleDir !== undefined && bundleDir !== '' && { bundleDir }),
       post: (message: WorkerMessage) => void send(message),
       onMessage: (listener) => process.on('message', (message) => listener(message as WorkerRequest)),
     }

@@ -16,6 +16,7 @@ import { extname, join, normalize, sep } from 'node:path'
 import { pipeline } from 'node:stream/promises'
 
 import { encodeBundleParts } from '../../src-shared/bundle.ts'
+import { isBundleFile, type BundleFile } from '../utility/bundle-file.ts'
 import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
 import { ArgumentError, channelNamed, dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
@@ -190,7 +191,8 @@ function sendJson(res: ServerResponse, status: number, body: unknown): void {
   res.end(text)
 }
 
-async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer): Promise<void> {
+async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer | BundleFile): Promise<void> {
+  if (isBundleFile(bundle)) return sendBundleFile(res, bundle)
   // Piece by piece from the arrays themselves: no copy of the whole bundle first, and the page
   // starts reading (a replay's layout streams into its model) while the rest is on its way. A
   // worker's bundle arrives encoded already.
@@ -202,6 +204,30 @@ async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer): Pr
     if (!res.write(part)) await drainedOrClosed(res)
   }
   res.end()
+}
+
+/** A bundle the worker wrote to a file: streamed from it, and the file deleted however that ends. */
+async function sendBundleFile(res: ServerResponse, file: BundleFile): Promise<void> {
+  try {
+    const stream = createReadStream(file.bundleFile, { highWaterMark: 1 << 20 })
+    // Opened before the status line goes out, so a file that is gone is an error response, not a cut-off one.
+    await new Promise<void>((resolve, reject) => {
+      stream.once('open', () => resolve())
+      stream.once('error', reject)
+    })
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes, 'cache-control': 'no-store', ...SECURITY_HEADERS })
+    try {
+      for await (const chunk of stream) {
+        if (res.destroyed) break
+        if (!res.write(chunk)) await drainedOrClosed(res)
+      }
+    } finally {
+      stream.destroy()
+    }
+    res.end()
+  } finally {
+    await rm(file.bundleFile, { force: true })
+  }
 }
 
 /** Resolves when the socket takes more, or when the page has gone (then nothing waits forever). */
@@ -271,7 +297,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       return sendJson(res, 200, { ok: true, result: started })
     }
     const result = await dispatch(handlers, channel, await readJson(req))
-    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle | ArrayBuffer)
+    if (spec.result.kind === 'bundle') return sendBundle(res, result as Bundle | ArrayBuffer | BundleFile)
     return sendJson(res, 200, { ok: true, result })
   }
 

@@ -13,6 +13,10 @@ import type { JobStatus } from '../../src-shared/contract.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
 import { postApi } from '../helpers/web-host.ts'
+import { sampleTrace } from '../helpers/trace-samples.ts'
+import { decodeBundle } from '../../src-shared/bundle.ts'
+import { writeTrace } from '../../src-main/services/trace/file.ts'
+import { BUNDLE_FILE_MIN_BYTES } from '../../src-main/utility/bundle-file.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 
@@ -63,6 +67,27 @@ describe('web host with its session in a worker process', () => {
     const closed = await post('trace:data', JSON.stringify({ traceId }))
     assert.equal(closed.status, 404)
     assert.match(json(closed).error!.message, /page was closed/)
+  })
+
+  it('a large bundle the worker wrote to a file reaches the page whole, and the file is gone once sent', async () => {
+    // 100,000 events: megabytes of columns, which the worker writes to a file (bundle-file.ts).
+    const trace = sampleTrace(100_000, 3)
+    const file = join(uploadDir, 'big.vramscope')
+    await writeTrace(file, trace)
+    const opened = json(await post('trace:openBytes', await readFile(file), { 'x-file-name': 'big.vramscope' }))
+    assert.equal((await settle(opened.result.jobId)).state, 'done')
+    const { traceId } = json(await post('job:result', JSON.stringify({ jobId: opened.result.jobId }))).result
+    const reply = await post('trace:data', JSON.stringify({ traceId }))
+    assert.equal(reply.status, 200)
+    const bytes = Buffer.from(reply.body, 'latin1')
+    assert.ok(bytes.byteLength >= BUNDLE_FILE_MIN_BYTES, `${bytes.byteLength} bytes: large enough to go through a file`)
+    const sent = decodeBundle(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
+    assert.deepEqual(sent.arrays['kind'], trace.events.kind)
+    assert.deepEqual(sent.arrays['size'], trace.events.size)
+    const dir = session.client.bundleDir
+    assert.ok(dir !== undefined, 'the worker has a folder for bundle files')
+    assert.deepEqual(await readdir(dir), [], 'the bundle file was deleted once sent')
+    await rm(file, { force: true })
   })
 
   it('an upload is opened in the worker and its file removed; a bad one names the file, not a path', async () => {

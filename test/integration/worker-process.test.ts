@@ -3,9 +3,10 @@
 // files, the real addon. The crash test kills it mid-replay of a generated trace big enough to
 // take a while, and checks what the app side then says and that the next request gets a fresh one.
 import assert from 'node:assert/strict'
+import { existsSync } from 'node:fs'
 import { mkdtemp, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
-import { join } from 'node:path'
+import { basename, dirname, join } from 'node:path'
 import { after, before, describe, test } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
@@ -14,6 +15,7 @@ import type { JobStatus } from '../../src-shared/contract.ts'
 import { writeTrace } from '../../src-main/services/trace/file.ts'
 import { WorkerClient, WorkerExitedError } from '../../src-main/utility/client.ts'
 import { forkNodeWorker } from '../../src-main/utility/node-transport.ts'
+import { BUNDLE_FILE_MIN_BYTES, isBundleFile, takeBundleFile, type BundleFile } from '../../src-main/utility/bundle-file.ts'
 import { sampleTrace } from '../helpers/trace-samples.ts'
 
 const SAMPLES = fileURLToPath(new URL('../../resources/samples', import.meta.url))
@@ -24,6 +26,11 @@ function newClient(onCrash?: (e: WorkerExitedError) => void): WorkerClient {
     init: { version: 'test', host: 'electron', samplesDir: SAMPLES },
     ...(onCrash && { onCrash }),
   })
+}
+
+/** A bundle result's bytes, whether it came as bytes or (large, from a forked worker) as a file. */
+async function bytesOf(result: ArrayBuffer | BundleFile): Promise<ArrayBuffer> {
+  return isBundleFile(result) ? takeBundleFile(result) : result
 }
 
 async function settle(client: WorkerClient, jobId: string, until: (s: JobStatus) => boolean = (s) => s.state !== 'running'): Promise<JobStatus> {
@@ -50,7 +57,7 @@ describe('worker process (child_process.fork, the protocol of the utility proces
       assert.equal((await settle(client, open.jobId)).state, 'done')
       const summary = await client.call('job:result', { jobId: open.jobId })
       assert.equal(summary.kind, 'pytorch-snapshot')
-      const data = decodeBundle(await client.call('trace:data', { traceId: summary.traceId }))
+      const data = decodeBundle(await bytesOf(await client.call('trace:data', { traceId: summary.traceId })))
       assert.equal(data.arrays['kind']!.length, summary.events)
 
       const phases = new Set<string>()
@@ -64,13 +71,64 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         [...phases].some((p) => p.startsWith('replaying')),
         `progress phases seen: ${[...phases].join(', ')}`,
       )
-      const result = decodeBundle(await client.call('replay:result', { jobId: replay.jobId }))
+      const result = decodeBundle(await bytesOf(await client.call('replay:result', { jobId: replay.jobId })))
       const names = (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
       assert.deepEqual(names, ['slab', 'buddy'])
       assert.ok(result.arrays['s0.l0.op']!.length > 0, 'the slab replay has layout events')
     } finally {
       await client.close()
     }
+  })
+
+  test('a large bundle comes as a file in a folder of the worker, the same bytes, gone once taken; the folder goes with the worker; with no folder it comes as bytes', async () => {
+    // 100,000 events: a few megabytes of columns.
+    const scratch = await mkdtemp(join(tmpdir(), 'vramscope-bundle-file-'))
+    const file = join(scratch, 'trace.vramscope')
+    await writeTrace(file, sampleTrace(100_000, 5))
+    const open = async (client: WorkerClient) => {
+      const started = await client.call('trace:openPath', { path: file })
+      assert.equal((await settle(client, started.jobId)).state, 'done')
+      return client.call('job:result', { jobId: started.jobId })
+    }
+    const client = newClient()
+    let dir: string
+    let bytes: ArrayBuffer
+    try {
+      const summary = await open(client)
+      const sent = await client.call('trace:data', { traceId: summary.traceId })
+      assert.ok(isBundleFile(sent), 'a trace of this size crosses as a file')
+      dir = dirname(sent.bundleFile)
+      assert.match(basename(dir), /^vramscope-bundles-/)
+      assert.ok(sent.bytes >= BUNDLE_FILE_MIN_BYTES)
+      bytes = await takeBundleFile(sent)
+      assert.equal(bytes.byteLength, sent.bytes)
+      assert.equal(existsSync(sent.bundleFile), false, 'taking the bundle deletes its file')
+      assert.equal(decodeBundle(bytes).arrays['kind']!.length, summary.events)
+      // The folder is gone (a full disk, a cleaned /tmp): the same bundle comes through the channel.
+      await rm(dir, { recursive: true })
+      const again = await client.call('trace:data', { traceId: summary.traceId })
+      assert.ok(again instanceof ArrayBuffer, 'without its folder the worker sends the bytes')
+      assert.deepEqual(new Uint8Array(again), new Uint8Array(bytes))
+    } finally {
+      await client.close()
+    }
+    // A fresh worker has a folder of its own, removed when it ends.
+    const second = newClient()
+    let secondDir: string
+    try {
+      const summary = await open(second)
+      const sent = await second.call('trace:data', { traceId: summary.traceId })
+      assert.ok(isBundleFile(sent))
+      secondDir = dirname(sent.bundleFile)
+      assert.notEqual(secondDir, dir)
+      // The same columns (the header names this worker's own trace id).
+      const columns = decodeBundle(await takeBundleFile(sent)).arrays
+      for (const name of ['kind', 'id', 'size']) assert.deepEqual(columns[name], decodeBundle(bytes).arrays[name], name)
+    } finally {
+      await second.close()
+    }
+    assert.equal(existsSync(secondDir), false, 'the folder of the worker is removed when it ends')
+    await rm(scratch, { recursive: true, force: true })
   })
 
   test('an error of the session comes back with its code, and the worker goes on', async () => {
@@ -150,7 +208,7 @@ describe('worker process (child_process.fork, the protocol of the utility proces
         const r2 = await client.call('replay:start', { traceId: s2.traceId, strategies: 'buddy', includeStored: false })
         const replayed = await settle(client, r2.jobId)
         assert.equal(replayed.state, 'done', JSON.stringify(replayed.error))
-        assert.ok(decodeBundle(await client.call('replay:result', { jobId: r2.jobId })).arrays['s0.l0.op']!.length > 0)
+        assert.ok(decodeBundle(await bytesOf(await client.call('replay:result', { jobId: r2.jobId }))).arrays['s0.l0.op']!.length > 0)
       } finally {
         await client.close()
       }
