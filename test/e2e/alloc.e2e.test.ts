@@ -125,6 +125,10 @@ describe('allocation timeline, event list and follow', { skip }, () => {
   })
 
   it('draws the bands over time as well as over events', async () => {
+    // Its byte scale at binary-round values (512 MiB, 1 GiB), never decimal steps in binary units (954 MiB).
+    const bytes = (await timeline().locator('svg .tick text').allTextContents()).filter((t) => /B$/.test(t))
+    assert.ok(bytes.length >= 2, `byte ticks: ${bytes.join(', ')}`)
+    for (const t of bytes) assert.match(t, /^(0 B|(\d+|\d+\.5|\d+\.25|\d+\.75) (KiB|MiB|GiB|TiB))$/, `binary-round tick ${t}`)
     await timeline().getByLabel('x axis').selectOption('time')
     const labels = await timeline().locator('svg .tick text').allTextContents()
     assert.ok(
