@@ -30,8 +30,12 @@ export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
     bundleDir = undefined
   }
   const removeBundleDir = () => {
-    if (bundleDir !== undefined) rmSync(bundleDir, { recursive: true, force: true })
     process.off('exit', removeBundleDir)
+    try {
+      if (bundleDir !== undefined) rmSync(bundleDir, { recursive: true, force: true })
+    } catch {
+      // A file still open where that keeps it (Windows): left to the system's temporary files.
+    }
   }
   // A host that ends first (its worker then ends with it) leaves no folder behind either.
   if (bundleDir !== undefined) process.once('exit', removeBundleDir)
