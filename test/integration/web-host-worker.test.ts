@@ -74,20 +74,25 @@ describe('web host with its session in a worker process', () => {
     const trace = sampleTrace(100_000, 3)
     const file = join(uploadDir, 'big.vramscope')
     await writeTrace(file, trace)
-    const opened = json(await post('trace:openBytes', await readFile(file), { 'x-file-name': 'big.vramscope' }))
-    assert.equal((await settle(opened.result.jobId)).state, 'done')
-    const { traceId } = json(await post('job:result', JSON.stringify({ jobId: opened.result.jobId }))).result
-    const reply = await post('trace:data', JSON.stringify({ traceId }))
-    assert.equal(reply.status, 200)
-    const bytes = Buffer.from(reply.body, 'latin1')
-    assert.ok(bytes.byteLength >= BUNDLE_FILE_MIN_BYTES, `${bytes.byteLength} bytes: large enough to go through a file`)
-    const sent = decodeBundle(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
-    assert.deepEqual(sent.arrays['kind'], trace.events.kind)
-    assert.deepEqual(sent.arrays['size'], trace.events.size)
-    const dir = session.client.bundleDir
-    assert.ok(dir !== undefined, 'the worker has a folder for bundle files')
-    assert.deepEqual(await readdir(dir), [], 'the bundle file was deleted once sent')
-    await rm(file, { force: true })
+    try {
+      const opened = json(await post('trace:openBytes', await readFile(file), { 'x-file-name': 'big.vramscope' }))
+      assert.equal((await settle(opened.result.jobId)).state, 'done')
+      const { traceId } = json(await post('job:result', JSON.stringify({ jobId: opened.result.jobId }))).result
+      const reply = await post('trace:data', JSON.stringify({ traceId }))
+      assert.equal(reply.status, 200)
+      const bytes = Buffer.from(reply.body, 'latin1')
+      assert.ok(bytes.byteLength >= BUNDLE_FILE_MIN_BYTES, `${bytes.byteLength} bytes: large enough to go through a file`)
+      const sent = decodeBundle(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
+      assert.deepEqual(sent.arrays['kind'], trace.events.kind)
+      assert.deepEqual(sent.arrays['size'], trace.events.size)
+      const dir = session.client.bundleDir
+      assert.ok(dir !== undefined, 'the worker has a folder for bundle files')
+      // Deleted once the last bytes are written (the page may have them a moment before).
+      for (let i = 0; i < 100 && (await readdir(dir)).length > 0; i++) await new Promise((r) => setTimeout(r, 20))
+      assert.deepEqual(await readdir(dir), [], 'the bundle file was deleted once sent')
+    } finally {
+      await rm(file, { force: true })
+    }
   })
 
   it('an upload is opened in the worker and its file removed; a bad one names the file, not a path', async () => {
