@@ -99,11 +99,14 @@ export class WorkerSession implements WebSession {
   }
 }
 
-/** A session in a worker process forked from this one (vramscope serve). */
-export function workerSession(options: SessionOptions, onCrash?: (message: string) => void): WorkerSession {
+/**
+ * A session in a worker process forked from this one (vramscope serve): from `entry`, the bundled
+ * worker (worker-build.ts), else from the TypeScript sources through tsx.
+ */
+export function workerSession(options: SessionOptions, onCrash?: (message: string) => void, entry?: string): WorkerSession {
   return new WorkerSession(
     new WorkerClient({
-      spawn: () => forkNodeWorker(),
+      spawn: () => forkNodeWorker(entry !== undefined ? { entry } : {}),
       init: { ...options, everyChannel: true },
       ...(onCrash && { onCrash: (e) => onCrash(e.message) }),
     }),

@@ -15,14 +15,15 @@ import type { JobStatus } from '../../src-shared/contract.ts'
 import { writeTrace } from '../../src-main/services/trace/file.ts'
 import { WorkerClient, WorkerExitedError } from '../../src-main/utility/client.ts'
 import { forkNodeWorker } from '../../src-main/utility/node-transport.ts'
+import { ensureWorkerBuilt, WORKER_BUNDLE, workerIsStale } from '../../src-main/web/worker-build.ts'
 import { BUNDLE_FILE_MIN_BYTES, isBundleFile, takeBundleFile, type BundleFile } from '../../src-main/utility/bundle-file.ts'
 import { sampleTrace } from '../helpers/trace-samples.ts'
 
 const SAMPLES = fileURLToPath(new URL('../../resources/samples', import.meta.url))
 
-function newClient(onCrash?: (e: WorkerExitedError) => void): WorkerClient {
+function newClient(onCrash?: (e: WorkerExitedError) => void, entry?: string): WorkerClient {
   return new WorkerClient({
-    spawn: () => forkNodeWorker(),
+    spawn: () => forkNodeWorker(entry !== undefined ? { entry } : {}),
     init: { version: 'test', host: 'electron', samplesDir: SAMPLES },
     ...(onCrash && { onCrash }),
   })
@@ -75,6 +76,33 @@ describe('worker process (child_process.fork, the protocol of the utility proces
       const names = (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
       assert.deepEqual(names, ['slab', 'buddy'])
       assert.ok(result.arrays['s0.l0.op']!.length > 0, 'the slab replay has layout events')
+    } finally {
+      await client.close()
+    }
+  })
+
+  test("serve's bundled worker (dist/worker) is built once, loads the native addon and the samples beside their sources, and replays as the sources do", async () => {
+    const built: string[] = []
+    const entry = await ensureWorkerBuilt((line) => built.push(line))
+    assert.equal(entry, WORKER_BUNDLE, `the bundle was built: ${built.join(' | ')}`)
+    assert.equal(workerIsStale(), false, 'built: not stale until a source changes')
+    const client = newClient(undefined, entry)
+    try {
+      const info = await client.call('app:info', undefined)
+      assert.ok(
+        info.strategies.some((s) => s.name === 'caching'),
+        'the bundled worker found the native addon from its source location',
+      )
+      const open = await client.call('trace:openSample', { name: 'transformer_varseq.pickle' })
+      assert.equal((await settle(client, open.jobId)).state, 'done')
+      const summary = await client.call('job:result', { jobId: open.jobId })
+      const replay = await client.call('replay:start', { traceId: summary.traceId, strategies: 'slab', includeStored: false })
+      assert.equal((await settle(client, replay.jobId)).state, 'done')
+      const result = decodeBundle(await bytesOf(await client.call('replay:result', { jobId: replay.jobId })))
+      assert.deepEqual(
+        (result.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name),
+        ['slab'],
+      )
     } finally {
       await client.close()
     }

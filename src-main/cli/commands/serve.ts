@@ -5,6 +5,7 @@ import { resolve } from 'node:path'
 
 import { ensureRendererBuilt, RENDERER_DIR, REPO_ROOT } from '../../web/renderer-build.ts'
 import { startWebHost } from '../../web/server.ts'
+import { ensureWorkerBuilt } from '../../web/worker-build.ts'
 import { workerSession } from '../../web/worker-session.ts'
 import { OptionError, type Io } from '../shared.ts'
 
@@ -34,6 +35,7 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
   const uploadDir = options.uploadDir !== undefined ? resolve(options.uploadDir) : undefined
   if (uploadDir !== undefined && !existsSync(uploadDir)) throw new OptionError('--upload-dir', `no such directory: ${options.uploadDir}`)
   await ensureRendererBuilt((line) => io.stderr.write(`${line}\n`))
+  const workerEntry = await ensureWorkerBuilt((line) => io.stderr.write(`${line}\n`))
   const version = (JSON.parse(readFileSync(resolve(REPO_ROOT, 'package.json'), 'utf8')) as { version: string }).version
   // Opening, importing and replaying run in a worker process: this one only answers the pages.
   const session = workerSession(
@@ -45,6 +47,7 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
       ...(initial === undefined && { allowedPaths: new Set<string>() }),
     },
     (message) => io.stderr.write(`${message}\n`),
+    workerEntry,
   )
   let host
   try {
