@@ -82,6 +82,11 @@ export interface TraceSummary {
   gpu?: string
   /** The first out-of-memory the program saw when it was recorded (oom.ts): the app opens at it. */
   oom?: OomSummary
+  /**
+   * The program's requested bytes over the trace in SUMMARY_BUCKETS buckets (src-shared/requested.ts),
+   * as plain arrays: the timeline draws it while the trace's columns are still on their way.
+   */
+  requested: { end: number[]; max: number[]; min: number[]; peak: number }
 }
 
 export interface JobStatus {

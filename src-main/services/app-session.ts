@@ -23,6 +23,7 @@ import type {
 } from '../../src-shared/contract.ts'
 import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
+import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
 import { packTraceData } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
@@ -369,6 +370,8 @@ export class AppSession {
     })
     const d = describeTrace(input.trace, input.strategies)
     const oom = oomSummary(input.trace, input.strategies)
+    const events = input.trace.events
+    const requested = requestedSeries(events.kind, events.id, events.size, SUMMARY_BUCKETS)
     const traceId = randomUUID()
     const summary: TraceSummary = {
       traceId,
@@ -385,6 +388,7 @@ export class AppSession {
       stored: input.strategies.map((s) => s.name),
       ...(d.gpu !== undefined && { gpu: d.gpu }),
       ...(oom && { oom }),
+      requested: { end: Array.from(requested.end), max: Array.from(requested.max), min: Array.from(requested.min), peak: requested.peak },
     }
     // A page closed while this opened has no use for it.
     job.controller.signal.throwIfAborted()

@@ -1,6 +1,6 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile, RecordRequest } from '../../src-shared/contract.ts'
+import type { AppInfo, JobStatus, RecentFile, RecordRequest, TraceSummary } from '../../src-shared/contract.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
 import { allocBands } from '../viz/alloc-timeline.ts'
@@ -135,7 +135,15 @@ export class AppState {
    */
   bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null)
 
-  events = $derived(this.trace?.kind.length ?? 0)
+  /**
+   * The summary of the trace being opened, from when the host has read it until its columns have
+   * arrived (open()): the toolbar names it and the timeline draws its requested bytes meanwhile.
+   */
+  opening = $state.raw<TraceSummary | null>(null)
+  /** The program's requested bytes over the open trace: from its columns, or its summary while they travel. */
+  requested = $derived(this.trace?.requested ?? this.opening?.requested ?? null)
+
+  events = $derived(this.trace?.kind.length ?? this.opening?.events ?? 0)
   lastEvent = $derived(Math.max(0, this.events - 1))
 
   /** The event open() put the playhead at, until the first maps land and move it to their peak (unless the user moved it). */
@@ -173,11 +181,14 @@ export class AppState {
       // The first map's replay runs on the host while the trace's columns travel and decode here.
       const firstReplay = this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true)
       firstReplay.catch(() => {})
-      const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
-      // The trace this one replaces is of no more use to the host.
+      // The trace this one replaces is of no more use, here or on the host.
       const replaced = this.trace?.summary.traceId
       if (replaced !== undefined && replaced !== summary.traceId) void this.client.call('trace:close', { traceId: replaced }).catch(() => {})
-      this.trace = data
+      this.trace = null
+      // Until the columns arrive, the summary's requested bytes and the maps' panes are drawn.
+      this.opening = summary
+      // The open's job is done: the first map's pane waits for its replay's progress.
+      this.job = null
       this.whatif = null
       this.whatifError = null
       this.strategies = []
@@ -190,18 +201,26 @@ export class AppState {
       // A recorded out-of-memory is what such a file is opened to look at: the playhead starts there
       // and stays. Otherwise at the end until the first map lands, then at its peak of reserved
       // memory (replay()).
+      const last = Math.max(0, summary.events - 1)
       if (summary.oom) {
-        this.event = Math.min(summary.oom.event, Math.max(0, data.kind.length - 1))
+        this.event = Math.min(summary.oom.event, last)
         this.openedAt = null
       } else {
-        this.event = Math.max(0, data.kind.length - 1)
+        this.event = last
         this.openedAt = this.event
       }
+      const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
+      this.trace = data
+      this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
       await this.replay(firstReplay)
     } catch (e) {
       this.job = null
+      if (this.opening) {
+        this.opening = null
+        this.pendingMaps = 0
+      }
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
     }
   }

@@ -17,7 +17,7 @@ import {
 } from '../../src-shared/wire.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
-import { requestedSeries, type RequestedSeries } from './requested.ts'
+import { requestedSeries, type RequestedSeries } from '../../src-shared/requested.ts'
 
 export type { Frame, StrategyMetrics }
 

@@ -10,6 +10,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import { decodeBundle } from '../../src-shared/bundle.ts'
+import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
 import { CONTENT_SECURITY_POLICY } from '../../src-main/ipc/page-policy.ts'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
@@ -119,6 +120,12 @@ describe('web host', () => {
     assert.equal(data.headers['content-type'], 'application/octet-stream')
     const bundle = decodeBundle(data.body.buffer.slice(data.body.byteOffset, data.body.byteOffset + data.body.byteLength) as ArrayBuffer)
     assert.equal(bundle.arrays['kind']!.length, summary.events)
+    // The summary carries the requested bytes the timeline draws before the columns arrive: the
+    // series of the columns it then receives, bucketed as the summary's are.
+    const a = bundle.arrays as unknown as { kind: Uint8Array; id: Uint32Array; size: Float64Array }
+    const fromColumns = requestedSeries(a.kind, a.id, a.size, SUMMARY_BUCKETS)
+    assert.deepEqual(summary.requested, { end: [...fromColumns.end], max: [...fromColumns.max], min: [...fromColumns.min], peak: fromColumns.peak })
+    assert.ok(summary.requested.peak > 0 && summary.requested.end.at(-1) === summary.events)
     const replay = json(await api(host, 'replay:start', { traceId: summary.traceId, strategies: 'caching:preset=pytorch,buddy', cap: '40GiB' })).result
     assert.equal((await settle(host, replay.jobId)).state, 'done')
     const result = await api(host, 'replay:result', { jobId: replay.jobId })

@@ -20,7 +20,7 @@ import { decodeReplay } from '../../../../src-renderer/viz/data.ts'
 import { rasterize, rgba, type MapPalette } from '../../../../src-renderer/viz/draw.ts'
 import { addressOf, linearOf, placeModel, wholeView, zoomView } from '../../../../src-renderer/viz/layout.ts'
 import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op } from '../../../../src-renderer/viz/model.ts'
-import { requestedSeries } from '../../../../src-renderer/viz/requested.ts'
+import { requestedSeries } from '../../../../src-shared/requested.ts'
 import { strategiesNamed } from '../../../../src-renderer/viz/strategy-count.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
 

@@ -1,6 +1,11 @@
 // The program's requested bytes over a trace, from the request columns alone (no allocator): what
-// the timeline draws the moment a trace's columns arrive, before any strategy's replay lands.
-// One pass in the decode worker; pure, so unit tests check it against a plain walk.
+// the timeline draws before any strategy's replay lands. The host computes it as it opens a trace
+// and sends it in the trace's summary (a few thousand buckets), so the timeline is drawn before
+// the columns arrive; the decode worker computes it again from the columns. Pure, so unit tests
+// check it against a plain walk.
+
+/** Buckets of the series a trace's summary carries (TraceSummary.requested): about two per pixel of a wide timeline. */
+export const SUMMARY_BUCKETS = 2048
 
 /** Bucketed series, as the strategies' metrics are: per bucket its exclusive end event, max and min. */
 export interface RequestedSeries {
