@@ -219,6 +219,12 @@ export interface ReplayOptions {
   stopAtFailure?: boolean
   /** Events between progress reports and cancel checks (default 65536). */
   progressInterval?: number
+  /**
+   * Targets replayed at once, each on a thread of its own (default 0: as many as the machine has
+   * hardware threads; 1: one after another). Results keep the targets' order; progress reports of
+   * the targets interleave.
+   */
+  threads?: number
   /** Asked at each progress report (on the JS thread); true stops the replay with CANCELLED. */
   shouldCancel?: () => boolean
 }

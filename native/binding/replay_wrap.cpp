@@ -89,6 +89,7 @@ struct callbacks {
 
 replay_options read_options(const Napi::Value& value, callbacks& cb) {
   replay_options o;
+  o.threads = 0;  // every hardware thread unless told (replay_options::threads)
   if (value.IsUndefined() || value.IsNull()) return o;
   Napi::Env env = value.Env();
   if (!value.IsObject()) throw coded_type_error(env, "options must be an object");
@@ -109,6 +110,7 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.reset_at_markers = flag("resetAtMarkers", "options.resetAtMarkers", o.reset_at_markers);
   o.full_metrics = flag("fullMetrics", "options.fullMetrics", o.full_metrics);
   o.layout = flag("layout", "options.layout", o.layout);
+  o.threads = to_uint64_or(v.Get("threads"), "options.threads", o.threads);
   o.fragmentation = flag("fragmentation", "options.fragmentation", o.fragmentation);
   o.stop_at_failure = flag("stopAtFailure", "options.stopAtFailure", o.stop_at_failure);
   Napi::Value cancel = v.Get("shouldCancel");
@@ -220,11 +222,11 @@ Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
   return o;
 }
 
-class replay_worker final : public Napi::AsyncProgressWorker<replay_progress> {
+class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progress> {
  public:
   replay_worker(Napi::Env env, request_column_vectors events, std::vector<replay_target> targets,
                 replay_options options, const callbacks& cb)
-      : Napi::AsyncProgressWorker<replay_progress>(env, "vramscope.replay"),
+      : Napi::AsyncProgressQueueWorker<replay_progress>(env, "vramscope.replay"),
         deferred_(Napi::Promise::Deferred::New(env)),
         events_(std::move(events)),
         targets_(std::move(targets)),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the native CPU tests under sanitizers and runs them; exits non-zero on any failure or
 # report. AddressSanitizer + UndefinedBehaviorSanitizer run every CPU test (native/build-asan);
-# ThreadSanitizer runs the multi-threaded caching stress (native/build-tsan).
+# ThreadSanitizer runs the multi-threaded caching stress and the replay tests, whose targets replay
+# on several threads (native/build-tsan).
 #
 #   native/scripts/sanitizers.sh            # both
 #   native/scripts/sanitizers.sh asan       # one of them
@@ -38,11 +39,13 @@ run_asan() {
 
 run_tsan() {
   local dir="$here/build-tsan"
-  echo "== thread: build caching_threads_test ($dir)"
+  echo "== thread: build caching_threads_test, replay_test ($dir)"
   configure "$dir" thread
-  cmake --build "$dir" -j "$jobs" --target caching_threads_test
+  cmake --build "$dir" -j "$jobs" --target caching_threads_test replay_test
   echo "== thread: caching_threads_test"
   "$dir/caching_threads_test"
+  echo "== thread: replay_test"
+  "$dir/replay_test"
 }
 
 start=$SECONDS

@@ -535,7 +535,8 @@ export class AppSession {
                 layout: true,
                 signal: job.controller.signal,
                 onProgress: (p) => {
-                  job.status.phase = `replaying ${p.label}`
+                  // Several strategies replay side by side: the phase names them all.
+                  job.status.phase = targets.length === 1 ? `replaying ${p.label}` : `replaying ${targets.length} strategies side by side`
                   job.status.fraction = p.fraction
                 },
               })

@@ -9,6 +9,8 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <optional>
+#include <thread>
 #include <string>
 
 #include "vramscope/simulated_backing.hpp"
@@ -39,6 +41,17 @@ void reserve_huge(std::vector<T>& v, std::size_t n) {
   const std::uintptr_t last = (begin + v.capacity() * sizeof(T)) & ~(huge - 1);
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_HUGEPAGE);
 #endif
+}
+
+// reserve_huge for a column that already holds values: a new reserve asked for in huge pages
+// before the values are copied in (std::vector's own growth would touch its new pages first).
+template <class T>
+void grow_huge(std::vector<T>& v, std::size_t n) {
+  if (n <= v.capacity()) return;
+  std::vector<T> grown;
+  reserve_huge(grown, n);
+  grown.insert(grown.end(), v.begin(), v.end());
+  v.swap(grown);
 }
 
 // Rethrows the exception being handled with `context` (the target, the event) in its message,
@@ -112,6 +125,20 @@ class layout_tracer final : public tracer {
   void drain() {
     const trace_event* end = buffer_cursor();
     if (end == buffer_.data()) return;
+    // Past the reserve (a strategy that reports more than the expected events per request: caching
+    // splits and merges, ~2.3 a request): twice as much again, also asked for in huge pages, rather
+    // than each column's own growth into plain pages.
+    const std::size_t need = out_.op.size() + static_cast<std::size_t>(end - buffer_.data());
+    if (need > out_.op.capacity()) {
+      const std::size_t grown = std::max(need, out_.op.capacity() * 2);
+      grow_huge(out_.op, grown);
+      grow_huge(out_.address, grown);
+      grow_huge(out_.size, grown);
+      grow_huge(out_.requested, grown);
+      grow_huge(out_.stream, grown);
+      grow_huge(out_.aux, grown);
+      grow_huge(out_.event, grown);
+    }
     for (const trace_event* e = buffer_.data(); e != end; ++e) {
       out_.op.push_back(static_cast<std::uint8_t>(e->op));
       out_.address.push_back(e->address);
@@ -337,15 +364,21 @@ class player {
   std::uint32_t pool_ = 0;  // the memory pool allocations go to (request_columns::pool)
 };
 
+// The caller's cancel flag, and the replay's own: set when a target has failed, so that the
+// targets running beside it stop rather than finish work the replay will not return.
 class cancel_check {
  public:
-  cancel_check(const std::atomic<bool>* flag) : flag_(flag) {}
+  cancel_check(const std::atomic<bool>* flag, const std::atomic<bool>* failed = nullptr)
+      : flag_(flag), failed_(failed) {}
   void operator()() const {
-    if (flag_ && flag_->load(std::memory_order_relaxed)) throw replay_cancelled();
+    if ((flag_ && flag_->load(std::memory_order_relaxed)) ||
+        (failed_ && failed_->load(std::memory_order_relaxed)))
+      throw replay_cancelled();
   }
 
  private:
   const std::atomic<bool>* flag_;
+  const std::atomic<bool>* failed_;
 };
 
 // Bucket b holds events [b * n / B, (b + 1) * n / B): every bucket at least one event when B <= n.
@@ -645,15 +678,72 @@ std::vector<replay_result> replay(const request_columns& events,
     for (std::size_t u = 0; u < t; ++u)
       if (targets[t].label == targets[u].label)
         throw invalid_argument("replay: two targets are labelled '" + targets[t].label + "'");
-  const cancel_check check_cancel(cancel);
-  check_cancel();
-  std::vector<replay_result> results;
-  results.reserve(targets.size());
-  for (std::size_t t = 0; t < targets.size(); ++t) {
-    target_replay run(events, targets[t], options, ids, check_cancel);
-    results.push_back(run.run(progress, t, targets.size()));
+  cancel_check{cancel}();
+  const std::size_t count = targets.size();
+  std::size_t threads = options.threads != 0
+                            ? options.threads
+                            : std::max<std::size_t>(1, std::thread::hardware_concurrency());
+  threads = std::min(threads, count);
+  if (threads <= 1) {
+    const cancel_check check_cancel(cancel);
+    std::vector<replay_result> results;
+    results.reserve(count);
+    for (std::size_t t = 0; t < count; ++t) {
+      target_replay run(events, targets[t], options, ids, check_cancel);
+      results.push_back(run.run(progress, t, count));
+    }
+    return results;
   }
-  return results;
+
+  // Several at once: each thread takes the next target not yet taken. A target that fails sets
+  // `failed`, which stops the others at their next check; the error of the first failed target in
+  // target order is the replay's (a target stopped that way reports only "cancelled").
+  std::atomic<bool> failed{false};
+  const cancel_check check_cancel(cancel, &failed);
+  std::vector<std::optional<replay_result>> results(count);
+  std::vector<std::exception_ptr> errors(count);
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t t; (t = next.fetch_add(1)) < count;) {
+      try {
+        check_cancel();
+        target_replay run(events, targets[t], options, ids, check_cancel);
+        results[t].emplace(run.run(progress, t, count));
+      } catch (...) {
+        errors[t] = std::current_exception();
+        failed.store(true, std::memory_order_relaxed);
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    try {
+      for (std::size_t i = 1; i < threads; ++i) pool.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: those started, and this one, do the work.
+    }
+    work();
+    for (auto& th : pool) th.join();
+  }
+  // The caller's cancel wins over the failures it caused; then the first real failure in order.
+  cancel_check{cancel}();
+  std::exception_ptr cancelled;
+  for (std::size_t t = 0; t < count; ++t) {
+    if (!errors[t]) continue;
+    try {
+      std::rethrow_exception(errors[t]);
+    } catch (const replay_cancelled&) {
+      if (!cancelled) cancelled = errors[t];
+    } catch (...) {
+      throw;
+    }
+  }
+  if (cancelled) std::rethrow_exception(cancelled);
+  std::vector<replay_result> out;
+  out.reserve(count);
+  for (auto& r : results) out.push_back(std::move(*r));
+  return out;
 }
 
 }  // namespace vramscope

@@ -3,7 +3,10 @@
 // stopping the replay; markers reset the arena and what was live then is dropped; odd frees are
 // counted; stream-ordered frees complete in the trace's time; the same input gives the same bytes;
 // buckets bound every per-event value; progress is reported and cancel stops the run.
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <mutex>
 #include <cstring>
 #include <map>
 #include <random>
@@ -623,6 +626,70 @@ TEST("replay: progress is reported per interval and target; cancel stops with a 
   cancel = true;
   CHECK_THROWS_AS(replay(t.columns(), {{"a", "caching", {}, {}}}, o, {}, &cancel),
                   replay_cancelled);
+}
+
+TEST("replay: targets on several threads give the results of one after another, in order") {
+  const trace t = random_trace(20000, 256 * KiB, 7);
+  const std::vector<replay_target> targets = {{"a", "caching", {}, {}},
+                                              {"b", "buddy", {{"pool_size", "64MiB"}}, {}},
+                                              {"c", "slab", {}, {}},
+                                              {"d", "block_pool", {}, {}},
+                                              {"e", "caching", {{"preset", "pytorch"}}, {}}};
+  replay_options one;
+  one.threads = 1;
+  replay_options several = one;
+  several.threads = 3;
+  const auto a = replay(t.columns(), targets, one);
+  std::mutex m;
+  std::vector<std::size_t> reported(targets.size(), 0);
+  const auto b = replay(t.columns(), targets, several, [&](const replay_progress& p) {
+    std::lock_guard<std::mutex> lock(m);
+    reported[p.target] = std::max(reported[p.target], p.events_done);
+  });
+  REQUIRE(a.size() == b.size());
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    CHECK_EQ(a[i].label, b[i].label);
+    CHECK_EQ(a[i].summary.peak_reserved, b[i].summary.peak_reserved);
+    CHECK_EQ(a[i].summary.failures, b[i].summary.failures);
+    CHECK_EQ(a[i].summary.device_calls, b[i].summary.device_calls);
+    CHECK(a[i].layout.op == b[i].layout.op);
+    CHECK(a[i].layout.address == b[i].layout.address);
+    CHECK(a[i].layout.event == b[i].layout.event);
+    CHECK(a[i].buckets.reserved_max == b[i].buckets.reserved_max);
+    CHECK_EQ(reported[i], std::size_t{20000});  // every target reported its end
+  }
+}
+
+TEST(
+    "replay: on several threads, the first failing target's error is the replay's, and cancel "
+    "stops them all") {
+  const trace t = random_trace(20000, 256 * KiB, 3);
+  replay_options o;
+  o.threads = 4;
+  // The second target's parameters are bad: its error, naming it, whatever the others do.
+  CHECK_THROWS_AS(replay(t.columns(),
+                         {{"a", "caching", {}, {}},
+                          {"b", "buddy", {{"pool_size", "not a size"}}, {}},
+                          {"c", "slab", {}, {}}},
+                         o),
+                  invalid_argument);
+  try {
+    replay(t.columns(),
+           {{"a", "caching", {}, {}}, {"b", "buddy", {{"pool_size", "not a size"}}, {}}}, o);
+  } catch (const invalid_argument& e) {
+    CHECK(std::string(e.what()).find("'b'") != std::string::npos);
+  }
+  std::atomic<bool> cancel{false};
+  o.progress_interval = 1000;
+  CHECK_THROWS_AS(
+      replay(
+          t.columns(),
+          {{"a", "caching", {}, {}}, {"b", "slab", {}, {}}, {"c", "block_pool", {}, {}}}, o,
+          [&](const replay_progress& p) {
+            if (p.events_done >= 3000) cancel = true;
+          },
+          &cancel),
+      replay_cancelled);
 }
 
 // --- bad input ------------------------------------------------------------------------------------------

@@ -268,13 +268,17 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   if (o.stopAtFailure !== undefined) native.stopAtFailure = o.stopAtFailure
   if (signal) native.shouldCancel = () => signal.aborted
   const { onProgress } = o
+  // Targets replay side by side (the native replay's threads), their reports interleaved: the
+  // fraction is of all their events together, each target's as far as it last reported.
+  const doneOf = new Float64Array(specs.length)
+  let done = 0
   const report = onProgress
-    ? (p: { target: number; targets: number; eventsDone: number; eventsTotal: number }) =>
-        onProgress({
-          ...p,
-          label: specs[p.target]!.label,
-          fraction: p.eventsTotal === 0 ? (p.target + 1) / p.targets : (p.target + p.eventsDone / p.eventsTotal) / p.targets,
-        })
+    ? (p: { target: number; targets: number; eventsDone: number; eventsTotal: number }) => {
+        const fraction = p.eventsTotal === 0 ? 1 : p.eventsDone / p.eventsTotal
+        done += fraction - doneOf[p.target]!
+        doneOf[p.target] = fraction
+        onProgress({ ...p, label: specs[p.target]!.label, fraction: Math.min(1, Math.max(0, done / p.targets)) })
+      }
     : undefined
   const { kind, id, size, stream, time, pool } = checkedTrace.events
   const columns: ReplayEventColumns = { kind, id, size, stream, time }

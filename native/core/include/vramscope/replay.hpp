@@ -110,6 +110,13 @@ struct replay_options {
   // event in first_failures; events counts the events replayed, the failed one included.
   bool stop_at_failure = false;
   std::size_t progress_interval = 65536;  // events between progress calls and cancel checks
+  // Targets replayed at once, each on its own thread (they share nothing but the read-only
+  // events): 1 (the default), one after another; 0, as many as the machine has hardware threads
+  // (what the JavaScript binding asks for unless told otherwise). Results come
+  // in target order whatever finishes first; the first target (in order) that fails fails the
+  // replay, as it would one after another. The progress callback is then called from several
+  // threads, each call about its own target.
+  std::size_t threads = 1;
 };
 
 // What the strategy did, as columns (the tracer's trace_event, tracer.hpp), with the index of the
@@ -203,7 +210,7 @@ class replay_cancelled : public error {
   replay_cancelled() : error(error_code::cancelled, "replay cancelled") {}
 };
 
-// Replays `events` through every target in turn. Throws invalid_argument for malformed columns
+// Replays `events` through every target (several at once: replay_options::threads). Throws invalid_argument for malformed columns
 // (unknown kind, ids not dense, sizes not whole) or strategy parameters (naming the target),
 // replay_cancelled when *cancel becomes true (checked every progress_interval events; partial
 // results are dropped), and any other library error with the target and event index in its message.
