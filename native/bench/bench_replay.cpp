@@ -18,6 +18,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -366,6 +367,33 @@ int replay_main(int argc, char** argv) {
     rows.push_back(std::move(m));
   }
 
+  // Every row's strategy in one replay, with layout (what the app's second job does): one after
+  // another, beside side by side on every hardware thread (replay_options::threads). Wall time
+  // for both, whatever --clock says: a thread's CPU time does not see the others.
+  std::vector<replay_target> all_targets;
+  for (const measured_row& m : rows)
+    all_targets.push_back({m.row.label, m.row.strategy, m.row.parameters, {}});
+  summary all_sequential{}, all_parallel{};
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  if (all_targets.size() > 1) {
+    replay_options sequential;
+    sequential.walk_budget_per_event = o.walk_budget;
+    sequential.peak_walk_budget_per_event = o.peak_walk_budget;
+    replay_options parallel = sequential;
+    sequential.threads = 1;
+    parallel.threads = 0;
+    all_sequential = time_runs([&] { replay(columns, all_targets, sequential); }, o.reps, false,
+                               trace.kind.size());
+    all_parallel = time_runs([&] { replay(columns, all_targets, parallel); }, o.reps, false,
+                             trace.kind.size());
+    std::printf(
+        "\n%zu strategies in one replay, with layout: side by side on %u hardware threads %.0f ms, "
+        "one after another (peer) %.0f ms: %.2fx\n",
+        all_targets.size(), hardware, all_parallel.median_ns * trace.kind.size() / 1e6,
+        all_sequential.median_ns * trace.kind.size() / 1e6,
+        all_sequential.median_ns / all_parallel.median_ns);
+  }
+
   std::printf("\n### Replay, %zu synthetic events, one core\n\n", trace.kind.size());
   std::printf(
       "| strategy | parameters | replay | events/s | target | met | without layout | strategy "
@@ -392,7 +420,11 @@ int replay_main(int argc, char** argv) {
     out << "{\n  \"tool\": \"vramscope_bench replay\",\n  \"events\": " << trace.kind.size()
         << ",\n  \"reps\": " << o.reps << ",\n  \"clock\": \""
         << (o.cpu_clock ? "thread_cpu" : "wall")
-        << "\",\n  \"bare_loop_ns_per_event\": " << floor.median_ns << ",\n  \"rows\": [";
+        << "\",\n  \"bare_loop_ns_per_event\": " << floor.median_ns
+        << ",\n  \"hardware_threads\": " << hardware << ",\n  \"all_targets_side_by_side_ms\": "
+        << all_parallel.median_ns * trace.kind.size() / 1e6
+        << ",\n  \"all_targets_one_after_another_ms\": "
+        << all_sequential.median_ns * trace.kind.size() / 1e6 << ",\n  \"rows\": [";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const measured_row& m = rows[i];
       out << (i ? "," : "") << "\n    {\"label\": \"" << m.row.label << "\", \"parameters\": \""
