@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
-#include <thread>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "vramscope/simulated_backing.hpp"
 
