@@ -159,7 +159,16 @@ async function replayWithProgress(
       layout: keepLayout,
       recordedPlacement: options.recordedPlacement,
       resetAtMarkers: options.resetAtMarkers,
-      onProgress: (p) => progress.update(`replay ${p.label} (${p.target + 1}/${p.targets})`, p.eventsDone, p.eventsTotal, 'events'),
+      // Several strategies replay side by side: one bar over all their events.
+      onProgress: (p) =>
+        p.targets === 1
+          ? progress.update(`replay ${p.label}`, p.eventsDone, p.eventsTotal, 'events')
+          : progress.update(
+              `replay ${p.targets} strategies side by side`,
+              Math.round(p.fraction * p.eventsTotal * p.targets),
+              p.eventsTotal * p.targets,
+              'events',
+            ),
     })
   } catch (e) {
     // Arguments were checked before the replay started, so what the replay refuses is the trace.
