@@ -4,10 +4,11 @@
 // given as "24GiB" makes requests fail; region placement reaches the simulated device; the same
 // input gives the same columns.
 import assert from 'node:assert/strict'
+import { availableParallelism } from 'node:os'
 import { describe, it } from 'node:test'
 
 import { Allocator, traceOpNames, type NativeError } from '../../../../src-main/services/replay/allocators.ts'
-import { NO_STREAM, replayTrace, toStrategyResult, type ReplayTarget } from '../../../../src-main/services/replay/replay.ts'
+import { NO_STREAM, replayThreads, replayTrace, toStrategyResult, type ReplayTarget } from '../../../../src-main/services/replay/replay.ts'
 import { EventKind, allocateEvents, type RequestTrace } from '../../../../src-main/services/trace/model.ts'
 import { random } from '../../../helpers/trace-samples.ts'
 import { CAPACITY, MiB, strategyConfigs } from './strategy-configs.ts'
@@ -137,6 +138,13 @@ describe('replay through every strategy', () => {
 describe('replay progress and cancel', () => {
   const big = randomTrace(300_000, 9)
   const targets: ReplayTarget[] = [{ strategy: 'caching' }, { strategy: 'buddy', params: { pool_size: '1GiB' } }]
+
+  it('replays side by side on at most a thread per target and core, and one at a time when memory would not hold more', () => {
+    assert.equal(replayThreads(1000, 100, 3, false), Math.min(availableParallelism(), 3))
+    assert.equal(replayThreads(1000, 100, 1, true), 1)
+    // A working set larger than all the memory there is: one after another.
+    assert.equal(replayThreads(1e9, 1e12, 5, true), 1)
+  })
 
   it('reports progress per target, ending at the whole', async () => {
     const seen: { target: number; label: string; eventsDone: number; fraction: number }[] = []
