@@ -292,13 +292,13 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   // Targets replay side by side (the native replay's threads), their reports interleaved: the
   // fraction is of all their events together, each target's as far as it last reported.
   const doneOf = new Float64Array(specs.length)
-  let done = 0
   const report = onProgress
     ? (p: { target: number; targets: number; eventsDone: number; eventsTotal: number }) => {
-        const fraction = p.eventsTotal === 0 ? 1 : p.eventsDone / p.eventsTotal
-        done += fraction - doneOf[p.target]!
-        doneOf[p.target] = fraction
-        onProgress({ ...p, label: specs[p.target]!.label, fraction: Math.min(1, Math.max(0, done / p.targets)) })
+        doneOf[p.target] = p.eventsTotal === 0 ? 1 : p.eventsDone / p.eventsTotal
+        // Summed afresh (a handful of targets): a running sum of differences ends a hair below 1.
+        let done = 0
+        for (const f of doneOf) done += f
+        onProgress({ ...p, label: specs[p.target]!.label, fraction: Math.min(1, done / p.targets) })
       }
     : undefined
   const { kind, id, size, stream, time, pool } = checkedTrace.events
