@@ -1,7 +1,7 @@
 // The worker process's entry for `vramscope serve`, bundled into one ES module (dist/worker/).
 // Forked from the TypeScript sources, the worker loads tsx and compiles ~100 modules as it starts:
 // 0.8–0.9 s before it answers its first call on the development machine, against 0.2–0.3 s for
-// the bundle (docs/benchmarks.md, "Issue 17's first paint"). The page's first paint waits on that
+// the bundle (docs/benchmarks.md, "Issue 17's first paint and maps, again"). A page waits on that
 // start. Like the UI (renderer-build.ts), the bundle is built on the first serve and again when a
 // source is newer; where it cannot be built, serve forks the sources as before.
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync } from 'node:fs'
