@@ -10,7 +10,8 @@ export const REPO_ROOT = fileURLToPath(new URL('../..', import.meta.url))
 export const RENDERER_DIR = join(REPO_ROOT, 'dist', 'renderer')
 const SOURCES = ['src-renderer', 'src-main/ipc', 'vite.renderer.config.ts']
 
-function newestMtime(path: string): number {
+/** The newest modification time of a file, or of anything below a directory. */
+export function newestMtime(path: string): number {
   const s = statSync(path)
   if (!s.isDirectory()) return s.mtimeMs
   let newest = s.mtimeMs

@@ -4,25 +4,17 @@
 // the bundle (docs/benchmarks.md, "Issue 17's first paint and maps, again"). A page waits on that
 // start. Like the UI (renderer-build.ts), the bundle is built on the first serve and again when a
 // source is newer; where it cannot be built, serve forks the sources as before.
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readSync, renameSync, rmSync, statSync } from 'node:fs'
+import { closeSync, existsSync, mkdirSync, openSync, readSync, renameSync, rmSync, statSync } from 'node:fs'
 import { readFile } from 'node:fs/promises'
 import { join } from 'node:path'
 import { pathToFileURL } from 'node:url'
 
-import { REPO_ROOT } from './renderer-build.ts'
+import { newestMtime, REPO_ROOT } from './renderer-build.ts'
 
 export const WORKER_BUNDLE = join(REPO_ROOT, 'dist', 'worker', 'worker.mjs')
 const ENTRY = join(REPO_ROOT, 'src-main', 'utility', 'worker.ts')
 /** What the worker is built from: any file here newer than the bundle builds it again. */
 const SOURCES = ['src-main', 'src-shared', 'native/index.d.ts', 'package.json']
-
-function newestMtime(path: string): number {
-  const s = statSync(path)
-  if (!s.isDirectory()) return s.mtimeMs
-  let newest = s.mtimeMs
-  for (const entry of readdirSync(path)) newest = Math.max(newest, newestMtime(join(path, entry)))
-  return newest
-}
 
 /** The bundle's first line: it names the checkout whose files its modules find beside them. */
 const banner = () => `// vramscope worker, built from ${pathToFileURL(REPO_ROOT).href}`

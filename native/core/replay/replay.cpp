@@ -56,6 +56,18 @@ void grow_huge(std::vector<T>& v, std::size_t n) {
   v.swap(grown);
 }
 
+// Calls f on each of the layout's columns.
+template <class F>
+void each_column(replay_layout& l, F&& f) {
+  f(l.op);
+  f(l.address);
+  f(l.size);
+  f(l.requested);
+  f(l.stream);
+  f(l.aux);
+  f(l.event);
+}
+
 // Rethrows the exception being handled with `context` (the target, the event) in its message,
 // keeping its code, and for out-of-memory its sizes.
 [[noreturn]] void rethrow_in_context(const std::string& context) {
@@ -133,13 +145,7 @@ class layout_tracer final : public tracer {
     const std::size_t need = out_.op.size() + static_cast<std::size_t>(end - buffer_.data());
     if (need > out_.op.capacity()) {
       const std::size_t grown = std::max(need, out_.op.capacity() * 2);
-      grow_huge(out_.op, grown);
-      grow_huge(out_.address, grown);
-      grow_huge(out_.size, grown);
-      grow_huge(out_.requested, grown);
-      grow_huge(out_.stream, grown);
-      grow_huge(out_.aux, grown);
-      grow_huge(out_.event, grown);
+      each_column(out_, [grown](auto& column) { grow_huge(column, grown); });
     }
     for (const trace_event* e = buffer_.data(); e != end; ++e) {
       out_.op.push_back(static_cast<std::uint8_t>(e->op));
@@ -504,14 +510,7 @@ class target_replay {
       // Most strategies report one or two layout events per request; regions, splits and merges
       // add some. Reserving up front keeps the loop from copying the columns while they grow.
       const std::size_t expected = n + n / 4 + 64;
-      replay_layout& l = r_.layout;
-      reserve_huge(l.op, expected);
-      reserve_huge(l.address, expected);
-      reserve_huge(l.size, expected);
-      reserve_huge(l.requested, expected);
-      reserve_huge(l.stream, expected);
-      reserve_huge(l.aux, expected);
-      reserve_huge(l.event, expected);
+      each_column(r_.layout, [expected](auto& column) { reserve_huge(column, expected); });
       alloc_.set_tracer(&tracer_);
     }
     if (options_.full_metrics)
