@@ -146,6 +146,8 @@ export class AppState {
   events = $derived(this.trace?.kind.length ?? this.opening?.events ?? 0)
   lastEvent = $derived(Math.max(0, this.events - 1))
 
+  /** Opens started or failed so far: a first replay shows its progress only while its open is the latest. */
+  private opens = 0
   /** The event open() put the playhead at, until the first maps land and move it to their peak (unless the user moved it). */
   private openedAt: number | null = null
   private playStartedAt = 0
@@ -178,17 +180,22 @@ export class AppState {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
       const summary = await this.client.call('job:result', { jobId })
-      // The first map's replay runs on the host while the trace's columns travel and decode here.
-      const firstReplay = this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true)
-      firstReplay.catch(() => {})
+      // The first map's replay runs on the host while the trace's columns travel and decode here;
+      // its progress shows in the first map's pane (while this open is the latest and has not
+      // failed), and its result is fetched and decoded as soon as it is done, columns or not.
+      const opened = ++this.opens
+      const firstViews = this.replayResult(this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true), (s) => {
+        if (this.opens === opened) this.job = s
+      })
+      firstViews.catch(() => {})
       // The trace this one replaces is of no more use, here or on the host.
       const replaced = this.trace?.summary.traceId
       if (replaced !== undefined && replaced !== summary.traceId) void this.client.call('trace:close', { traceId: replaced }).catch(() => {})
       this.trace = null
       // Until the columns arrive, the summary's requested bytes and the maps' panes are drawn.
       this.opening = summary
-      // The open's job is done: the first map's pane waits for its replay's progress.
-      this.job = null
+      // The open's job is done: the first replay's progress comes next (replayResult).
+      if (this.job?.jobId === jobId) this.job = null
       this.whatif = null
       this.whatifError = null
       this.strategies = []
@@ -214,8 +221,10 @@ export class AppState {
       this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
-      await this.replay(firstReplay)
+      await this.replay(firstViews)
     } catch (e) {
+      // The first replay, if it goes on, no longer shows its progress.
+      this.opens++
       this.job = null
       if (this.opening) {
         this.opening = null
@@ -252,10 +261,11 @@ export class AppState {
     })
   }
 
-  private async replayResult(started: Promise<{ jobId: string }>): Promise<StrategyView[]> {
+  /** `status` hears the job's progress (default: the progress bar, this.job). */
+  private async replayResult(started: Promise<{ jobId: string }>, status: (s: JobStatus) => void = (s) => (this.job = s)): Promise<StrategyView[]> {
     const { jobId } = await started
-    await waitForJob(this.client, jobId, (s) => (this.job = s))
-    this.job = { jobId, state: 'running', fraction: 1, phase: 'drawing' }
+    await waitForJob(this.client, jobId, status)
+    status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
     if (this.client.replayResultStream) return this.decoder.decodeReplayStream<StrategyView[]>(await this.client.replayResultStream(jobId))
     return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', { jobId }))
   }
@@ -264,16 +274,16 @@ export class AppState {
    * Replays the open trace through the strategies of `strategySpec` (plus any recorded layout):
    * first the recorded layouts alone (no replay) or, without any, the first strategy alone, drawn
    * as soon as they are ready; then the others in one more job.
-   * `firstStarted`: that first job, when open() started it already.
+   * `firstViews`: that first job's maps, when open() started it already.
    */
-  async replay(firstStarted?: Promise<{ jobId: string }>): Promise<void> {
+  async replay(firstViews?: Promise<StrategyView[]>): Promise<void> {
     const trace = this.trace
     if (!trace) return
     this.error = null
     const t0 = performance.now()
     try {
       const count = firstCount(trace.summary.stored)
-      const first = await this.replayResult(firstStarted ?? this.startReplay(trace.summary.traceId, { first: 0, count }, true))
+      const first = await (firstViews ?? this.replayResult(this.startReplay(trace.summary.traceId, { first: 0, count }, true)))
       let decodeMs = this.decoder.lastMs
       this.strategies = first
       // A trace opens at the peak of reserved memory of its first map (the recorded one where there is one).

@@ -2,7 +2,8 @@
 // (BERT training, default stacks): once the host has read the file, the toolbar names it with its
 // event count and the timeline draws the program's requested bytes from the trace's summary, with a
 // pane per map to come, while the trace's columns are still on their way (held back here by the
-// test); when they arrive the full view replaces it. The screenshot goes to test/e2e/output (look at it).
+// test), and the first map's replay result is fetched meanwhile; when the columns arrive the full
+// view replaces it. The screenshot goes to test/e2e/output (look at it).
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
@@ -25,6 +26,8 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
   const pageErrors: string[] = []
   /** The held `trace:data` request, let go by the second test. */
   let held: Promise<Route>
+  /** The first map's replay result, fetched while the columns are held. */
+  let firstResult: Promise<unknown>
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'vramscope-first-paint-e2e-'))
@@ -35,6 +38,7 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
     page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
     page.on('pageerror', (e) => pageErrors.push(e.message))
     held = new Promise((resolve) => void page.route('**/api/trace%3Adata', (route) => resolve(route)))
+    firstResult = page.waitForResponse((r) => r.url().includes('/api/replay%3Aresult'), { timeout: 60_000 })
     await page.goto(served.url)
   })
   after(async () => {
@@ -52,6 +56,13 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
     assert.match(toolbar ?? '', /^bert_train__default\.pickle · [\d,]+ events · 1 stream$/)
     const d = await requestedLine()
     assert.ok(d !== null && d.split('L').length > 100, `the requested bytes are drawn as a line of many points: ${d?.slice(0, 80)}`)
+    // The first map's replay goes on meanwhile: its result is fetched and decoded, its pane says so.
+    await firstResult
+    await page
+      .locator('.map-pending')
+      .first()
+      .getByText(/drawing · 100 %/)
+      .waitFor({ timeout: 30_000 })
     // Nothing that needs the columns is there yet.
     assert.equal(await page.locator('.map canvas').count(), 0)
     assert.equal(await page.getByRole('region', { name: 'allocation timeline' }).count(), 0)
