@@ -3,7 +3,7 @@
 // TraceEvents; EventChunks and LayoutChunks (request and layout events: the PyTorch importer's
 // columns) grow by whole chunks, never copying, and are copied out once at the end, letting each
 // chunk go as they go, so a gigabyte import does not hold its columns twice over.
-import { allocateEvents, sliceEvents, type EventKind, type TraceEvents } from './model.ts'
+import { allocateEvents, copyEventRow, sliceEvents, type EventKind, type TraceEvents } from './model.ts'
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
 
 /** Writes one event into row `i` of `c`. */
@@ -184,16 +184,7 @@ export class EventChunks {
 const SHORT_COPY = 32
 
 function copyFewEvents(source: TraceEvents, from: number, to: number, target: TraceEvents, at: number): void {
-  for (let i = from, j = at; i < to; i++, j++) {
-    target.kind[j] = source.kind[i]!
-    target.id[j] = source.id[i]!
-    target.size[j] = source.size[i]!
-    target.stream[j] = source.stream[i]!
-    target.device[j] = source.device[i]!
-    target.time[j] = source.time[i]!
-    target.stack[j] = source.stack[i]!
-    target.tag[j] = source.tag[i]!
-  }
+  for (let i = from, j = at; i < to; i++, j++) copyEventRow(source, i, target, j)
 }
 
 interface LayoutChunk {

@@ -17,7 +17,6 @@ import { strategySpecText, type WhatifReport, type WhatifReportRow } from '../..
 import type { OpenedInput } from '../import/open-input.ts'
 import { buildModel, placementFor, recordedConf } from '../replay/replay-input.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
-
 import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
