@@ -27,34 +27,26 @@ export function isBundleFile(value: unknown): value is BundleFile {
 }
 
 /**
- * Writes a bundle's parts (encodeBundleParts: views of its arrays, in order) to a new file in
- * `dir`. Rejects, leaving no file behind, when the disk is full or the folder is gone: the caller
- * then sends the bundle as bytes.
+ * Writes a bundle's parts (encodeBundleParts: views of its arrays, in order; `bytes` long in all)
+ * to a new file in `dir`. Rejects, leaving no file behind, when the disk is full or the folder is
+ * gone: the caller then sends the bundle as bytes.
  */
-export async function writeBundleFile(dir: string, parts: readonly Uint8Array[]): Promise<BundleFile> {
+export async function writeBundleFile(dir: string, parts: readonly Uint8Array[], bytes: number): Promise<BundleFile> {
   const path = join(dir, `${randomUUID()}.bundle`)
-  const bytes = parts.reduce((n, p) => n + p.byteLength, 0)
   const file = await open(path, 'wx', 0o600)
   try {
     // writev takes at most IOV_MAX (1024) pieces a call; a bundle has a few dozen.
     for (let i = 0; i < parts.length; i += 512) {
       const batch = parts.slice(i, i + 512)
-      const want = batch.reduce((n, p) => n + p.byteLength, 0)
       let written = (await file.writev(batch as Uint8Array[])).bytesWritten
       // A short write (rare, on some file systems): the rest one piece at a time.
-      if (written < want) {
-        let skip = written
-        for (const p of batch) {
-          if (skip >= p.byteLength) {
-            skip -= p.byteLength
-            continue
-          }
-          const rest = p.subarray(skip)
-          skip = 0
-          let off = 0
-          while (off < rest.byteLength) off += (await file.write(rest, off)).bytesWritten
-          written += rest.byteLength
+      for (const p of batch) {
+        if (written >= p.byteLength) {
+          written -= p.byteLength
+          continue
         }
+        for (let off = written; off < p.byteLength;) off += (await file.write(p, off)).bytesWritten
+        written = 0
       }
     }
     await file.close()

@@ -101,7 +101,7 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
         const bytes = out.parts.reduce((n, p) => n + p.byteLength, 0)
         if (port.bundleDir !== undefined && bytes >= BUNDLE_FILE_MIN_BYTES) {
           try {
-            port.post({ type: 'reply', id: request.id, ok: true, file: await writeBundleFile(port.bundleDir, out.parts) })
+            port.post({ type: 'reply', id: request.id, ok: true, file: await writeBundleFile(port.bundleDir, out.parts, bytes) })
             return
           } catch {
             // No room for it on disk (or the folder is gone): it goes as bytes, as it always can.

@@ -197,11 +197,19 @@ async function sendBundle(res: ServerResponse, bundle: Bundle | ArrayBuffer | Bu
   // starts reading (a replay's layout streams into its model) while the rest is on its way. A
   // worker's bundle arrives encoded already.
   const parts = bundle instanceof ArrayBuffer ? [new Uint8Array(bundle)] : encodeBundleParts(bundle)
-  const length = parts.reduce((n, p) => n + p.byteLength, 0)
+  await sendBytes(
+    res,
+    parts.reduce((n, p) => n + p.byteLength, 0),
+    parts,
+  )
+}
+
+/** A 200 of `length` bytes from `chunks`, each written as the socket takes it; stops when the page has gone. */
+async function sendBytes(res: ServerResponse, length: number, chunks: Iterable<Uint8Array> | AsyncIterable<Uint8Array>): Promise<void> {
   res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': length, 'cache-control': 'no-store', ...SECURITY_HEADERS })
-  for (const part of parts) {
+  for await (const chunk of chunks) {
     if (res.destroyed) return
-    if (!res.write(part)) await drainedOrClosed(res)
+    if (!res.write(chunk)) await drainedOrClosed(res)
   }
   res.end()
 }
@@ -215,16 +223,11 @@ async function sendBundleFile(res: ServerResponse, file: BundleFile): Promise<vo
       stream.once('open', () => resolve())
       stream.once('error', reject)
     })
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': file.bytes, 'cache-control': 'no-store', ...SECURITY_HEADERS })
     try {
-      for await (const chunk of stream) {
-        if (res.destroyed) break
-        if (!res.write(chunk)) await drainedOrClosed(res)
-      }
+      await sendBytes(res, file.bytes, stream as AsyncIterable<Uint8Array>)
     } finally {
       stream.destroy()
     }
-    res.end()
   } finally {
     await rm(file.bundleFile, { force: true })
   }
