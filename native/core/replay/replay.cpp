@@ -684,21 +684,12 @@ std::vector<replay_result> replay(const request_columns& events,
   std::size_t threads = options.threads != 0
                             ? options.threads
                             : std::max<std::size_t>(1, std::thread::hardware_concurrency());
-  threads = std::min(threads, count);
-  if (threads <= 1) {
-    const cancel_check check_cancel(cancel);
-    std::vector<replay_result> results;
-    results.reserve(count);
-    for (std::size_t t = 0; t < count; ++t) {
-      target_replay run(events, targets[t], options, ids, check_cancel);
-      results.push_back(run.run(progress, t, count));
-    }
-    return results;
-  }
+  threads = std::max<std::size_t>(1, std::min(threads, count));
 
-  // Several at once: each thread takes the next target not yet taken. A target that fails sets
-  // `failed`, which stops the others at their next check; the error of the first failed target in
-  // target order is the replay's (a target stopped that way reports only "cancelled").
+  // Each thread (this one too; with one thread, only this one, target after target) takes the
+  // next target not yet taken. A target that fails sets `failed`, which stops the others at their
+  // next check; the error of the first failed target in target order is the replay's (a target
+  // stopped that way reports only "cancelled").
   std::atomic<bool> failed{false};
   const cancel_check check_cancel(cancel, &failed);
   std::vector<std::optional<replay_result>> results(count);
