@@ -4,21 +4,18 @@
 // and inspects its block; the event list moves the playhead; following the block marks its alloc
 // and free (and its address's events) and steps through them. Screenshots go to test/e2e/output.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page } from 'playwright-core'
 
-import { browserSkipReason, eventPosition, launchBrowser, OUTPUT, ROOT, serve, type Served } from './helpers.ts'
+import { browserSkipReason, eventPosition, launchBrowser, OUTPUT, ROOT, serve, serveSuiteSnapshot, type Served } from './helpers.ts'
 
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
 describe('allocation timeline, event list and follow', { skip }, () => {
-  let dir: string
   let served: Served
   let browser: Browser
   let page: Page
@@ -27,10 +24,8 @@ describe('allocation timeline, event list and follow', { skip }, () => {
   let hovered = { x: 0, y: 0 }
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'vramscope-alloc-e2e-'))
-    execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir])
     mkdirSync(OUTPUT, { recursive: true })
-    served = await serve([join(dir, 'whatif', 'gpt2_varshape__default.pickle')])
+    served = await serveSuiteSnapshot('gpt2_varshape__default.pickle')
     browser = await launchBrowser()
     page = await browser.newPage({ viewport: { width: 1500, height: 1100 } })
     page.on('pageerror', (e) => pageErrors.push(e.message))
@@ -39,7 +34,6 @@ describe('allocation timeline, event list and follow', { skip }, () => {
   after(async () => {
     await browser?.close()
     await served?.stop()
-    if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
   const timeline = () => page.getByRole('region', { name: 'allocation timeline' })

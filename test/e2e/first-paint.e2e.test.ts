@@ -5,21 +5,18 @@
 // test), and the first map's replay result is fetched meanwhile; when the columns arrive the full
 // view replaces it. The screenshot goes to test/e2e/output (look at it).
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page, Route } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, OUTPUT, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, launchBrowser, OUTPUT, serveSuiteSnapshot, waitForCount, type Served } from './helpers.ts'
 
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
 describe("a trace's first paint, before its columns arrive", { skip }, () => {
-  let dir: string
   let served: Served
   let browser: Browser
   let page: Page
@@ -30,10 +27,8 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
   let firstResult: Promise<unknown>
 
   before(async () => {
-    dir = mkdtempSync(join(tmpdir(), 'vramscope-first-paint-e2e-'))
-    execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir])
     mkdirSync(OUTPUT, { recursive: true })
-    served = await serve([join(dir, 'whatif', 'bert_train__default.pickle')])
+    served = await serveSuiteSnapshot('bert_train__default.pickle')
     browser = await launchBrowser()
     page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
     page.on('pageerror', (e) => pageErrors.push(e.message))
@@ -44,7 +39,6 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
   after(async () => {
     await browser?.close()
     await served?.stop()
-    if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
   const requestedLine = () => page.locator('.timeline path.requested').getAttribute('d')

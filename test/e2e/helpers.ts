@@ -1,8 +1,9 @@
 // What the end-to-end tests share: the real `vramscope serve` started as a user starts it (the
 // bin script, a free port, the printed URL) and Debian's Chromium driven by Playwright. Where no
 // Chromium is installed the tests skip and say why.
-import { spawn, type ChildProcess } from 'node:child_process'
-import { existsSync, mkdirSync } from 'node:fs'
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process'
+import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { createInterface } from 'node:readline'
 
@@ -57,6 +58,29 @@ export async function serve(args: string[] = []): Promise<Served> {
         child.once('exit', () => resolve())
         child.kill('SIGTERM')
       }),
+  }
+}
+
+/**
+ * `vramscope serve` on one snapshot of the what-if data set (test/fixtures/pytorch/whatif-suite.tar.gz:
+ * real H100 runs recorded with PyTorch's default stacks), taken out to a folder of its own that
+ * stop() removes with the server.
+ */
+export async function serveSuiteSnapshot(name: string): Promise<Served> {
+  const dir = mkdtempSync(join(tmpdir(), 'vramscope-e2e-suite-'))
+  try {
+    execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir, `whatif/${name}`])
+    const served = await serve([join(dir, 'whatif', name)])
+    return {
+      ...served,
+      stop: async () => {
+        await served.stop()
+        rmSync(dir, { recursive: true, force: true })
+      },
+    }
+  } catch (e) {
+    rmSync(dir, { recursive: true, force: true })
+    throw e
   }
 }
 

@@ -5,15 +5,12 @@
 // own lane and colour; its scales are binary-round and labelled. Screenshots go to
 // test/e2e/output (look at them).
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { mkdtempSync } from 'node:fs'
-import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import type { Page } from 'playwright-core'
 
-import { browserSkipReason, eventPosition, launchBrowser, OUTPUT, ROOT, serve, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, eventPosition, launchBrowser, OUTPUT, ROOT, serve, serveSuiteSnapshot, waitForCount, type Served } from './helpers.ts'
 
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
@@ -24,9 +21,7 @@ describe('honest comparison in the browser', { skip }, () => {
   let page: Page
 
   before(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'vramscope-honest-'))
-    execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir, 'whatif/gpt2_varshape__default.pickle'])
-    served = await serve([join(dir, 'whatif', 'gpt2_varshape__default.pickle')])
+    served = await serveSuiteSnapshot('gpt2_varshape__default.pickle')
     browser = await launchBrowser()
     page = await browser.newPage({ viewport: { width: 1500, height: 1100 } })
     await page.goto(served.url)
