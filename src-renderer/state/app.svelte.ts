@@ -12,6 +12,8 @@ import { peakReservedEvent } from '../viz/peak.ts'
 import { strategiesNamed } from '../viz/strategy-count.ts'
 import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
+/** While playing, the figures read the playhead at most this often (ms). */
+const READOUT_MS = 100
 export type { ColorBy }
 export type { Theme }
 /** What the main area shows: the strategies side by side, or the what-if lab. */
@@ -97,6 +99,16 @@ export class AppState {
   /** The request event whose state every view shows. */
   event = $state(0)
   playing = $state(false)
+  /** The playhead as the figures and texts read it while playing: at most READOUT_MS apart. */
+  private playReadout = $state(0)
+  private playReadoutAt = 0
+  /**
+   * The event the figures (map headers, the metrics table's "now" rows, the position) are read
+   * at: the playhead, except while playing, when it follows a few times a second. The maps and
+   * cursors move every frame; figures changing sixty times a second cannot be read, and each
+   * change of text lays out and paints the page again (docs/architecture.md, "Memory maps").
+   */
+  readoutEvent = $derived(this.playing ? this.playReadout : this.event)
   /** Events per second while playing. */
   speed = $state(200)
   /** A brushed range of events the scrubber and playback keep to, or null for all. */
@@ -416,6 +428,8 @@ export class AppState {
     this.playing = true
     this.playStartedAt = performance.now()
     this.playStartEvent = this.event
+    this.playReadout = this.event
+    this.playReadoutAt = this.playStartedAt
     const tick = (now: number) => {
       if (!this.playing) return
       const target = this.playStartEvent + ((now - this.playStartedAt) / 1000) * this.speed
@@ -426,6 +440,10 @@ export class AppState {
         return
       }
       this.event = Math.floor(target)
+      if (now - this.playReadoutAt >= READOUT_MS) {
+        this.playReadout = this.event
+        this.playReadoutAt = now
+      }
       this.frame = requestAnimationFrame(tick)
     }
     this.frame = requestAnimationFrame(tick)

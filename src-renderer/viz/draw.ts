@@ -2,8 +2,8 @@
 // 32-bit words) and an owner buffer (which block or region each pixel shows, for hovering).
 // Synchronous and allocation-free per frame: a frame is a pass over the records with typed-array
 // fills, so 100k live blocks draw in a few milliseconds with or without a GPU.
-import { endedWithin } from './interval-index.ts'
-import { blocksPresentAt, NEVER, RegionKind, regionsPresentAt, type StrategyModel } from './model.ts'
+import { endedWithin, upperBound as countAtMost } from './interval-index.ts'
+import { blocksPresentAt, NEVER, RegionKind, regionsPresentAt, stateChanges, type StrategyModel } from './model.ts'
 import type { MapView, PlacedModel } from './layout.ts'
 
 /** Colours as 0xAABBGGRR words (ImageData byte order on little-endian machines). */
@@ -70,6 +70,10 @@ export function tint(color: number, t: number): number {
   return rgba(Math.round(r + (target - r) * w), Math.round(g + (target - g) * w), Math.round(b + (target - b) * w), (color >>> 24) & 0xff)
 }
 
+/**
+ * Draws once: a fresh MapRaster's full pass (exports, tests). A map that redraws as the playhead
+ * moves keeps its own MapRaster, which redraws only what changed.
+ */
 export function rasterize(
   model: StrategyModel,
   placed: PlacedModel,
@@ -78,106 +82,439 @@ export function rasterize(
   pixels: Uint32Array,
   owner: Int32Array,
 ): DrawResult {
-  const { width, height, view, event: e } = request
-  const count = width * height
-  const bpp = view.length / count
-  const v0 = view.start
-  pixels.fill(palette.unreserved, 0, count)
-  owner.fill(OWNER_NONE, 0, count)
-  const toPixel = (linear: number) => (linear - v0) / bpp
+  const raster = new MapRaster()
+  const result = raster.draw(model, placed, request, palette, pixels)
+  owner.set(raster.owner.subarray(0, request.width * request.height))
+  return result
+}
 
-  // Regions: address space first, then memory and mappings over it.
-  const r = model.regions
-  const regions = regionsPresentAt(model, e)
-  for (let pass = 0; pass < 2; pass++) {
-    for (const k of regions) {
-      const isSpace = r.kind[k] === RegionKind.addressSpace
-      if ((pass === 0) !== isSpace) continue
-      const lin = placed.regionLinear[k]!
-      let p0 = Math.floor(toPixel(lin))
-      let p1 = Math.ceil(toPixel(lin + r.size[k]!))
-      if (p1 <= 0 || p0 >= count) continue
-      if (p1 <= p0) p1 = p0 + 1
-      p0 = Math.max(0, p0)
-      p1 = Math.min(count, p1)
-      const color = isSpace ? palette.addressSpace : palette.free
-      pixels.fill(color, p0, p1)
-      // A region's first pixel marks where it starts (segments, slabs, buddy pools, granules),
-      // so the strategy's structure shows even where no block is live.
-      if (p1 - p0 >= 4 && toPixel(lin) >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
-      owner.fill(OWNER_REGION_BASE - k, p0, p1)
-    }
+/** At most this many blocks placed or freed between two frames are redrawn one by one; more, the map is drawn whole. */
+const MAX_CHANGED_BLOCKS = 20_000
+
+/**
+ * One map's raster kept from frame to frame. Its base image is the state after an event without
+ * the highlights that fade (blocks placed or freed within the recent window, the selected block):
+ * regions, then every present block in ascending block order, so where blocks share a pixel the
+ * newest shows. As the playhead moves forward by a few events, only the blocks freed, placed or
+ * changed state since are redrawn (docs/architecture.md, "Memory maps"): a pixel a freed block
+ * shared with another present block is given to the newest block covering it, found from the
+ * blocks starting at that pixel and the one block reaching it from the left. Each frame copies
+ * the base and draws the highlights and segment outlines over the copy. The result equals a full
+ * pass at the same event, pixel for pixel and owner for owner (test/unit/renderer/viz/raster.test.ts).
+ */
+export class MapRaster {
+  /** Which block or region each pixel of the base shows (for hovering): OWNER_NONE, a block, or a region below OWNER_REGION_BASE. */
+  owner = new Int32Array(0)
+  /** Full passes and incremental updates since this raster was made (for tests and the benchmark). */
+  readonly passes = { full: 0, incremental: 0 }
+  private base = new Uint32Array(0)
+  private cover = new Uint32Array(0)
+  private regionPixels = new Uint32Array(0)
+  private regionOwner = new Int32Array(0)
+  /** Present in-view blocks by first pixel: head[p], then next[k] (prev[k] for unlinking). */
+  private head = new Int32Array(0)
+  private next = new Int32Array(0)
+  private prev = new Int32Array(0)
+  /** Each block's pixels in this view, computed when first drawn (stamp[k] === version). */
+  private p0 = new Int32Array(0)
+  private p1 = new Int32Array(0)
+  /** End of the requested part; bitwise-not when the block's first pixel is darkened as its edge. */
+  private reqEnd = new Int32Array(0)
+  private stamp = new Uint32Array(0)
+  private version = 0
+  private model: StrategyModel | null = null
+  private placed: PlacedModel | null = null
+  private palette: MapPalette | null = null
+  private category: Uint32Array | null = null
+  private width = 0
+  private height = 0
+  private viewStart = 0
+  private viewLength = 0
+  private scale = 0
+  /** The base's event; -1: none drawn. */
+  private event = -1
+  private live = 0
+  private categoryEdge = new Uint32Array(0)
+  private deadEdge = 0
+  private pendingEdge = 0
+  private unresolved: number[] = []
+
+  /** Draws the state after request.event into `pixels` (width × height words). */
+  draw(model: StrategyModel, placed: PlacedModel, request: DrawRequest, palette: MapPalette, pixels: Uint32Array): DrawResult {
+    const { width, height, view, event: e } = request
+    const count = width * height
+    const sameInputs =
+      model === this.model &&
+      placed === this.placed &&
+      palette === this.palette &&
+      request.category === this.category &&
+      width === this.width &&
+      height === this.height &&
+      view.start === this.viewStart &&
+      view.length === this.viewLength
+    if (!sameInputs) this.reset(model, placed, request, palette)
+    if (!(sameInputs && e >= this.event && this.event >= 0 && this.advance(e))) this.full(e)
+    this.compose(request, pixels)
+    if (palette.segmentOutline !== undefined) outlineSegments(model, placed, regionsPresentAt(model, e), request, palette.segmentOutline, pixels)
+    return { liveBlocksDrawn: this.live, bytesPerPixel: view.length / count }
   }
 
-  // Blocks: ghosts of recent frees, then live blocks (pending ones in their own colour).
-  const b = model.blocks
-  const window = request.recentWindow
-  const recentFrom = e - window
-  // Ghosts: the blocks whose interval ended within the window (few: about a second of playback).
-  if (window > 0) {
-    const index = model.blockIndex
-    let ghosts: ArrayLike<number>
-    if (index) {
-      const [g0, g1] = endedWithin(index, recentFrom, e)
-      ghosts = index.endedOrder.subarray(g0, g1)
-    } else ghosts = Uint32Array.from({ length: b.count }, (_, k) => k)
-    for (let i = 0; i < ghosts.length; i++) {
-      const k = ghosts[i]!
-      const to = b.to[k]!
-      if (to === NEVER || to > e || to <= recentFrom || b.from[k]! > e) continue
-      const lin = placed.blockLinear[k]!
-      const x0 = toPixel(lin)
-      const x1 = toPixel(lin + b.size[k]!)
-      if (x1 <= 0 || x0 >= count) continue
-      const p0 = Math.max(0, Math.floor(x0))
-      const p1 = Math.min(count, Math.max(Math.floor(x0) + 1, Math.ceil(x1)))
-      fillPixels(pixels, tint(palette.freedGhost, ((e - to) / window) * 0.8), p0, p1)
+  private reset(model: StrategyModel, placed: PlacedModel, request: DrawRequest, palette: MapPalette): void {
+    const count = request.width * request.height
+    if (this.base.length !== count) {
+      this.base = new Uint32Array(count)
+      this.owner = new Int32Array(count)
+      this.cover = new Uint32Array(count)
+      this.regionPixels = new Uint32Array(count)
+      this.regionOwner = new Int32Array(count)
+      this.head = new Int32Array(count)
     }
+    const blocks = model.blocks.count
+    if (model !== this.model || this.stamp.length < blocks) {
+      this.next = new Int32Array(blocks)
+      this.prev = new Int32Array(blocks)
+      this.p0 = new Int32Array(blocks)
+      this.p1 = new Int32Array(blocks)
+      this.reqEnd = new Int32Array(blocks)
+      this.stamp = new Uint32Array(blocks)
+      this.version = 0
+    }
+    this.version++
+    this.model = model
+    this.placed = placed
+    this.palette = palette
+    this.category = request.category
+    this.width = request.width
+    this.height = request.height
+    this.viewStart = request.view.start
+    this.viewLength = request.view.length
+    // As 1 / (bytes per pixel), not count / length: the same float the one-pass draw used.
+    this.scale = 1 / (request.view.length / count)
+    this.categoryEdge = palette.categories.map((c) => tint(c, -palette.edgeDarken))
+    this.deadEdge = tint(palette.dead, -palette.edgeDarken)
+    this.pendingEdge = tint(palette.pending, -palette.edgeDarken)
+    this.event = -1
   }
 
-  // Live blocks: up to 100k a frame, so the loop reads typed arrays only and paints short runs
-  // by hand (a typed-array fill() call costs more than the few pixels most blocks cover).
-  const present = blocksPresentAt(model, e)
-  const blockLinear = placed.blockLinear
-  const { size, requested, from: fromEvent, deadFrom, pendingFrom } = b
-  const categories = palette.categories
-  const categoryCount = categories.length
-  const category = request.category
-  const selected = request.selected
-  const scale = 1 / bpp
-  let liveBlocksDrawn = 0
-  for (let i = 0; i < present.length; i++) {
-    const k = present[i]!
-    const lin = blockLinear[k]! - v0
-    const x0 = lin * scale
-    const x1 = (lin + size[k]!) * scale
-    if (x1 <= 0 || x0 >= count) continue
+  /** Block k's first pixel in this view, or -1 when it is outside it; computes its span once a view. */
+  private spanOf(k: number): number {
+    if (this.stamp[k] === this.version) return this.p0[k]!
+    this.stamp[k] = this.version
+    const b = this.model!.blocks
+    const count = this.base.length
+    const lin = this.placed!.blockLinear[k]! - this.viewStart
+    const x0 = lin * this.scale
+    const x1 = (lin + b.size[k]!) * this.scale
+    if (x1 <= 0 || x0 >= count) return (this.p0[k] = -1)
     let p0 = Math.floor(x0)
     let p1 = Math.ceil(x1)
     if (p1 <= p0) p1 = p0 + 1
     if (p0 < 0) p0 = 0
     if (p1 > count) p1 = count
-    const dead = e >= deadFrom[k]!
-    if (!dead) liveBlocksDrawn++
-    const pending = dead || e >= pendingFrom[k]!
-    let color = dead ? palette.dead : pending ? palette.pending : categories[category[k]! % categoryCount]!
-    const from = fromEvent[k]!
-    if (window > 0 && from > recentFrom && !pending) color = tint(color, 0.55 * (1 - (e - from) / window))
-    if (k === selected) color = tint(color, -0.45)
     // The requested part in the block's colour, the rounding waste after it.
-    let requestedEnd = p1
-    if (!pending) {
-      requestedEnd = Math.ceil((lin + requested[k]!) * scale)
-      if (requestedEnd < p0 + 1) requestedEnd = p0 + 1
-      if (requestedEnd > p1) requestedEnd = p1
-    }
-    fillPixels(pixels, color, p0, requestedEnd)
-    if (requestedEnd < p1) fillPixels(pixels, palette.waste, requestedEnd, p1)
-    if (p1 - p0 >= 4 && x0 >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
-    fillOwner(owner, k, p0, p1)
+    let requestedEnd = Math.ceil((lin + b.requested[k]!) * this.scale)
+    if (requestedEnd < p0 + 1) requestedEnd = p0 + 1
+    if (requestedEnd > p1) requestedEnd = p1
+    this.p0[k] = p0
+    this.p1[k] = p1
+    this.reqEnd[k] = p1 - p0 >= 4 && x0 >= 0 ? ~requestedEnd : requestedEnd
+    return p0
   }
-  if (palette.segmentOutline !== undefined) outlineSegments(model, placed, regions, request, palette.segmentOutline, pixels)
-  return { liveBlocksDrawn, bytesPerPixel: bpp }
+
+  /** Draws the regions present after event e into the region layer: what the base shows where no block is. */
+  private drawRegions(e: number): void {
+    const model = this.model!
+    const palette = this.palette!
+    const count = this.base.length
+    const bpp = this.viewLength / count
+    const v0 = this.viewStart
+    const toPixel = (linear: number) => (linear - v0) / bpp
+    const pixels = this.regionPixels
+    const owner = this.regionOwner
+    pixels.fill(palette.unreserved)
+    owner.fill(OWNER_NONE)
+    // Regions: address space first, then memory and mappings over it.
+    const r = model.regions
+    const regions = regionsPresentAt(model, e)
+    for (let pass = 0; pass < 2; pass++) {
+      for (const k of regions) {
+        const isSpace = r.kind[k] === RegionKind.addressSpace
+        if ((pass === 0) !== isSpace) continue
+        const lin = this.placed!.regionLinear[k]!
+        let p0 = Math.floor(toPixel(lin))
+        let p1 = Math.ceil(toPixel(lin + r.size[k]!))
+        if (p1 <= 0 || p0 >= count) continue
+        if (p1 <= p0) p1 = p0 + 1
+        p0 = Math.max(0, p0)
+        p1 = Math.min(count, p1)
+        const color = isSpace ? palette.addressSpace : palette.free
+        pixels.fill(color, p0, p1)
+        // A region's first pixel marks where it starts (segments, slabs, buddy pools, granules),
+        // so the strategy's structure shows even where no block is live.
+        if (p1 - p0 >= 4 && toPixel(lin) >= 0) pixels[p0] = tint(color, -palette.edgeDarken)
+        owner.fill(OWNER_REGION_BASE - k, p0, p1)
+      }
+    }
+  }
+
+  /** Redraws the base after event e: regions, then every present block. */
+  private full(e: number): void {
+    const model = this.model!
+    this.drawRegions(e)
+    this.base.set(this.regionPixels)
+    this.owner.set(this.regionOwner)
+    this.cover.fill(0)
+    this.head.fill(-1)
+    this.live = 0
+    let present = blocksPresentAt(model, e)
+    for (let i = 1; i < present.length; i++)
+      if (present[i]! < present[i - 1]!) {
+        present = present.slice().sort()
+        break
+      }
+    const deadFrom = model.blocks.deadFrom
+    for (let i = 0; i < present.length; i++) {
+      const k = present[i]!
+      if (this.spanOf(k) < 0) continue
+      this.place(k, e)
+      if (e < deadFrom[k]!) this.live++
+    }
+    this.event = e
+    this.passes.full++
+  }
+
+  /** The colour of block k after event e, before highlights. */
+  private stateColor(k: number, e: number): number {
+    const b = this.model!.blocks
+    const palette = this.palette!
+    if (e >= b.deadFrom[k]!) return palette.dead
+    if (e >= b.pendingFrom[k]!) return palette.pending
+    const categories = palette.categories
+    return categories[this.category![k]! % categories.length]!
+  }
+
+  private stateEdge(k: number, e: number): number {
+    const b = this.model!.blocks
+    if (e >= b.deadFrom[k]!) return this.deadEdge
+    if (e >= b.pendingFrom[k]!) return this.pendingEdge
+    return this.categoryEdge[this.category![k]! % this.categoryEdge.length]!
+  }
+
+  /** Draws a newly present block over the base (it is the newest: every pixel of its span is its own). */
+  private place(k: number, e: number): void {
+    const p0 = this.p0[k]!
+    const p1 = this.p1[k]!
+    const first = this.head[p0]!
+    this.next[k] = first
+    this.prev[k] = -1
+    if (first >= 0) this.prev[first] = k
+    this.head[p0] = k
+    const cover = this.cover
+    for (let p = p0; p < p1; p++) cover[p]!++
+    this.paint(this.base, k, this.stateColor(k, e), this.stateEdge(k, e), e, false)
+    fillOwner(this.owner, k, p0, p1)
+  }
+
+  /**
+   * Paints block k's pixels in `color` (the requested part; pending and dead blocks are all
+   * colour), rounding waste after it, `edge` on a first pixel that marks its start; only the
+   * pixels it owns when `owned`.
+   */
+  private paint(target: Uint32Array, k: number, color: number, edge: number, e: number, owned: boolean): void {
+    const b = this.model!.blocks
+    const p0 = this.p0[k]!
+    const p1 = this.p1[k]!
+    let requestedEnd = this.reqEnd[k]!
+    const darken = requestedEnd < 0
+    if (darken) requestedEnd = ~requestedEnd
+    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = p1
+    if (!owned) {
+      fillPixels(target, color, p0, requestedEnd)
+      if (requestedEnd < p1) fillPixels(target, this.palette!.waste, requestedEnd, p1)
+      if (darken) target[p0] = edge
+      return
+    }
+    const owner = this.owner
+    const waste = this.palette!.waste
+    for (let p = p0; p < p1; p++) if (owner[p] === k) target[p] = p < requestedEnd ? color : waste
+    if (darken && owner[p0] === k) target[p0] = edge
+  }
+
+  /** Block k's colour at pixel p of its span after event e, before highlights (what place() paints there). */
+  private pixelColor(k: number, p: number, e: number): number {
+    const b = this.model!.blocks
+    let requestedEnd = this.reqEnd[k]!
+    const darken = requestedEnd < 0
+    if (darken) requestedEnd = ~requestedEnd
+    if (darken && p === this.p0[k]) return this.stateEdge(k, e)
+    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = this.p1[k]!
+    return p < requestedEnd ? this.stateColor(k, e) : this.palette!.waste
+  }
+
+  /** Moves the base forward to event e by the blocks that changed since; false when a full pass is needed. */
+  private advance(e: number): boolean {
+    const model = this.model!
+    const index = model.blockIndex
+    const regionIndex = model.regionIndex
+    const e1 = this.event
+    if (e === e1) return true
+    if (!index || !regionIndex) return false
+    const b = model.blocks
+    const r = model.regions
+    // A region placed or released: the region layer is drawn again, and shows where no block is.
+    const [rg0, rg1] = endedWithin(regionIndex, e1, e)
+    const regionsChanged = rg1 > rg0 || countAtMost(r.from, r.count, e) !== countAtMost(r.from, r.count, e1)
+    const [g0, g1] = endedWithin(index, e1, e)
+    const c0 = countAtMost(b.from, b.count, e1)
+    const c1 = countAtMost(b.from, b.count, e)
+    if (g1 - g0 + c1 - c0 > MAX_CHANGED_BLOCKS) return false
+    if (regionsChanged) this.drawRegions(e)
+    const { from, to, deadFrom } = b
+    const cover = this.cover
+    const owner = this.owner
+    const base = this.base
+    const unresolved = this.unresolved
+    unresolved.length = 0
+    // Freed: their pixels go back to what is under them, or wait for the newest block sharing them.
+    for (let i = g0; i < g1; i++) {
+      const k = index.endedOrder[i]!
+      if (from[k]! > e1 || this.spanOf(k) < 0) continue
+      if (e1 < deadFrom[k]!) this.live--
+      const n = this.next[k]!
+      const pv = this.prev[k]!
+      if (pv >= 0) this.next[pv] = n
+      else this.head[this.p0[k]!] = n
+      if (n >= 0) this.prev[n] = pv
+      const p1 = this.p1[k]!
+      for (let p = this.p0[k]!; p < p1; p++) {
+        const left = --cover[p]!
+        if (owner[p] !== k) continue
+        if (left === 0) {
+          base[p] = this.regionPixels[p]!
+          owner[p] = this.regionOwner[p]!
+        } else unresolved.push(p)
+      }
+    }
+    // Placed: newer than every block present, so drawn over them.
+    for (let k = c0; k < c1; k++) {
+      if (to[k]! <= e || this.spanOf(k) < 0) continue
+      this.place(k, e)
+      if (e < deadFrom[k]!) this.live++
+    }
+    for (const p of unresolved) {
+      const o = owner[p]!
+      if (o >= 0 && from[o]! <= e && e < to[o]!) continue
+      // Another block freed in this step may have been the last one sharing it.
+      if (cover[p] === 0) {
+        base[p] = this.regionPixels[p]!
+        owner[p] = this.regionOwner[p]!
+        continue
+      }
+      const k = this.newestAt(p, e)
+      if (k < 0) return false
+      owner[p] = k
+      base[p] = this.pixelColor(k, p, e)
+    }
+    // Turned pending or dead: their own pixels in their new colour.
+    const changes = stateChanges(model)
+    const s0 = countAtMost(changes.event, changes.event.length, e1)
+    const s1 = countAtMost(changes.event, changes.event.length, e)
+    for (let i = s0; i < s1; i++) {
+      const k = changes.block[i]!
+      if (from[k]! > e1 || to[k]! <= e || this.spanOf(k) < 0) continue
+      if (changes.event[i] === deadFrom[k] && e1 < deadFrom[k]!) this.live--
+      this.paint(base, k, this.stateColor(k, e), this.stateEdge(k, e), e, true)
+    }
+    if (regionsChanged)
+      for (let p = 0; p < cover.length; p++)
+        if (cover[p] === 0) {
+          base[p] = this.regionPixels[p]!
+          owner[p] = this.regionOwner[p]!
+        }
+    this.event = e
+    this.passes.incremental++
+    return true
+  }
+
+  /**
+   * The newest present block covering pixel p (blocks never share bytes, so at most one block
+   * that starts left of p reaches into it); -1 when the blocks found do not match the pixel's
+   * count, which makes the caller draw the map whole.
+   */
+  private newestAt(p: number, e: number): number {
+    const { from, to } = this.model!.blocks
+    let newest = -1
+    let found = 0
+    for (let k = this.head[p]!; k >= 0; k = this.next[k]!) {
+      found++
+      if (k > newest) newest = k
+    }
+    if (found === this.cover[p]) return newest
+    for (let q = p - 1; q >= 0; q--) {
+      const o = this.owner[q]!
+      let reaching = o >= 0 && from[o]! <= e && e < to[o]! && this.stamp[o] === this.version && this.p0[o]! >= 0 && this.p1[o]! > p ? o : -1
+      for (let k = this.head[q]!; reaching < 0 && k >= 0; k = this.next[k]!) if (this.p1[k]! > p) reaching = k
+      if (reaching >= 0) return found + 1 === this.cover[p] ? Math.max(newest, reaching) : -1
+    }
+    return -1
+  }
+
+  /** The base, then ghosts of blocks freed within the recent window, then the fading and selected blocks. */
+  private compose(request: DrawRequest, pixels: Uint32Array): void {
+    const model = this.model!
+    const palette = this.palette!
+    const e = request.event
+    const count = this.base.length
+    const bpp = this.viewLength / count
+    pixels.set(this.base)
+    const b = model.blocks
+    const window = request.recentWindow
+    const recentFrom = e - window
+    const cover = this.cover
+    if (window > 0) {
+      const index = model.blockIndex
+      let ghosts: ArrayLike<number>
+      if (index) {
+        const [g0, g1] = endedWithin(index, recentFrom, e)
+        ghosts = index.endedOrder.subarray(g0, g1)
+      } else ghosts = Uint32Array.from({ length: b.count }, (_, k) => k)
+      for (let i = 0; i < ghosts.length; i++) {
+        const k = ghosts[i]!
+        const to = b.to[k]!
+        if (to === NEVER || to > e || to <= recentFrom || b.from[k]! > e) continue
+        const lin = this.placed!.blockLinear[k]!
+        const x0 = (lin - this.viewStart) / bpp
+        const x1 = (lin + b.size[k]! - this.viewStart) / bpp
+        if (x1 <= 0 || x0 >= count) continue
+        const p0 = Math.max(0, Math.floor(x0))
+        const p1 = Math.min(count, Math.max(Math.floor(x0) + 1, Math.ceil(x1)))
+        // Under every present block: only where none is.
+        const color = tint(palette.freedGhost, ((e - to) / window) * 0.8)
+        for (let p = p0; p < p1; p++) if (cover[p] === 0) pixels[p] = color
+      }
+    }
+    // Blocks placed within the window fade from light to their colour; the selected one is darker.
+    const selected = request.selected
+    const categories = palette.categories
+    const sorted = !!model.blockIndex
+    const k0 = window <= 0 ? 0 : sorted ? countAtMost(b.from, b.count, recentFrom) : 0
+    const k1 = window <= 0 ? 0 : sorted ? countAtMost(b.from, b.count, e) : b.count
+    let selectedDrawn = false
+    for (let k = k0; k < k1; k++) {
+      const from = b.from[k]!
+      if (from <= recentFrom || from > e || b.to[k]! <= e || e >= b.pendingFrom[k]! || e >= b.deadFrom[k]! || this.spanOf(k) < 0) continue
+      let color = tint(categories[this.category![k]! % categories.length]!, 0.55 * (1 - (e - from) / window))
+      if (k === selected) {
+        color = tint(color, -0.45)
+        selectedDrawn = true
+      }
+      this.paint(pixels, k, color, tint(color, -palette.edgeDarken), e, true)
+    }
+    if (!selectedDrawn && selected >= 0 && selected < b.count && b.from[selected]! <= e && e < b.to[selected]! && this.spanOf(selected) >= 0) {
+      const color = tint(this.stateColor(selected, e), -0.45)
+      this.paint(pixels, selected, color, tint(color, -palette.edgeDarken), e, true)
+    }
+  }
 }
 
 /**

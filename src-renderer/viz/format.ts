@@ -18,7 +18,13 @@ export function formatRatio(r: number): string {
 }
 
 export function formatCount(n: number): string {
-  return Number.isFinite(n) ? n.toLocaleString('en-US') : '—'
+  if (!Number.isFinite(n)) return '—'
+  // Integers, as toLocaleString('en-US') writes them, without Intl's cost (playback asks every frame).
+  if (!Number.isSafeInteger(n)) return n.toLocaleString('en-US')
+  const digits = String(Math.abs(n))
+  let out = digits.slice(0, ((digits.length - 1) % 3) + 1)
+  for (let i = out.length; i < digits.length; i += 3) out += ',' + digits.slice(i, i + 3)
+  return n < 0 ? '-' + out : out
 }
 
 export function formatAddress(a: number): string {

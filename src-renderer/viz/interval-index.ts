@@ -26,7 +26,8 @@ export interface IntervalIndex {
 const MIN_SPACING = 1024
 const NEVER = 0xffffffff
 
-function upperBound(sorted: Uint32Array, length: number, value: number): number {
+/** How many of the ascending `sorted[0 .. length)` are <= value (their upper bound). */
+export function upperBound(sorted: Uint32Array, length: number, value: number): number {
   let lo = 0
   let hi = length
   while (lo < hi) {

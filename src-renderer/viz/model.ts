@@ -4,7 +4,7 @@
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
 import { LayoutOp as Op } from '../../src-shared/layout.ts'
-import { aliveAt, buildIntervalIndex, type IntervalIndex } from './interval-index.ts'
+import { aliveAt, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
 export { Op }
@@ -556,9 +556,96 @@ const lastFigures = new WeakMap<StrategyModel, { event: number; figures: StateFi
 export function figuresAt(model: StrategyModel, e: number): StateFigures {
   const last = lastFigures.get(model)
   if (last && last.event === e) return { ...last.figures }
-  const figures = computeFiguresAt(model, e)
+  const figures = (last && last.event < e && advanceFigures(model, last.figures, last.event, e)) || computeFiguresAt(model, e)
   lastFigures.set(model, { event: e, figures })
   return { ...figures }
+}
+
+/** Blocks whose state changes while present (pending, then dead space), by the event it changes at. */
+export interface StateChanges {
+  event: Uint32Array
+  block: Uint32Array
+}
+const stateChangesOf = new WeakMap<StrategyModel, StateChanges>()
+
+export function stateChanges(model: StrategyModel): StateChanges {
+  let changes = stateChangesOf.get(model)
+  if (changes) return changes
+  const b = model.blocks
+  const { from, to, pendingFrom, deadFrom } = b
+  // Most strategies never pend or die: one pass finds none.
+  let n = 0
+  for (let k = 0; k < b.count; k++) {
+    if (pendingFrom[k]! !== NEVER && pendingFrom[k]! > from[k]! && pendingFrom[k]! < to[k]!) n++
+    if (deadFrom[k]! !== NEVER && deadFrom[k]! > from[k]! && deadFrom[k]! < to[k]!) n++
+  }
+  const order = new Uint32Array(n)
+  const at = new Uint32Array(n)
+  const block = new Uint32Array(n)
+  n = 0
+  for (let k = 0; k < b.count && n < order.length; k++)
+    for (const when of [pendingFrom[k]!, deadFrom[k]!])
+      if (when !== NEVER && when > from[k]! && when < to[k]!) {
+        order[n] = n
+        at[n] = when
+        block[n++] = k
+      }
+  order.sort((x, y) => at[x]! - at[y]! || block[x]! - block[y]!)
+  changes = { event: order.map((i) => at[i]!), block: order.map((i) => block[i]!) }
+  stateChangesOf.set(model, changes)
+  return changes
+}
+
+/** At most this many blocks changed between two asks are applied one by one; more, the figures are summed again. */
+const MAX_FIGURE_CHANGES = 20_000
+
+/**
+ * The figures after event e from those after an earlier event e1, by the blocks placed, freed or
+ * changed between (byte counts are integers, so the sums are exact); null where the records are
+ * not indexed or too much changed.
+ */
+function advanceFigures(model: StrategyModel, before: StateFigures, e1: number, e: number): StateFigures | null {
+  const index = model.blockIndex
+  if (!index) return null
+  const b = model.blocks
+  const [g0, g1] = endedWithin(index, e1, e)
+  const c0 = upperBound(b.from, b.count, e1)
+  const c1 = upperBound(b.from, b.count, e)
+  const changes = stateChanges(model)
+  const s0 = upperBound(changes.event, changes.event.length, e1)
+  const s1 = upperBound(changes.event, changes.event.length, e)
+  if (g1 - g0 + c1 - c0 + s1 - s0 > MAX_FIGURE_CHANGES) return null
+  const f = { ...before }
+  const add = (k: number, at: number, sign: number) => {
+    if (at >= b.deadFrom[k]!) {
+      f.deadBytes += sign * b.size[k]!
+      return
+    }
+    f.liveBlocks += sign
+    if (at >= b.pendingFrom[k]!) f.pendingBytes += sign * b.size[k]!
+    else {
+      f.requested += sign * b.requested[k]!
+      f.rounded += sign * b.size[k]!
+    }
+  }
+  for (let i = g0; i < g1; i++) {
+    const k = index.endedOrder[i]!
+    if (b.from[k]! <= e1) add(k, e1, -1)
+  }
+  for (let k = c0; k < c1; k++) if (b.to[k]! > e) add(k, e, 1)
+  // A block that changed state twice in the step is counted once.
+  const seen = new Set<number>()
+  for (let i = s0; i < s1; i++) {
+    const k = changes.block[i]!
+    if (b.from[k]! > e1 || b.to[k]! <= e || seen.has(k)) continue
+    seen.add(k)
+    add(k, e1, -1)
+    add(k, e, 1)
+  }
+  const regions = computeRegionFigures(model, e)
+  f.reserved = regions.reserved
+  f.addressSpace = regions.addressSpace
+  return f
 }
 
 /** Bytes released with no address (trims) at or before event `e`. */
@@ -576,7 +663,8 @@ export function trimmedBy(model: StrategyModel, e: number): number {
   return lo === 0 ? 0 : t.cumulative[lo - 1]!
 }
 
-function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
+/** The figures after event e summed over every present block (figuresAt steps from its last answer instead where it can). */
+export function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
   const b = model.blocks
   let liveBlocks = 0
   let requested = 0
@@ -597,6 +685,11 @@ function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
       rounded += b.size[k]!
     }
   }
+  return { liveBlocks, requested, rounded, pendingBytes, deadBytes, ...computeRegionFigures(model, e) }
+}
+
+/** Memory reserved (less trims) and address space reserved after event e. */
+function computeRegionFigures(model: StrategyModel, e: number): { reserved: number; addressSpace: number } {
   const r = model.regions
   let reserved = 0
   let addressSpace = 0
@@ -604,8 +697,7 @@ function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
     if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
     else reserved += r.size[k]!
   }
-  reserved = Math.max(0, reserved - trimmedBy(model, e))
-  return { liveBlocks, requested, rounded, pendingBytes, deadBytes, reserved, addressSpace }
+  return { reserved: Math.max(0, reserved - trimmedBy(model, e)), addressSpace }
 }
 
 /** Indices of the blocks live after event `e` (not dead space), largest rounded size first. */

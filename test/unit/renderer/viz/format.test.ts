@@ -4,9 +4,15 @@ import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
 import { diffHeading, formatDiffRelative, formatDiffValue } from '../../../../src-renderer/viz/diff.ts'
-import { formatBytes, formatTime, formatTimePrecise } from '../../../../src-renderer/viz/format.ts'
+import { formatBytes, formatCount, formatTime, formatTimePrecise } from '../../../../src-renderer/viz/format.ts'
 
 describe('UI formats', () => {
+  it('writes counts with thousands separators, as en-US does', () => {
+    for (const n of [0, 7, 999, 1000, 12_345, 999_999, 1_000_000, 4_294_967_295, -1, -1234, -1_000_000, 2 ** 53 + 2, 1.5, -0.25])
+      assert.equal(formatCount(n), n.toLocaleString('en-US'), String(n))
+    assert.equal(formatCount(Number.NaN), '—')
+  })
+
   it('tells apart two times that formatTime rounds to the same "6.47 s"', () => {
     const a = 6_470_123_456
     const b = 6_470_398_000
