@@ -99,3 +99,29 @@ it(
     assert.ok(worstInfo < MAX_LAG_MS, `app:info took ${worstInfo.toFixed(0)} ms`)
   },
 )
+
+it(
+  'web host: once warmed as serve warms it, app:info is answered without the worker (the first page asks while its file opens)',
+  { timeout: 60_000 },
+  async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'vramscope-warm-'))
+    await writeFile(join(dir, 'index.html'), '<!doctype html><title>vramscope</title>')
+    const warmed = workerSession({ version: 'warm-test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set<string>() })
+    const web = await startWebHost({ session: warmed, staticDir: dir })
+    const pid = () => warmed.client.pid!
+    try {
+      await warmed.warm()
+      // The worker cannot answer anything while stopped: the answer comes from what warm() kept.
+      process.kill(pid(), 'SIGSTOP')
+      const info = await postApi(web, 'app:info', '')
+      process.kill(pid(), 'SIGCONT')
+      assert.equal(info.status, 200)
+      assert.equal((JSON.parse(info.body).result as { version: string }).version, 'warm-test')
+    } finally {
+      if (warmed.client.pid !== undefined) process.kill(warmed.client.pid, 'SIGCONT')
+      await web.close()
+      await warmed.close()
+      await rm(dir, { recursive: true, force: true })
+    }
+  },
+)

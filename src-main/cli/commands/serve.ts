@@ -66,8 +66,9 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
     await session.close()
     throw e
   }
-  // The worker starts now rather than on the first page's first call.
-  void session.client.call('app:info', undefined).catch(() => {})
+  // The worker starts now rather than on the first page's first call, and its answer to app:info
+  // is kept: the page asks for it first, while the worker is busy opening the file it prefetches.
+  void session.warm().catch(() => {})
   if (options.json) io.stdout.write(`${JSON.stringify({ url: host.url, port: host.port, token: host.token })}\n`)
   else {
     io.stdout.write(`vramscope is serving on ${host.url}\n`)
