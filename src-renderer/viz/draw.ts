@@ -111,17 +111,13 @@ export class MapRaster {
   private cover = new Uint32Array(0)
   private regionPixels = new Uint32Array(0)
   private regionOwner = new Int32Array(0)
-  /** Present in-view blocks by first pixel: head[p], then next[k] (prev[k] for unlinking). */
+  /** Present in-view blocks by first pixel: head[p], then next[k] (-1 ends a list). */
   private head = new Int32Array(0)
   private next = new Int32Array(0)
-  private prev = new Int32Array(0)
-  /** Each block's pixels in this view, computed when first drawn (stamp[k] === version). */
-  private p0 = new Int32Array(0)
-  private p1 = new Int32Array(0)
-  /** End of the requested part; bitwise-not when the block's first pixel is darkened as its edge. */
-  private reqEnd = new Int32Array(0)
-  private stamp = new Uint32Array(0)
-  private version = 0
+  /** The span spanOf() computed last: first pixel, end, and end of the requested part (bitwise-not when the first pixel is darkened as the block's edge). */
+  private s0 = -1
+  private s1 = -1
+  private sEnd = 0
   private model: StrategyModel | null = null
   private placed: PlacedModel | null = null
   private palette: MapPalette | null = null
@@ -170,16 +166,7 @@ export class MapRaster {
       this.head = new Int32Array(count)
     }
     const blocks = model.blocks.count
-    if (model !== this.model || this.stamp.length < blocks) {
-      this.next = new Int32Array(blocks)
-      this.prev = new Int32Array(blocks)
-      this.p0 = new Int32Array(blocks)
-      this.p1 = new Int32Array(blocks)
-      this.reqEnd = new Int32Array(blocks)
-      this.stamp = new Uint32Array(blocks)
-      this.version = 0
-    }
-    this.version++
+    if (this.next.length < blocks) this.next = new Int32Array(blocks)
     this.model = model
     this.placed = placed
     this.palette = palette
@@ -196,16 +183,14 @@ export class MapRaster {
     this.event = -1
   }
 
-  /** Block k's first pixel in this view, or -1 when it is outside it; computes its span once a view. */
+  /** Block k's first pixel in this view, or -1 when it is outside it; its span in s0, s1, sEnd. */
   private spanOf(k: number): number {
-    if (this.stamp[k] === this.version) return this.p0[k]!
-    this.stamp[k] = this.version
     const b = this.model!.blocks
     const count = this.base.length
     const lin = this.placed!.blockLinear[k]! - this.viewStart
     const x0 = lin * this.scale
     const x1 = (lin + b.size[k]!) * this.scale
-    if (x1 <= 0 || x0 >= count) return (this.p0[k] = -1)
+    if (x1 <= 0 || x0 >= count) return (this.s0 = -1)
     let p0 = Math.floor(x0)
     let p1 = Math.ceil(x1)
     if (p1 <= p0) p1 = p0 + 1
@@ -215,10 +200,9 @@ export class MapRaster {
     let requestedEnd = Math.ceil((lin + b.requested[k]!) * this.scale)
     if (requestedEnd < p0 + 1) requestedEnd = p0 + 1
     if (requestedEnd > p1) requestedEnd = p1
-    this.p0[k] = p0
-    this.p1[k] = p1
-    this.reqEnd[k] = p1 - p0 >= 4 && x0 >= 0 ? ~requestedEnd : requestedEnd
-    return p0
+    this.s1 = p1
+    this.sEnd = p1 - p0 >= 4 && x0 >= 0 ? ~requestedEnd : requestedEnd
+    return (this.s0 = p0)
   }
 
   /** Draws the regions present after event e into the region layer: what the base shows where no block is. */
@@ -300,40 +284,57 @@ export class MapRaster {
     return this.categoryEdge[this.category![k]! % this.categoryEdge.length]!
   }
 
-  /** Draws a newly present block over the base (it is the newest: every pixel of its span is its own). */
+  /** Draws a newly present block over the base (it is the newest: every pixel of its span is its own); after spanOf(k). */
   private place(k: number, e: number): void {
-    const p0 = this.p0[k]!
-    const p1 = this.p1[k]!
-    const first = this.head[p0]!
-    this.next[k] = first
-    this.prev[k] = -1
-    if (first >= 0) this.prev[first] = k
+    const p0 = this.s0
+    const p1 = this.s1
+    this.next[k] = this.head[p0]!
     this.head[p0] = k
     const cover = this.cover
-    for (let p = p0; p < p1; p++) cover[p]!++
-    this.paint(this.base, k, this.stateColor(k, e), this.stateEdge(k, e), e, false)
-    fillOwner(this.owner, k, p0, p1)
+    const owner = this.owner
+    for (let p = p0; p < p1; p++) {
+      cover[p]!++
+      owner[p] = k
+    }
+    // paint(base, k, stateColor, stateEdge, e, false), in one place: a whole pass calls this for every block.
+    const b = this.model!.blocks
+    const palette = this.palette!
+    const base = this.base
+    let color: number
+    let edge: number
+    let requestedEnd = this.sEnd
+    const darken = requestedEnd < 0
+    if (darken) requestedEnd = ~requestedEnd
+    if (e >= b.deadFrom[k]!) {
+      color = palette.dead
+      edge = this.deadEdge
+      requestedEnd = p1
+    } else if (e >= b.pendingFrom[k]!) {
+      color = palette.pending
+      edge = this.pendingEdge
+      requestedEnd = p1
+    } else {
+      const c = this.category![k]! % this.categoryEdge.length
+      color = palette.categories[c]!
+      edge = this.categoryEdge[c]!
+    }
+    fillPixels(base, color, p0, requestedEnd)
+    if (requestedEnd < p1) fillPixels(base, palette.waste, requestedEnd, p1)
+    if (darken) base[p0] = edge
   }
 
   /**
-   * Paints block k's pixels in `color` (the requested part; pending and dead blocks are all
-   * colour), rounding waste after it, `edge` on a first pixel that marks its start; only the
-   * pixels it owns when `owned`.
+   * Paints the pixels block k owns in `color` (the requested part; pending and dead blocks are all
+   * colour), rounding waste after it, `edge` on a first pixel that marks its start. After spanOf(k).
    */
-  private paint(target: Uint32Array, k: number, color: number, edge: number, e: number, owned: boolean): void {
+  private paint(target: Uint32Array, k: number, color: number, edge: number, e: number): void {
     const b = this.model!.blocks
-    const p0 = this.p0[k]!
-    const p1 = this.p1[k]!
-    let requestedEnd = this.reqEnd[k]!
+    const p0 = this.s0
+    const p1 = this.s1
+    let requestedEnd = this.sEnd
     const darken = requestedEnd < 0
     if (darken) requestedEnd = ~requestedEnd
     if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = p1
-    if (!owned) {
-      fillPixels(target, color, p0, requestedEnd)
-      if (requestedEnd < p1) fillPixels(target, this.palette!.waste, requestedEnd, p1)
-      if (darken) target[p0] = edge
-      return
-    }
     const owner = this.owner
     const waste = this.palette!.waste
     for (let p = p0; p < p1; p++) if (owner[p] === k) target[p] = p < requestedEnd ? color : waste
@@ -343,11 +344,12 @@ export class MapRaster {
   /** Block k's colour at pixel p of its span after event e, before highlights (what place() paints there). */
   private pixelColor(k: number, p: number, e: number): number {
     const b = this.model!.blocks
-    let requestedEnd = this.reqEnd[k]!
+    this.spanOf(k)
+    let requestedEnd = this.sEnd
     const darken = requestedEnd < 0
     if (darken) requestedEnd = ~requestedEnd
-    if (darken && p === this.p0[k]) return this.stateEdge(k, e)
-    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = this.p1[k]!
+    if (darken && p === this.s0) return this.stateEdge(k, e)
+    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = this.s1
     return p < requestedEnd ? this.stateColor(k, e) : this.palette!.waste
   }
 
@@ -380,13 +382,17 @@ export class MapRaster {
       const k = index.endedOrder[i]!
       if (from[k]! > e1 || this.spanOf(k) < 0) continue
       if (e1 < deadFrom[k]!) this.live--
-      const n = this.next[k]!
-      const pv = this.prev[k]!
-      if (pv >= 0) this.next[pv] = n
-      else this.head[this.p0[k]!] = n
-      if (n >= 0) this.prev[n] = pv
-      const p1 = this.p1[k]!
-      for (let p = this.p0[k]!; p < p1; p++) {
+      const p0 = this.s0
+      const p1 = this.s1
+      // Out of its first pixel's list (short: the blocks starting in one pixel).
+      if (this.head[p0] === k) this.head[p0] = this.next[k]!
+      else {
+        let q = this.head[p0]!
+        while (q >= 0 && this.next[q] !== k) q = this.next[q]!
+        if (q < 0) return false
+        this.next[q] = this.next[k]!
+      }
+      for (let p = p0; p < p1; p++) {
         const left = --cover[p]!
         if (owner[p] !== k) continue
         if (left === 0) {
@@ -423,7 +429,7 @@ export class MapRaster {
       const k = changes.block[i]!
       if (from[k]! > e1 || to[k]! <= e || this.spanOf(k) < 0) continue
       if (changes.event[i] === deadFrom[k] && e1 < deadFrom[k]!) this.live--
-      this.paint(base, k, this.stateColor(k, e), this.stateEdge(k, e), e, true)
+      this.paint(base, k, this.stateColor(k, e), this.stateEdge(k, e), e)
     }
     if (regionsChanged)
       for (let p = 0; p < cover.length; p++)
@@ -452,8 +458,8 @@ export class MapRaster {
     if (found === this.cover[p]) return newest
     for (let q = p - 1; q >= 0; q--) {
       const o = this.owner[q]!
-      let reaching = o >= 0 && from[o]! <= e && e < to[o]! && this.stamp[o] === this.version && this.p0[o]! >= 0 && this.p1[o]! > p ? o : -1
-      for (let k = this.head[q]!; reaching < 0 && k >= 0; k = this.next[k]!) if (this.p1[k]! > p) reaching = k
+      let reaching = o >= 0 && from[o]! <= e && e < to[o]! && this.spanOf(o) >= 0 && this.s1 > p ? o : -1
+      for (let k = this.head[q]!; reaching < 0 && k >= 0; k = this.next[k]!) if (this.spanOf(k) >= 0 && this.s1 > p) reaching = k
       if (reaching >= 0) return found + 1 === this.cover[p] ? Math.max(newest, reaching) : -1
     }
     return -1
@@ -508,11 +514,11 @@ export class MapRaster {
         color = tint(color, -0.45)
         selectedDrawn = true
       }
-      this.paint(pixels, k, color, tint(color, -palette.edgeDarken), e, true)
+      this.paint(pixels, k, color, tint(color, -palette.edgeDarken), e)
     }
     if (!selectedDrawn && selected >= 0 && selected < b.count && b.from[selected]! <= e && e < b.to[selected]! && this.spanOf(selected) >= 0) {
       const color = tint(this.stateColor(selected, e), -0.45)
-      this.paint(pixels, selected, color, tint(color, -palette.edgeDarken), e, true)
+      this.paint(pixels, selected, color, tint(color, -palette.edgeDarken), e)
     }
   }
 }
@@ -555,9 +561,4 @@ function mixThird(a: number, b: number): number {
 function fillPixels(pixels: Uint32Array, color: number, p0: number, p1: number): void {
   if (p1 - p0 > 24) pixels.fill(color, p0, p1)
   else for (let p = p0; p < p1; p++) pixels[p] = color
-}
-
-function fillOwner(owner: Int32Array, k: number, p0: number, p1: number): void {
-  if (p1 - p0 > 24) owner.fill(k, p0, p1)
-  else for (let p = p0; p < p1; p++) owner[p] = k
 }
