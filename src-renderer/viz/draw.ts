@@ -175,7 +175,7 @@ export class MapRaster {
     this.height = request.height
     this.viewStart = request.view.start
     this.viewLength = request.view.length
-    // As 1 / (bytes per pixel), not count / length: the same float the one-pass draw used.
+    // 1 / (bytes per pixel), not count / length: one ulp apart, a block's last pixel can differ.
     this.scale = 1 / (request.view.length / count)
     this.categoryEdge = palette.categories.map((c) => tint(c, -palette.edgeDarken))
     this.deadEdge = tint(palette.dead, -palette.edgeDarken)
