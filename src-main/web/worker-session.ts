@@ -40,10 +40,6 @@ export class WorkerSession implements WebSession {
   }
 
   /**
-   * The worker's last answer to `app:info`, asked again behind it: a worker busy with one page's
-   * import does not hold up another page's start. Only the first call waits for the worker.
-   */
-  /**
    * Starts the worker and keeps its first `app:info` answer (vramscope serve calls it as it
    * starts), so the first page's first call is answered at once, not behind the open it sets off.
    */
@@ -51,6 +47,10 @@ export class WorkerSession implements WebSession {
     return this.info()
   }
 
+  /**
+   * The worker's last answer to `app:info`, asked again behind it: a worker busy with one page's
+   * import does not hold up another page's start. Only the first call waits for the worker.
+   */
   private info(): Promise<AppInfo> {
     if (!this.refreshingInfo) {
       const refresh = this.client.call('app:info', undefined).then((info) => (this.lastInfo = info))

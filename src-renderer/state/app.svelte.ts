@@ -14,6 +14,7 @@ import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 /** While playing, the figures read the playhead at most this often (ms). */
 const READOUT_MS = 100
+
 export type { ColorBy }
 export type { Theme }
 /** What the main area shows: the strategies side by side, or the what-if lab. */
