@@ -24,27 +24,66 @@ simulated_backing::simulated_backing(const simulated_options& options)
   // and such a placement must be honoured, or the region moves up and a policy breaking ties by
   // address (PyTorch's best fit) picks another segment than the recording did.
   const address_t space_start = std::min(first_fit_start_, lowest_placeable_address);
-  free_space_.emplace(space_start, first_fit_start_ + address_space_size - space_start);
+  add_free(space_start, first_fit_start_ + address_space_size - space_start);
 }
 
 // --- address space: first fit from first_fit_start_, coalescing -------------------------------------
 
+namespace {
+// Bucket of a free range of `bytes` (> 0): the power of two at or below it.
+unsigned size_bucket(std::size_t bytes) { return static_cast<unsigned>(log2_floor(bytes)); }
+}  // namespace
+
+void simulated_backing::add_free(address_t address, std::size_t bytes) {
+  free_space_.emplace(address, bytes);
+  free_by_size_[size_bucket(bytes)].insert(address);
+}
+
+void simulated_backing::erase_free(free_iterator it) {
+  free_by_size_[size_bucket(it->second)].erase(it->first);
+  free_space_.erase(it);
+}
+
 address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t alignment) {
-  // Only placements go below first_fit_start_, so default addresses do not depend on them.
+  // First fit: the lowest free range, from first_fit_start_ up, where `bytes` fit aligned. Only
+  // placements go below first_fit_start_, so default addresses do not depend on them.
+  const auto fits = [&](address_t range, std::size_t size) {
+    const address_t start = align_up(std::max(range, first_fit_start_), alignment);
+    return start + bytes <= range + size;
+  };
+  free_iterator found = free_space_.end();
+  // The one range that reaches first_fit_start_ from below comes before every other.
   auto it = free_space_.upper_bound(first_fit_start_);
-  if (it != free_space_.begin() && std::prev(it)->first + std::prev(it)->second > first_fit_start_)
-    --it;
-  for (; it != free_space_.end(); ++it) {
-    address_t start = align_up(std::max(it->first, first_fit_start_), alignment);
-    address_t end = it->first + it->second;
-    if (start + bytes > end) continue;
-    address_t range_start = it->first;
-    free_space_.erase(it);
-    if (start > range_start) free_space_.emplace(range_start, start - range_start);
-    if (start + bytes < end) free_space_.emplace(start + bytes, end - (start + bytes));
-    return start;
+  if (it != free_space_.begin() &&
+      std::prev(it)->first + std::prev(it)->second > first_fit_start_ &&
+      fits(std::prev(it)->first, std::prev(it)->second))
+    found = std::prev(it);
+  if (found == free_space_.end()) {
+    // Else the lowest fitting range at or above it: in each bucket of sizes that can hold `bytes`,
+    // its ranges by address until one fits or one lies above the best found so far. In the buckets
+    // above bytes' own every range is large enough, so only alignment can turn the first away.
+    address_t best = ~address_t{0};
+    const unsigned smallest = size_bucket(std::max<std::size_t>(bytes, 1));
+    for (unsigned b = 63; b + 1 > smallest; --b) {
+      const auto& bucket = free_by_size_[b];
+      for (auto a = bucket.lower_bound(first_fit_start_); a != bucket.end() && *a < best; ++a) {
+        auto range = free_space_.find(*a);
+        if (fits(range->first, range->second)) {
+          best = *a;
+          found = range;
+          break;
+        }
+      }
+    }
   }
-  throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
+  if (found == free_space_.end())
+    throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
+  const address_t start = align_up(std::max(found->first, first_fit_start_), alignment);
+  const address_t range_start = found->first, end = found->first + found->second;
+  erase_free(found);
+  if (start > range_start) add_free(range_start, start - range_start);
+  if (start + bytes < end) add_free(start + bytes, end - (start + bytes));
+  return start;
 }
 
 // Carves exactly [address, address + bytes) out of the free space; false when any of it is taken.
@@ -54,10 +93,9 @@ bool simulated_backing::take_address_space_at(address_t address, std::size_t byt
   --it;
   address_t range_start = it->first, range_end = it->first + it->second;
   if (address < range_start || address + bytes > range_end) return false;
-  free_space_.erase(it);
-  if (address > range_start) free_space_.emplace(range_start, address - range_start);
-  if (address + bytes < range_end)
-    free_space_.emplace(address + bytes, range_end - (address + bytes));
+  erase_free(it);
+  if (address > range_start) add_free(range_start, address - range_start);
+  if (address + bytes < range_end) add_free(address + bytes, range_end - (address + bytes));
   return true;
 }
 
@@ -68,14 +106,14 @@ void simulated_backing::give_address_space(address_t address, std::size_t bytes)
     if (prev->first + prev->second == address) {
       address = prev->first;
       bytes += prev->second;
-      free_space_.erase(prev);
+      erase_free(prev);
     }
   }
   if (next != free_space_.end() && address + bytes == next->first) {
     bytes += next->second;
-    free_space_.erase(next);
+    erase_free(next);
   }
-  free_space_.emplace(address, bytes);
+  add_free(address, bytes);
 }
 
 void simulated_backing::charge(std::size_t bytes, const char* what) {

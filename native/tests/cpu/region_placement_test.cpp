@@ -1,6 +1,9 @@
 // Region placement on the simulated backing: a recording's region addresses are honoured wherever
 // the driver put them, below base_address too, so a replay of an H100 recording whose cudaMalloc
 // regions went down past 0x7f0000000000 reuses the same segment as the recording did.
+#include <iterator>
+#include <map>
+#include <random>
 #include <vector>
 
 #include "check.hpp"
@@ -57,6 +60,87 @@ TEST(
   CHECK_EQ(reinterpret_cast<address_t>(reused), descending_across_base.back());
   CHECK_EQ(pool->stats().device_calls.region_alloc, std::uint64_t{3});
   pool->deallocate(reused);
+}
+
+namespace {
+
+// The simulated backing's first fit as it was written first: a walk over every free range from
+// base_address up, the lowest where the request fits aligned. The backing now looks ranges up by
+// size; its addresses must stay these, so replays of the same trace place the same blocks.
+struct reference_first_fit {
+  std::map<address_t, std::size_t> free;
+  address_t from;
+  reference_first_fit(address_t space_start, address_t first_fit_start, std::size_t size)
+      : from(first_fit_start) {
+    free.emplace(space_start, size);
+  }
+  address_t take(std::size_t bytes, std::size_t alignment) {
+    auto it = free.upper_bound(from);
+    if (it != free.begin() && std::prev(it)->first + std::prev(it)->second > from) --it;
+    for (; it != free.end(); ++it) {
+      const address_t start = align_up(std::max(it->first, from), alignment);
+      const address_t end = it->first + it->second;
+      if (start + bytes > end) continue;
+      const address_t range_start = it->first;
+      free.erase(it);
+      if (start > range_start) free.emplace(range_start, start - range_start);
+      if (start + bytes < end) free.emplace(start + bytes, end - (start + bytes));
+      return start;
+    }
+    return 0;
+  }
+  void give(address_t address, std::size_t bytes) {
+    auto next = free.lower_bound(address);
+    if (next != free.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first + prev->second == address) {
+        address = prev->first;
+        bytes += prev->second;
+        free.erase(prev);
+      }
+    }
+    if (next != free.end() && address + bytes == next->first) {
+      bytes += next->second;
+      free.erase(next);
+    }
+    free.emplace(address, bytes);
+  }
+};
+
+}  // namespace
+
+TEST(
+    "simulated backing: regions go where a walk over every free range would put them (first fit), "
+    "through 20,000 random allocations and frees of sizes from 512 B to 64 MiB") {
+  simulated_options o;
+  o.capacity = std::size_t{1} << 46;
+  auto backing = make_simulated_backing(o);
+  const address_t base = align_up(o.base_address, 1 * GiB);
+  reference_first_fit reference(64 * KiB, base, base + (std::size_t{1} << 50) - 64 * KiB);
+  std::mt19937_64 random(20261126);
+  std::vector<std::pair<address_t, std::size_t>> live;
+  for (int i = 0; i < 20000; ++i) {
+    if (!live.empty() && random() % 5 < 2) {
+      const std::size_t k = random() % live.size();
+      const auto [address, bytes] = live[k];
+      live[k] = live.back();
+      live.pop_back();
+      backing->free_region(address, bytes);
+      reference.give(address, align_up(bytes, 512));
+      continue;
+    }
+    // Sizes spread over powers of two, odd ones too: small regions pack at 512 B, large ones
+    // start on a granule.
+    const std::size_t bytes =
+        (std::size_t{1} << (9 + random() % 18)) + (random() % 4) * 4096 + random() % 700;
+    const address_t got = backing->allocate_region(bytes);
+    const address_t want =
+        reference.take(align_up(bytes, 512), bytes >= o.granularity ? o.granularity : 512);
+    CHECK_EQ(got, want);
+    if (got != want) break;
+    live.emplace_back(got, bytes);
+  }
+  for (const auto& [address, bytes] : live) backing->free_region(address, bytes);
 }
 
 CHECK_MAIN

@@ -3,7 +3,9 @@
 // memory (regions, mapped granules, async pool chunks) is counted against a cap.
 #pragma once
 
+#include <array>
 #include <map>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -61,7 +63,10 @@ class simulated_backing final : public backing {
   std::vector<async_chunk> async_blocks() const;
 
  private:
+  using free_iterator = std::map<address_t, std::size_t>::iterator;
   address_t take_address_space(std::size_t bytes, std::size_t alignment);
+  void add_free(address_t address, std::size_t bytes);
+  void erase_free(free_iterator it);
   bool take_address_space_at(address_t address, std::size_t bytes);
   void give_address_space(address_t address, std::size_t bytes);
   void charge(std::size_t bytes, const char* what);
@@ -77,6 +82,10 @@ class simulated_backing final : public backing {
   // Free address ranges (address -> size), kept coalesced: from 64 KiB (placements only) to
   // 1 PiB past first_fit_start_.
   std::map<address_t, std::size_t> free_space_;
+  // The same ranges' addresses by the power of two below their size (bucket b: sizes in
+  // [2^b, 2^(b+1))): first fit looks at the lowest fitting address of each bucket large enough
+  // instead of walking every smaller hole from first_fit_start_.
+  std::array<std::set<address_t>, 64> free_by_size_;
   // Reserved VMM ranges and which granules of each are mapped (address -> granule -> mapped).
   struct va_range {
     std::size_t bytes;
