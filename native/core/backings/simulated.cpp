@@ -24,25 +24,10 @@ simulated_backing::simulated_backing(const simulated_options& options)
   // and such a placement must be honoured, or the region moves up and a policy breaking ties by
   // address (PyTorch's best fit) picks another segment than the recording did.
   const address_t space_start = std::min(first_fit_start_, lowest_placeable_address);
-  add_free(space_start, first_fit_start_ + address_space_size - space_start);
+  free_space_.add(space_start, first_fit_start_ + address_space_size - space_start);
 }
 
 // --- address space: first fit from first_fit_start_, coalescing -------------------------------------
-
-namespace {
-// Bucket of a free range of `bytes` (> 0): the power of two at or below it.
-unsigned size_bucket(std::size_t bytes) { return static_cast<unsigned>(log2_floor(bytes)); }
-}  // namespace
-
-void simulated_backing::add_free(address_t address, std::size_t bytes) {
-  free_space_.emplace(address, bytes);
-  free_by_size_[size_bucket(bytes)].insert(address);
-}
-
-void simulated_backing::erase_free(free_iterator it) {
-  free_by_size_[size_bucket(it->second)].erase(it->first);
-  free_space_.erase(it);
-}
 
 address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t alignment) {
   // First fit: the lowest free range, from first_fit_start_ up, where `bytes` fit aligned. Only
@@ -51,38 +36,20 @@ address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t a
     const address_t start = align_up(std::max(range, first_fit_start_), alignment);
     return start + bytes <= range + size;
   };
-  free_iterator found = free_space_.end();
   // The one range that reaches first_fit_start_ from below comes before every other.
-  auto it = free_space_.upper_bound(first_fit_start_);
-  if (it != free_space_.begin() &&
-      std::prev(it)->first + std::prev(it)->second > first_fit_start_ &&
-      fits(std::prev(it)->first, std::prev(it)->second))
-    found = std::prev(it);
-  if (found == free_space_.end()) {
-    // Else the lowest fitting range at or above it: in each bucket of sizes that can hold `bytes`,
-    // its ranges by address until one fits or one lies above the best found so far. In the buckets
-    // above bytes' own every range is large enough, so only alignment can turn the first away.
-    address_t best = ~address_t{0};
-    const unsigned smallest = size_bucket(std::max<std::size_t>(bytes, 1));
-    for (unsigned b = 63; b + 1 > smallest; --b) {
-      const auto& bucket = free_by_size_[b];
-      for (auto a = bucket.lower_bound(first_fit_start_); a != bucket.end() && *a < best; ++a) {
-        auto range = free_space_.find(*a);
-        if (fits(range->first, range->second)) {
-          best = *a;
-          found = range;
-          break;
-        }
-      }
-    }
-  }
+  auto found = free_space_.upper_bound(first_fit_start_);
+  if (found != free_space_.begin() &&
+      std::prev(found)->first + std::prev(found)->second > first_fit_start_ &&
+      fits(std::prev(found)->first, std::prev(found)->second))
+    --found;
+  else found = free_space_.lowest_fitting(first_fit_start_, bytes, fits);
   if (found == free_space_.end())
     throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
   const address_t start = align_up(std::max(found->first, first_fit_start_), alignment);
   const address_t range_start = found->first, end = found->first + found->second;
-  erase_free(found);
-  if (start > range_start) add_free(range_start, start - range_start);
-  if (start + bytes < end) add_free(start + bytes, end - (start + bytes));
+  free_space_.erase(found);
+  if (start > range_start) free_space_.add(range_start, start - range_start);
+  if (start + bytes < end) free_space_.add(start + bytes, end - (start + bytes));
   return start;
 }
 
@@ -93,9 +60,9 @@ bool simulated_backing::take_address_space_at(address_t address, std::size_t byt
   --it;
   address_t range_start = it->first, range_end = it->first + it->second;
   if (address < range_start || address + bytes > range_end) return false;
-  erase_free(it);
-  if (address > range_start) add_free(range_start, address - range_start);
-  if (address + bytes < range_end) add_free(address + bytes, range_end - (address + bytes));
+  free_space_.erase(it);
+  if (address > range_start) free_space_.add(range_start, address - range_start);
+  if (address + bytes < range_end) free_space_.add(address + bytes, range_end - (address + bytes));
   return true;
 }
 
@@ -106,14 +73,14 @@ void simulated_backing::give_address_space(address_t address, std::size_t bytes)
     if (prev->first + prev->second == address) {
       address = prev->first;
       bytes += prev->second;
-      erase_free(prev);
+      free_space_.erase(prev);
     }
   }
   if (next != free_space_.end() && address + bytes == next->first) {
     bytes += next->second;
-    erase_free(next);
+    free_space_.erase(next);
   }
-  add_free(address, bytes);
+  free_space_.add(address, bytes);
 }
 
 void simulated_backing::charge(std::size_t bytes, const char* what) {
@@ -234,15 +201,15 @@ constexpr std::size_t async_block_rounding = 512;
 address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
   const std::size_t need = align_up(bytes == 0 ? 1 : bytes, async_block_rounding);
   address_t a = 0;
-  bool found = false;
-  for (auto it = async_free_.begin(); it != async_free_.end(); ++it) {
-    if (it->second < need) continue;
+  // First fit: the lowest free range inside the chunks that holds the block.
+  auto it = async_free_.lowest_fitting(0, need,
+                                       [&](address_t, std::size_t size) { return size >= need; });
+  const bool found = it != async_free_.end();
+  if (found) {
     a = it->first;
-    std::size_t rest = it->second - need;
+    const std::size_t rest = it->second - need;
     async_free_.erase(it);
-    if (rest != 0) async_free_.emplace(a + need, rest);
-    found = true;
-    break;
+    if (rest != 0) async_free_.add(a + need, rest);
   }
   if (!found) {
     std::size_t chunk = align_up(need, options_.async_chunk_size);
@@ -257,7 +224,7 @@ address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
       throw;
     }
     async_chunks_.emplace(a, chunk);
-    if (chunk > need) async_free_.emplace(a + need, chunk - need);
+    if (chunk > need) async_free_.add(a + need, chunk - need);
     async_stats_.reserved_current += chunk;
     async_stats_.reserved_high =
         std::max(async_stats_.reserved_high, async_stats_.reserved_current);
@@ -291,7 +258,7 @@ void simulated_backing::free_async(address_t address, std::size_t, stream_t) {
     bytes += next->second;
     async_free_.erase(next);
   }
-  async_free_.emplace(address, bytes);
+  async_free_.add(address, bytes);
   ++calls_.async_free;
 }
 
@@ -307,7 +274,7 @@ void simulated_backing::async_release_free_chunks(std::size_t keep) {
   std::sort(empty.rbegin(), empty.rend());
   for (auto& [bytes, address] : empty) {
     if (async_stats_.reserved_current <= keep) break;
-    async_free_.erase(address);
+    async_free_.erase(async_free_.find(address));
     async_chunks_.erase(address);
     give_address_space(address, bytes);
     physical_used_ -= bytes;
@@ -337,7 +304,7 @@ std::vector<simulated_backing::async_chunk> simulated_backing::async_blocks() co
   std::vector<async_chunk> blocks;
   blocks.reserve(async_live_.size() + async_free_.size());
   for (auto& [address, bytes] : async_live_) blocks.push_back({address, bytes, true});
-  for (auto& [address, bytes] : async_free_) blocks.push_back({address, bytes, false});
+  for (auto& [address, bytes] : async_free_.by_address()) blocks.push_back({address, bytes, false});
   std::sort(blocks.begin(), blocks.end(),
             [](const async_chunk& x, const async_chunk& y) { return x.address < y.address; });
   return blocks;

@@ -143,4 +143,41 @@ TEST(
   for (const auto& [address, bytes] : live) backing->free_region(address, bytes);
 }
 
+TEST(
+    "free ranges: the lowest range that fits, looked up by size group, is the one a walk by "
+    "address "
+    "finds (sizes holding the request, and sizes holding it aligned), through 20,000 changes") {
+  free_ranges ranges;
+  std::mt19937_64 random(7);
+  address_t next = 1 * MiB;
+  for (int i = 0; i < 20000; ++i) {
+    if (ranges.size() > 0 && random() % 3 == 0) {
+      auto it = ranges.lower_bound(1 * MiB + random() % (next - 1 * MiB));
+      if (it == ranges.end()) it = ranges.begin();
+      ranges.erase(it);
+    } else {
+      const std::size_t bytes = (std::size_t{1} << (random() % 30)) + random() % 5000;
+      ranges.add(next, bytes);
+      next += bytes + 512 + random() % 4096;
+    }
+    const std::size_t want = (std::size_t{1} << (random() % 30)) + random() % 3000;
+    const std::size_t alignment = std::size_t{512} << (random() % 6);
+    const address_t from = 1 * MiB + random() % (next - 1 * MiB + 1);
+    const auto holds = [&](address_t, std::size_t size) { return size >= want; };
+    const auto holds_aligned = [&](address_t a, std::size_t size) {
+      return align_up(a, alignment) + want <= a + size;
+    };
+    address_t walked = 0, walked_aligned = 0;
+    for (auto it = ranges.lower_bound(from); it != ranges.end(); ++it) {
+      if (walked == 0 && holds(it->first, it->second)) walked = it->first;
+      if (walked_aligned == 0 && holds_aligned(it->first, it->second)) walked_aligned = it->first;
+    }
+    auto got = ranges.lowest_fitting(from, want, holds);
+    auto got_aligned = ranges.lowest_fitting(from, want, holds_aligned);
+    CHECK_EQ(got == ranges.end() ? address_t{0} : got->first, walked);
+    CHECK_EQ(got_aligned == ranges.end() ? address_t{0} : got_aligned->first, walked_aligned);
+    if ((got == ranges.end() ? address_t{0} : got->first) != walked) break;
+  }
+}
+
 CHECK_MAIN

@@ -13,6 +13,60 @@
 
 namespace vramscope {
 
+// Free ranges (address -> bytes) whose addresses are also grouped by the power of two at or below
+// their size (group b: sizes in [2^b, 2^(b+1))). First fit, the lowest range that can take a
+// request, then looks among the groups large enough, each in address order, instead of walking
+// every smaller range below it.
+class free_ranges {
+ public:
+  using iterator = std::map<address_t, std::size_t>::iterator;
+  // By address: read them here, change them through add() and erase().
+  const std::map<address_t, std::size_t>& by_address() const noexcept { return ranges_; }
+  iterator begin() noexcept { return ranges_.begin(); }
+  iterator end() noexcept { return ranges_.end(); }
+  iterator find(address_t address) { return ranges_.find(address); }
+  iterator lower_bound(address_t address) { return ranges_.lower_bound(address); }
+  iterator upper_bound(address_t address) { return ranges_.upper_bound(address); }
+  std::size_t size() const noexcept { return ranges_.size(); }
+
+  void add(address_t address, std::size_t bytes) {
+    ranges_.emplace(address, bytes);
+    by_size_[group(bytes)].insert(address);
+  }
+  void erase(iterator it) {
+    by_size_[group(it->second)].erase(it->first);
+    ranges_.erase(it);
+  }
+
+  // The lowest range starting at or above `from`, among those of at least `bytes`, for which
+  // fits(address, size) holds; end() when none does. In each group it stops at the first range
+  // that fits or lies above the best found so far: in the groups above bytes' own every range is
+  // large enough, so usually the first one.
+  template <class Fits>
+  iterator lowest_fitting(address_t from, std::size_t bytes, const Fits& fits) {
+    iterator found = ranges_.end();
+    address_t best = ~address_t{0};
+    const unsigned smallest = group(bytes == 0 ? 1 : bytes);
+    for (unsigned b = 63; b + 1 > smallest; --b) {
+      const auto& addresses = by_size_[b];
+      for (auto a = addresses.lower_bound(from); a != addresses.end() && *a < best; ++a) {
+        auto range = ranges_.find(*a);
+        if (fits(range->first, range->second)) {
+          best = *a;
+          found = range;
+          break;
+        }
+      }
+    }
+    return found;
+  }
+
+ private:
+  static unsigned group(std::size_t bytes) { return log2_floor(bytes); }
+  std::map<address_t, std::size_t> ranges_;
+  std::array<std::set<address_t>, 64> by_size_;
+};
+
 class simulated_backing final : public backing {
  public:
   explicit simulated_backing(const simulated_options& options);
@@ -63,10 +117,7 @@ class simulated_backing final : public backing {
   std::vector<async_chunk> async_blocks() const;
 
  private:
-  using free_iterator = std::map<address_t, std::size_t>::iterator;
   address_t take_address_space(std::size_t bytes, std::size_t alignment);
-  void add_free(address_t address, std::size_t bytes);
-  void erase_free(free_iterator it);
   bool take_address_space_at(address_t address, std::size_t bytes);
   void give_address_space(address_t address, std::size_t bytes);
   void charge(std::size_t bytes, const char* what);
@@ -81,11 +132,7 @@ class simulated_backing final : public backing {
   std::size_t mapped_bytes_ = 0;
   // Free address ranges (address -> size), kept coalesced: from 64 KiB (placements only) to
   // 1 PiB past first_fit_start_.
-  std::map<address_t, std::size_t> free_space_;
-  // The same ranges' addresses by the power of two below their size (bucket b: sizes in
-  // [2^b, 2^(b+1))): first fit looks at the lowest fitting address of each bucket large enough
-  // instead of walking every smaller hole from first_fit_start_.
-  std::array<std::set<address_t>, 64> free_by_size_;
+  free_ranges free_space_;
   // Reserved VMM ranges and which granules of each are mapped (address -> granule -> mapped).
   struct va_range {
     std::size_t bytes;
@@ -100,7 +147,7 @@ class simulated_backing final : public backing {
   // 512 B rounded) and free ranges inside chunks (address -> bytes, coalesced within a chunk).
   std::map<address_t, std::size_t> async_chunks_;
   std::unordered_map<address_t, std::size_t> async_live_;
-  std::map<address_t, std::size_t> async_free_;
+  free_ranges async_free_;
   async_pool_stats async_stats_;
   std::uint64_t release_threshold_;
 };
