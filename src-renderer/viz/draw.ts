@@ -2,8 +2,8 @@
 // 32-bit words) and an owner buffer (which block or region each pixel shows, for hovering).
 // Synchronous and allocation-free per frame: a frame is a pass over the records with typed-array
 // fills, so 100k live blocks draw in a few milliseconds with or without a GPU.
-import { endedWithin, upperBound as countAtMost } from './interval-index.ts'
-import { blocksPresentAt, NEVER, RegionKind, regionsPresentAt, stateChanges, type StrategyModel } from './model.ts'
+import { endedWithin, upperBound } from './interval-index.ts'
+import { blocksPresentAt, changesBetween, MAX_STEPPED_CHANGES, NEVER, RegionKind, regionsPresentAt, stateChanges, type StrategyModel } from './model.ts'
 import type { MapView, PlacedModel } from './layout.ts'
 
 /** Colours as 0xAABBGGRR words (ImageData byte order on little-endian machines). */
@@ -88,9 +88,6 @@ export function rasterize(
   return result
 }
 
-/** At most this many blocks placed or freed between two frames are redrawn one by one; more, the map is drawn whole. */
-const MAX_CHANGED_BLOCKS = 20_000
-
 /**
  * One map's raster kept from frame to frame. Its base image is the state after an event without
  * the highlights that fade (blocks placed or freed within the recent window, the selected block):
@@ -118,6 +115,11 @@ export class MapRaster {
   private s0 = -1
   private s1 = -1
   private sEnd = 0
+  /** What stateOf() found last: the block's colour and edge colour, where its colour ends (then waste), whether its first pixel is its edge. */
+  private color = 0
+  private edge = 0
+  private colorEnd = 0
+  private darken = false
   private model: StrategyModel | null = null
   private placed: PlacedModel | null = null
   private palette: MapPalette | null = null
@@ -267,21 +269,31 @@ export class MapRaster {
     this.passes.full++
   }
 
-  /** The colour of block k after event e, before highlights. */
-  private stateColor(k: number, e: number): number {
+  /**
+   * Block k's look after event e, before highlights, into color, edge, colorEnd and darken: its
+   * category's colour, or all of it pending or dead colour; its requested part in that colour, the
+   * rounding waste after it; its first pixel darker when it marks the block's start. After spanOf(k).
+   */
+  private stateOf(k: number, e: number): void {
     const b = this.model!.blocks
     const palette = this.palette!
-    if (e >= b.deadFrom[k]!) return palette.dead
-    if (e >= b.pendingFrom[k]!) return palette.pending
-    const categories = palette.categories
-    return categories[this.category![k]! % categories.length]!
-  }
-
-  private stateEdge(k: number, e: number): number {
-    const b = this.model!.blocks
-    if (e >= b.deadFrom[k]!) return this.deadEdge
-    if (e >= b.pendingFrom[k]!) return this.pendingEdge
-    return this.categoryEdge[this.category![k]! % this.categoryEdge.length]!
+    let end = this.sEnd
+    this.darken = end < 0
+    if (end < 0) end = ~end
+    if (e >= b.deadFrom[k]!) {
+      this.color = palette.dead
+      this.edge = this.deadEdge
+      end = this.s1
+    } else if (e >= b.pendingFrom[k]!) {
+      this.color = palette.pending
+      this.edge = this.pendingEdge
+      end = this.s1
+    } else {
+      const c = this.category![k]! % this.categoryEdge.length
+      this.color = palette.categories[c]!
+      this.edge = this.categoryEdge[c]!
+    }
+    this.colorEnd = end
   }
 
   /** Draws a newly present block over the base (it is the newest: every pixel of its span is its own); after spanOf(k). */
@@ -296,61 +308,28 @@ export class MapRaster {
       cover[p]!++
       owner[p] = k
     }
-    // paint(base, k, stateColor, stateEdge, e, false), in one place: a whole pass calls this for every block.
-    const b = this.model!.blocks
-    const palette = this.palette!
+    this.stateOf(k, e)
     const base = this.base
-    let color: number
-    let edge: number
-    let requestedEnd = this.sEnd
-    const darken = requestedEnd < 0
-    if (darken) requestedEnd = ~requestedEnd
-    if (e >= b.deadFrom[k]!) {
-      color = palette.dead
-      edge = this.deadEdge
-      requestedEnd = p1
-    } else if (e >= b.pendingFrom[k]!) {
-      color = palette.pending
-      edge = this.pendingEdge
-      requestedEnd = p1
-    } else {
-      const c = this.category![k]! % this.categoryEdge.length
-      color = palette.categories[c]!
-      edge = this.categoryEdge[c]!
-    }
-    fillPixels(base, color, p0, requestedEnd)
-    if (requestedEnd < p1) fillPixels(base, palette.waste, requestedEnd, p1)
-    if (darken) base[p0] = edge
+    fillPixels(base, this.color, p0, this.colorEnd)
+    if (this.colorEnd < p1) fillPixels(base, this.palette!.waste, this.colorEnd, p1)
+    if (this.darken) base[p0] = this.edge
   }
 
-  /**
-   * Paints the pixels block k owns in `color` (the requested part; pending and dead blocks are all
-   * colour), rounding waste after it, `edge` on a first pixel that marks its start. After spanOf(k).
-   */
-  private paint(target: Uint32Array, k: number, color: number, edge: number, e: number): void {
-    const b = this.model!.blocks
+  /** Paints the pixels block k owns in `color` and `edge` where stateOf(k) put its own. After spanOf(k) and stateOf(k). */
+  private paint(target: Uint32Array, k: number, color: number, edge: number): void {
     const p0 = this.s0
     const p1 = this.s1
-    let requestedEnd = this.sEnd
-    const darken = requestedEnd < 0
-    if (darken) requestedEnd = ~requestedEnd
-    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = p1
+    const end = this.colorEnd
     const owner = this.owner
     const waste = this.palette!.waste
-    for (let p = p0; p < p1; p++) if (owner[p] === k) target[p] = p < requestedEnd ? color : waste
-    if (darken && owner[p0] === k) target[p0] = edge
+    for (let p = p0; p < p1; p++) if (owner[p] === k) target[p] = p < end ? color : waste
+    if (this.darken && owner[p0] === k) target[p0] = edge
   }
 
-  /** Block k's colour at pixel p of its span after event e, before highlights (what place() paints there). */
-  private pixelColor(k: number, p: number, e: number): number {
-    const b = this.model!.blocks
-    this.spanOf(k)
-    let requestedEnd = this.sEnd
-    const darken = requestedEnd < 0
-    if (darken) requestedEnd = ~requestedEnd
-    if (darken && p === this.s0) return this.stateEdge(k, e)
-    if (e >= b.pendingFrom[k]! || e >= b.deadFrom[k]!) requestedEnd = this.s1
-    return p < requestedEnd ? this.stateColor(k, e) : this.palette!.waste
+  /** Pixel p goes back to the region layer: no block covers it any more. */
+  private uncover(p: number): void {
+    this.base[p] = this.regionPixels[p]!
+    this.owner[p] = this.regionOwner[p]!
   }
 
   /** Moves the base forward to event e by the blocks that changed since; false when a full pass is needed. */
@@ -361,15 +340,13 @@ export class MapRaster {
     const e1 = this.event
     if (e === e1) return true
     if (!index || !regionIndex) return false
+    const changes = changesBetween(model, e1, e)
+    if (!changes || changes.count > MAX_STEPPED_CHANGES) return false
     const b = model.blocks
     const r = model.regions
     // A region placed or released: the region layer is drawn again, and shows where no block is.
     const [rg0, rg1] = endedWithin(regionIndex, e1, e)
-    const regionsChanged = rg1 > rg0 || countAtMost(r.from, r.count, e) !== countAtMost(r.from, r.count, e1)
-    const [g0, g1] = endedWithin(index, e1, e)
-    const c0 = countAtMost(b.from, b.count, e1)
-    const c1 = countAtMost(b.from, b.count, e)
-    if (g1 - g0 + c1 - c0 > MAX_CHANGED_BLOCKS) return false
+    const regionsChanged = rg1 > rg0 || upperBound(r.from, r.count, e) !== upperBound(r.from, r.count, e1)
     if (regionsChanged) this.drawRegions(e)
     const { from, to, deadFrom } = b
     const cover = this.cover
@@ -378,7 +355,7 @@ export class MapRaster {
     const unresolved = this.unresolved
     unresolved.length = 0
     // Freed: their pixels go back to what is under them, or wait for the newest block sharing them.
-    for (let i = g0; i < g1; i++) {
+    for (let i = changes.ended[0]; i < changes.ended[1]; i++) {
       const k = index.endedOrder[i]!
       if (from[k]! > e1 || this.spanOf(k) < 0) continue
       if (e1 < deadFrom[k]!) this.live--
@@ -395,14 +372,12 @@ export class MapRaster {
       for (let p = p0; p < p1; p++) {
         const left = --cover[p]!
         if (owner[p] !== k) continue
-        if (left === 0) {
-          base[p] = this.regionPixels[p]!
-          owner[p] = this.regionOwner[p]!
-        } else unresolved.push(p)
+        if (left === 0) this.uncover(p)
+        else unresolved.push(p)
       }
     }
     // Placed: newer than every block present, so drawn over them.
-    for (let k = c0; k < c1; k++) {
+    for (let k = changes.placed[0]; k < changes.placed[1]; k++) {
       if (to[k]! <= e || this.spanOf(k) < 0) continue
       this.place(k, e)
       if (e < deadFrom[k]!) this.live++
@@ -412,31 +387,26 @@ export class MapRaster {
       if (o >= 0 && from[o]! <= e && e < to[o]!) continue
       // Another block freed in this step may have been the last one sharing it.
       if (cover[p] === 0) {
-        base[p] = this.regionPixels[p]!
-        owner[p] = this.regionOwner[p]!
+        this.uncover(p)
         continue
       }
       const k = this.newestAt(p, e)
       if (k < 0) return false
       owner[p] = k
-      base[p] = this.pixelColor(k, p, e)
+      this.spanOf(k)
+      this.stateOf(k, e)
+      base[p] = this.darken && p === this.s0 ? this.edge : p < this.colorEnd ? this.color : this.palette!.waste
     }
     // Turned pending or dead: their own pixels in their new colour.
-    const changes = stateChanges(model)
-    const s0 = countAtMost(changes.event, changes.event.length, e1)
-    const s1 = countAtMost(changes.event, changes.event.length, e)
-    for (let i = s0; i < s1; i++) {
-      const k = changes.block[i]!
+    const states = stateChanges(model)
+    for (let i = changes.states[0]; i < changes.states[1]; i++) {
+      const k = states.block[i]!
       if (from[k]! > e1 || to[k]! <= e || this.spanOf(k) < 0) continue
-      if (changes.event[i] === deadFrom[k] && e1 < deadFrom[k]!) this.live--
-      this.paint(base, k, this.stateColor(k, e), this.stateEdge(k, e), e)
+      if (states.event[i] === deadFrom[k] && e1 < deadFrom[k]!) this.live--
+      this.stateOf(k, e)
+      this.paint(base, k, this.color, this.edge)
     }
-    if (regionsChanged)
-      for (let p = 0; p < cover.length; p++)
-        if (cover[p] === 0) {
-          base[p] = this.regionPixels[p]!
-          owner[p] = this.regionOwner[p]!
-        }
+    if (regionsChanged) for (let p = 0; p < cover.length; p++) if (cover[p] === 0) this.uncover(p)
     this.event = e
     this.passes.incremental++
     return true
@@ -501,24 +471,25 @@ export class MapRaster {
     }
     // Blocks placed within the window fade from light to their colour; the selected one is darker.
     const selected = request.selected
-    const categories = palette.categories
     const sorted = !!model.blockIndex
-    const k0 = window <= 0 ? 0 : sorted ? countAtMost(b.from, b.count, recentFrom) : 0
-    const k1 = window <= 0 ? 0 : sorted ? countAtMost(b.from, b.count, e) : b.count
+    const k0 = window <= 0 ? 0 : sorted ? upperBound(b.from, b.count, recentFrom) : 0
+    const k1 = window <= 0 ? 0 : sorted ? upperBound(b.from, b.count, e) : b.count
     let selectedDrawn = false
     for (let k = k0; k < k1; k++) {
       const from = b.from[k]!
       if (from <= recentFrom || from > e || b.to[k]! <= e || e >= b.pendingFrom[k]! || e >= b.deadFrom[k]! || this.spanOf(k) < 0) continue
-      let color = tint(categories[this.category![k]! % categories.length]!, 0.55 * (1 - (e - from) / window))
+      this.stateOf(k, e)
+      let color = tint(this.color, 0.55 * (1 - (e - from) / window))
       if (k === selected) {
         color = tint(color, -0.45)
         selectedDrawn = true
       }
-      this.paint(pixels, k, color, tint(color, -palette.edgeDarken), e)
+      this.paint(pixels, k, color, tint(color, -palette.edgeDarken))
     }
     if (!selectedDrawn && selected >= 0 && selected < b.count && b.from[selected]! <= e && e < b.to[selected]! && this.spanOf(selected) >= 0) {
-      const color = tint(this.stateColor(selected, e), -0.45)
-      this.paint(pixels, selected, color, tint(color, -palette.edgeDarken), e)
+      this.stateOf(selected, e)
+      const color = tint(this.color, -0.45)
+      this.paint(pixels, selected, color, tint(color, -palette.edgeDarken))
     }
   }
 }

@@ -573,31 +573,58 @@ export function stateChanges(model: StrategyModel): StateChanges {
   if (changes) return changes
   const b = model.blocks
   const { from, to, pendingFrom, deadFrom } = b
+  const changing = (at: number, k: number) => at !== NEVER && at > from[k]! && at < to[k]!
   // Most strategies never pend or die: one pass finds none.
   let n = 0
-  for (let k = 0; k < b.count; k++) {
-    if (pendingFrom[k]! !== NEVER && pendingFrom[k]! > from[k]! && pendingFrom[k]! < to[k]!) n++
-    if (deadFrom[k]! !== NEVER && deadFrom[k]! > from[k]! && deadFrom[k]! < to[k]!) n++
-  }
+  for (let k = 0; k < b.count; k++) n += +changing(pendingFrom[k]!, k) + +changing(deadFrom[k]!, k)
   const order = new Uint32Array(n)
   const at = new Uint32Array(n)
   const block = new Uint32Array(n)
   n = 0
-  for (let k = 0; k < b.count && n < order.length; k++)
-    for (const when of [pendingFrom[k]!, deadFrom[k]!])
-      if (when !== NEVER && when > from[k]! && when < to[k]!) {
-        order[n] = n
-        at[n] = when
-        block[n++] = k
-      }
+  const put = (when: number, k: number) => {
+    order[n] = n
+    at[n] = when
+    block[n++] = k
+  }
+  for (let k = 0; k < b.count && n < order.length; k++) {
+    if (changing(pendingFrom[k]!, k)) put(pendingFrom[k]!, k)
+    if (changing(deadFrom[k]!, k)) put(deadFrom[k]!, k)
+  }
   order.sort((x, y) => at[x]! - at[y]! || block[x]! - block[y]!)
   changes = { event: order.map((i) => at[i]!), block: order.map((i) => block[i]!) }
   stateChangesOf.set(model, changes)
   return changes
 }
 
-/** At most this many blocks changed between two asks are applied one by one; more, the figures are summed again. */
-const MAX_FIGURE_CHANGES = 20_000
+/**
+ * Past this many blocks changed between two events, stepping from one to the other (a map's
+ * raster, its figures) costs more than starting over at the second.
+ */
+export const MAX_STEPPED_CHANGES = 20_000
+
+/** The blocks that changed between events e1 and e2 (e1 < e2), as ranges of the model's indexes. */
+export interface BlockChanges {
+  /** Ended (freed, or reusable again) in (e1, e2]: blockIndex.endedOrder[ended[0] .. ended[1]). */
+  ended: [number, number]
+  /** Placed in (e1, e2]: blocks placed[0] .. placed[1] (indexed records are in `from` order). */
+  placed: [number, number]
+  /** Turned pending or dead in (e1, e2]: entries states[0] .. states[1] of stateChanges(model). */
+  states: [number, number]
+  /** How many entries the three ranges hold. */
+  count: number
+}
+
+/** What changed between e1 and e2, or null where the blocks are not indexed (then nothing can step). */
+export function changesBetween(model: StrategyModel, e1: number, e2: number): BlockChanges | null {
+  const index = model.blockIndex
+  if (!index) return null
+  const b = model.blocks
+  const changes = stateChanges(model)
+  const ended = endedWithin(index, e1, e2)
+  const placed: [number, number] = [upperBound(b.from, b.count, e1), upperBound(b.from, b.count, e2)]
+  const states: [number, number] = [upperBound(changes.event, changes.event.length, e1), upperBound(changes.event, changes.event.length, e2)]
+  return { ended, placed, states, count: ended[1] - ended[0] + placed[1] - placed[0] + states[1] - states[0] }
+}
 
 /**
  * The figures after event e from those after an earlier event e1, by the blocks placed, freed or
@@ -605,16 +632,9 @@ const MAX_FIGURE_CHANGES = 20_000
  * not indexed or too much changed.
  */
 function advanceFigures(model: StrategyModel, before: StateFigures, e1: number, e: number): StateFigures | null {
-  const index = model.blockIndex
-  if (!index) return null
+  const c = changesBetween(model, e1, e)
+  if (!c || c.count > MAX_STEPPED_CHANGES) return null
   const b = model.blocks
-  const [g0, g1] = endedWithin(index, e1, e)
-  const c0 = upperBound(b.from, b.count, e1)
-  const c1 = upperBound(b.from, b.count, e)
-  const changes = stateChanges(model)
-  const s0 = upperBound(changes.event, changes.event.length, e1)
-  const s1 = upperBound(changes.event, changes.event.length, e)
-  if (g1 - g0 + c1 - c0 + s1 - s0 > MAX_FIGURE_CHANGES) return null
   const f = { ...before }
   const add = (k: number, at: number, sign: number) => {
     if (at >= b.deadFrom[k]!) {
@@ -628,15 +648,17 @@ function advanceFigures(model: StrategyModel, before: StateFigures, e1: number, 
       f.rounded += sign * b.size[k]!
     }
   }
-  for (let i = g0; i < g1; i++) {
-    const k = index.endedOrder[i]!
+  const endedOrder = model.blockIndex!.endedOrder
+  for (let i = c.ended[0]; i < c.ended[1]; i++) {
+    const k = endedOrder[i]!
     if (b.from[k]! <= e1) add(k, e1, -1)
   }
-  for (let k = c0; k < c1; k++) if (b.to[k]! > e) add(k, e, 1)
+  for (let k = c.placed[0]; k < c.placed[1]; k++) if (b.to[k]! > e) add(k, e, 1)
   // A block that changed state twice in the step is counted once.
+  const changed = stateChanges(model).block
   const seen = new Set<number>()
-  for (let i = s0; i < s1; i++) {
-    const k = changes.block[i]!
+  for (let i = c.states[0]; i < c.states[1]; i++) {
+    const k = changed[i]!
     if (b.from[k]! > e1 || b.to[k]! <= e || seen.has(k)) continue
     seen.add(k)
     add(k, e1, -1)
