@@ -36,13 +36,13 @@ address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t a
     const address_t start = align_up(std::max(range, first_fit_start_), alignment);
     return start + bytes <= range + size;
   };
-  // The one range that reaches first_fit_start_ from below comes before every other.
-  auto found = free_space_.upper_bound(first_fit_start_);
-  if (found != free_space_.begin() &&
-      std::prev(found)->first + std::prev(found)->second > first_fit_start_ &&
-      fits(std::prev(found)->first, std::prev(found)->second))
-    --found;
-  else found = free_space_.lowest_fitting(first_fit_start_, bytes, fits);
+  // From the range that reaches first_fit_start_ from below, if one does (ranges never overlap).
+  address_t from = first_fit_start_;
+  auto above = free_space_.upper_bound(first_fit_start_);
+  if (above != free_space_.begin() &&
+      std::prev(above)->first + std::prev(above)->second > first_fit_start_)
+    from = std::prev(above)->first;
+  auto found = free_space_.lowest_fitting(from, bytes, fits);
   if (found == free_space_.end())
     throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
   const address_t start = align_up(std::max(found->first, first_fit_start_), alignment);
