@@ -109,27 +109,124 @@ export function readTraceData({ meta, arrays }: Bundle): TraceDataSent {
 // ---------------------------------------------------------------------------------------------
 // replay:result — recorded layouts and replays alike, as strategies 0, 1, … listed in the metadata
 // (`strategies`, ListedStrategy). Strategy i has its metric buckets under `s{i}.m.*` (end: exclusive
-// event index) and its layout in pieces of LAYOUT_PIECE events, `s{i}.l{k}.op/address/size/
-// requested/stream/event`, each piece's six columns one after another: a reader of the bundle as it
-// arrives builds the model piece by piece while the rest is on its way. Layouts carry no aux column
-// (the renderer does not read it: on a million-event trace it was a tenth of the bundle), and sizes
-// travel as u32 where exact (narrowed).
+// event index) and its layout in pieces of LAYOUT_PIECE events, `s{i}.l{k}.op/address/event/size/
+// requested/stream`, each piece's six columns one after another: a reader of the bundle as it
+// arrives builds the model piece by piece while the rest is on its way.
+//
+// A layout travels as the renderer reads it (LayoutSent, docs/architecture.md "Layouts on the
+// wire"): op, address and event for every event it draws; a size only for the events whose size it
+// reads (carriesSize); requested bytes and stream only for allocs. Splits and merges inside a
+// region, which the maps do not draw, stay behind; so does the aux column. On a million-event trace
+// caching's layout is 24.6 MB this way against 57 MB with every column for every event.
 
 /** Layout events in each piece of a strategy's layout. */
 export const LAYOUT_PIECE = 1 << 17
 
-export const LAYOUT_COLUMNS = ['op', 'address', 'size', 'requested', 'stream', 'event'] as const
+export const LAYOUT_COLUMNS = ['op', 'address', 'event', 'size', 'requested', 'stream'] as const
 
-/** One strategy's layout placed on request events (event: the request event it belongs to). */
-export interface LayoutSent {
+/** One strategy's layout placed on request events, every column for every event (event: the request event it belongs to). */
+export interface LayoutOnEvents {
   op: Uint8Array
   address: BigUint64Array
-  /** Bytes; u32 when every value fits (narrowed). */
+  /** Bytes. */
   size: Float64Array | Uint32Array
   requested: Float64Array | Uint32Array
   /** Stream index in the trace's stream table; 0xFFFFFFFF for region events. */
   stream: Uint32Array
   event: Uint32Array
+}
+
+/**
+ * A layout as it travels and as the renderer's model reads it: `op`, `address` and `event` one a
+ * drawn event; `size` one for each event that carriesSize, in order; `requested` and `stream` one
+ * for each alloc, in order. Sizes are u32 where every value fits (narrowed).
+ */
+export interface LayoutSent {
+  op: Uint8Array
+  address: BigUint64Array
+  event: Uint32Array
+  size: Float64Array | Uint32Array
+  requested: Float64Array | Uint32Array
+  stream: Uint32Array
+}
+
+/** Whether the renderer reads the size of an event of this op: what a block, region or mapping occupies, what an unmap or trim released. */
+export function carriesSize(op: number): boolean {
+  return (
+    op === LayoutOp.alloc || op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map || op === LayoutOp.unmap || op === LayoutOp.trim
+  )
+}
+
+/** Whether an event of this op is drawn at all: splits and merges move no block and no region's edge. */
+function drawn(op: number): boolean {
+  return op !== LayoutOp.split && op !== LayoutOp.merge
+}
+
+/** Piece boundaries of a sent layout: where piece k starts among its events, its sizes and its allocs. */
+export interface SentPieces {
+  events: number[]
+  sizes: number[]
+  allocs: number[]
+}
+
+/**
+ * `l` as it travels (LayoutSent), and where each piece of `piece` events starts in its columns.
+ * Columns of every event are views of `l`'s own when every event is drawn, copies otherwise.
+ */
+export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: LayoutSent; pieces: SentPieces } {
+  const n = l.op.length
+  const ops = l.op
+  let kept = 0
+  for (let k = 0; k < n; k++) if (drawn(ops[k]!)) kept++
+  const whole = kept === n
+  const op = whole ? ops : new Uint8Array(kept)
+  const address = whole ? l.address : new BigUint64Array(kept)
+  const event = whole ? l.event : new Uint32Array(kept)
+  // Addresses copied as their two 32-bit halves: no BigInt an event.
+  const fromWords = new Uint32Array(l.address.buffer, l.address.byteOffset, n * 2)
+  const toWords = new Uint32Array(address.buffer, address.byteOffset, kept * 2)
+  let sized = 0
+  let allocs = 0
+  for (let k = 0; k < n; k++) {
+    const o = ops[k]!
+    if (carriesSize(o)) sized++
+    if (o === LayoutOp.alloc) allocs++
+  }
+  const size = new Float64Array(sized)
+  const requested = new Float64Array(allocs)
+  const stream = new Uint32Array(allocs)
+  const pieces: SentPieces = { events: [], sizes: [], allocs: [] }
+  let j = 0
+  let s = 0
+  let a = 0
+  for (let k = 0; k < n; k++) {
+    const o = ops[k]!
+    if (!drawn(o)) continue
+    if (j % piece === 0) {
+      pieces.events.push(j)
+      pieces.sizes.push(s)
+      pieces.allocs.push(a)
+    }
+    if (!whole) {
+      op[j] = o
+      toWords[2 * j] = fromWords[2 * k]!
+      toWords[2 * j + 1] = fromWords[2 * k + 1]!
+      event[j] = l.event[k]!
+    }
+    if (carriesSize(o)) size[s++] = l.size[k]!
+    if (o === LayoutOp.alloc) {
+      requested[a] = l.requested[k]!
+      stream[a++] = l.stream[k]!
+    }
+    j++
+  }
+  // An empty layout still has one (empty) piece.
+  if (pieces.events.length === 0) {
+    pieces.events.push(0)
+    pieces.sizes.push(0)
+    pieces.allocs.push(0)
+  }
+  return { layout: { op, address, event, size: narrowed(size), requested: narrowed(requested), stream }, pieces }
 }
 
 /** Metrics per bucket of consecutive request events [end[b - 1], end[b]). */
@@ -156,7 +253,7 @@ export interface StrategyToSend {
   recorded: boolean
   summary: Record<string, number>
   metrics?: MetricsSent
-  layout: LayoutSent
+  layout: LayoutOnEvents
 }
 
 /** A strategy as the bundle's metadata lists it. */
@@ -187,23 +284,28 @@ export function narrowed(values: Float64Array | Uint32Array): Float64Array | Uin
 
 const pieceKey = (strategy: number, piece: number, column: (typeof LAYOUT_COLUMNS)[number]) => `s${strategy}.l${piece}.${column}`
 
-/** Strategy i's layout as pieces of `piece` events (views, no copies); the counts the reader sizes its records by. */
-function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutSent, piece: number): ListedStrategy['layout'] {
-  const n = l.op.length
-  const columns: LayoutSent = { ...l, size: narrowed(l.size), requested: narrowed(l.requested) }
-  let pieces = 0
-  for (let start = 0; pieces === 0 || start < n; start += piece, pieces++) {
-    const end = Math.min(n, start + piece)
-    for (const column of LAYOUT_COLUMNS) arrays[pieceKey(i, pieces, column)] = columns[column].subarray(start, end)
+/** Strategy i's layout as it travels (sentLayout), in pieces of `piece` events; the counts the reader sizes its records by. */
+function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutOnEvents, piece: number): ListedStrategy['layout'] {
+  const { layout, pieces } = sentLayout(l, piece)
+  const count = pieces.events.length
+  const bounds = (starts: number[], total: number, k: number) => [starts[k]!, k + 1 < count ? starts[k + 1]! : total] as const
+  for (let k = 0; k < count; k++) {
+    const [e0, e1] = bounds(pieces.events, layout.op.length, k)
+    const [s0, s1] = bounds(pieces.sizes, layout.size.length, k)
+    const [a0, a1] = bounds(pieces.allocs, layout.requested.length, k)
+    arrays[pieceKey(i, k, 'op')] = layout.op.subarray(e0, e1)
+    arrays[pieceKey(i, k, 'address')] = layout.address.subarray(e0, e1)
+    arrays[pieceKey(i, k, 'event')] = layout.event.subarray(e0, e1)
+    arrays[pieceKey(i, k, 'size')] = layout.size.subarray(s0, s1)
+    arrays[pieceKey(i, k, 'requested')] = layout.requested.subarray(a0, a1)
+    arrays[pieceKey(i, k, 'stream')] = layout.stream.subarray(a0, a1)
   }
-  let allocs = 0
   let regionEvents = 0
-  for (let k = 0; k < n; k++) {
-    const op = l.op[k]!
-    if (op === LayoutOp.alloc) allocs++
-    else if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
+  for (let k = 0; k < layout.op.length; k++) {
+    const op = layout.op[k]!
+    if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
   }
-  return { pieces, allocs, regionEvents }
+  return { pieces: count, allocs: layout.requested.length, regionEvents }
 }
 
 /** The replay:result bundle of `strategies`, in order; `piece`: layout events a piece (tests make it small). */
@@ -236,7 +338,7 @@ export function layoutPieceEnd(arrays: Bundle['arrays'], strategy: number, piece
 /** The columns of strategy `strategy`'s piece `piece` (views into the bundle). */
 export function layoutPiece(arrays: Bundle['arrays'], strategy: number, piece: number): LayoutSent {
   const get = <T>(column: (typeof LAYOUT_COLUMNS)[number]) => arrays[pieceKey(strategy, piece, column)] as T
-  return { op: get('op'), address: get('address'), size: get('size'), requested: get('requested'), stream: get('stream'), event: get('event') }
+  return { op: get('op'), address: get('address'), event: get('event'), size: get('size'), requested: get('requested'), stream: get('stream') }
 }
 
 /** Strategy `strategy`'s metric buckets, if the bundle has them. */

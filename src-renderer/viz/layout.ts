@@ -22,65 +22,90 @@ function gapFor(totalBytes: number, spans: number): number {
 }
 
 export function addressSpans(model: StrategyModel): AddressSpans {
-  const ranges: [number, number][] = []
   const r = model.regions
-  for (let k = 0; k < r.count; k++) ranges.push([r.address[k]!, r.address[k]! + r.size[k]!])
   const b = model.blocks
   // Blocks are normally inside regions; ones that are not (a strategy that reports none) get spans.
-  if (r.count === 0) for (let k = 0; k < b.count; k++) ranges.push([b.address[k]!, b.address[k]! + b.size[k]!])
-  ranges.sort((x, y) => x[0] - y[0])
-  const merged: [number, number][] = []
-  for (const [s, e] of ranges) {
-    const last = merged.at(-1)
-    if (last && s <= last[1]) last[1] = Math.max(last[1], e)
-    else merged.push([s, e])
+  const fromBlocks = r.count === 0
+  const n = fromBlocks ? b.count : r.count
+  const address = fromBlocks ? b.address : r.address
+  const size = fromBlocks ? b.size : r.size
+  const starts = new Float64Array(n)
+  const ends = new Float64Array(n)
+  for (let k = 0; k < n; k++) {
+    starts[k] = address[k]!
+    ends[k] = address[k]! + size[k]!
   }
-  if (r.count > 0) {
+  const merged = union(starts, ends)
+  if (!fromBlocks) {
     // Blocks outside every region, if any, join as spans of their own.
-    const outside: [number, number][] = []
+    const outsideStarts: number[] = []
+    const outsideEnds: number[] = []
     for (let k = 0; k < b.count; k++) {
       const a = b.address[k]!
-      if (spanIndex(merged, a) < 0) outside.push([a, a + b.size[k]!])
+      if (spanIndex(merged, a) < 0) {
+        outsideStarts.push(a)
+        outsideEnds.push(a + b.size[k]!)
+      }
     }
-    if (outside.length > 0) return addressSpansFrom([...merged, ...outside])
+    if (outsideStarts.length > 0) {
+      const all = (inside: Float64Array, outside: number[]) => {
+        const out = new Float64Array(inside.length + outside.length)
+        out.set(inside)
+        out.set(outside, inside.length)
+        return out
+      }
+      return fromMerged(union(all(merged.start, outsideStarts), all(merged.end, outsideEnds)))
+    }
   }
   return fromMerged(merged)
 }
 
-function addressSpansFrom(ranges: [number, number][]): AddressSpans {
-  ranges.sort((x, y) => x[0] - y[0])
-  const merged: [number, number][] = []
-  for (const [s, e] of ranges) {
-    const last = merged.at(-1)
-    if (last && s <= last[1]) last[1] = Math.max(last[1], e)
-    else merged.push([s, e])
+/**
+ * The union of the ranges [starts[k], ends[k]) as sorted, disjoint ranges, ranges that touch joined
+ * (sorts both arrays in place). The starts and the ends are sorted apart: how many ranges cover an
+ * address depends only on how many start at or before it and end at or before it.
+ */
+function union(starts: Float64Array, ends: Float64Array): { start: Float64Array; end: Float64Array } {
+  starts.sort()
+  ends.sort()
+  const n = starts.length
+  const start: number[] = []
+  const end: number[] = []
+  let depth = 0
+  for (let i = 0, j = 0; j < n;) {
+    // A range starting where another ends joins it: starts first at equal addresses.
+    if (i < n && starts[i]! <= ends[j]!) {
+      if (depth++ === 0) start.push(starts[i]!)
+      i++
+    } else {
+      if (--depth === 0) end.push(ends[j]!)
+      j++
+    }
   }
-  return fromMerged(merged)
+  return { start: Float64Array.from(start), end: Float64Array.from(end) }
 }
 
-function fromMerged(merged: [number, number][]): AddressSpans {
-  const bytes = merged.reduce((sum, [s, e]) => sum + (e - s), 0)
-  const gap = gapFor(bytes, merged.length)
-  const start = new Float64Array(merged.length)
-  const end = new Float64Array(merged.length)
-  const offset = new Float64Array(merged.length)
+function fromMerged(merged: { start: Float64Array; end: Float64Array }): AddressSpans {
+  const { start, end } = merged
+  let bytes = 0
+  for (let i = 0; i < start.length; i++) bytes += end[i]! - start[i]!
+  const gap = gapFor(bytes, start.length)
+  const offset = new Float64Array(start.length)
   let position = 0
-  merged.forEach(([s, e], i) => {
-    start[i] = s
-    end[i] = e
+  for (let i = 0; i < start.length; i++) {
     offset[i] = position
-    position += e - s + gap
-  })
-  return { start, end, offset, total: Math.max(1, position - (merged.length > 0 ? gap : 0)) }
+    position += end[i]! - start[i]! + gap
+  }
+  return { start, end, offset, total: Math.max(1, position - (start.length > 0 ? gap : 0)) }
 }
 
-function spanIndex(merged: [number, number][], address: number): number {
+function spanIndex(merged: { start: Float64Array; end: Float64Array }, address: number): number {
   let lo = 0
-  let hi = merged.length - 1
+  let hi = merged.start.length - 1
   while (lo <= hi) {
     const mid = (lo + hi) >> 1
-    if (address < merged[mid]![0]) hi = mid - 1
-    else if (address >= merged[mid]![1]) lo = mid + 1
+    if (address < merged.start[mid]!) hi = mid - 1
+    else if (address >= merged.end[mid]!) lo = mid + 1
     else return mid
   }
   return -1

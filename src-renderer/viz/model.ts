@@ -4,25 +4,14 @@
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
 import { LayoutOp as Op } from '../../src-shared/layout.ts'
+import { carriesSize, sentLayout, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
 import { aliveAt, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
 export { Op }
 
-/** The layout columns of one strategy, as the host sends them. */
-export interface LayoutColumns {
-  op: Uint8Array
-  address: BigUint64Array
-  /** Bytes; u32 when the host found every value fits (src-shared/wire.ts, narrowed). */
-  size: Float64Array | Uint32Array
-  requested: Float64Array | Uint32Array
-  /** Stream index in the trace's stream table; NO_STREAM for region events. */
-  stream: Uint32Array
-  /** Strategy-specific (size class, order); the model does not read it, so the host may leave it out. */
-  aux?: Uint32Array
-  /** The request event each layout event belongs to. */
-  event: Uint32Array
-}
+/** A strategy's layout with every column for every event, as replays and recordings make it (tests build these). */
+export type LayoutColumns = LayoutOnEvents & { aux?: Uint32Array }
 
 export const NO_STREAM = 0xffffffff
 /** An interval that never ends within the trace. */
@@ -47,8 +36,6 @@ export interface BlockRecords {
   deadFrom: Uint32Array
   /** Event after which the memory is reusable again (NEVER: live at the end). */
   to: Uint32Array
-  /** Index of the layout event that placed it. */
-  layoutIndex: Uint32Array
 }
 
 export const RegionKind = { memory: 0, addressSpace: 1, mapping: 2 } as const
@@ -70,8 +57,6 @@ export interface StrategyModel {
   failures: Uint32Array
   /** Request events at which the strategy reset (arena step boundaries). */
   resets: Uint32Array
-  /** Request events at which free blocks split or merged (caching segments, buddy). */
-  structureEvents: number
   /**
    * Memory released with no address (async_pool: the pool trims cached memory and tells only how
    * much, a layout `trim`): the request events, ascending, and the bytes released up to and
@@ -109,7 +94,6 @@ class RecordBuilder {
       pendingFrom: new Uint32Array(blockCapacity).fill(NEVER),
       deadFrom: new Uint32Array(blockCapacity).fill(NEVER),
       to: new Uint32Array(blockCapacity).fill(NEVER),
-      layoutIndex: new Uint32Array(blockCapacity),
     }
     this.regions = {
       count: 0,
@@ -133,7 +117,6 @@ class RecordBuilder {
     b.pendingFrom = growU32(b.pendingFrom, n, NEVER)
     b.deadFrom = growU32(b.deadFrom, n, NEVER)
     b.to = growU32(b.to, n, NEVER)
-    b.layoutIndex = growU32(b.layoutIndex, n)
     return b
   }
 
@@ -284,13 +267,13 @@ export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'an
     else if (op === Op.regionReserve || op === Op.vaReserve || op === Op.map) regionEvents++
   }
   const builder = new StrategyModelBuilder(reuse, allocs, regionEvents)
-  builder.add(layout)
+  builder.add(sentLayout(layout, Infinity).layout)
   return builder.finish()
 }
 
 /**
- * The same records built from a layout that arrives in pieces, in order (a replay's bundle as it
- * streams in): add() each piece, then finish(). The model equals buildStrategyModel's over the
+ * The same records built from a layout that arrives in pieces, in order, as it travels (a replay's
+ * bundle as it streams in, src-shared/wire.ts LayoutSent): add() each piece, then finish(). The model equals buildStrategyModel's over the
  * pieces joined. Capacities are hints (the counts of allocs and of region events, when known);
  * the records grow past them.
  */
@@ -298,13 +281,12 @@ export class StrategyModelBuilder {
   private readonly builder: RecordBuilder
   // Open intervals by address. A block address is unique among live blocks; a region's too.
   private readonly openBlocks = new AddressTable()
-  private readonly openRegions = new Map<number, number>() // memory and address space
+  private readonly openRegions = new AddressTable(16) // memory and address space
   private readonly openMappings = new Map<number, number>()
   /** Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search. */
   private readonly mappingStarts: number[] = []
   private readonly failures: number[] = []
   private readonly resets: number[] = []
-  private structureEvents = 0
   private readonly trimEvents: number[] = []
   /**
    * The layout releases memory by address (region releases, unmaps): its trims only sum up what
@@ -314,8 +296,6 @@ export class StrategyModelBuilder {
   private readonly trimCumulative: number[] = []
   /** Bump allocators: the blocks since the last reset, in allocation (= address) order. */
   private readonly bumpStack: number[] = []
-  /** Layout events added so far (a block's layoutIndex counts across pieces). */
-  private done = 0
 
   constructor(
     private readonly reuse: ReuseKind = 'any',
@@ -354,12 +334,14 @@ export class StrategyModelBuilder {
   }
 
   /** The next piece of the layout, in order. */
-  add(layout: LayoutColumns): void {
+  add(layout: LayoutSent): void {
     const n = layout.op.length
     const builder = this.builder
     let b = builder.blocks
     const openBlocks = this.openBlocks
-    const base = this.done
+    // The piece's sizes and its allocs' columns are read in order (LayoutSent).
+    let sizes = 0
+    let allocs = 0
     // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
     const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
     const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
@@ -367,17 +349,17 @@ export class StrategyModelBuilder {
     for (let i = 0; i < n; i++) {
       const op = layout.op[i]!
       const event = layout.event[i]!
+      const size = carriesSize(op) ? layout.size[sizes++]! : 0
       switch (op) {
         case Op.alloc: {
           if (b.count === b.from.length) b = builder.growBlocks()
           const address = addressAt(i)
           const k = b.count++
           b.address[k] = address
-          b.size[k] = layout.size[i]!
-          b.requested[k] = layout.requested[i]!
-          b.stream[k] = layout.stream[i]!
+          b.size[k] = size
+          b.requested[k] = layout.requested[allocs]!
+          b.stream[k] = layout.stream[allocs++]!
           b.from[k] = event
-          b.layoutIndex[k] = base + i
           openBlocks.set(address, hashAt(i), k)
           if (this.reuse !== 'any') this.bumpStack.push(k)
           break
@@ -401,23 +383,24 @@ export class StrategyModelBuilder {
         case Op.regionReserve:
         case Op.vaReserve: {
           const address = addressAt(i)
-          this.openRegions.set(address, builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, layout.size[i]!, event))
+          this.openRegions.set(address, hashAt(i), builder.addRegion(op === Op.vaReserve ? RegionKind.addressSpace : RegionKind.memory, address, size, event))
           break
         }
         case Op.regionRelease:
         case Op.vaRelease: {
           this.releasesByAddress = true
           const address = addressAt(i)
-          const k = this.openRegions.get(address)
-          if (k !== undefined) {
+          const hash = hashAt(i)
+          const k = this.openRegions.get(address, hash)
+          if (k >= 0) {
             builder.regions.to[k] = event
-            this.openRegions.delete(address)
+            this.openRegions.delete(address, hash)
           }
           break
         }
         case Op.map: {
           const address = addressAt(i)
-          this.openMapping(address, builder.addRegion(RegionKind.mapping, address, layout.size[i]!, event))
+          this.openMapping(address, builder.addRegion(RegionKind.mapping, address, size, event))
           break
         }
         case Op.unmap: {
@@ -425,7 +408,7 @@ export class StrategyModelBuilder {
           // An unmap may cover several mappings made granule by granule, or part of one: what stays
           // mapped of a mapping it cuts continues as a new record from this event.
           const start = addressAt(i)
-          const end = start + layout.size[i]!
+          const end = start + size
           const regions = builder.regions
           const starts = this.mappingStarts
           // Mappings are disjoint: the one starting at or before `start` may reach into the range,
@@ -458,7 +441,7 @@ export class StrategyModelBuilder {
           this.failures.push(event)
           break
         case Op.trim: {
-          const bytes = layout.size[i]!
+          const bytes = size
           const before = this.trimCumulative.at(-1) ?? 0
           if (this.trimEvents.at(-1) === event) this.trimCumulative[this.trimCumulative.length - 1] = before + bytes
           else {
@@ -467,13 +450,8 @@ export class StrategyModelBuilder {
           }
           break
         }
-        case Op.split:
-        case Op.merge:
-          this.structureEvents++
-          break
       }
     }
-    this.done += n
   }
 
   /** The records of everything added, with their checkpoint indexes. */
@@ -485,7 +463,6 @@ export class StrategyModelBuilder {
       regions,
       failures: Uint32Array.from(this.failures),
       resets: Uint32Array.from(this.resets),
-      structureEvents: this.structureEvents,
       ...(this.trimEvents.length > 0 &&
         !this.releasesByAddress && { trims: { event: Uint32Array.from(this.trimEvents), cumulative: Float64Array.from(this.trimCumulative) } }),
       blockIndex: buildIntervalIndex(b.from, b.to, b.count),

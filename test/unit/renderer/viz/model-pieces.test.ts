@@ -12,6 +12,7 @@ import { replayBundle } from '../../../../src-main/services/replay/replay-input.
 import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
 import { LayoutOp } from '../../../../src-shared/layout.ts'
+import { carriesSize, sentLayout } from '../../../../src-shared/wire.ts'
 import { decodeReplay, ReplayDecoder, type StrategyView } from '../../../../src-renderer/viz/data.ts'
 import { buildStrategyModel, reuseKindOf, StrategyModelBuilder, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
@@ -31,7 +32,6 @@ function records(model: StrategyModel) {
     regions: cut(model.regions, model.regions.count),
     failures: Array.from(model.failures),
     resets: Array.from(model.resets),
-    structureEvents: model.structureEvents,
   }
 }
 
@@ -55,6 +55,39 @@ describe('a layout in pieces', async () => {
     )
   })
 
+  it('a layout travels without its splits and merges, a size only where the model reads one, requested bytes and stream only for allocs', () => {
+    let droppedSome = false
+    for (const r of results) {
+      const l = r.layout
+      const { layout: sent, pieces } = sentLayout(l, 1000)
+      // The same drawn events in the same order, each column read from the full one.
+      let j = 0
+      let s = 0
+      let a = 0
+      for (let k = 0; k < l.op.length; k++) {
+        const op = l.op[k]!
+        if (op === LayoutOp.split || op === LayoutOp.merge) {
+          droppedSome = true
+          continue
+        }
+        assert.equal(sent.op[j], op, `${r.label}: op of event ${k}`)
+        assert.equal(sent.address[j], l.address[k], `${r.label}: address of event ${k}`)
+        assert.equal(sent.event[j], l.event[k], `${r.label}: request event of event ${k}`)
+        if (j % 1000 === 0)
+          assert.deepEqual([pieces.events[j / 1000], pieces.sizes[j / 1000], pieces.allocs[j / 1000]], [j, s, a], `${r.label}: piece ${j / 1000} starts`)
+        if (carriesSize(op)) assert.equal(sent.size[s++], l.size[k], `${r.label}: size of event ${k}`)
+        if (op === LayoutOp.alloc) {
+          assert.equal(sent.requested[a], l.requested[k], `${r.label}: requested bytes of event ${k}`)
+          assert.equal(sent.stream[a++], l.stream[k], `${r.label}: stream of event ${k}`)
+        }
+        j++
+      }
+      assert.deepEqual([sent.op.length, sent.size.length, sent.requested.length, sent.stream.length], [j, s, a, a], r.label)
+      assert.equal(pieces.events.length, Math.max(1, Math.ceil(j / 1000)), r.label)
+    }
+    assert.ok(droppedSome, 'some strategy split or merged blocks (caching, buddy)')
+  })
+
   it('StrategyModelBuilder over pieces of any size equals buildStrategyModel over the whole', () => {
     const random = seeded(7)
     for (const r of results) {
@@ -65,14 +98,15 @@ describe('a layout in pieces', async () => {
       const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
       for (let start = 0; start < l.op.length;) {
         const end = Math.min(l.op.length, start + 1 + Math.floor(random() * 3000))
-        builder.add({
+        const piece = {
           op: l.op.subarray(start, end),
           address: l.address.subarray(start, end),
           size: l.size.subarray(start, end),
           requested: l.requested.subarray(start, end),
           stream: l.stream.subarray(start, end),
           event: l.event.subarray(start, end),
-        })
+        }
+        builder.add(sentLayout(piece, Infinity).layout)
         start = end
       }
       assert.deepEqual(records(builder.finish()), expected, r.label)

@@ -376,6 +376,43 @@ it(`layout: linearOf and addressOf invert each other inside the spans, keep addr
   )
 })
 
+it(`layout: the spans are the union of the regions and of the blocks outside them, touching ranges joined (${runs} random sets)`, () => {
+  const blocks = fc.array(fc.record({ start: fc.integer({ min: 0, max: 1 << 12 }), cells: fc.integer({ min: 1, max: 16 }) }), { maxLength: 20 })
+  fc.assert(
+    fc.property(
+      fc.array(fc.record({ start: fc.integer({ min: 0, max: 1 << 12 }), cells: fc.integer({ min: 1, max: 64 }) }), { maxLength: 12 }),
+      blocks,
+      (regions, placed) => {
+        const events = [...regions.map((r) => ({ op: Op.regionReserve, ...r })), ...placed.map((b) => ({ op: Op.alloc, ...b }))]
+        const model = buildStrategyModel({
+          op: Uint8Array.from(events, (e) => e.op),
+          address: BigUint64Array.from(events, (e) => BigInt(BASE + e.start * CELL)),
+          size: Float64Array.from(events, (e) => e.cells * CELL),
+          requested: Float64Array.from(events, (e) => e.cells * CELL),
+          stream: Uint32Array.from(events, (e) => (e.op === Op.alloc ? 0 : NO_STREAM)),
+          event: Uint32Array.from(events, (_, i) => i),
+        })
+        // Reference: cells covered, walked in address order. Without regions every block is a range;
+        // with them, only blocks that start outside every region.
+        const inRegion = (cell: number) => regions.some((r) => cell >= r.start && cell < r.start + r.cells)
+        const ranges = regions.length > 0 ? [...regions, ...placed.filter((b) => !inRegion(b.start))] : placed
+        const expected: [number, number][] = []
+        for (const r of [...ranges].sort((x, y) => x.start - y.start)) {
+          const last = expected.at(-1)
+          if (last && r.start <= last[1]) last[1] = Math.max(last[1], r.start + r.cells)
+          else expected.push([r.start, r.start + r.cells])
+        }
+        const { spans } = placeModel(model)
+        assert.deepEqual(
+          Array.from(spans.start, (a, i) => [(a - BASE) / CELL, (spans.end[i]! - BASE) / CELL]),
+          expected,
+        )
+      },
+    ),
+    { numRuns: runs },
+  )
+})
+
 it(`layout: zoomView and panView stay inside the whole, keep the anchor fixed and never zoom past the minimum (${runs * 4} random views)`, () => {
   fc.assert(
     fc.property(
