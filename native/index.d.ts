@@ -209,6 +209,8 @@ export interface ReplayOptions {
   fullMetrics?: boolean
   /** Collect the layout events; default true. */
   layout?: boolean
+  /** With layout, keep split and merge events too; default true (false: they are left out). */
+  structureEvents?: boolean
   /** Blocks the fragmentation walks at bucket ends may visit per event (default 2; 0: no limit). */
   walkBudgetPerEvent?: number
   /** The same for walks at new reserved peaks (default 4; 0: no limit). */

@@ -110,6 +110,7 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.reset_at_markers = flag("resetAtMarkers", "options.resetAtMarkers", o.reset_at_markers);
   o.full_metrics = flag("fullMetrics", "options.fullMetrics", o.full_metrics);
   o.layout = flag("layout", "options.layout", o.layout);
+  o.structure_events = flag("structureEvents", "options.structureEvents", o.structure_events);
   o.threads = to_uint64_or(v.Get("threads"), "options.threads", o.threads);
   o.fragmentation = flag("fragmentation", "options.fragmentation", o.fragmentation);
   o.stop_at_failure = flag("stopAtFailure", "options.stopAtFailure", o.stop_at_failure);

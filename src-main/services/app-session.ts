@@ -533,6 +533,8 @@ export class AppSession {
             : await replayTrace(input.trace, targets, {
                 ...(cap !== undefined && { cap }),
                 layout: true,
+                // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.
+                structureEvents: false,
                 signal: job.controller.signal,
                 onProgress: (p) => {
                   // Several strategies replay side by side: the phase names them all.

@@ -132,7 +132,10 @@ std::size_t check_columns(const request_columns& e) {
 // moves it into the columns after each request event, when it knows which event that was.
 class layout_tracer final : public tracer {
  public:
-  explicit layout_tracer(replay_layout& out) : out_(out), buffer_(256) { rewind(); }
+  layout_tracer(replay_layout& out, bool structure_events)
+      : out_(out), buffer_(256), structure_events_(structure_events) {
+    rewind();
+  }
   std::uint32_t event = 0;  // the request event being replayed
 
   // After each request event: what it caused goes to the columns.
@@ -148,6 +151,7 @@ class layout_tracer final : public tracer {
       each_column(out_, [grown](auto& column) { grow_huge(column, grown); });
     }
     for (const trace_event* e = buffer_.data(); e != end; ++e) {
+      if (!structure_events_ && (e->op == trace_op::split || e->op == trace_op::merge)) continue;
       out_.op.push_back(static_cast<std::uint8_t>(e->op));
       out_.address.push_back(e->address);
       out_.size.push_back(static_cast<double>(e->size));
@@ -171,6 +175,7 @@ class layout_tracer final : public tracer {
 
   replay_layout& out_;
   std::vector<trace_event> buffer_;
+  const bool structure_events_;
 };
 
 // Free bytes inside reserved memory and the largest contiguous run of them, by the definition of
@@ -459,7 +464,7 @@ class target_replay {
         check_cancel_(check_cancel),
         player_(target, options, ids),
         alloc_(player_.alloc()),
-        tracer_(r_.layout),
+        tracer_(r_.layout, options.structure_events),
         bucket_budget_{options.walk_budget_per_event},
         peak_budget_{options.peak_walk_budget_per_event} {
     r_.label = target.label;

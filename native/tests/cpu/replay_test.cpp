@@ -381,6 +381,42 @@ TEST("replay: fragmentation=false makes no walks and no re-run, with the same co
   }
 }
 
+TEST("replay: structure_events=false leaves splits and merges out of the layout, and only them") {
+  const trace t = random_trace(3000, 4 * MiB, 11);
+  bool some = false;
+  for (const char* strategy : {"caching", "buddy", "slab"}) {
+    replay_options on;
+    replay_options off = on;
+    off.structure_events = false;
+    const replay_result a = replay_one(t, {strategy, strategy, {}, {}}, on);
+    const replay_result b = replay_one(t, {strategy, strategy, {}, {}}, off);
+    const auto structure = [](std::uint8_t op) {
+      return op == static_cast<std::uint8_t>(trace_op::split) ||
+             op == static_cast<std::uint8_t>(trace_op::merge);
+    };
+    std::size_t j = 0;
+    for (std::size_t k = 0; k < a.layout.op.size(); ++k) {
+      if (structure(a.layout.op[k])) {
+        some = true;
+        continue;
+      }
+      REQUIRE(j < b.layout.op.size());
+      CHECK_EQ(b.layout.op[j], a.layout.op[k]);
+      CHECK_EQ(b.layout.address[j], a.layout.address[k]);
+      CHECK_EQ(b.layout.size[j], a.layout.size[k]);
+      CHECK_EQ(b.layout.requested[j], a.layout.requested[k]);
+      CHECK_EQ(b.layout.stream[j], a.layout.stream[k]);
+      CHECK_EQ(b.layout.aux[j], a.layout.aux[k]);
+      CHECK_EQ(b.layout.event[j], a.layout.event[k]);
+      ++j;
+    }
+    CHECK_EQ(j, b.layout.op.size());
+    CHECK_EQ(b.summary.peak_reserved, a.summary.peak_reserved);
+    CHECK(b.buckets.reserved_max == a.buckets.reserved_max);
+  }
+  CHECK(some);
+}
+
 TEST("replay: markers reset the arena; blocks live then are dropped and their frees ignored") {
   trace t;
   const std::uint32_t a = t.alloc(1000), b = t.alloc(5000);

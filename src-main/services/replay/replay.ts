@@ -70,6 +70,8 @@ export interface ReplayOptions {
   fullMetrics?: boolean
   /** Collect the layout events; default true. */
   layout?: boolean
+  /** With layout, keep split and merge events too; default true. false leaves them out (the app's maps draw none; its bundle is smaller and its replay quicker). */
+  structureEvents?: boolean
   /** Blocks the fragmentation walks at bucket ends may visit per event (default 2; 0: no limit). */
   walkBudgetPerEvent?: number
   /** The same for walks at new reserved peaks (default 4; 0: no limit). */
@@ -90,6 +92,7 @@ const OPTION_NAMES = [
   'buckets',
   'fullMetrics',
   'layout',
+  'structureEvents',
   'walkBudgetPerEvent',
   'peakWalkBudgetPerEvent',
   'fragmentation',
@@ -235,7 +238,7 @@ function checkOptions(options: unknown): ReplayOptions {
   for (const key of Object.keys(options))
     if (!(OPTION_NAMES as readonly string[]).includes(key)) throw badArgument('range', `options.${key}: no such replay option (${OPTION_NAMES.join(', ')})`)
   const o = options as ReplayOptions
-  for (const name of ['resetAtMarkers', 'fullMetrics', 'layout', 'fragmentation', 'stopAtFailure'] as const)
+  for (const name of ['resetAtMarkers', 'fullMetrics', 'layout', 'structureEvents', 'fragmentation', 'stopAtFailure'] as const)
     if (o[name] !== undefined && typeof o[name] !== 'boolean') throw badArgument('type', `options.${name} must be a boolean, got ${describe(o[name])}`)
   for (const name of ['buckets', 'walkBudgetPerEvent', 'peakWalkBudgetPerEvent'] as const)
     if (o[name] !== undefined) checkCount(`options.${name}`, o[name], false)
@@ -277,6 +280,7 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   if (o.buckets !== undefined) native.buckets = o.buckets
   if (o.fullMetrics !== undefined) native.fullMetrics = o.fullMetrics
   if (o.layout !== undefined) native.layout = o.layout
+  if (o.structureEvents !== undefined) native.structureEvents = o.structureEvents
   // Ids are dense from 0, so there are no more of them than events: a bound, without a pass over
   // the events on every replay (the what-if lab replays one target hundreds of times).
   const events = checkedTrace.events.kind.length

@@ -252,6 +252,28 @@ describe('replay options and results', () => {
     await assert.rejects(replayTrace(trace, [{ strategy: 'cuda_malloc' }], { stopAtFailure: 1 as never }), /options\.stopAtFailure must be a boolean/)
   })
 
+  it('structureEvents: false leaves the splits and merges out of the layout, and nothing else', async () => {
+    const trace = randomTrace(4000, 17)
+    const targets: ReplayTarget[] = [{ strategy: 'caching' }, { strategy: 'buddy' }]
+    const full = await replayTrace(trace, targets)
+    const thin = await replayTrace(trace, targets, { structureEvents: false })
+    const split = traceOpNames().indexOf('split')
+    const merge = traceOpNames().indexOf('merge')
+    for (const [k, f] of full.entries()) {
+      const t = thin[k]!
+      const kept = [...f.layout.op.keys()].filter((i) => f.layout.op[i] !== split && f.layout.op[i] !== merge)
+      assert.ok(kept.length < f.layout.op.length, `${f.label} split or merged some blocks`)
+      for (const column of ['op', 'address', 'size', 'requested', 'stream', 'aux', 'event'] as const)
+        assert.deepEqual(
+          Array.from(t.layout[column] as ArrayLike<unknown>),
+          kept.map((i) => (f.layout[column] as ArrayLike<unknown>)[i]),
+          `${f.label}: ${column}`,
+        )
+      assert.deepEqual(t.buckets.reservedMax, f.buckets.reservedMax)
+    }
+    await assert.rejects(replayTrace(trace, targets, { structureEvents: 'no' as never }), /options\.structureEvents must be a boolean/)
+  })
+
   it("a trace's pool column sends allocs to CUDA graphs' private pools", async () => {
     const events = allocateEvents(4)
     const sizes = [3 * MiB, 0, 3 * MiB, 0]
