@@ -116,8 +116,10 @@ export function readTraceData({ meta, arrays }: Bundle): TraceDataSent {
 // A layout travels as the renderer reads it (LayoutSent, docs/architecture.md "Layouts on the
 // wire"): op, address and event for every event it draws; a size only for the events whose size it
 // reads (carriesSize); requested bytes and stream only for allocs. Splits and merges inside a
-// region, which the maps do not draw, stay behind; so does the aux column. On a million-event trace
-// caching's layout is 24.6 MB this way against 57 MB with every column for every event.
+// region, which the maps do not draw, stay behind; so does the aux column. Addresses travel as u32
+// words above a base where they fit (AddressWords), request events as u16 steps where every step
+// fits. On a million-event trace caching's layout is 15.7 MB this way against 57.2 MB with every
+// column for every event.
 
 /** Layout events in each piece of a strategy's layout. */
 export const LAYOUT_PIECE = 1 << 17
@@ -143,11 +145,77 @@ export interface LayoutOnEvents {
  */
 export interface LayoutSent {
   op: Uint8Array
-  address: BigUint64Array
-  event: Uint32Array
+  /** As they are (u64), or u32 words: address = words.base + word · 2^words.shift (LayoutSent's `words`). */
+  address: BigUint64Array | Uint32Array
+  /** As they are (u32), or u16 steps: each event less the one before, the first less `eventBase`. */
+  event: Uint32Array | Uint16Array
+  /** With u16 steps: the event the first step counts from (the first event itself: its step is 0). */
+  eventBase?: number
   size: Float64Array | Uint32Array
   requested: Float64Array | Uint32Array
   stream: Uint32Array
+  /** How u32 address words read (absent: addresses are u64). */
+  words?: AddressWords
+}
+
+/**
+ * Addresses as 32-bit words: address = base + word · 2^shift. Every address the model reads fits
+ * this way when a strategy's memory spans less than 2^32 of its alignment (a 512-byte aligned
+ * caching pool: up to 2 TiB). Events whose address the model does not read (failure, reset, trim)
+ * have word 0.
+ */
+export interface AddressWords {
+  base: number
+  shift: number
+}
+
+/** Whether the model reads the address of an event of this op. */
+function addressed(op: number): boolean {
+  return op !== LayoutOp.failure && op !== LayoutOp.reset && op !== LayoutOp.trim
+}
+
+/** `address` (u64, as 32-bit halves) as u32 words above a base, or undefined where they do not fit. */
+function addressWords(op: Uint8Array, halves: Uint32Array): { words: Uint32Array; base: number; shift: number } | undefined {
+  const n = op.length
+  let base = Infinity
+  let top = 0
+  // The words' unit: the largest power of two every address is a multiple of (up to 2^32), from
+  // the low halves alone.
+  let low = 0
+  for (let k = 0; k < n; k++) {
+    if (!addressed(op[k]!)) continue
+    if (halves[2 * k + 1]! >= 0x200000) return undefined // 2^53 and above: not exact as a number
+    const a = halves[2 * k]! + halves[2 * k + 1]! * 4294967296
+    if (a < base) base = a
+    if (a > top) top = a
+    low |= halves[2 * k]!
+  }
+  if (base === Infinity) base = top = 0
+  const shift = low === 0 ? 32 : 31 - Math.clz32(low & -low)
+  const unit = 2 ** shift
+  if ((top - base) / unit > 0xffffffff) return undefined
+  const words = new Uint32Array(n)
+  for (let k = 0; k < n; k++) if (addressed(op[k]!)) words[k] = (halves[2 * k]! + halves[2 * k + 1]! * 4294967296 - base) / unit
+  return { words, base, shift }
+}
+
+/**
+ * Request events (ascending) as u16 steps, each piece's first step 0 (its base is that event,
+ * `starts` the pieces' first events), or undefined where a step does not fit.
+ */
+function eventSteps(event: Uint32Array, starts: readonly number[]): Uint16Array | undefined {
+  const steps = new Uint16Array(event.length)
+  let next = 1
+  for (let k = 1; k < event.length; k++) {
+    if (k === starts[next]) {
+      next++
+      continue
+    }
+    const step = event[k]! - event[k - 1]!
+    if (step < 0 || step > 0xffff) return undefined
+    steps[k] = step
+  }
+  return steps
 }
 
 /** Whether the renderer reads the size of an event of this op: what a block, region or mapping occupies, what an unmap or trim released. */
@@ -162,11 +230,12 @@ function drawn(op: number): boolean {
   return op !== LayoutOp.split && op !== LayoutOp.merge
 }
 
-/** Piece boundaries of a sent layout: where piece k starts among its events, its sizes and its allocs. */
+/** Piece boundaries of a sent layout: where piece k starts among its events, its sizes and its allocs; with u16 event steps, the event each piece counts from. */
 export interface SentPieces {
   events: number[]
   sizes: number[]
   allocs: number[]
+  eventBases?: number[]
 }
 
 /**
@@ -185,24 +254,37 @@ export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: L
   // Addresses copied as their two 32-bit halves: no BigInt an event.
   const fromWords = new Uint32Array(l.address.buffer, l.address.byteOffset, n * 2)
   const toWords = new Uint32Array(address.buffer, address.byteOffset, kept * 2)
+  // Counted first, and whether every size and requested size is a u32: each column is made once,
+  // in the type it travels in.
   let sized = 0
   let allocs = 0
+  let wideSize = false
+  let wideRequested = false
+  const fits = (v: number) => v >= 0 && v <= 0xffffffff && Math.floor(v) === v
   for (let k = 0; k < n; k++) {
     const o = ops[k]!
-    if (carriesSize(o)) sized++
-    if (o === LayoutOp.alloc) allocs++
+    if (carriesSize(o)) {
+      sized++
+      if (!wideSize && !fits(l.size[k]!)) wideSize = true
+    }
+    if (o === LayoutOp.alloc) {
+      allocs++
+      if (!wideRequested && !fits(l.requested[k]!)) wideRequested = true
+    }
   }
-  const size = new Float64Array(sized)
-  const requested = new Float64Array(allocs)
+  const size = wideSize ? new Float64Array(sized) : new Uint32Array(sized)
+  const requested = wideRequested ? new Float64Array(allocs) : new Uint32Array(allocs)
   const stream = new Uint32Array(allocs)
   const pieces: SentPieces = { events: [], sizes: [], allocs: [] }
   let j = 0
   let s = 0
   let a = 0
+  let untilPiece = 0
   for (let k = 0; k < n; k++) {
     const o = ops[k]!
     if (!drawn(o)) continue
-    if (j % piece === 0) {
+    if (untilPiece-- === 0) {
+      untilPiece = piece - 1
       pieces.events.push(j)
       pieces.sizes.push(s)
       pieces.allocs.push(a)
@@ -226,7 +308,20 @@ export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: L
     pieces.sizes.push(0)
     pieces.allocs.push(0)
   }
-  return { layout: { op, address, event, size: narrowed(size), requested: narrowed(requested), stream }, pieces }
+  const words = addressWords(op, new Uint32Array(address.buffer, address.byteOffset, kept * 2))
+  const steps = eventSteps(event, pieces.events)
+  if (steps) pieces.eventBases = pieces.events.map((j) => event[j] ?? 0)
+  const layout: LayoutSent = {
+    op,
+    address: words?.words ?? address,
+    event: steps ?? event,
+    ...(steps && { eventBase: pieces.eventBases![0]! }),
+    size,
+    requested,
+    stream,
+    ...(words && { words: { base: words.base, shift: words.shift } }),
+  }
+  return { layout, pieces }
 }
 
 /** Metrics per bucket of consecutive request events [end[b - 1], end[b]). */
@@ -264,48 +359,65 @@ export interface ListedStrategy {
   recorded: boolean
   summary: Record<string, number>
   /** The layout's pieces, and its allocs and region events (what the renderer sizes its records by). */
-  layout: { pieces: number; allocs: number; regionEvents: number }
+  layout: {
+    pieces: number
+    allocs: number
+    regionEvents: number
+    /** With u32 address words: how they read. */
+    words?: AddressWords
+    /** With u16 event steps: each piece's base event. */
+    eventBases?: number[]
+  }
 }
 
 const METRICS = ['end', 'requestedMax', 'roundedMax', 'reservedMax', 'requestedMin', 'roundedMin', 'reservedMin', 'fragmentation', 'deviceCalls'] as const
 
-/**
- * A byte-count column as 32-bit integers when every value is one (sizes below 4 GiB: nearly every
- * layout), else as it is: half the bytes to send, and the reader sees the same numbers.
- */
-export function narrowed(values: Float64Array | Uint32Array): Float64Array | Uint32Array {
-  if (values instanceof Uint32Array) return values
-  for (let k = 0; k < values.length; k++) {
-    const v = values[k]!
-    if (!(v >= 0 && v <= 0xffffffff && Math.floor(v) === v)) return values
-  }
-  return Uint32Array.from(values)
-}
-
 const pieceKey = (strategy: number, piece: number, column: (typeof LAYOUT_COLUMNS)[number]) => `s${strategy}.l${piece}.${column}`
 
-/** Strategy i's layout as it travels (sentLayout), in pieces of `piece` events; the counts the reader sizes its records by. */
-function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutOnEvents, piece: number): ListedStrategy['layout'] {
+/** `l` as it travels, in pieces of `piece` events, in order (what StrategyModelBuilder.add takes, one after another). */
+export function sentPieces(l: LayoutOnEvents, piece = LAYOUT_PIECE): LayoutSent[] {
   const { layout, pieces } = sentLayout(l, piece)
   const count = pieces.events.length
   const bounds = (starts: number[], total: number, k: number) => [starts[k]!, k + 1 < count ? starts[k + 1]! : total] as const
-  for (let k = 0; k < count; k++) {
+  return Array.from({ length: count }, (_, k) => {
     const [e0, e1] = bounds(pieces.events, layout.op.length, k)
     const [s0, s1] = bounds(pieces.sizes, layout.size.length, k)
     const [a0, a1] = bounds(pieces.allocs, layout.requested.length, k)
-    arrays[pieceKey(i, k, 'op')] = layout.op.subarray(e0, e1)
-    arrays[pieceKey(i, k, 'address')] = layout.address.subarray(e0, e1)
-    arrays[pieceKey(i, k, 'event')] = layout.event.subarray(e0, e1)
-    arrays[pieceKey(i, k, 'size')] = layout.size.subarray(s0, s1)
-    arrays[pieceKey(i, k, 'requested')] = layout.requested.subarray(a0, a1)
-    arrays[pieceKey(i, k, 'stream')] = layout.stream.subarray(a0, a1)
-  }
+    return {
+      op: layout.op.subarray(e0, e1),
+      address: layout.address.subarray(e0, e1),
+      event: layout.event.subarray(e0, e1),
+      size: layout.size.subarray(s0, s1),
+      requested: layout.requested.subarray(a0, a1),
+      stream: layout.stream.subarray(a0, a1),
+      ...(layout.words && { words: layout.words }),
+      ...(pieces.eventBases && { eventBase: pieces.eventBases[k]! }),
+    }
+  })
+}
+
+/** Strategy i's layout as it travels (sentPieces); the counts the reader sizes its records by. */
+function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutOnEvents, piece: number): ListedStrategy['layout'] {
+  const pieces = sentPieces(l, piece)
+  let allocs = 0
   let regionEvents = 0
-  for (let k = 0; k < layout.op.length; k++) {
-    const op = layout.op[k]!
-    if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
+  pieces.forEach((p, k) => {
+    for (const column of LAYOUT_COLUMNS) arrays[pieceKey(i, k, column)] = p[column]
+    allocs += p.requested.length
+    for (let j = 0; j < p.op.length; j++) {
+      const op = p.op[j]!
+      if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
+    }
+  })
+  const words = pieces[0]!.words
+  const steps = pieces[0]!.eventBase !== undefined
+  return {
+    pieces: pieces.length,
+    allocs,
+    regionEvents,
+    ...(words && { words }),
+    ...(steps && { eventBases: pieces.map((p) => p.eventBase!) }),
   }
-  return { pieces: count, allocs: layout.requested.length, regionEvents }
 }
 
 /** The replay:result bundle of `strategies`, in order; `piece`: layout events a piece (tests make it small). */
@@ -335,10 +447,20 @@ export function layoutPieceEnd(arrays: Bundle['arrays'], strategy: number, piece
   return end
 }
 
-/** The columns of strategy `strategy`'s piece `piece` (views into the bundle). */
-export function layoutPiece(arrays: Bundle['arrays'], strategy: number, piece: number): LayoutSent {
+/** The columns of strategy `strategy`'s piece `piece` (views into the bundle); `listed`: the strategy as the metadata lists it. */
+export function layoutPiece(arrays: Bundle['arrays'], listed: ListedStrategy, strategy: number, piece: number): LayoutSent {
   const get = <T>(column: (typeof LAYOUT_COLUMNS)[number]) => arrays[pieceKey(strategy, piece, column)] as T
-  return { op: get('op'), address: get('address'), event: get('event'), size: get('size'), requested: get('requested'), stream: get('stream') }
+  const { words, eventBases } = listed.layout
+  return {
+    op: get('op'),
+    address: get('address'),
+    event: get('event'),
+    size: get('size'),
+    requested: get('requested'),
+    stream: get('stream'),
+    ...(words && { words }),
+    ...(eventBases && { eventBase: eventBases[piece] ?? 0 }),
+  }
 }
 
 /** Strategy `strategy`'s metric buckets, if the bundle has them. */

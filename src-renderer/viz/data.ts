@@ -105,7 +105,7 @@ export class ReplayDecoder {
   private buildArrived(): void {
     while (this.nextPiece < this.pieces.length && this.pieces[this.nextPiece]!.end <= this.received) {
       const { strategy, piece } = this.pieces[this.nextPiece++]!
-      this.builders[strategy]!.add(layoutPiece(this.arrays, strategy, piece))
+      this.builders[strategy]!.add(layoutPiece(this.arrays, this.listed[strategy]!, strategy, piece))
     }
   }
 

@@ -4,7 +4,7 @@
 // one pass over typed arrays: no replay from the start, so scrubbing to any event costs the same.
 // Pure functions over typed arrays; no DOM, so it runs in a worker and in Node's unit tests.
 import { LayoutOp as Op } from '../../src-shared/layout.ts'
-import { carriesSize, sentLayout, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
+import { carriesSize, sentLayout, type AddressWords, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
 import { aliveAt, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
@@ -243,6 +243,11 @@ function hashOf(low: number, high: number): number {
   return Math.imul((low >>> 8) ^ Math.imul(high, 0x85ebca6b), 0x9e3779b1) >>> 0
 }
 
+/** An address's hash for AddressTable from its u32 word (src-shared/wire.ts, AddressWords): every piece of a layout reads its words alike. */
+function hashOfWord(word: number): number {
+  return Math.imul(word, 0x9e3779b1) >>> 0
+}
+
 /**
  * How a strategy reuses freed memory. 'any': a freed block is reusable at once. Bump allocators
  * (arena, device_bump) reuse nothing below their pointer until a reset; 'bump-lifo' (arena's
@@ -294,6 +299,9 @@ export class StrategyModelBuilder {
    */
   private releasesByAddress = false
   private readonly trimCumulative: number[] = []
+  /** Pieces added, and how the first read its addresses (every later one must read them alike). */
+  private pieces = 0
+  private words: AddressWords | undefined
   /** Bump allocators: the blocks since the last reset, in allocation (= address) order. */
   private readonly bumpStack: number[] = []
 
@@ -335,6 +343,10 @@ export class StrategyModelBuilder {
 
   /** The next piece of the layout, in order. */
   add(layout: LayoutSent): void {
+    // Hashes come from u64 halves or from u32 words: every piece must read its addresses alike.
+    const words0 = this.pieces++ === 0 ? (this.words = layout.words) : this.words
+    if (layout.words?.base !== words0?.base || layout.words?.shift !== words0?.shift || (layout.words === undefined) !== (words0 === undefined))
+      throw new Error("StrategyModelBuilder: a piece's addresses read unlike the first piece's (add takes one sent layout's pieces, in order)")
     const n = layout.op.length
     const builder = this.builder
     let b = builder.blocks
@@ -342,13 +354,21 @@ export class StrategyModelBuilder {
     // The piece's sizes and its allocs' columns are read in order (LayoutSent).
     let sizes = 0
     let allocs = 0
-    // Addresses as numbers from the u64 column's 32-bit halves (exact below 2^53), no BigInt each.
-    const words = new Uint32Array(layout.address.buffer, layout.address.byteOffset, n * 2)
-    const addressAt = (i: number) => words[2 * i]! + words[2 * i + 1]! * 4294967296
-    const hashAt = (i: number) => hashOf(words[2 * i]!, words[2 * i + 1]!)
+    // Addresses as numbers (exact below 2^53), no BigInt each: from the u64 column's 32-bit halves,
+    // or from u32 words above a base (src-shared/wire.ts, AddressWords).
+    const addresses = layout.address
+    const halves = addresses instanceof BigUint64Array ? new Uint32Array(addresses.buffer, addresses.byteOffset, n * 2) : undefined
+    const words = addresses instanceof Uint32Array ? addresses : new Uint32Array(0)
+    const base = layout.words?.base ?? 0
+    const unit = 2 ** (layout.words?.shift ?? 0)
+    const addressAt = halves ? (i: number) => halves[2 * i]! + halves[2 * i + 1]! * 4294967296 : (i: number) => base + words[i]! * unit
+    const hashAt = halves ? (i: number) => hashOf(halves[2 * i]!, halves[2 * i + 1]!) : (i: number) => hashOfWord(words[i]!)
+    // Request events as they are, or u16 steps from the piece's base.
+    const steps = layout.event instanceof Uint16Array
+    let event = layout.eventBase ?? 0
     for (let i = 0; i < n; i++) {
       const op = layout.op[i]!
-      const event = layout.event[i]!
+      event = steps ? event + layout.event[i]! : layout.event[i]!
       const size = carriesSize(op) ? layout.size[sizes++]! : 0
       switch (op) {
         case Op.alloc: {

@@ -12,7 +12,7 @@ import { replayBundle } from '../../../../src-main/services/replay/replay-input.
 import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
 import { LayoutOp } from '../../../../src-shared/layout.ts'
-import { carriesSize, sentLayout } from '../../../../src-shared/wire.ts'
+import { carriesSize, sentLayout, sentPieces } from '../../../../src-shared/wire.ts'
 import { decodeReplay, ReplayDecoder, type StrategyView } from '../../../../src-renderer/viz/data.ts'
 import { buildStrategyModel, reuseKindOf, StrategyModelBuilder, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
@@ -64,6 +64,7 @@ describe('a layout in pieces', async () => {
       let j = 0
       let s = 0
       let a = 0
+      let event = 0
       for (let k = 0; k < l.op.length; k++) {
         const op = l.op[k]!
         if (op === LayoutOp.split || op === LayoutOp.merge) {
@@ -71,8 +72,14 @@ describe('a layout in pieces', async () => {
           continue
         }
         assert.equal(sent.op[j], op, `${r.label}: op of event ${k}`)
-        assert.equal(sent.address[j], l.address[k], `${r.label}: address of event ${k}`)
-        assert.equal(sent.event[j], l.event[k], `${r.label}: request event of event ${k}`)
+        // Addresses as u32 words above a base (where the model reads one); events as u16 steps.
+        const words = sent.words
+        assert.ok(words && sent.address instanceof Uint32Array, `${r.label}: addresses travel as u32 words`)
+        if (op !== LayoutOp.failure && op !== LayoutOp.reset && op !== LayoutOp.trim)
+          assert.equal(words.base + sent.address[j]! * 2 ** words.shift, Number(l.address[k]), `${r.label}: address of event ${k}`)
+        assert.ok(sent.event instanceof Uint16Array, `${r.label}: events travel as u16 steps`)
+        event = j % 1000 === 0 ? pieces.eventBases![j / 1000]! : event + sent.event[j]!
+        assert.equal(event, l.event[k], `${r.label}: request event of event ${k}`)
         if (j % 1000 === 0)
           assert.deepEqual([pieces.events[j / 1000], pieces.sizes[j / 1000], pieces.allocs[j / 1000]], [j, s, a], `${r.label}: piece ${j / 1000} starts`)
         if (carriesSize(op)) assert.equal(sent.size[s++], l.size[k], `${r.label}: size of event ${k}`)
@@ -88,6 +95,35 @@ describe('a layout in pieces', async () => {
     assert.ok(droppedSome, 'some strategy split or merged blocks (caching, buddy)')
   })
 
+  it('addresses that do not fit u32 words travel as u64, events whose steps do not fit u16 as u32, and read the same', () => {
+    // Two blocks 2^45 bytes apart at 256-byte alignment (2^37 units), the second 70 000 events on.
+    const far = 2 ** 45 + 256
+    const dense = {
+      op: Uint8Array.from([LayoutOp.alloc, LayoutOp.alloc, LayoutOp.free, LayoutOp.failure]),
+      address: BigUint64Array.from([0x10000n, BigInt(0x10000 + far), 0x10000n, 0n]),
+      size: Float64Array.from([512, 1024, 0, 4096]),
+      requested: Float64Array.from([500, 1000, 0, 4096]),
+      stream: Uint32Array.from([0, 1, 0, 0]),
+      event: Uint32Array.from([3, 70_003, 70_004, 70_005]),
+    }
+    const { layout } = sentLayout(dense)
+    assert.ok(layout.address instanceof BigUint64Array && layout.words === undefined, 'u64 addresses')
+    assert.ok(layout.event instanceof Uint32Array && layout.eventBase === undefined, 'u32 events')
+    const model = buildStrategyModel(dense)
+    assert.deepEqual(Array.from(model.blocks.address.subarray(0, 2)), [0x10000, 0x10000 + far])
+    assert.deepEqual(Array.from(model.blocks.from.subarray(0, 2)), [3, 70_003])
+    assert.deepEqual(Array.from(model.blocks.to.subarray(0, 2)), [70_004, 0xffffffff])
+    assert.deepEqual(Array.from(model.failures), [70_005])
+    // Near addresses and small steps: u32 words and u16 steps, the same model.
+    const near = { ...dense, address: BigUint64Array.from([0x10000n, 0x10000n + 4096n, 0x10000n, 0n]), event: Uint32Array.from([3, 5, 6, 9]) }
+    const thin = sentLayout(near).layout
+    assert.ok(thin.address instanceof Uint32Array && thin.words !== undefined && thin.event instanceof Uint16Array)
+    assert.deepEqual([thin.words.base, thin.words.shift, Array.from(thin.address)], [0x10000, 12, [0, 1, 0, 0]])
+    const m = buildStrategyModel(near)
+    assert.deepEqual(Array.from(m.blocks.address.subarray(0, 2)), [0x10000, 0x10000 + 4096])
+    assert.deepEqual(Array.from(m.blocks.to.subarray(0, 2)), [6, 0xffffffff])
+  })
+
   it('StrategyModelBuilder over pieces of any size equals buildStrategyModel over the whole', () => {
     const random = seeded(7)
     for (const r of results) {
@@ -95,22 +131,20 @@ describe('a layout in pieces', async () => {
       const layout = { op: l.op, address: l.address, size: l.size, requested: l.requested, stream: l.stream, event: l.event }
       const expected = records(buildStrategyModel(layout, reuseKindOf(r.strategy, r.params)))
       // No capacity hints: the records grow as the pieces come.
-      const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
-      for (let start = 0; start < l.op.length;) {
-        const end = Math.min(l.op.length, start + 1 + Math.floor(random() * 3000))
-        const piece = {
-          op: l.op.subarray(start, end),
-          address: l.address.subarray(start, end),
-          size: l.size.subarray(start, end),
-          requested: l.requested.subarray(start, end),
-          stream: l.stream.subarray(start, end),
-          event: l.event.subarray(start, end),
-        }
-        builder.add(sentLayout(piece, Infinity).layout)
-        start = end
+      for (const piece of [1, 2 + Math.floor(random() * 50), 100 + Math.floor(random() * 3000)]) {
+        const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
+        for (const p of sentPieces(layout, piece)) builder.add(p)
+        assert.deepEqual(records(builder.finish()), expected, `${r.label}, pieces of ${piece}`)
       }
-      assert.deepEqual(records(builder.finish()), expected, r.label)
     }
+  })
+
+  it("StrategyModelBuilder refuses a piece whose addresses read unlike the first piece's", () => {
+    const l = results.find((r) => r.strategy === 'caching')!.layout
+    const builder = new StrategyModelBuilder()
+    builder.add(sentLayout({ ...l, op: l.op.subarray(0, 100), address: l.address.subarray(0, 100), event: l.event.subarray(0, 100) }).layout)
+    const later = sentLayout({ ...l, op: l.op.subarray(100, 200), address: l.address.subarray(100, 200), event: l.event.subarray(100, 200) }).layout
+    assert.throws(() => builder.add({ ...later, words: { base: later.words!.base + 512, shift: later.words!.shift } }), /read unlike the first piece/)
   })
 
   it('the bundle read in byte chunks of random sizes gives the same views as read whole, and the whole-layout models', () => {

@@ -12,7 +12,7 @@ import { decodeBundle, encodeBundle, BundleError } from '../../../../src-shared/
 import { listStrategies } from '../../../../src-main/services/replay/allocators.ts'
 import { DEFAULT_STRATEGIES } from '../../../../src-main/services/app-session.ts'
 import { replayBundle } from '../../../../src-main/services/replay/replay-input.ts'
-import { narrowed } from '../../../../src-shared/wire.ts'
+import { sentLayout } from '../../../../src-shared/wire.ts'
 import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
 import { parseStrategySpecs } from '../../../../src-main/services/replay/strategy-spec.ts'
@@ -289,12 +289,25 @@ describe('open blocks by address', () => {
 })
 
 describe('column bundles', () => {
-  it('narrows byte counts to u32 only where every value is exact', () => {
-    assert.ok(narrowed(Float64Array.of(0, 512, 2 ** 32 - 1)) instanceof Uint32Array)
-    assert.deepEqual([...narrowed(Float64Array.of(0, 512, 2 ** 32 - 1))], [0, 512, 2 ** 32 - 1])
-    assert.ok(narrowed(Float64Array.of(512, 2 ** 32)) instanceof Float64Array, '4 GiB does not fit')
-    assert.ok(narrowed(Float64Array.of(512, 0.5)) instanceof Float64Array)
-    assert.ok(narrowed(Float64Array.of(-1)) instanceof Float64Array)
+  it('a sent layout narrows sizes and requested sizes to u32 only where every value is exact', () => {
+    const sent = (sizes: number[], requested = sizes) =>
+      sentLayout({
+        op: new Uint8Array(sizes.length).fill(Op.alloc),
+        address: BigUint64Array.from(sizes, (_, i) => BigInt(0x10000 + i * 4096)),
+        size: Float64Array.from(sizes),
+        requested: Float64Array.from(requested),
+        stream: new Uint32Array(sizes.length),
+        event: Uint32Array.from(sizes, (_, i) => i),
+      }).layout
+    const narrow = sent([0, 512, 2 ** 32 - 1])
+    assert.ok(narrow.size instanceof Uint32Array && narrow.requested instanceof Uint32Array)
+    assert.deepEqual([...narrow.size], [0, 512, 2 ** 32 - 1])
+    assert.ok(sent([512, 2 ** 32]).size instanceof Float64Array, '4 GiB does not fit')
+    assert.deepEqual([...sent([512, 2 ** 32]).size], [512, 2 ** 32])
+    assert.ok(sent([512, 0.5]).size instanceof Float64Array)
+    const wideRequested = sent([512, 1024], [512, 2 ** 40])
+    assert.ok(wideRequested.size instanceof Uint32Array && wideRequested.requested instanceof Float64Array)
+    assert.deepEqual([...wideRequested.requested], [512, 2 ** 40])
   })
 
   it('round-trips every array type with the metadata', () => {
