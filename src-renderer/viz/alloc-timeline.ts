@@ -1,8 +1,8 @@
 // The allocation timeline: every allocation of the request trace as a band over time (x: its alloc
 // to its free, y: bytes), stacked per device as the program's live memory is. A band keeps the y
 // offset it got at its alloc for as long as it is live: each alloc takes the lowest gap of the
-// device's stack it fits in (first fit over the gaps frees leave), else the top; a free returns its
-// range, merging with neighbouring gaps. So the stack's top is close to the live bytes and a band
+// device's stack it fits in (first fit over every gap frees leave, indexed by size class), else the
+// top; a free returns its range, merging with neighbouring gaps. So the stack's top is close to the live bytes and a band
 // never moves. Geometry is computed once, in typed arrays; rasterizeBands draws the part in view
 // into a pixel buffer, one pass over the bands, summing bands thinner than a pixel per pixel
 // (drawn as a shade), so a million-event trace draws whole.
@@ -34,64 +34,158 @@ export interface AllocBands {
   events: number
 }
 
-/** Gaps a free left in one lane's stack, sorted by offset, and the stack's top. */
+/** Size class of a gap or a request: floor(log2(bytes)), 0 below 2 bytes. */
+function sizeClass(bytes: number): number {
+  if (bytes < 2) return 0
+  return bytes < 4294967296 ? 31 - Math.clz32(bytes) : Math.floor(Math.log2(bytes))
+}
+
+/** Index of the first of the ascending `sorted` that is >= value. */
+function lowerBound(sorted: number[], value: number): number {
+  let lo = 0
+  let hi = sorted.length
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (sorted[mid]! < value) lo = mid + 1
+    else hi = mid
+  }
+  return lo
+}
+
+/**
+ * Gaps a free left in one lane's stack, sorted by offset, and the stack's top. An alloc takes the
+ * lowest gap it fits in (first fit over every gap): besides the list by offset, each gap's start
+ * sits in the list of its size class (floor(log2(length))), by offset, so the lowest gap that fits
+ * is the first of each larger class or, in the request's own class, the first that fits there.
+ * Gaps never overlap, so a gap that shrinks or grows keeps its place in either list.
+ */
 class LaneStack {
   starts: number[] = []
   ends: number[] = []
+  /** Starts of the gaps of each size class, ascending, and their lengths. */
+  private readonly byClass: number[][] = []
+  private readonly lengths: number[][] = []
   top = 0
   peak = 0
-  /** Gaps looked at before an alloc goes on top (keeps a pathological trace linear). */
-  static readonly SCAN = 48
+
+  private classInsert(start: number, length: number): void {
+    const c = sizeClass(length)
+    while (this.byClass.length <= c) {
+      this.byClass.push([])
+      this.lengths.push([])
+    }
+    const list = this.byClass[c]!
+    const at = lowerBound(list, start)
+    list.splice(at, 0, start)
+    this.lengths[c]!.splice(at, 0, length)
+  }
+
+  private classRemove(start: number, length: number): void {
+    const c = sizeClass(length)
+    const at = lowerBound(this.byClass[c]!, start)
+    this.byClass[c]!.splice(at, 1)
+    this.lengths[c]!.splice(at, 1)
+  }
+
+  private addGap(index: number, start: number, end: number): void {
+    this.starts.splice(index, 0, start)
+    this.ends.splice(index, 0, end)
+    this.classInsert(start, end - start)
+  }
+
+  private removeGap(index: number): void {
+    this.classRemove(this.starts[index]!, this.ends[index]! - this.starts[index]!)
+    this.starts.splice(index, 1)
+    this.ends.splice(index, 1)
+  }
+
+  /** Gap `index` becomes [start, end) (it shrank or grew without reaching another gap). */
+  private setGap(index: number, start: number, end: number): void {
+    const was = this.starts[index]!
+    const wasLength = this.ends[index]! - was
+    const c = sizeClass(wasLength)
+    if (c === sizeClass(end - start)) {
+      const at = lowerBound(this.byClass[c]!, was)
+      this.byClass[c]![at] = start
+      this.lengths[c]![at] = end - start
+    } else {
+      this.classRemove(was, wasLength)
+      this.classInsert(start, end - start)
+    }
+    this.starts[index] = start
+    this.ends[index] = end
+  }
+
+  /** The lowest gap at least `size` long (its index in `starts`), or -1. */
+  private lowestFitting(size: number): number {
+    const c = sizeClass(size)
+    let best = Infinity
+    // Every gap of a larger class fits: the lowest of each.
+    for (let k = c + 1; k < this.byClass.length; k++) {
+      const first = this.byClass[k]![0]
+      if (first !== undefined && first < best) best = first
+    }
+    // In the request's own class, the first that fits, below the best so far.
+    const own = this.byClass[c]
+    if (own) {
+      const lengths = this.lengths[c]!
+      for (let k = 0; k < own.length && own[k]! < best; k++)
+        if (lengths[k]! >= size) {
+          best = own[k]!
+          break
+        }
+    }
+    return best === Infinity ? -1 : lowerBound(this.starts, best)
+  }
 
   place(size: number): number {
-    const { starts, ends } = this
-    const scan = Math.min(starts.length, LaneStack.SCAN)
-    for (let g = 0; g < scan; g++) {
-      if (ends[g]! - starts[g]! >= size) {
-        const at = starts[g]!
-        if (ends[g]! - at === size) {
-          starts.splice(g, 1)
-          ends.splice(g, 1)
-        } else starts[g] = at + size
-        return at
-      }
+    const g = size > 0 ? this.lowestFitting(size) : -1
+    if (g >= 0) {
+      const at = this.starts[g]!
+      const end = this.ends[g]!
+      if (end - at === size) this.removeGap(g)
+      else this.setGap(g, at + size, end)
+      return at
     }
-    const at = this.top
+    const top = this.top
     this.top += size
     if (this.top > this.peak) this.peak = this.top
-    return at
+    return top
   }
 
   release(at: number, size: number): void {
     if (size <= 0) return
     const { starts, ends } = this
-    let lo = 0
-    let hi = starts.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (starts[mid]! < at) lo = mid + 1
-      else hi = mid
-    }
-    let start = at
-    let end = at + size
+    const lo = lowerBound(starts, at)
+    const end = at + size
     // Merge with the gap below and the one above.
-    if (lo > 0 && ends[lo - 1] === start) {
-      start = starts[lo - 1]!
-      starts.splice(lo - 1, 1)
-      ends.splice(lo - 1, 1)
-      lo--
-    }
-    if (lo < starts.length && starts[lo] === end) {
-      end = ends[lo]!
-      starts.splice(lo, 1)
-      ends.splice(lo, 1)
-    }
-    if (end >= this.top) {
-      this.top = start
+    const below = lo > 0 && ends[lo - 1] === at
+    const above = lo < starts.length && starts[lo] === end
+    let g: number
+    if (below && above) {
+      const upper = ends[lo]!
+      this.removeGap(lo)
+      this.setGap(lo - 1, starts[lo - 1]!, upper)
+      g = lo - 1
+    } else if (below) {
+      this.setGap(lo - 1, starts[lo - 1]!, end)
+      g = lo - 1
+    } else if (above) {
+      this.setGap(lo, at, ends[lo]!)
+      g = lo
+    } else {
+      if (end >= this.top) {
+        this.top = at
+        return
+      }
+      this.addGap(lo, at, end)
       return
     }
-    starts.splice(lo, 0, start)
-    ends.splice(lo, 0, end)
+    // A gap that now reaches the top lowers it instead.
+    if (ends[g]! >= this.top) {
+      this.top = starts[g]!
+      this.removeGap(g)
+    }
   }
 }
 

@@ -49,6 +49,68 @@ describe('allocation timeline layout', () => {
     assert.equal(b.bandOfId[3], 3)
   })
 
+  it('places every alloc in the lowest gap it fits in, however many gaps there are (against a plain first fit)', () => {
+    let seed = 12345
+    const random = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296
+    for (const [events, maxSize] of [
+      [20_000, 4096],
+      [20_000, 1 << 22],
+    ] as const) {
+      const rows: [number, number, number][] = []
+      const live: number[] = []
+      let next = 0
+      for (let i = 0; i < events; i++) {
+        // Mostly allocs until a few thousand are live, then frees and allocs in turns: hundreds of gaps.
+        if (live.length > 0 && (live.length > 3000 || random() < 0.45)) {
+          const k = Math.floor(random() * live.length)
+          rows.push([1, live[k]!, 0])
+          live[k] = live[live.length - 1]!
+          live.pop()
+        } else {
+          rows.push([0, next, 1 + Math.floor(random() * maxSize)])
+          live.push(next++)
+        }
+      }
+      // Reference: gaps as a plain list, sorted, first fit by walking all of them.
+      const gaps: [number, number][] = []
+      let top = 0
+      let peak = 0
+      const at = new Map<number, [number, number]>()
+      const expected: number[] = []
+      for (const [kind, id, size] of rows) {
+        if (kind === 0) {
+          const g = gaps.findIndex(([s, e]) => e - s >= size)
+          let o: number
+          if (g >= 0) {
+            o = gaps[g]![0]
+            if (gaps[g]![1] - o === size) gaps.splice(g, 1)
+            else gaps[g]![0] = o + size
+          } else {
+            o = top
+            top += size
+            peak = Math.max(peak, top)
+          }
+          at.set(id, [o, size])
+          expected.push(o)
+        } else {
+          const [o, size] = at.get(id)!
+          let start = o
+          let end = o + size
+          let g = gaps.findIndex(([s]) => s > o)
+          if (g < 0) g = gaps.length
+          if (g > 0 && gaps[g - 1]![1] === start) start = gaps.splice(--g, 1)[0]![0]
+          if (g < gaps.length && gaps[g]![0] === end) end = gaps.splice(g, 1)[0]![1]
+          if (end >= top) top = start
+          else gaps.splice(g, 0, [start, end])
+        }
+      }
+      const t = trace(rows)
+      const b = allocBands(t.kind, t.id, t.size, t.device)
+      assert.deepEqual([...b.offset], expected, `sizes up to ${maxSize}`)
+      assert.equal(b.lanes[0]!.peak, peak)
+    }
+  })
+
   it('a free at the top lowers it, merging with the gaps below', () => {
     const t = trace([
       [0, 0, 10],
