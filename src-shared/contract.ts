@@ -239,7 +239,16 @@ export const CONTRACT = {
     runs: 'utility',
   },
   /** A finished replay's strategies, recorded and replayed (wire.ts, packReplay). */
-  'replay:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: bundle, runs: 'utility' },
+  /**
+   * A finished replay's strategies as one bundle, or with `strategy` the job's strategy of that
+   * index alone (none past the last: a bundle of no strategies), so a page can fetch and decode
+   * several side by side.
+   */
+  'replay:result': {
+    arg: (zod) => zod.strictObject({ jobId: id(zod), strategy: zod.number().int().min(0).max(4096).optional() }),
+    result: bundle,
+    runs: 'utility',
+  },
   /**
    * Starts the what-if lab on an opened trace: each PyTorch allocator configuration (or the grid)
    * replayed under the device limit, its smallest fitting limit searched; progress names the

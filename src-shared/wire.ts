@@ -431,6 +431,19 @@ export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT
   return { meta: { strategies: listed }, arrays }
 }
 
+/**
+ * Strategy `i` of a replay bundle alone, as a replay bundle of its own (its arrays are the same
+ * views, renamed as strategy 0); past the last strategy, a bundle of none.
+ */
+export function strategyBundle(bundle: Bundle, i: number): Bundle {
+  const listed = listedStrategies(bundle.meta)
+  if (i >= listed.length) return { meta: { strategies: [] }, arrays: {} }
+  const prefix = `s${i}.`
+  const arrays: Record<string, BundleArray> = {}
+  for (const [key, array] of Object.entries(bundle.arrays)) if (key.startsWith(prefix)) arrays[`s0.${key.slice(prefix.length)}`] = array
+  return { meta: { strategies: [listed[i]!] }, arrays }
+}
+
 /** The strategies a replay bundle's metadata lists. */
 export function listedStrategies(meta: unknown): ListedStrategy[] {
   return (meta as { strategies: ListedStrategy[] }).strategies

@@ -24,7 +24,7 @@ import type {
 import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
-import { packTraceData } from '../../src-shared/wire.ts'
+import { packTraceData, strategyBundle } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
@@ -608,8 +608,10 @@ export class AppSession {
     return this.finishedResult<WhatifReport>(jobId)
   }
 
-  replayResult(jobId: string): Bundle {
-    return this.finishedResult<Bundle>(jobId)
+  /** A replay job's bundle, or with `strategy` its strategy of that index alone (wire.ts, strategyBundle). */
+  replayResult(jobId: string, strategy?: number): Bundle {
+    const bundle = this.finishedResult<Bundle>(jobId)
+    return strategy === undefined ? bundle : strategyBundle(bundle, strategy)
   }
 
   jobResult(jobId: string): TraceSummary {
@@ -736,7 +738,7 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'page:alive': () => ({ ok: true }),
     'page:close': () => (page === DEFAULT_PAGE ? { closed: 0 } : session.closePage(page)),
     'replay:start': (request) => session.startReplay(request, page),
-    'replay:result': ({ jobId }) => session.replayResult(jobId),
+    'replay:result': ({ jobId, strategy }) => session.replayResult(jobId, strategy),
     'whatif:start': (request) => session.startWhatif(request, page),
     'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'record:workload': (request) => session.recordWorkload(request, page),

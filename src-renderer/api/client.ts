@@ -25,8 +25,11 @@ export interface Client {
   call<C extends Channel>(channel: C, ...arg: CallArgs<C>): Promise<Received<C>>
   /** Opens a file the user dropped or picked (`trace:openBytes`; over HTTP, the bytes are the body). */
   openFile(file: File): Promise<{ jobId: string }>
-  /** A replay's bundle as it arrives (the web host), for a reader that starts before the end. */
-  replayResultStream?(jobId: string): Promise<ReadableStream<Uint8Array>>
+  /**
+   * How to fetch a replay's bundle (the web host): a decode worker fetches it itself and reads it
+   * as it arrives, no hop through the page's thread. Plain data, so it can be posted to a worker.
+   */
+  replayResultRequest?(arg: { jobId: string; strategy?: number }): { url: string; init: { method: string; headers: Record<string, string>; body: string } }
   /** Whether `job:status` honours waitMs (then polling needs no pause between calls). */
   readonly statusWaits: boolean
 }
@@ -89,11 +92,14 @@ function httpClient(): Client {
       const response = await post('trace:openBytes', file, { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(file.name) })
       return ((await response.json()) as { result: { jobId: string } }).result
     },
-    replayResultStream: async (jobId) => {
-      const response = await post('replay:result', JSON.stringify({ jobId }), { 'content-type': 'application/json' })
-      if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
-      return response.body
-    },
+    replayResultRequest: (arg) => ({
+      url: new URL(`/api/${encodeURIComponent('replay:result')}`, location.href).href,
+      init: {
+        method: 'POST',
+        headers: { authorization: `Bearer ${token}`, 'x-vramscope-page': page, 'content-type': 'application/json' },
+        body: JSON.stringify(arg),
+      },
+    }),
     statusWaits: true,
   }
 }

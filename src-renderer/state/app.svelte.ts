@@ -34,35 +34,54 @@ export interface Selection {
   block: number
 }
 
+/**
+ * The decode workers: one to start with, more (up to the cores, at least two) while several
+ * decodes run at once, each request going to the worker with the fewest in flight.
+ */
 class Decoder {
-  private worker = new Worker(new URL('../workers/decode.worker.ts', import.meta.url), { type: 'module' })
+  private readonly workers: { worker: Worker; inFlight: number }[] = []
+  private readonly most = Math.min(4, Math.max(2, globalThis.navigator?.hardwareConcurrency ?? 2))
   private next = 1
   private waiting = new Map<number, { resolve: (v: unknown) => void; reject: (e: Error) => void }>()
   /** Milliseconds the worker spent on the last decode. */
   lastMs = 0
-  constructor() {
-    this.worker.onmessage = (m: MessageEvent<DecodeResponse>) => {
+
+  private spawn(): { worker: Worker; inFlight: number } {
+    const entry = { worker: new Worker(new URL('../workers/decode.worker.ts', import.meta.url), { type: 'module' }), inFlight: 0 }
+    entry.worker.onmessage = (m: MessageEvent<DecodeResponse>) => {
+      entry.inFlight--
       const w = this.waiting.get(m.data.id)
       if (!w) return
       this.waiting.delete(m.data.id)
       if (m.data.ok) {
         this.lastMs = m.data.ms
         w.resolve(m.data.value)
-      } else w.reject(new Error(m.data.message))
+      } else w.reject(m.data.code !== undefined ? new ApiCallError(m.data.message, m.data.code) : new Error(m.data.message))
     }
+    this.workers.push(entry)
+    return entry
   }
+
+  private pick(): { worker: Worker; inFlight: number } {
+    const idle = this.workers.reduce<{ worker: Worker; inFlight: number } | undefined>((best, w) => (!best || w.inFlight < best.inFlight ? w : best), undefined)
+    if (idle && (idle.inFlight === 0 || this.workers.length >= this.most)) return idle
+    return this.spawn()
+  }
+
   decode<T>(what: DecodeRequest['what'], buffer: ArrayBuffer): Promise<T> {
     return this.send<T>((id) => ({ id, what, buffer }), [buffer])
   }
-  /** A replay bundle as its response streams in: the worker builds the models while it arrives. */
-  decodeReplayStream<T>(stream: ReadableStream<Uint8Array>): Promise<T> {
-    return this.send<T>((id) => ({ id, what: 'replay', stream }), [stream as unknown as Transferable])
+  /** A replay bundle the worker fetches itself, building the models while it arrives. */
+  fetchReplay<T>(request: { url: string; init: { method: string; headers: Record<string, string>; body: string } }): Promise<T> {
+    return this.send<T>((id) => ({ id, what: 'replay', fetch: request }), [])
   }
   private send<T>(request: (id: number) => DecodeRequest, transfer: Transferable[]): Promise<T> {
     const id = this.next++
+    const entry = this.pick()
     return new Promise<T>((resolve, reject) => {
       this.waiting.set(id, { resolve: resolve as (v: unknown) => void, reject })
-      this.worker.postMessage(request(id), transfer)
+      entry.inFlight++
+      entry.worker.postMessage(request(id), transfer)
     })
   }
 }
@@ -274,13 +293,31 @@ export class AppState {
     })
   }
 
-  /** `status` hears the job's progress (default: the progress bar, this.job). */
-  private async replayResult(started: Promise<{ jobId: string }>, status: (s: JobStatus) => void = (s) => (this.job = s)): Promise<StrategyView[]> {
+  /**
+   * `status` hears the job's progress (default: the progress bar, this.job). `strategies`: how many
+   * the job replays, when its maps are to be fetched and decoded one by one, side by side.
+   */
+  private async replayResult(
+    started: Promise<{ jobId: string }>,
+    status: (s: JobStatus) => void = (s) => (this.job = s),
+    strategies?: number,
+  ): Promise<StrategyView[]> {
     const { jobId } = await started
     await waitForJob(this.client, jobId, status)
     status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
-    if (this.client.replayResultStream) return this.decoder.decodeReplayStream<StrategyView[]>(await this.client.replayResultStream(jobId))
-    return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', { jobId }))
+    if (strategies === undefined) return this.fetchReplay(jobId)
+    // Each strategy fetched and decoded on its own, side by side (one more index than expected:
+    // empty unless the count fell short, and then the rest follow one by one).
+    const views = await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i)))
+    for (let i = views.length; views.at(-1)!.length > 0; i++) views.push(await this.fetchReplay(jobId, i))
+    return views.flat()
+  }
+
+  /** A finished replay job's maps, or with `strategy` that one of them alone (decoded in a worker as it streams in). */
+  private async fetchReplay(jobId: string, strategy?: number): Promise<StrategyView[]> {
+    const arg = strategy === undefined ? { jobId } : { jobId, strategy }
+    if (this.client.replayResultRequest) return this.decoder.fetchReplay<StrategyView[]>(this.client.replayResultRequest(arg))
+    return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', arg))
   }
 
   /**
@@ -306,7 +343,8 @@ export class AppState {
       if (this.pendingMaps > 0) this.pendingMaps = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       this.selection = null
       this.followed = null
-      const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false))
+      const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
+      const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false), undefined, others)
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
       this.pendingMaps = 0

@@ -4,8 +4,39 @@
 // million-event trace never stalls a frame.
 import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
 
-export type DecodeRequest = { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer } | { id: number; what: 'replay'; stream: ReadableStream<Uint8Array> }
-export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string }
+export type DecodeRequest =
+  | { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer }
+  | { id: number; what: 'replay'; fetch: { url: string; init: { method: string; headers: Record<string, string>; body: string } } }
+export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string; code?: string }
+
+/** An error the host answered with (its code, as ApiCallError carries it). */
+class HostError extends Error {
+  constructor(
+    message: string,
+    readonly code: string,
+  ) {
+    super(message)
+  }
+}
+
+/** Fetches a replay's bundle and builds its models as it arrives. */
+async function replayFetched(request: { url: string; init: RequestInit }): Promise<unknown> {
+  const response = await fetch(request.url, request.init)
+  if (!response.ok) {
+    let message = `replay:result: HTTP ${response.status}`
+    let code = 'INTERNAL'
+    try {
+      const j = (await response.json()) as { error?: { message?: string; code?: string } }
+      message = j.error?.message ?? message
+      code = j.error?.code ?? code
+    } catch {
+      // Not JSON: keep the status line.
+    }
+    throw new HostError(message, code)
+  }
+  if (!response.body) throw new HostError('replay:result: the response has no body', 'INTERNAL')
+  return replayFrom(response.body)
+}
 
 async function replayFrom(stream: ReadableStream<Uint8Array>): Promise<unknown> {
   const decoder = new ReplayDecoder()
@@ -22,11 +53,11 @@ self.onmessage = async (message: MessageEvent<DecodeRequest>) => {
   const started = performance.now()
   try {
     const value =
-      'stream' in request ? await replayFrom(request.stream) : request.what === 'trace' ? decodeTraceData(request.buffer) : decodeReplay(request.buffer)
+      'fetch' in request ? await replayFetched(request.fetch) : request.what === 'trace' ? decodeTraceData(request.buffer) : decodeReplay(request.buffer)
     const response: DecodeResponse = { id: request.id, ok: true, value, ms: performance.now() - started }
     ;(self as unknown as Worker).postMessage(response, transferablesOf(value))
   } catch (e) {
-    const response: DecodeResponse = { id: request.id, ok: false, message: (e as Error).message }
+    const response: DecodeResponse = { id: request.id, ok: false, message: (e as Error).message, ...(e instanceof HostError && { code: e.code }) }
     ;(self as unknown as Worker).postMessage(response)
   }
 }

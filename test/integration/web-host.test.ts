@@ -132,6 +132,25 @@ describe('web host', () => {
     const replayed = decodeBundle(result.body.buffer.slice(result.body.byteOffset, result.body.byteOffset + result.body.byteLength) as ArrayBuffer)
     const names = (replayed.meta as { strategies: { name: string }[] }).strategies.map((s) => s.name)
     assert.deepEqual(names, ['pytorch (recorded)', 'caching (pytorch)', 'buddy'])
+    // One strategy at a time, as a page fetches them side by side: each the whole's, renamed as
+    // strategy 0, its arrays byte for byte; past the last, a bundle of none.
+    for (let i = 0; i <= names.length; i++) {
+      const one = await api(host, 'replay:result', { jobId: replay.jobId, strategy: i })
+      const b = decodeBundle(one.body.buffer.slice(one.body.byteOffset, one.body.byteOffset + one.body.byteLength) as ArrayBuffer)
+      const listed = (b.meta as { strategies: { name: string }[] }).strategies
+      if (i === names.length) {
+        assert.deepEqual([listed, Object.keys(b.arrays)], [[], []])
+        continue
+      }
+      assert.deepEqual(listed, [(replayed.meta as { strategies: unknown[] }).strategies[i]])
+      const own = Object.keys(replayed.arrays).filter((k) => k.startsWith(`s${i}.`))
+      assert.deepEqual(
+        Object.keys(b.arrays),
+        own.map((k) => `s0.${k.slice(`s${i}.`.length)}`),
+      )
+      for (const k of own) assert.deepEqual(b.arrays[`s0.${k.slice(`s${i}.`.length)}`], replayed.arrays[k], k)
+    }
+    assert.equal((await api(host, 'replay:result', { jobId: replay.jobId, strategy: -1 })).status, 400)
   })
 
   it('replays part of the strategy list, labelled as in the whole list, so the UI draws the first map early', async () => {
