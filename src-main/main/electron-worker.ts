@@ -5,12 +5,13 @@
 import { app, utilityProcess, type Details, type Event } from 'electron'
 
 import type { HostTransport, WorkerExit, WorkerMessage, WorkerRequest } from '../utility/protocol.ts'
+import { workerEnv } from '../utility/worker-env.ts'
 
 let forks = 0
 
 export function forkElectronWorker(entry: string, env: Record<string, string | undefined>): HostTransport {
   const serviceName = `vramscope worker ${++forks}`
-  const child = utilityProcess.fork(entry, [], { serviceName, env: env as NodeJS.ProcessEnv, stdio: 'inherit' })
+  const child = utilityProcess.fork(entry, [], { serviceName, env: workerEnv(env) as NodeJS.ProcessEnv, stdio: 'inherit' })
   let reason: string | undefined
   const gone = (_event: Event, details: Details) => {
     if (details.type === 'Utility' && (details.serviceName === serviceName || details.name === serviceName)) reason = details.reason

@@ -7,6 +7,7 @@ import { join } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
 import { BUNDLE_DIR_ENV } from './bundle-file.ts'
+import { workerEnv } from './worker-env.ts'
 
 import type { HostTransport, WorkerExit, WorkerMessage } from './protocol.ts'
 
@@ -45,7 +46,7 @@ export function forkNodeWorker(options: NodeWorkerOptions = {}): HostTransport {
     // v8 serialization: ArrayBuffers and typed arrays cross as bytes (JSON would turn them into objects).
     serialization: 'advanced',
     stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
-    env: { ...(options.env ?? process.env), ...(bundleDir !== undefined && { [BUNDLE_DIR_ENV]: bundleDir }) },
+    env: { ...workerEnv(options.env ?? process.env), ...(bundleDir !== undefined && { [BUNDLE_DIR_ENV]: bundleDir }) },
   })
   const exitListeners: ((exit: WorkerExit) => void)[] = []
   let exit: WorkerExit | undefined
