@@ -13,6 +13,20 @@ export class ApiCallError extends Error {
   }
 }
 
+/** The error a host's HTTP answer carries (its JSON message and code), or its status line. */
+export async function responseError(channel: Channel, response: Response): Promise<ApiCallError> {
+  let message = `${channel}: HTTP ${response.status}`
+  let code = 'INTERNAL'
+  try {
+    const j = (await response.json()) as { error?: { message?: string; code?: string } }
+    message = j.error?.message ?? message
+    code = j.error?.code ?? code
+  } catch {
+    // Not JSON: keep the status line.
+  }
+  return new ApiCallError(message, code)
+}
+
 /** What a call brings back: a channel's result, or a bundle's bytes (decoded in the worker). */
 export type Received<C extends Channel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
 
@@ -64,18 +78,7 @@ function httpClient(): Client {
       ...(body !== undefined && { body }),
       ...(keepalive && { keepalive }),
     })
-    if (!response.ok) {
-      let message = `${channel}: HTTP ${response.status}`
-      let code = 'INTERNAL'
-      try {
-        const j = (await response.json()) as { error?: { message?: string; code?: string } }
-        message = j.error?.message ?? message
-        code = j.error?.code ?? code
-      } catch {
-        // Not JSON: keep the status line.
-      }
-      throw new ApiCallError(message, code)
-    }
+    if (!response.ok) throw await responseError(channel, response)
     return response
   }
   async function call<C extends Channel>(channel: C, ...[arg]: CallArgs<C>): Promise<Received<C>> {

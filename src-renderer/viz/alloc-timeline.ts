@@ -41,7 +41,7 @@ function sizeClass(bytes: number): number {
 }
 
 /** Index of the first of the ascending `sorted` that is >= value. */
-function lowerBound(sorted: number[], value: number): number {
+function lowerBound(sorted: ArrayLike<number>, value: number): number {
   let lo = 0
   let hi = sorted.length
   while (lo < hi) {
@@ -364,14 +364,7 @@ export const BAND_SMALL = -2
 
 /** First band whose x0 is at or after x (bands are in alloc order, so x0 increases). */
 function firstFrom(x0: Float64Array, x: number): number {
-  let lo = 0
-  let hi = x0.length
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1
-    if (x0[mid]! < x) lo = mid + 1
-    else hi = mid
-  }
-  return lo
+  return lowerBound(x0, x)
 }
 
 /**

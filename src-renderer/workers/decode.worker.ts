@@ -2,6 +2,7 @@
 // response stream itself (its models build piece by piece as it arrives); the trace's columns and
 // each strategy's interval records go back transferred (no copies), so opening or replaying a
 // million-event trace never stalls a frame.
+import { ApiCallError, responseError } from '../api/client.ts'
 import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
 
 export type DecodeRequest =
@@ -9,32 +10,11 @@ export type DecodeRequest =
   | { id: number; what: 'replay'; fetch: { url: string; init: { method: string; headers: Record<string, string>; body: string } } }
 export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string; code?: string }
 
-/** An error the host answered with (its code, as ApiCallError carries it). */
-class HostError extends Error {
-  constructor(
-    message: string,
-    readonly code: string,
-  ) {
-    super(message)
-  }
-}
-
 /** Fetches a replay's bundle and builds its models as it arrives. */
 async function replayFetched(request: { url: string; init: RequestInit }): Promise<unknown> {
   const response = await fetch(request.url, request.init)
-  if (!response.ok) {
-    let message = `replay:result: HTTP ${response.status}`
-    let code = 'INTERNAL'
-    try {
-      const j = (await response.json()) as { error?: { message?: string; code?: string } }
-      message = j.error?.message ?? message
-      code = j.error?.code ?? code
-    } catch {
-      // Not JSON: keep the status line.
-    }
-    throw new HostError(message, code)
-  }
-  if (!response.body) throw new HostError('replay:result: the response has no body', 'INTERNAL')
+  if (!response.ok) throw await responseError('replay:result', response)
+  if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
   return replayFrom(response.body)
 }
 
@@ -57,7 +37,7 @@ self.onmessage = async (message: MessageEvent<DecodeRequest>) => {
     const response: DecodeResponse = { id: request.id, ok: true, value, ms: performance.now() - started }
     ;(self as unknown as Worker).postMessage(response, transferablesOf(value))
   } catch (e) {
-    const response: DecodeResponse = { id: request.id, ok: false, message: (e as Error).message, ...(e instanceof HostError && { code: e.code }) }
+    const response: DecodeResponse = { id: request.id, ok: false, message: (e as Error).message, ...(e instanceof ApiCallError && { code: e.code }) }
     ;(self as unknown as Worker).postMessage(response)
   }
 }
