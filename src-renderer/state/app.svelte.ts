@@ -161,11 +161,15 @@ export class AppState {
   /** The block followed through the trace (its events and its address's), or null. */
   followed = $state.raw<Followed | null>(null)
   /**
-   * Every allocation as a band over time (the allocation timeline, the event list), computed on
-   * first use (a few hundred milliseconds on a million events): views read it after the trace's
-   * first paint.
+   * Every allocation as a band over time (the allocation timeline, the event list): half a second
+   * on this thread for a million events, so laid out once the first maps have landed (or their
+   * replay failed), never while the first map's replay ends and its result is fetched.
    */
-  bands = $derived(this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null)
+  /** The trace whose bands may be laid out (showBands). */
+  private bandsFor = $state.raw<TraceData | null>(null)
+  bands = $derived(
+    this.trace && this.bandsFor === this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null,
+  )
 
   /**
    * The summary of the trace being opened, from when the host has read it until its columns have
@@ -336,6 +340,7 @@ export class AppState {
       const first = await (firstViews ?? this.replayResult(this.startReplay(trace.summary.traceId, { first: 0, count }, true)))
       let decodeMs = this.decoder.lastMs
       this.strategies = first
+      this.showBands()
       // A trace opens at the peak of reserved memory of its first map (the recorded one where there is one).
       if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
       this.openedAt = null
@@ -354,7 +359,16 @@ export class AppState {
       this.pendingMaps = 0
       this.job = null
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
+      this.showBands()
     }
+  }
+
+  /** Lets the open trace's bands be laid out, after the frame that draws what just landed. */
+  private showBands(): void {
+    const trace = this.trace
+    setTimeout(() => {
+      if (this.trace === trace) this.bandsFor = trace
+    }, 0)
   }
 
   /**
