@@ -35,8 +35,8 @@ export interface Selection {
 }
 
 /**
- * The decode workers: one to start with, more (up to the cores, at least two) while several
- * decodes run at once, each request going to the worker with the fewest in flight.
+ * The decode workers: one to start with, more while several decodes run at once (two, or as many
+ * as the cores up to four), each request going to the worker with the fewest in flight.
  */
 class Decoder {
   private readonly workers: { worker: Worker; inFlight: number }[] = []
@@ -160,13 +160,13 @@ export class AppState {
 
   /** The block followed through the trace (its events and its address's), or null. */
   followed = $state.raw<Followed | null>(null)
+  /** The trace whose bands may be laid out (showBands). */
+  private bandsFor = $state.raw<TraceData | null>(null)
   /**
    * Every allocation as a band over time (the allocation timeline, the event list): half a second
    * on this thread for a million events, so laid out once the first maps have landed (or their
    * replay failed), never while the first map's replay ends and its result is fetched.
    */
-  /** The trace whose bands may be laid out (showBands). */
-  private bandsFor = $state.raw<TraceData | null>(null)
   bands = $derived(
     this.trace && this.bandsFor === this.trace ? allocBands(this.trace.kind, this.trace.id, this.trace.size, this.trace.device, this.trace.pool) : null,
   )
