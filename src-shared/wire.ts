@@ -118,7 +118,7 @@ export function readTraceData({ meta, arrays }: Bundle): TraceDataSent {
 // reads (carriesSize); requested bytes and stream only for allocs. Splits and merges inside a
 // region, which the maps do not draw, stay behind; so does the aux column. Addresses travel as u32
 // words above a base where they fit (AddressWords), request events as u16 steps where every step
-// fits. On a million-event trace caching's layout is 15.7 MB this way against 57.2 MB with every
+// fits. On a million-event trace caching's layout is 16.1 MB this way against 57.2 MB with every
 // column for every event.
 
 /** Layout events in each piece of a strategy's layout. */
@@ -141,7 +141,7 @@ export interface LayoutOnEvents {
 /**
  * A layout as it travels and as the renderer's model reads it: `op`, `address` and `event` one a
  * drawn event; `size` one for each event that carriesSize, in order; `requested` and `stream` one
- * for each alloc, in order. Sizes are u32 where every value fits (narrowed).
+ * for each alloc, in order. Sizes are u32 where every value fits.
  */
 export interface LayoutSent {
   op: Uint8Array
@@ -239,10 +239,12 @@ export interface SentPieces {
 }
 
 /**
- * `l` as it travels (LayoutSent), and where each piece of `piece` events starts in its columns.
- * Columns of every event are views of `l`'s own when every event is drawn, copies otherwise.
+ * `l` as it travels (LayoutSent), where each piece of `piece` events starts in its columns, and
+ * how many region events it has (regions, VA reservations and mappings made: with its allocs,
+ * `layout.requested.length`, what a reader sizes its records by). Columns of every event are views
+ * of `l`'s own when every event is drawn, copies otherwise.
  */
-export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: LayoutSent; pieces: SentPieces } {
+export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: LayoutSent; pieces: SentPieces; regionEvents: number } {
   const n = l.op.length
   const ops = l.op
   let kept = 0
@@ -258,6 +260,7 @@ export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: L
   // in the type it travels in.
   let sized = 0
   let allocs = 0
+  let regionEvents = 0
   let wideSize = false
   let wideRequested = false
   const fits = (v: number) => v >= 0 && v <= 0xffffffff && Math.floor(v) === v
@@ -270,7 +273,7 @@ export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: L
     if (o === LayoutOp.alloc) {
       allocs++
       if (!wideRequested && !fits(l.requested[k]!)) wideRequested = true
-    }
+    } else if (o === LayoutOp.regionReserve || o === LayoutOp.vaReserve || o === LayoutOp.map) regionEvents++
   }
   const size = wideSize ? new Float64Array(sized) : new Uint32Array(sized)
   const requested = wideRequested ? new Float64Array(allocs) : new Uint32Array(allocs)
@@ -321,7 +324,7 @@ export function sentLayout(l: LayoutOnEvents, piece = LAYOUT_PIECE): { layout: L
     stream,
     ...(words && { words: { base: words.base, shift: words.shift } }),
   }
-  return { layout, pieces }
+  return { layout, pieces, regionEvents }
 }
 
 /** Metrics per bucket of consecutive request events [end[b - 1], end[b]). */
@@ -374,12 +377,12 @@ const METRICS = ['end', 'requestedMax', 'roundedMax', 'reservedMax', 'requestedM
 
 const pieceKey = (strategy: number, piece: number, column: (typeof LAYOUT_COLUMNS)[number]) => `s${strategy}.l${piece}.${column}`
 
-/** `l` as it travels, in pieces of `piece` events, in order (what StrategyModelBuilder.add takes, one after another). */
-export function sentPieces(l: LayoutOnEvents, piece = LAYOUT_PIECE): LayoutSent[] {
-  const { layout, pieces } = sentLayout(l, piece)
+/** `l` as it travels, in pieces of `piece` events, in order (what StrategyModelBuilder.add takes, one after another), and its counts (sentLayout). */
+export function sentPieces(l: LayoutOnEvents, piece = LAYOUT_PIECE): { pieces: LayoutSent[]; allocs: number; regionEvents: number } {
+  const { layout, pieces, regionEvents } = sentLayout(l, piece)
   const count = pieces.events.length
   const bounds = (starts: number[], total: number, k: number) => [starts[k]!, k + 1 < count ? starts[k + 1]! : total] as const
-  return Array.from({ length: count }, (_, k) => {
+  const sent = Array.from({ length: count }, (_, k): LayoutSent => {
     const [e0, e1] = bounds(pieces.events, layout.op.length, k)
     const [s0, s1] = bounds(pieces.sizes, layout.size.length, k)
     const [a0, a1] = bounds(pieces.allocs, layout.requested.length, k)
@@ -394,20 +397,14 @@ export function sentPieces(l: LayoutOnEvents, piece = LAYOUT_PIECE): LayoutSent[
       ...(pieces.eventBases && { eventBase: pieces.eventBases[k]! }),
     }
   })
+  return { pieces: sent, allocs: layout.requested.length, regionEvents }
 }
 
 /** Strategy i's layout as it travels (sentPieces); the counts the reader sizes its records by. */
 function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutOnEvents, piece: number): ListedStrategy['layout'] {
-  const pieces = sentPieces(l, piece)
-  let allocs = 0
-  let regionEvents = 0
+  const { pieces, allocs, regionEvents } = sentPieces(l, piece)
   pieces.forEach((p, k) => {
     for (const column of LAYOUT_COLUMNS) arrays[pieceKey(i, k, column)] = p[column]
-    allocs += p.requested.length
-    for (let j = 0; j < p.op.length; j++) {
-      const op = p.op[j]!
-      if (op === LayoutOp.regionReserve || op === LayoutOp.vaReserve || op === LayoutOp.map) regionEvents++
-    }
   })
   const words = pieces[0]!.words
   const steps = pieces[0]!.eventBase !== undefined

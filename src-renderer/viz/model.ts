@@ -263,16 +263,9 @@ export function reuseKindOf(strategy: string, params: Record<string, unknown>): 
 
 /** Builds the interval records of one strategy from its layout events (one pass). */
 export function buildStrategyModel(layout: LayoutColumns, reuse: ReuseKind = 'any'): StrategyModel {
-  const n = layout.op.length
-  let allocs = 0
-  let regionEvents = 0
-  for (let i = 0; i < n; i++) {
-    const op = layout.op[i]!
-    if (op === Op.alloc) allocs++
-    else if (op === Op.regionReserve || op === Op.vaReserve || op === Op.map) regionEvents++
-  }
-  const builder = new StrategyModelBuilder(reuse, allocs, regionEvents)
-  builder.add(sentLayout(layout, Infinity).layout)
+  const sent = sentLayout(layout, Infinity)
+  const builder = new StrategyModelBuilder(reuse, sent.layout.requested.length, sent.regionEvents)
+  builder.add(sent.layout)
   return builder.finish()
 }
 

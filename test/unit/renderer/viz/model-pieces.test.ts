@@ -133,7 +133,7 @@ describe('a layout in pieces', async () => {
       // No capacity hints: the records grow as the pieces come.
       for (const piece of [1, 2 + Math.floor(random() * 50), 100 + Math.floor(random() * 3000)]) {
         const builder = new StrategyModelBuilder(reuseKindOf(r.strategy, r.params))
-        for (const p of sentPieces(layout, piece)) builder.add(p)
+        for (const p of sentPieces(layout, piece).pieces) builder.add(p)
         assert.deepEqual(records(builder.finish()), expected, `${r.label}, pieces of ${piece}`)
       }
     }
