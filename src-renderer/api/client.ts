@@ -27,6 +27,12 @@ export async function responseError(channel: Channel, response: Response): Promi
   return new ApiCallError(message, code)
 }
 
+/** A request as plain data (it can be posted to a worker, which then fetches it itself). */
+export interface FetchRequest {
+  url: string
+  init: { method: string; headers: Record<string, string>; body: string }
+}
+
 /** What a call brings back: a channel's result, or a bundle's bytes (decoded in the worker). */
 export type Received<C extends Channel> = C extends BundleChannel ? ArrayBuffer : ChannelResult<C>
 
@@ -43,7 +49,7 @@ export interface Client {
    * How to fetch a replay's bundle (the web host): a decode worker fetches it itself and reads it
    * as it arrives, no hop through the page's thread. Plain data, so it can be posted to a worker.
    */
-  replayResultRequest?(arg: { jobId: string; strategy?: number }): { url: string; init: { method: string; headers: Record<string, string>; body: string } }
+  replayResultRequest?(arg: { jobId: string; strategy?: number }): FetchRequest
   /** Whether `job:status` honours waitMs (then polling needs no pause between calls). */
   readonly statusWaits: boolean
 }
@@ -71,10 +77,11 @@ function httpClient(): Client {
   const token = tokenFromPage()
   // This page's id: what it opens is its own, freed when it goes away or goes quiet.
   const page = crypto.randomUUID()
+  const headersWith = (more: Record<string, string>) => ({ authorization: `Bearer ${token}`, 'x-vramscope-page': page, ...more })
   async function post(channel: Channel, body: BodyInit | undefined, headers: Record<string, string> = {}, keepalive = false): Promise<Response> {
     const response = await fetch(`/api/${encodeURIComponent(channel)}`, {
       method: 'POST',
-      headers: { authorization: `Bearer ${token}`, 'x-vramscope-page': page, ...headers },
+      headers: headersWith(headers),
       ...(body !== undefined && { body }),
       ...(keepalive && { keepalive }),
     })
@@ -99,7 +106,7 @@ function httpClient(): Client {
       url: new URL(`/api/${encodeURIComponent('replay:result')}`, location.href).href,
       init: {
         method: 'POST',
-        headers: { authorization: `Bearer ${token}`, 'x-vramscope-page': page, 'content-type': 'application/json' },
+        headers: headersWith({ 'content-type': 'application/json' }),
         body: JSON.stringify(arg),
       },
     }),

@@ -2,7 +2,7 @@
 // Views read it and call its methods; nothing else holds state that two views need.
 import type { AppInfo, JobStatus, RecentFile, RecordRequest, TraceSummary } from '../../src-shared/contract.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
-import { ApiCallError, createClient, waitForJob, type Client } from '../api/client.ts'
+import { ApiCallError, createClient, waitForJob, type Client, type FetchRequest } from '../api/client.ts'
 import { allocBands } from '../viz/alloc-timeline.ts'
 import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
@@ -72,7 +72,7 @@ class Decoder {
     return this.send<T>((id) => ({ id, what, buffer }), [buffer])
   }
   /** A replay bundle the worker fetches itself, building the models while it arrives. */
-  fetchReplay<T>(request: { url: string; init: { method: string; headers: Record<string, string>; body: string } }): Promise<T> {
+  fetchReplay<T>(request: FetchRequest): Promise<T> {
     return this.send<T>((id) => ({ id, what: 'replay', fetch: request }), [])
   }
   private send<T>(request: (id: number) => DecodeRequest, transfer: Transferable[]): Promise<T> {

@@ -2,16 +2,14 @@
 // response stream itself (its models build piece by piece as it arrives); the trace's columns and
 // each strategy's interval records go back transferred (no copies), so opening or replaying a
 // million-event trace never stalls a frame.
-import { ApiCallError, responseError } from '../api/client.ts'
+import { ApiCallError, responseError, type FetchRequest } from '../api/client.ts'
 import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
 
-export type DecodeRequest =
-  | { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer }
-  | { id: number; what: 'replay'; fetch: { url: string; init: { method: string; headers: Record<string, string>; body: string } } }
+export type DecodeRequest = { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer } | { id: number; what: 'replay'; fetch: FetchRequest }
 export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string; code?: string }
 
 /** Fetches a replay's bundle and builds its models as it arrives. */
-async function replayFetched(request: { url: string; init: RequestInit }): Promise<unknown> {
+async function replayFetched(request: FetchRequest): Promise<unknown> {
   const response = await fetch(request.url, request.init)
   if (!response.ok) throw await responseError('replay:result', response)
   if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
