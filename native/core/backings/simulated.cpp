@@ -46,10 +46,7 @@ address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t a
   if (found == free_space_.end())
     throw out_of_memory(bytes, 0, "simulated backing: address space exhausted");
   const address_t start = align_up(std::max(found->first, first_fit_start_), alignment);
-  const address_t range_start = found->first, end = found->first + found->second;
-  free_space_.erase(found);
-  if (start > range_start) free_space_.add(range_start, start - range_start);
-  if (start + bytes < end) free_space_.add(start + bytes, end - (start + bytes));
+  free_space_.carve(found, start, bytes);
   return start;
 }
 
@@ -58,29 +55,13 @@ bool simulated_backing::take_address_space_at(address_t address, std::size_t byt
   auto it = free_space_.upper_bound(address);
   if (it == free_space_.begin()) return false;
   --it;
-  address_t range_start = it->first, range_end = it->first + it->second;
-  if (address < range_start || address + bytes > range_end) return false;
-  free_space_.erase(it);
-  if (address > range_start) free_space_.add(range_start, address - range_start);
-  if (address + bytes < range_end) free_space_.add(address + bytes, range_end - (address + bytes));
+  if (address < it->first || address + bytes > it->first + it->second) return false;
+  free_space_.carve(it, address, bytes);
   return true;
 }
 
 void simulated_backing::give_address_space(address_t address, std::size_t bytes) {
-  auto next = free_space_.lower_bound(address);
-  if (next != free_space_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first + prev->second == address) {
-      address = prev->first;
-      bytes += prev->second;
-      free_space_.erase(prev);
-    }
-  }
-  if (next != free_space_.end() && address + bytes == next->first) {
-    bytes += next->second;
-    free_space_.erase(next);
-  }
-  free_space_.add(address, bytes);
+  free_space_.give(address, bytes);
 }
 
 void simulated_backing::charge(std::size_t bytes, const char* what) {
@@ -207,9 +188,7 @@ address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
   const bool found = it != async_free_.end();
   if (found) {
     a = it->first;
-    const std::size_t rest = it->second - need;
-    async_free_.erase(it);
-    if (rest != 0) async_free_.add(a + need, rest);
+    async_free_.carve(it, a, need);
   }
   if (!found) {
     std::size_t chunk = align_up(need, options_.async_chunk_size);
@@ -244,21 +223,7 @@ void simulated_backing::free_async(address_t address, std::size_t, stream_t) {
   async_live_.erase(it);
   // Coalesce with free neighbours inside the same chunk.
   auto chunk = std::prev(async_chunks_.upper_bound(address));
-  const address_t chunk_start = chunk->first, chunk_end = chunk->first + chunk->second;
-  auto next = async_free_.lower_bound(address);
-  if (next != async_free_.begin()) {
-    auto prev = std::prev(next);
-    if (prev->first >= chunk_start && prev->first + prev->second == address) {
-      address = prev->first;
-      bytes += prev->second;
-      async_free_.erase(prev);
-    }
-  }
-  if (next != async_free_.end() && next->first < chunk_end && address + bytes == next->first) {
-    bytes += next->second;
-    async_free_.erase(next);
-  }
-  async_free_.add(address, bytes);
+  async_free_.give(address, bytes, chunk->first, chunk->first + chunk->second);
   ++calls_.async_free;
 }
 

@@ -38,6 +38,35 @@ class free_ranges {
     ranges_.erase(it);
   }
 
+  // Takes [start, start + bytes) out of the free range `it` holds it in, keeping what is left on
+  // either side.
+  void carve(iterator it, address_t start, std::size_t bytes) {
+    const address_t range_start = it->first, range_end = it->first + it->second;
+    erase(it);
+    if (start > range_start) add(range_start, start - range_start);
+    if (start + bytes < range_end) add(start + bytes, range_end - (start + bytes));
+  }
+
+  // Frees [address, address + bytes), joined with a free neighbour that touches it and lies
+  // within [low, high) (an async pool joins free space inside one chunk only).
+  void give(address_t address, std::size_t bytes, address_t low = 0,
+            address_t high = ~address_t{0}) {
+    auto next = ranges_.lower_bound(address);
+    if (next != ranges_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->first >= low && prev->first + prev->second == address) {
+        address = prev->first;
+        bytes += prev->second;
+        erase(prev);
+      }
+    }
+    if (next != ranges_.end() && next->first < high && address + bytes == next->first) {
+      bytes += next->second;
+      erase(next);
+    }
+    add(address, bytes);
+  }
+
   // The lowest range starting at or above `from`, among those of at least `bytes`, for which
   // fits(address, size) holds; end() when none does. In each group it stops at the first range
   // that fits or lies above the best found so far: in the groups above bytes' own every range is
