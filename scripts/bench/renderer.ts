@@ -120,8 +120,12 @@ async function firstPaint(page: Page, served: Served, timeoutMs: number): Promis
   const state = await until(
     page,
     () => {
-      const app = (globalThis as unknown as { vramscopeApp: { strategies: unknown[]; job: unknown; timings: Opened['timings'] } }).vramscopeApp
-      return app.job === null && app.strategies.length > 0 ? { timings: { ...app.timings }, maps: app.strategies.length, allMapsMs: performance.now() } : null
+      const app = (
+        globalThis as unknown as { vramscopeApp: { strategies: unknown[]; job: unknown; pendingMaps: number; trace: unknown; timings: Opened['timings'] } }
+      ).vramscopeApp
+      return app.job === null && app.pendingMaps === 0 && app.trace !== null && app.strategies.length > 0
+        ? { timings: { ...app.timings }, maps: app.strategies.length, allMapsMs: performance.now() }
+        : null
     },
     timeoutMs,
     'the replay',

@@ -68,6 +68,11 @@ class Decoder {
     return this.spawn()
   }
 
+  /** Starts a worker ahead of the first decode (its script loads and compiles while the host works). */
+  warm(): void {
+    if (this.workers.length === 0) this.spawn()
+  }
+
   decode<T>(what: DecodeRequest['what'], buffer: ArrayBuffer): Promise<T> {
     return this.send<T>((id) => ({ id, what, buffer }), [buffer])
   }
@@ -212,6 +217,7 @@ export class AppState {
     // Map titles of a what-if row belong to the trace it was run on.
     this.labelled = null
     const t0 = performance.now()
+    this.decoder.warm()
     try {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
@@ -252,12 +258,21 @@ export class AppState {
         this.event = last
         this.openedAt = this.event
       }
+      // The first map is drawn before the trace's columns are asked for: on two cores their 35 MB
+      // (a 1 M-event trace) crossing and decoding beside the first replay held it back by seconds.
+      const first = await firstViews
+      if (this.opens === opened) {
+        this.showFirst(first)
+        // Its job is done (its progress was the last shown); the others' replays start once the
+        // columns are in (replay()).
+        this.job = null
+      }
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
       this.trace = data
       this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
-      await this.replay(firstViews)
+      await this.replay(Promise.resolve(first))
     } catch (e) {
       // The first replay, if it goes on, no longer shows its progress.
       this.opens++
@@ -339,13 +354,9 @@ export class AppState {
       const count = firstCount(trace.summary.stored)
       const first = await (firstViews ?? this.replayResult(this.startReplay(trace.summary.traceId, { first: 0, count }, true)))
       let decodeMs = this.decoder.lastMs
-      this.strategies = first
+      this.showFirst(first)
       this.showBands()
-      // A trace opens at the peak of reserved memory of its first map (the recorded one where there is one).
-      if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
-      this.openedAt = null
       // The rest of the spec's strategies (the first job replayed `count` of them).
-      if (this.pendingMaps > 0) this.pendingMaps = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       this.selection = null
       this.followed = null
       const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
@@ -361,6 +372,15 @@ export class AppState {
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
       this.showBands()
     }
+  }
+
+  /** Draws the first job's maps; a trace opens at the peak of reserved memory of its first map (the recorded one where there is one). */
+  private showFirst(first: StrategyView[]): void {
+    if (this.strategies === first) return
+    this.strategies = first
+    this.pendingMaps = Math.max(0, this.pendingMaps - first.length)
+    if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
+    this.openedAt = null
   }
 
   /** Lets the open trace's bands be laid out, after the frame that draws what just landed. */

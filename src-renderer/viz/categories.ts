@@ -60,10 +60,15 @@ export function frameCategories(trace: TraceData): FrameCategories {
   return out
 }
 
-export function blockCategories(view: StrategyView, trace: TraceData, colorBy: ColorBy): Uint32Array {
+/**
+ * Each block's category. Streams and sizes are the model's own; tags and frames are the trace's,
+ * so without its columns (a first map drawn while they are on their way) every block is category 0.
+ */
+export function blockCategories(view: StrategyView, trace: TraceData | null, colorBy: ColorBy): Uint32Array {
   const b = view.model.blocks
   const out = new Uint32Array(b.count)
-  const frames = colorBy === 'frame' ? frameCategories(trace).ofStack : null
+  if (!trace && (colorBy === 'tag' || colorBy === 'frame')) return out
+  const frames = colorBy === 'frame' ? frameCategories(trace!).ofStack : null
   for (let k = 0; k < b.count; k++) {
     const event = b.from[k]!
     switch (colorBy) {
@@ -76,10 +81,10 @@ export function blockCategories(view: StrategyView, trace: TraceData, colorBy: C
         out[k] = Math.max(0, Math.floor(Math.log2(Math.max(256, b.size[k]!))) - 8)
         break
       case 'tag':
-        out[k] = (trace.tag[event] ?? -1) + 1
+        out[k] = (trace!.tag[event] ?? -1) + 1
         break
       case 'frame': {
-        const s = trace.stack[event] ?? -1
+        const s = trace!.stack[event] ?? -1
         out[k] = s < 0 ? 0 : (frames![s] ?? 0)
         break
       }

@@ -2,8 +2,9 @@
 // (BERT training, default stacks): once the host has read the file, the toolbar names it with its
 // event count and the timeline draws the program's requested bytes from the trace's summary, with a
 // pane per map to come, while the trace's columns are still on their way (held back here by the
-// test), and the first map's replay result is fetched meanwhile; when the columns arrive the full
-// view replaces it. The screenshot goes to test/e2e/output (look at it).
+// test); the first map (here the recorded layout) is fetched, decoded and drawn meanwhile, at the
+// peak, before the columns are asked for; when they arrive the full view replaces it. The
+// screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -50,17 +51,45 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
     assert.match(toolbar ?? '', /^bert_train__default\.pickle · [\d,]+ events · 1 stream$/)
     const d = await requestedLine()
     assert.ok(d !== null && d.split('L').length > 100, `the requested bytes are drawn as a line of many points: ${d?.slice(0, 80)}`)
-    // The first map's replay goes on meanwhile: its result is fetched and decoded, its pane says so.
-    await firstResult
-    await page
-      .locator('.map-pending')
-      .first()
-      .getByText(/drawing · 100 %/)
-      .waitFor({ timeout: 30_000 })
-    // Nothing that needs the columns is there yet.
-    assert.equal(await page.locator('.map canvas').count(), 0)
-    assert.equal(await page.getByRole('region', { name: 'allocation timeline' }).count(), 0)
     await page.screenshot({ path: join(OUTPUT, 'first-paint-before-columns.png') })
+  })
+
+  it('draws the first map before the columns are in, at its peak, the others still to come', async () => {
+    await firstResult
+    const map = page.locator('.map').first()
+    await map.locator('canvas').waitFor({ timeout: 60_000 })
+    assert.match((await map.locator('h3').textContent()) ?? '', /pytorch \(recorded\)/)
+    // The playhead left the last event for the map's peak of reserved memory, and its header reads the figures there.
+    const { event, events } = await page.evaluate(() => {
+      const app = (globalThis as unknown as { vramscopeApp: { event: number; events: number } }).vramscopeApp
+      return { event: app.event, events: app.events }
+    })
+    assert.ok(event < events - 1, `the playhead at the peak (event ${event} of ${events})`)
+    assert.match((await map.locator('.figures').textContent()) ?? '', /reserved [\d.]+ [KMG]iB .* in use [\d.]+ [KMG]?i?B/)
+    // The canvas has drawn blocks: more than one colour in its pixels.
+    type Canvas = {
+      width: number
+      height: number
+      getContext(kind: '2d'): { getImageData(x: number, y: number, w: number, h: number): { data: Uint8ClampedArray } }
+    }
+    const colours = await map.locator('canvas').evaluate((element) => {
+      const c = element as unknown as Canvas
+      const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data
+      const seen = new Set<number>()
+      for (let i = 0; i < d.length; i += 4 * 7) seen.add((d[i]! << 16) | (d[i + 1]! << 8) | d[i + 2]!)
+      return seen.size
+    })
+    assert.ok(colours > 2, `the first map draws blocks (${colours} colours)`)
+    await page
+      .getByRole('status')
+      .filter({ hasText: /Reading the trace's [\d,]+ events/ })
+      .waitFor()
+    // The other maps wait for their replays, which start once the columns are in.
+    assert.equal(await page.locator('.map-pending').count(), 5)
+    assert.match((await page.locator('.map-pending').first().textContent()) ?? '', /waiting for the replay/)
+    // Nothing else that needs the columns is there yet.
+    assert.equal(await page.getByRole('region', { name: 'allocation timeline' }).count(), 0)
+    await page.screenshot({ path: join(OUTPUT, 'first-map-before-columns.png') })
   })
 
   it('draws the maps once the columns arrive, naming the same trace', async () => {

@@ -47,6 +47,18 @@ describe('stacks in the renderer, on a default-stack snapshot', async () => {
     })
   }
 
+  it("without the trace's columns (a first map drawn before they arrive), streams and sizes colour as with them; tags and frames are one colour", () => {
+    const view = views[0]!
+    for (const by of ['stream', 'size'] as const) assert.deepEqual(blockCategories(view, null, by), blockCategories(view, trace, by))
+    const sizes = new Set(blockCategories(view, null, 'size'))
+    assert.ok(sizes.size > 3, `${sizes.size} size classes from the model alone`)
+    for (const by of ['tag', 'frame'] as const) {
+      const c = blockCategories(view, null, by)
+      assert.equal(c.length, view.model.blocks.count)
+      assert.ok(c.every((v) => v === 0))
+    }
+  })
+
   it('frame colours go to the headlines by memory held, largest first, so the largest groups differ', () => {
     const c = frameCategories(trace)
     assert.ok(c.frames.length > 3)
