@@ -222,9 +222,9 @@ export class AppState {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
       const summary = await this.client.call('job:result', { jobId })
-      // The first map's replay runs on the host while the trace's columns travel and decode here;
-      // its progress shows in the first map's pane (while this open is the latest and has not
-      // failed), and its result is fetched and decoded as soon as it is done, columns or not.
+      // The first map's replay runs on the host while the page draws the summary; its progress
+      // shows in the first map's pane (while this open is the latest and has not failed), and its
+      // result is fetched, decoded and drawn before the trace's columns are asked for (below).
       const opened = ++this.opens
       const firstViews = this.replayResult(this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true), (s) => {
         if (this.opens === opened) this.job = s
@@ -260,11 +260,18 @@ export class AppState {
       }
       // The first map is drawn before the trace's columns are asked for: on two cores their 35 MB
       // (a 1 M-event trace) crossing and decoding beside the first replay held it back by seconds.
-      const first = await firstViews
+      // A first replay that failed still lets the trace open: replay() below says why.
+      const first = await firstViews.catch(() => null)
+      let rest: Promise<{ jobId: string }> | undefined
       if (this.opens === opened) {
-        this.showFirst(first)
-        // Its job is done (its progress was the last shown); the others' replays start once the
-        // columns are in (replay()).
+        if (first) {
+          this.showFirst(first)
+          // The others replay on the host while the columns cross and decode here.
+          rest = this.startReplay(summary.traceId, { first: firstCount(summary.stored) }, false)
+          rest.catch(() => {})
+        }
+        // The first job is over (its progress was the last shown); the others' progress shows
+        // once the columns are in (replay()).
         this.job = null
       }
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
@@ -272,7 +279,7 @@ export class AppState {
       this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
-      await this.replay(Promise.resolve(first))
+      await this.replay(firstViews, rest)
     } catch (e) {
       // The first replay, if it goes on, no longer shows its progress.
       this.opens++
@@ -343,9 +350,10 @@ export class AppState {
    * Replays the open trace through the strategies of `strategySpec` (plus any recorded layout):
    * first the recorded layouts alone (no replay) or, without any, the first strategy alone, drawn
    * as soon as they are ready; then the others in one more job.
-   * `firstViews`: that first job's maps, when open() started it already.
+   * `firstViews`: that first job's maps, when open() started it already; `restStarted`: the
+   * others' job, when open() started that too.
    */
-  async replay(firstViews?: Promise<StrategyView[]>): Promise<void> {
+  async replay(firstViews?: Promise<StrategyView[]>, restStarted?: Promise<{ jobId: string }>): Promise<void> {
     const trace = this.trace
     if (!trace) return
     this.error = null
@@ -360,7 +368,7 @@ export class AppState {
       this.selection = null
       this.followed = null
       const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
-      const rest = await this.replayResult(this.startReplay(trace.summary.traceId, { first: count }, false), undefined, others)
+      const rest = await this.replayResult(restStarted ?? this.startReplay(trace.summary.traceId, { first: count }, false), undefined, others)
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
       this.pendingMaps = 0

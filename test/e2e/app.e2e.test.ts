@@ -1,12 +1,12 @@
 // The app in Chromium against the real `vramscope serve`: the empty state, opening a bundled
 // sample (a real H100 PyTorch snapshot), playing and scrubbing, comparing three strategies,
 // inspecting a block and reading its stack frames, searching by frame text, the peak view,
-// exporting PNG and SVG, and opening a bad file without losing what was open. Screenshots go to
-// test/e2e/output (look at them).
+// exporting PNG and SVG, opening a bad file without losing what was open, and opening a file whose
+// first replay fails. Screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { pathToFileURL } from 'node:url'
+import { fileURLToPath, pathToFileURL } from 'node:url'
 import { inflateSync } from 'node:zlib'
 import { after, before, describe, it } from 'node:test'
 
@@ -225,6 +225,23 @@ describe('vramscope in the browser', { skip }, () => {
     await page.screenshot({ path: join(OUTPUT, 'record-panel.png') })
     await page.keyboard.press('Escape')
     assert.equal(await panel.count(), 0)
+  })
+
+  it('opens a file whose first replay fails (a cap that is not a size), shows the trace and says why', async () => {
+    await page.locator('input[name="cap"]').fill('three gigs')
+    await page.getByTestId('file-input').setInputFiles(fileURLToPath(new URL('../../resources/samples/convnet_varimg.pickle', import.meta.url)))
+    const alert = page.getByRole('alert')
+    await alert.filter({ hasText: /cap/ }).waitFor({ timeout: 60_000 })
+    assert.match((await alert.textContent()) ?? '', /three gigs/)
+    // The trace opened all the same: its columns came, and with them the allocation timeline.
+    await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
+    assert.match((await page.locator('header.toolbar .file').textContent()) ?? '', /^convnet_varimg\.pickle · /)
+    assert.equal(await page.locator('.map-pending').count(), 0, 'no pane waits for a map that will not come')
+    await page.screenshot({ path: join(OUTPUT, 'first-replay-failed.png') })
+    // With a cap that reads, the maps come.
+    await page.locator('input[name="cap"]').fill('')
+    await page.getByRole('button', { name: 'Replay' }).click()
+    await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
   })
 
   it('raised no uncaught errors in the page', () => {
