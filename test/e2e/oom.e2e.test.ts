@@ -1,7 +1,8 @@
 // The out-of-memory view in Chromium against the real `vramscope serve`, on a real PyTorch 2.11
 // snapshot of a program that ran out of memory under a 2 GiB per-process memory fraction
-// (test/fixtures/pytorch/real/oom_fraction__default.pickle): the app opens at the failure, the
-// panel names the request, says it was a true shortage and the limit the recording implies, "next
+// (test/fixtures/pytorch/real/oom_fraction__default.pickle): the panel says what failed from the
+// open's summary, before the trace's columns arrive; the app opens at the failure, the panel names
+// the request, says it was a true shortage and the limit the recording implies, "next
 // failure" comes back to it, and one click runs the what-if lab for the smallest fitting memory.
 // Screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
@@ -31,9 +32,35 @@ describe('the out-of-memory view in the browser', { skip }, () => {
     await app?.close()
   })
 
-  it('opens a snapshot with an out-of-memory at the failure, and says what failed', async () => {
+  it('says what failed as soon as the file is read, before its columns arrive', async () => {
+    // The trace's columns are held back: what the panel says comes from the open's summary.
+    let release = () => {}
+    let continued: Promise<void> = Promise.resolve()
+    const held = new Promise<void>((resolve) => {
+      void page.route('**/api/trace%3Adata', (route) => {
+        continued = new Promise<void>((r) => (release = r)).then(() => route.continue())
+        resolve()
+      })
+    })
     await page.getByTestId('file-input').setInputFiles(SNAPSHOT)
+    await held
+    await page.getByTestId('oom-panel').waitFor({ timeout: 60_000 })
+    assert.match((await page.getByTestId('oom-headline').textContent()) ?? '', /event 26: 484 MiB on stream 0/)
+    assert.match((await page.getByTestId('oom-verdict').textContent()) ?? '', /a true shortage/)
+    const panel = (await page.getByTestId('oom-panel').textContent()) ?? ''
+    assert.match(panel, /Live at the failure( in pytorch \(recorded\))?: 1\.69 GiB/)
+    assert.match(panel, /Grouped by frame once the trace's events are in/)
+    // The what-if lab needs the trace: offered once it is in.
+    assert.equal(await page.getByTestId('oom-whatif').count(), 0)
+    await page.screenshot({ path: join(OUTPUT, 'oom-before-columns.png') })
+    release()
+    await continued
+    await page.unroute('**/api/trace%3Adata')
+  })
+
+  it('opens a snapshot with an out-of-memory at the failure, and says what failed', async () => {
     await page.locator('.map canvas').first().waitFor({ timeout: 60_000 })
+    await page.getByTestId('oom-whatif').waitFor({ timeout: 60_000 })
     assert.equal(await eventPosition(page), OOM_EVENT, 'the playhead is at the failure, not at the end')
     const panel = page.getByTestId('oom-panel')
     await panel.waitFor()
