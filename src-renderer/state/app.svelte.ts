@@ -217,7 +217,6 @@ export class AppState {
     // Map titles of a what-if row belong to the trace it was run on.
     this.labelled = null
     const t0 = performance.now()
-    this.decoder.warm()
     try {
       const { jobId } = await start()
       await waitForJob(this.client, jobId, (s) => (this.job = s))
@@ -236,6 +235,9 @@ export class AppState {
       this.trace = null
       // Until the columns arrive, the summary's requested bytes and the maps' panes are drawn.
       this.opening = summary
+      // A decode worker starts once that is painted, so its script is loaded when the first map's
+      // bundle is ready (the replay takes longer), and not while the page paints.
+      requestAnimationFrame(() => setTimeout(() => this.decoder.warm(), 0))
       // The open's job is done: the first replay's progress comes next (replayResult).
       if (this.job?.jobId === jobId) this.job = null
       this.whatif = null
