@@ -68,17 +68,22 @@ export class ReplayDecoder {
   private pieces: { strategy: number; piece: number; end: number }[] = []
   private nextPiece = 0
 
-  push(chunk: Uint8Array): void {
+  /**
+   * The next bytes of the bundle. `reused`: the caller will write over `chunk`'s memory (a reader
+   * that reads into one buffer again and again), so nothing of it is kept; otherwise a chunk that
+   * is the whole bundle is read in place.
+   */
+  push(chunk: Uint8Array, reused = false): void {
     if (chunk.byteLength === 0) return
     if (!this.bytes) {
-      this.head.push(chunk)
+      this.head.push(reused ? chunk.slice() : chunk)
       this.headBytes += chunk.byteLength
       const head = concatBytes(this.head)
       const total = bundleByteLength(head)
       if (total === undefined) return
       this.head = []
       // Held whole already (a buffer of exactly the bundle): read in place, no copy.
-      const whole = head.byteOffset === 0 && head.byteLength === total && head.buffer instanceof ArrayBuffer && head.buffer.byteLength === total
+      const whole = !reused && head.byteOffset === 0 && head.byteLength === total && head.buffer instanceof ArrayBuffer && head.buffer.byteLength === total
       if (head.byteLength > total) throw new BundleError('bundle: more bytes than its header announced')
       this.bytes = whole ? head : new Uint8Array(total)
       if (!whole) this.bytes.set(head)
@@ -119,6 +124,38 @@ export class ReplayDecoder {
       if (metrics) view.metrics = metrics
       return view
     })
+  }
+}
+
+/** Bytes a byte-stream reader reads at a time, into the same buffer each time. */
+const READ_BYTES = 1 << 20
+
+/** A replay bundle read from a stream as it arrives (ReplayDecoder), its models built piece by piece. */
+export async function replayFrom(stream: ReadableStream<Uint8Array>): Promise<StrategyView[]> {
+  const decoder = new ReplayDecoder()
+  // A byte stream is read into one buffer, again and again: a default reader hands over a new
+  // buffer for every chunk, and new memory is dear (a first touch of each page; docs/benchmarks.md).
+  let byob: ReadableStreamBYOBReader | undefined
+  try {
+    byob = stream.getReader({ mode: 'byob' })
+  } catch {
+    // Not a byte stream here: chunk by chunk as the stream gives them.
+  }
+  if (byob) {
+    let buffer = new Uint8Array(READ_BYTES)
+    for (;;) {
+      const { done, value } = await byob.read(buffer)
+      if (done || !value) return decoder.finish()
+      decoder.push(value, true)
+      // The read handed the buffer back in `value`: the whole of it is read into next time.
+      buffer = new Uint8Array(value.buffer, 0, READ_BYTES)
+    }
+  }
+  const reader = stream.getReader()
+  for (;;) {
+    const { done, value } = await reader.read()
+    if (done) return decoder.finish()
+    decoder.push(value)
   }
 }
 

@@ -38,6 +38,18 @@ export function upperBound(sorted: Uint32Array, length: number, value: number): 
   return lo
 }
 
+/**
+ * The counting sort's buckets, one per event: kept from one index to the next and zeroed, since a
+ * first touch of new memory costs far more than the sort itself (docs/benchmarks.md).
+ */
+let buckets = new Uint32Array(0)
+function bucketScratch(n: number): Uint32Array {
+  if (buckets.length < n) buckets = new Uint32Array(Math.max(n, buckets.length * 2))
+  const out = buckets.subarray(0, n)
+  out.fill(0)
+  return out
+}
+
 /** Builds the index; null when records are not in `from` order (callers then scan every record). */
 export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: number): IntervalIndex | null {
   for (let k = 1; k < count; k++) if (from[k]! < from[k - 1]!) return null
@@ -98,7 +110,7 @@ export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: nu
       if (t > lastEvent) lastEvent = t
     }
   }
-  const bucket = new Uint32Array(lastEvent + 2)
+  const bucket = bucketScratch(lastEvent + 2)
   for (let r = 0; r < count; r++) if (to[r]! !== NEVER) bucket[to[r]! + 1]!++
   for (let i = 1; i < bucket.length; i++) bucket[i]! += bucket[i - 1]!
   const endedOrder = new Uint32Array(ended)

@@ -3,7 +3,7 @@
 // each strategy's interval records go back transferred (no copies), so opening or replaying a
 // million-event trace never stalls a frame.
 import { ApiCallError, responseError, type FetchRequest } from '../api/client.ts'
-import { decodeReplay, decodeTraceData, ReplayDecoder, transferablesOf } from '../viz/data.ts'
+import { decodeReplay, decodeTraceData, replayFrom, transferablesOf } from '../viz/data.ts'
 
 export type DecodeRequest = { id: number; what: 'trace' | 'replay'; buffer: ArrayBuffer } | { id: number; what: 'replay'; fetch: FetchRequest }
 export type DecodeResponse = { id: number; ok: true; value: unknown; ms: number } | { id: number; ok: false; message: string; code?: string }
@@ -14,16 +14,6 @@ async function replayFetched(request: FetchRequest): Promise<unknown> {
   if (!response.ok) throw await responseError('replay:result', response)
   if (!response.body) throw new ApiCallError('replay:result: the response has no body', 'INTERNAL')
   return replayFrom(response.body)
-}
-
-async function replayFrom(stream: ReadableStream<Uint8Array>): Promise<unknown> {
-  const decoder = new ReplayDecoder()
-  const reader = stream.getReader()
-  for (;;) {
-    const { done, value } = await reader.read()
-    if (done) return decoder.finish()
-    decoder.push(value)
-  }
 }
 
 self.onmessage = async (message: MessageEvent<DecodeRequest>) => {

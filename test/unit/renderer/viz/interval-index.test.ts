@@ -63,6 +63,24 @@ describe('interval index', () => {
     }
   })
 
+  it('orders ended records by their end the same whatever was indexed before (its buckets are reused)', () => {
+    for (const [count, seed] of [
+      [20000, 4],
+      [300, 5],
+      [7000, 6],
+      [300, 5],
+    ] as const) {
+      const { from, to } = randomIntervals(count, count, seed)
+      const index = buildIntervalIndex(from, to, count)!
+      const ended = [...Array(count).keys()].filter((k) => to[k] !== NEVER).sort((a, b) => to[a]! - to[b]! || a - b)
+      assert.deepEqual([...index.endedOrder], ended, `${count} records`)
+      assert.deepEqual(
+        [...index.endedAt],
+        ended.map((k) => to[k]!),
+      )
+    }
+  })
+
   it('declines records that are not in start order, so callers scan them all', () => {
     assert.equal(buildIntervalIndex(Uint32Array.from([0, 5, 3]), Uint32Array.from([9, 9, 9]), 3), null)
   })

@@ -13,7 +13,7 @@ import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
 import { LayoutOp } from '../../../../src-shared/layout.ts'
 import { carriesSize, sentLayout, sentPieces } from '../../../../src-shared/wire.ts'
-import { decodeReplay, ReplayDecoder, type StrategyView } from '../../../../src-renderer/viz/data.ts'
+import { decodeReplay, ReplayDecoder, replayFrom, type StrategyView } from '../../../../src-renderer/viz/data.ts'
 import { buildStrategyModel, reuseKindOf, StrategyModelBuilder, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
 
@@ -173,6 +173,68 @@ describe('a layout in pieces', async () => {
       )
       assert.deepEqual(records(streamed[input.strategies.length + i]!.model), records(model), r.label)
     }
+  })
+
+  it('chunks pushed from one buffer written over after each push (reused) give the same views as read whole', () => {
+    const random = seeded(12)
+    const decoder = new ReplayDecoder()
+    const scratch = new Uint8Array(70_000)
+    for (let at = 0; at < bytes.byteLength;) {
+      // The first chunks shorter than the header, so the head is kept across pushes.
+      const size = Math.min(bytes.byteLength - at, at < 64 ? 1 + Math.floor(random() * 7) : 1 + Math.floor(random() * scratch.byteLength))
+      scratch.set(bytes.subarray(at, at + size))
+      decoder.push(scratch.subarray(0, size), true)
+      scratch.fill(0xa5)
+      at += size
+    }
+    assert.deepEqual(
+      decoder.finish().map((v) => records(v.model)),
+      whole.map((v) => records(v.model)),
+    )
+  })
+
+  it('replayFrom reads a byte stream through one buffer, and any other stream chunk by chunk, to the same views', async () => {
+    const chunks = (random: () => number) => {
+      const out: Uint8Array[] = []
+      for (let at = 0; at < bytes.byteLength;) {
+        const size = 1 + Math.floor(random() * 300_000)
+        out.push(bytes.slice(at, at + size))
+        at += size
+      }
+      return out
+    }
+    const byteStream = (parts: Uint8Array[]) =>
+      new ReadableStream({
+        type: 'bytes',
+        pull(controller) {
+          const next = parts.shift()
+          if (next) controller.enqueue(next)
+          else {
+            // A byte source ends a pending read into the reader's buffer with respond(0), as fetch's does.
+            controller.close()
+            controller.byobRequest?.respond(0)
+          }
+        },
+      })
+    const plainStream = (parts: Uint8Array[]) =>
+      new ReadableStream<Uint8Array>({
+        pull(controller) {
+          const next = parts.shift()
+          if (next) controller.enqueue(next)
+          else controller.close()
+        },
+      })
+    const expected = whole.map((v) => records(v.model))
+    assert.deepEqual(
+      (await replayFrom(byteStream(chunks(seeded(13))))).map((v) => records(v.model)),
+      expected,
+    )
+    assert.deepEqual(
+      (await replayFrom(plainStream(chunks(seeded(14))))).map((v) => records(v.model)),
+      expected,
+    )
+    // A stream that ends short is the decoder's error, however it is read.
+    await assert.rejects(replayFrom(byteStream([bytes.slice(0, bytes.byteLength - 5)])), BundleError)
   })
 
   it("encodeBundleParts are encodeBundle's bytes, and the header announces their length", () => {
