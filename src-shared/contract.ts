@@ -119,6 +119,13 @@ export interface ReplayRequest {
    * (default true); false: as written (PyTorch's defaults, as a what-if row means them).
    */
   recordedSettings?: boolean
+  /**
+   * Also make a preview of the result: each map cut to what it shows after this request event
+   * ('peak': the event the first replayed strategy peaked at), a small bundle fetched with
+   * `replay:result`'s `preview` before the whole one, so the maps are drawn before their histories
+   * have crossed (src-shared/wire.ts, layoutAt).
+   */
+  previewAt?: number | 'peak'
 }
 
 /** What the what-if lab is asked (`whatif:start`): configurations replayed under a device limit. */
@@ -233,6 +240,12 @@ export const CONTRACT = {
         targets: zod.strictObject({ first: zod.number().int().min(0), count: zod.number().int().min(0).optional() }).optional(),
         labels: zod.array(zod.string().min(1).max(256)).max(64).optional(),
         recordedSettings: zod.boolean().optional(),
+        previewAt: zod
+          .custom<number | 'peak'>(
+            (v) => v === 'peak' || (Number.isSafeInteger(v) && (v as number) >= 0),
+            "previewAt: a request event (an integer from 0) or 'peak'",
+          )
+          .optional(),
       }),
     result: started,
     job: 'replay',
@@ -242,10 +255,11 @@ export const CONTRACT = {
   /**
    * A finished replay's strategies as one bundle, or with `strategy` the job's strategy of that
    * index alone (none past the last: a bundle of no strategies), so a page can fetch and decode
-   * several side by side.
+   * several side by side. With `preview`, the job's preview (ReplayRequest.previewAt) instead, where
+   * it made one.
    */
   'replay:result': {
-    arg: (zod) => zod.strictObject({ jobId: id(zod), strategy: zod.number().int().min(0).max(4096).optional() }),
+    arg: (zod) => zod.strictObject({ jobId: id(zod), strategy: zod.number().int().min(0).max(4096).optional(), preview: zod.boolean().optional() }),
     result: bundle,
     runs: 'utility',
   },

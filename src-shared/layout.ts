@@ -24,6 +24,19 @@ export const LayoutOp = {
 } as const
 export type LayoutOp = (typeof LayoutOp)[keyof typeof LayoutOp]
 
+/**
+ * How a strategy reuses freed memory. 'any': a freed block is reusable at once. Bump allocators
+ * (arena, device_bump) reuse nothing below their pointer until a reset; 'bump-lifo' (arena's
+ * lifo_reclaim) pops the pointer back over the topmost freed blocks.
+ */
+export type ReuseKind = 'any' | 'bump' | 'bump-lifo'
+
+export function reuseKindOf(strategy: string, params: Record<string, unknown>): ReuseKind {
+  if (strategy === 'device_bump') return 'bump'
+  if (strategy === 'arena') return String(params['lifo_reclaim'] ?? 'true') === 'false' ? 'bump' : 'bump-lifo'
+  return 'any'
+}
+
 export interface LayoutTrace {
   op: Uint8Array
   /** Device (or simulated) address; all 64 bits may be used. */

@@ -2,9 +2,10 @@
 // trace's data (`trace:data`) and a replay's strategies (`replay:result`). Each writer sits beside
 // its reader, so the names written are the names read. Pure: the host writes, the renderer's decode
 // worker reads.
+import { AddressTable, hashOf } from './address-table.ts'
 import { BundleError } from './bundle.ts'
 import type { Bundle, BundleArray, TraceSummary } from './contract.ts'
-import { LayoutOp } from './layout.ts'
+import { LayoutOp, reuseKindOf, type ReuseKind } from './layout.ts'
 
 // ---------------------------------------------------------------------------------------------
 // trace:data — the request trace's columns under their own names, its tables in the metadata, and
@@ -352,6 +353,8 @@ export interface StrategyToSend {
   summary: Record<string, number>
   metrics?: MetricsSent
   layout: LayoutOnEvents
+  /** The layout is cut to what the map shows after this request event (layoutAt): a preview, its history to follow. */
+  previewAt?: number
 }
 
 /** A strategy as the bundle's metadata lists it. */
@@ -361,6 +364,8 @@ export interface ListedStrategy {
   params: Record<string, unknown>
   recorded: boolean
   summary: Record<string, number>
+  /** Its layout holds only what its map shows after this event (StrategyToSend.previewAt). */
+  previewAt?: number
   /** The layout's pieces, and its allocs and region events (what the renderer sizes its records by). */
   layout: {
     pieces: number
@@ -423,9 +428,123 @@ export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT
   const listed: ListedStrategy[] = strategies.map((s, i) => {
     if (s.metrics) for (const name of METRICS) arrays[`s${i}.m.${name}`] = s.metrics[name]
     const layout = putLayout(arrays, i, s.layout, piece)
-    return { name: s.name, strategy: s.strategy, params: s.params, recorded: s.recorded, summary: s.summary, layout }
+    return {
+      name: s.name,
+      strategy: s.strategy,
+      params: s.params,
+      recorded: s.recorded,
+      summary: s.summary,
+      ...(s.previewAt !== undefined && { previewAt: s.previewAt }),
+      layout,
+    }
   })
   return { meta: { strategies: listed }, arrays }
+}
+
+/**
+ * A strategy's layout cut to what its map shows after request event `at`: every region event (the
+ * map's address space stays the whole one), failure, reset and trim, and the events of the blocks
+ * present after `at` (allocated at or before it, not yet freed). The model built from the cut
+ * (src-renderer/viz/model.ts) holds exactly the full model's records present at `at`, each with
+ * its whole interval, so the map and its figures at `at` are the full ones; at any other event they
+ * are not. A few kilobytes to a few megabytes where the whole layout is tens: a map drawn before
+ * its history has crossed (docs/architecture.md, "The opening view"). Undefined where a cut would
+ * draw otherwise: bump allocators (a freed block stays as dead space until a reset) and layouts
+ * with no regions (their address space is made from every block).
+ */
+export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutOnEvents | undefined {
+  if (reuse !== 'any') return undefined
+  const n = l.op.length
+  const ops = l.op
+  const events = l.event
+  const halves = new Uint32Array(l.address.buffer, l.address.byteOffset, n * 2)
+  const keep = new Uint8Array(n)
+  // Open blocks as the model's builder reads them: by address, the index of their alloc; the
+  // first pending free of each open alloc plus one (by alloc index; 0: none, so the column needs
+  // no fill: few blocks are freed pending, and most of its pages are never touched).
+  const open = new AddressTable()
+  const pending = new Int32Array(n)
+  let regions = false
+  const ended = (alloc: number, end: number, endEvent: number) => {
+    if (events[alloc]! <= at && at < endEvent) {
+      keep[alloc] = 1
+      if (end >= 0) keep[end] = 1
+      if (pending[alloc]! > 0) keep[pending[alloc]! - 1] = 1
+    }
+  }
+  for (let i = 0; i < n; i++) {
+    const op = ops[i]!
+    if (op === LayoutOp.alloc || op === LayoutOp.free || op === LayoutOp.freeCompleted || op === LayoutOp.freePending) {
+      const low = halves[2 * i]!
+      const high = halves[2 * i + 1]!
+      const address = low + high * 4294967296
+      const hash = hashOf(low, high)
+      const alloc = open.get(address, hash)
+      if (op === LayoutOp.alloc) {
+        // A second alloc at an open address leaves the first open for good (the builder's rule).
+        if (alloc >= 0) ended(alloc, -1, Infinity)
+        open.set(address, hash, i)
+      } else if (alloc < 0) continue
+      else if (op === LayoutOp.freePending) {
+        if (pending[alloc] === 0) pending[alloc] = i + 1
+      } else {
+        ended(alloc, i, events[i]!)
+        open.delete(address, hash)
+      }
+      continue
+    }
+    switch (op) {
+      case LayoutOp.reset:
+        open.forEachValue((alloc) => ended(alloc, -1, events[i]!))
+        open.clear()
+        keep[i] = 1
+        break
+      case LayoutOp.split:
+      case LayoutOp.merge:
+        break
+      case LayoutOp.regionReserve:
+      case LayoutOp.vaReserve:
+      case LayoutOp.map:
+        regions = true
+        keep[i] = 1
+        break
+      default:
+        keep[i] = 1
+    }
+  }
+  if (!regions) return undefined
+  open.forEachValue((alloc) => ended(alloc, -1, Infinity))
+  let kept = 0
+  for (let i = 0; i < n; i++) kept += keep[i]!
+  const sizeType = l.size instanceof Uint32Array ? Uint32Array : Float64Array
+  const requestedType = l.requested instanceof Uint32Array ? Uint32Array : Float64Array
+  const out: LayoutOnEvents = {
+    op: new Uint8Array(kept),
+    address: new BigUint64Array(kept),
+    size: new sizeType(kept),
+    requested: new requestedType(kept),
+    stream: new Uint32Array(kept),
+    event: new Uint32Array(kept),
+  }
+  const outHalves = new Uint32Array(out.address.buffer, 0, kept * 2)
+  for (let i = 0, j = 0; i < n; i++) {
+    if (keep[i] === 0) continue
+    out.op[j] = ops[i]!
+    outHalves[2 * j] = halves[2 * i]!
+    outHalves[2 * j + 1] = halves[2 * i + 1]!
+    out.size[j] = l.size[i]!
+    out.requested[j] = l.requested[i]!
+    out.stream[j] = l.stream[i]!
+    out.event[j] = events[i]!
+    j++
+  }
+  return out
+}
+
+/** A strategy to send as its preview at request event `at` (layoutAt), or as it is where it cannot be cut. */
+export function previewOf(s: StrategyToSend, at: number): StrategyToSend {
+  const layout = layoutAt(s.layout, at, reuseKindOf(s.strategy, s.params))
+  return layout ? { ...s, layout, previewAt: at } : s
 }
 
 /**

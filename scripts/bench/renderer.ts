@@ -92,7 +92,9 @@ interface Opened {
   firstPaintMs: number
   /** Navigation start to the first map drawn. */
   firstMapMs: number
-  /** Navigation start to every strategy replayed and drawn (polled: within about 30 ms). */
+  /** Navigation start to every map drawn, whole or as a preview at the opening event (`vramscope:every-map`). */
+  everyMapMs: number
+  /** Navigation start to every strategy's whole history in and drawn (polled: within about 30 ms). */
   allMapsMs: number
   timings: { openMs: number; replayMs: number; decodeMs: number }
   maps: number
@@ -130,7 +132,8 @@ async function firstPaint(page: Page, served: Served, timeoutMs: number): Promis
     timeoutMs,
     'the replay',
   )
-  return { page, served, firstPaintMs, firstMapMs, ...state }
+  const everyMapMs = await until(page, () => performance.getEntriesByName('vramscope:every-map')[0]?.startTime, timeoutMs, 'every map')
+  return { page, served, firstPaintMs, firstMapMs, everyMapMs, ...state }
 }
 
 async function close(opened: Opened): Promise<void> {
@@ -381,6 +384,7 @@ async function millionBench(browser: Browser, file: string): Promise<void> {
   const paints: number[] = []
   const firstMaps: number[] = []
   const allMaps: number[] = []
+  const everyMap: number[] = []
   const opens: number[] = []
   const replays: number[] = []
   let scrub: Scrub | undefined
@@ -390,13 +394,15 @@ async function millionBench(browser: Browser, file: string): Promise<void> {
     paints.push(opened.firstPaintMs)
     firstMaps.push(opened.firstMapMs)
     allMaps.push(opened.allMapsMs)
+    everyMap.push(opened.everyMapMs)
     opens.push(opened.timings.openMs)
     replays.push(opened.timings.replayMs)
     maps = opened.maps
     if (run === RUNS - 1) scrub = await measureScrub(opened.page, 60)
     await close(opened)
   }
-  console.log(`  (runs: first paint ${paints.map((v) => v.toFixed(0)).join(', ')}; first map ${firstMaps.map((v) => v.toFixed(0)).join(', ')} ms)`)
+  const runs = (v: number[]) => v.map((x) => x.toFixed(0)).join(', ')
+  console.log(`  (runs: first paint ${runs(paints)}; first map ${runs(firstMaps)}; every map ${runs(everyMap)}; every history ${runs(allMaps)} ms)`)
   line(`first paint (timeline, event count), median of ${RUNS}`, ms(median(paints)), `target 1000 ms: ${verdict(median(paints) <= 1000)}`)
   line(`first map drawn, median of ${RUNS}`, ms(median(firstMaps)), `target 1000 ms: ${verdict(median(firstMaps) <= 1000)}`)
   const million = `a 1 M-event trace (${maps} strategies)`
@@ -423,7 +429,19 @@ async function millionBench(browser: Browser, file: string): Promise<void> {
     met: median(firstMaps) <= 1000,
     note: noPeer,
   })
-  line(`all ${maps} maps drawn`, ms(median(allMaps)), '')
+  line(`all ${maps} maps drawn (at the opening event)`, ms(median(everyMap)), `target 3000 ms: ${verdict(median(everyMap) <= 3000)}`)
+  figures.add({
+    area: 'renderer',
+    what: `${million}: every map drawn (each at the opening event, its history on its way), median of ${RUNS}`,
+    value: median(everyMap),
+    unit: 'ms',
+    peers: [],
+    better: 'lower',
+    target: '≤ 3000 ms',
+    met: median(everyMap) <= 3000,
+    note: noPeer,
+  })
+  line(`all ${maps} maps' histories in (scrubbable)`, ms(median(allMaps)), '')
   line('  trace opened, sent and decoded', ms(median(opens)), '')
   line('  then every strategy replayed, sent, decoded', ms(median(replays)), '')
   if (scrub) {

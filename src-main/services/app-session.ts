@@ -24,7 +24,7 @@ import type {
 import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
-import { packTraceData, strategyBundle } from '../../src-shared/wire.ts'
+import { packReplay, packTraceData, previewOf, strategyBundle, type StrategyToSend } from '../../src-shared/wire.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
@@ -35,7 +35,7 @@ import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replayBundle, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
+import { placementFor, replaySent, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
@@ -48,6 +48,18 @@ export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read a
  * buddy allocator (its pools sized from the trace: replay/sized-defaults.ts) and a growable region.
  */
 export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,slab,buddy,vmm_growable'
+
+/** A finished replay job: its bundle, packed when first asked for, and the preview it was asked for. */
+interface ReplayOutcome {
+  bundle: () => Bundle
+  preview?: Bundle
+}
+
+/** The event a replay's first strategy peaked at (its reserved bytes); undefined for a recorded layout, whose summary counts layout events. */
+function replayedPeak(first: StrategyToSend | undefined): number | undefined {
+  const peak = first && !first.recorded ? first.summary['peakReservedEvent'] : undefined
+  return peak !== undefined && Number.isInteger(peak) && peak >= 0 ? peak : undefined
+}
 
 /** The longest a `job:status` call with waitMs holds its answer back. */
 const MAX_STATUS_WAIT_MS = 1000
@@ -523,7 +535,7 @@ export class AppSession {
       return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
     })
     const includeStored = request.includeStored !== false
-    return this.startJob<Bundle>(
+    return this.startJob<ReplayOutcome>(
       page,
       'replaying',
       async (job) => {
@@ -543,7 +555,13 @@ export class AppSession {
                 },
               })
         const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
-        return replayBundle(input.trace, stored, results)
+        const sent = replaySent(input.trace, stored, results)
+        // The preview (each map cut to what it shows at one event, src-shared/wire.ts layoutAt) is
+        // made now: it is asked for first. The whole bundle is packed when it is asked for.
+        const at = request.previewAt === 'peak' ? replayedPeak(sent[0]) : request.previewAt
+        const preview = at !== undefined && at < input.trace.events.kind.length ? packReplay(sent.map((s) => previewOf(s, at))) : undefined
+        let bundle: Bundle | undefined
+        return { bundle: () => (bundle ??= packReplay(sent)), ...(preview && { preview }) }
       },
       request.traceId,
     )
@@ -608,9 +626,14 @@ export class AppSession {
     return this.finishedResult<WhatifReport>(jobId)
   }
 
-  /** A replay job's bundle, or with `strategy` its strategy of that index alone (wire.ts, strategyBundle). */
-  replayResult(jobId: string, strategy?: number): Bundle {
-    const bundle = this.finishedResult<Bundle>(jobId)
+  /**
+   * A replay job's bundle, or with `strategy` its strategy of that index alone (wire.ts,
+   * strategyBundle); with `preview`, its preview where the job made one (ReplayRequest.previewAt),
+   * else the same bundle.
+   */
+  replayResult(jobId: string, strategy?: number, preview = false): Bundle {
+    const outcome = this.finishedResult<ReplayOutcome>(jobId)
+    const bundle = preview && outcome.preview ? outcome.preview : outcome.bundle()
     return strategy === undefined ? bundle : strategyBundle(bundle, strategy)
   }
 
@@ -738,7 +761,7 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'page:alive': () => ({ ok: true }),
     'page:close': () => (page === DEFAULT_PAGE ? { closed: 0 } : session.closePage(page)),
     'replay:start': (request) => session.startReplay(request, page),
-    'replay:result': ({ jobId, strategy }) => session.replayResult(jobId, strategy),
+    'replay:result': ({ jobId, strategy, preview }) => session.replayResult(jobId, strategy, preview),
     'whatif:start': (request) => session.startWhatif(request, page),
     'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'record:workload': (request) => session.recordWorkload(request, page),

@@ -49,7 +49,7 @@ export interface Client {
    * How to fetch a replay's bundle (the web host): a decode worker fetches it itself and reads it
    * as it arrives, no hop through the page's thread. Plain data, so it can be posted to a worker.
    */
-  replayResultRequest?(arg: { jobId: string; strategy?: number }): FetchRequest
+  replayResultRequest?(arg: { jobId: string; strategy?: number; preview?: boolean }): FetchRequest
   /** Whether `job:status` honours waitMs (then polling needs no pause between calls). */
   readonly statusWaits: boolean
 }

@@ -116,7 +116,23 @@ export class AppState {
   recent = $state<RecentFile[]>([])
   trace = $state.raw<TraceData | null>(null)
   strategies = $state.raw<StrategyView[]>([])
-  /** Maps still replaying (on the host) or decoding: their panes show progress until they land. */
+  /**
+   * Maps drawn before their histories have crossed, by their strategy's place in the list: each
+   * holds only what its map shows at one event (StrategyView.previewAt; src-shared/wire.ts,
+   * layoutAt), or is the whole view where its layout could not be cut. The maps show `strategies`
+   * first, then the previews past them (shownPreviews); tables, the inspector, search and playback
+   * read `strategies` only.
+   */
+  previews = $state.raw<StrategyView[]>([])
+  shownPreviews = $derived(this.previews.slice(this.strategies.length))
+  /** Maps drawn, whole or as previews. */
+  mapsDrawn = $derived(Math.max(this.strategies.length, this.previews.length))
+  /**
+   * Every map drawn, whole then previews: what the timeline draws (a preview's metrics, failures
+   * and resets are its whole replay's; only its blocks are cut).
+   */
+  mapViews = $derived(this.shownPreviews.length === 0 ? this.strategies : [...this.strategies, ...this.shownPreviews])
+  /** Maps not drawn yet, replaying (on the host) or decoding: their panes show progress until they land. */
   pendingMaps = $state(0)
   /** Strategies to replay, in the CLI's syntax. */
   strategySpec = $state('')
@@ -225,10 +241,18 @@ export class AppState {
       // shows in the first map's pane (while this open is the latest and has not failed), and its
       // result is fetched, decoded and drawn before the trace's columns are asked for (below).
       const opened = ++this.opens
-      const firstViews = this.replayResult(this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true), (s) => {
-        if (this.opens === opened) this.job = s
-      })
-      firstViews.catch(() => {})
+      const last = Math.max(0, summary.events - 1)
+      // Its maps are first fetched as a preview, each cut to what it shows at the opening event (a
+      // recorded out-of-memory, else the first strategy's peak): kilobytes where the whole is
+      // tens of megabytes, drawn before the whole crosses.
+      const firstJob = this.replayJob(
+        this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true, summary.oom ? Math.min(summary.oom.event, last) : 'peak'),
+        (s) => {
+          if (this.opens === opened) this.job = s
+        },
+      )
+      const firstPreview = firstJob.then((jobId) => this.fetchReplay(jobId, undefined, true))
+      firstPreview.catch(() => {})
       // The trace this one replaces is of no more use, here or on the host.
       const replaced = this.trace?.summary.traceId
       if (replaced !== undefined && replaced !== summary.traceId) void this.client.call('trace:close', { traceId: replaced }).catch(() => {})
@@ -243,6 +267,7 @@ export class AppState {
       this.whatif = null
       this.whatifError = null
       this.strategies = []
+      this.previews = []
       // A diff is of the trace it was opened beside: another file ends it.
       this.diff = null
       this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
@@ -251,8 +276,7 @@ export class AppState {
       this.range = null
       // A recorded out-of-memory is what such a file is opened to look at: the playhead starts there
       // and stays. Otherwise at the end until the first map lands, then at its peak of reserved
-      // memory (replay()).
-      const last = Math.max(0, summary.events - 1)
+      // memory (showFirst).
       if (summary.oom) {
         this.event = Math.min(summary.oom.event, last)
         this.openedAt = null
@@ -263,19 +287,23 @@ export class AppState {
       // The first map is drawn before the trace's columns are asked for: on two cores their 35 MB
       // (a 1 M-event trace) crossing and decoding beside the first replay held it back by seconds.
       // A first replay that failed still lets the trace open: replay() below says why.
-      const first = await firstViews.catch(() => null)
+      const first = await firstPreview.catch(() => null)
       let rest: Promise<{ jobId: string }> | undefined
       if (this.opens === opened) {
         if (first) {
           this.showFirst(first)
-          // The others replay on the host while the columns cross and decode here.
-          rest = this.startReplay(summary.traceId, { first: firstCount(summary.stored) }, false)
+          // The others replay on the host while the columns cross and decode here, their previews
+          // cut at the event the first map opened at.
+          rest = this.startReplay(summary.traceId, { first: firstCount(summary.stored) }, false, this.event)
           rest.catch(() => {})
         }
         // The first job is over (its progress was the last shown); the others' progress shows
         // once the columns are in (replay()).
         this.job = null
       }
+      // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
+      const firstViews = first?.every((v) => v.previewAt === undefined) ? Promise.resolve(first) : firstJob.then((jobId) => this.fetchReplay(jobId))
+      firstViews.catch(() => {})
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
       this.trace = data
       this.opening = null
@@ -309,41 +337,65 @@ export class AppState {
     return this.open(() => this.client.call('trace:openRecent', { key }))
   }
 
-  private startReplay(traceId: string, targets: { first: number; count?: number }, includeStored: boolean): Promise<{ jobId: string }> {
+  /** `previewAt`: the job also cuts its maps to what they show at that event (ReplayRequest.previewAt), fetched with fetchReplay's `preview`. */
+  private startReplay(
+    traceId: string,
+    targets: { first: number; count?: number },
+    includeStored: boolean,
+    previewAt?: number | 'peak',
+  ): Promise<{ jobId: string }> {
     return this.client.call('replay:start', {
       traceId,
       strategies: this.strategySpec,
       ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
       targets,
       includeStored,
+      ...(previewAt !== undefined && { previewAt }),
       // A what-if row's spec is the configuration itself: PyTorch's defaults stay defaults.
       ...(this.labelled?.spec === this.strategySpec && { labels: this.labelled.labels, recordedSettings: false }),
     })
   }
 
-  /**
-   * `status` hears the job's progress (default: the progress bar, this.job). `strategies`: how many
-   * the job replays, when its maps are to be fetched and decoded one by one, side by side.
-   */
-  private async replayResult(
-    started: Promise<{ jobId: string }>,
-    status: (s: JobStatus) => void = (s) => (this.job = s),
-    strategies?: number,
-  ): Promise<StrategyView[]> {
+  /** A started job's id once it is done; `status` hears its progress (default: the progress bar, this.job). */
+  private async replayJob(started: Promise<{ jobId: string }>, status: (s: JobStatus) => void = (s) => (this.job = s)): Promise<string> {
     const { jobId } = await started
     await waitForJob(this.client, jobId, status)
     status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
+    return jobId
+  }
+
+  /**
+   * A replay job's maps. `strategies`: how many the job replays, when its maps are to be fetched
+   * and decoded one by one, side by side; `previewsFrom`: the job made previews (startReplay's
+   * previewAt), which are fetched and drawn first, as the maps of that place in the list on.
+   */
+  private async replayResult(
+    started: Promise<{ jobId: string }>,
+    status?: (s: JobStatus) => void,
+    strategies?: number,
+    previewsFrom?: number,
+  ): Promise<StrategyView[]> {
+    const jobId = await this.replayJob(started, status)
     if (strategies === undefined) return this.fetchReplay(jobId)
+    // Previews first, side by side (one more index than expected, as below).
+    let previews: StrategyView[] | undefined
+    if (previewsFrom !== undefined) {
+      const trace = this.trace
+      previews = (await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i, true)))).flat()
+      if (this.trace === trace && previews.length >= strategies) this.showPreviews(previews, previewsFrom)
+    }
     // Each strategy fetched and decoded on its own, side by side (one more index than expected:
-    // empty unless the count fell short, and then the rest follow one by one).
-    const views = await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i)))
+    // empty unless the count fell short, and then the rest follow one by one); a preview that
+    // could not be cut is its whole view already.
+    const fetch = (i: number) => (previews?.[i] && previews[i].previewAt === undefined ? Promise.resolve([previews[i]]) : this.fetchReplay(jobId, i))
+    const views = await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => (i < strategies ? fetch(i) : this.fetchReplay(jobId, i))))
     for (let i = views.length; views.at(-1)!.length > 0; i++) views.push(await this.fetchReplay(jobId, i))
     return views.flat()
   }
 
-  /** A finished replay job's maps, or with `strategy` that one of them alone (decoded in a worker as it streams in). */
-  private async fetchReplay(jobId: string, strategy?: number): Promise<StrategyView[]> {
-    const arg = strategy === undefined ? { jobId } : { jobId, strategy }
+  /** A finished replay job's maps (its preview, with `preview`), or with `strategy` that one of them alone (decoded in a worker as it streams in). */
+  private async fetchReplay(jobId: string, strategy?: number, preview = false): Promise<StrategyView[]> {
+    const arg = { jobId, ...(strategy !== undefined && { strategy }), ...(preview && { preview }) }
     if (this.client.replayResultRequest) return this.decoder.fetchReplay<StrategyView[]>(this.client.replayResultRequest(arg))
     return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', arg))
   }
@@ -370,14 +422,22 @@ export class AppState {
       this.selection = null
       this.followed = null
       const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
-      const rest = await this.replayResult(restStarted ?? this.startReplay(trace.summary.traceId, { first: count }, false), undefined, others)
+      // Their previews are cut at the playhead's event (where the first map opened, on an open).
+      const rest = await this.replayResult(
+        restStarted ?? this.startReplay(trace.summary.traceId, { first: count }, false, this.event),
+        undefined,
+        others,
+        first.length,
+      )
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
+      this.previews = []
       this.pendingMaps = 0
       this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs }
       this.job = null
     } catch (e) {
       this.pendingMaps = 0
+      this.previews = []
       this.job = null
       this.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
       this.showBands()
@@ -386,11 +446,26 @@ export class AppState {
 
   /** Draws the first job's maps; a trace opens at the peak of reserved memory of its first map (the recorded one where there is one). */
   private showFirst(first: StrategyView[]): void {
-    if (this.strategies === first) return
-    this.strategies = first
-    this.pendingMaps = Math.max(0, this.pendingMaps - first.length)
-    if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
+    if (this.strategies === first || this.previews === first) return
+    const cut = first.find((v) => v.previewAt !== undefined)
+    if (cut) {
+      // A preview: drawn, and the playhead put where it was cut (the first map's peak).
+      this.showPreviews(first, 0)
+      if (this.openedAt !== null && this.openedAt === this.event) this.seek(cut.previewAt!)
+    } else {
+      this.pendingMaps = Math.max(0, this.pendingMaps - Math.max(0, first.length - this.previews.length))
+      this.strategies = first
+      if (this.openedAt !== null && this.openedAt === this.event && first.length > 0) this.jumpToPeak(0)
+    }
     this.openedAt = null
+  }
+
+  /** Draws previews (or whole views) as the maps from place `from` in the list on, until their whole views land. */
+  private showPreviews(views: StrategyView[], from: number): void {
+    const drawn = this.mapsDrawn
+    const before = Array.from({ length: from }, (_, i) => this.previews[i] ?? this.strategies[i]!)
+    this.previews = [...before, ...views]
+    this.pendingMaps = Math.max(0, this.pendingMaps - Math.max(0, this.previews.length - drawn))
   }
 
   /** Lets the open trace's bands be laid out, after the frame that draws what just landed. */

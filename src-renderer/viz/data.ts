@@ -36,6 +36,11 @@ export interface StrategyView {
   model: StrategyModel
   placed: PlacedModel
   metrics?: StrategyMetrics
+  /**
+   * Its model holds only what its map shows after this request event (src-shared/wire.ts,
+   * layoutAt): a map drawn before its history has crossed, right at that event and no other.
+   */
+  previewAt?: number
 }
 
 export function decodeTraceData(buffer: ArrayBuffer): TraceData {

@@ -174,6 +174,66 @@ describe('web host', () => {
     assert.match(json(bad).error!.message, /^targets\.first: /)
   })
 
+  it("makes a replay's preview: each map cut at the first strategy's peak or at a given event, the whole bundle as before", async () => {
+    const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
+    await settle(host, jobId)
+    const { traceId, events } = json(await api(host, 'job:result', { jobId })).result
+    const fetched = async (arg: object) => {
+      const r = await api(host, 'replay:result', arg)
+      assert.equal(r.status, 200)
+      const b = decodeBundle(r.body.buffer.slice(r.body.byteOffset, r.body.byteOffset + r.body.byteLength) as ArrayBuffer)
+      return {
+        bytes: r.body.byteLength,
+        listed: (b.meta as { strategies: { name: string; previewAt?: number; summary: Record<string, number> }[] }).strategies,
+      }
+    }
+    const start = async (arg: object) => {
+      const replay = json(await api(host, 'replay:start', { traceId, strategies: 'caching:preset=pytorch,buddy,arena', includeStored: false, ...arg })).result
+      assert.equal((await settle(host, replay.jobId)).state, 'done')
+      return replay.jobId as string
+    }
+    const peakJob = await start({ previewAt: 'peak' })
+    const whole = await fetched({ jobId: peakJob })
+    const preview = await fetched({ jobId: peakJob, preview: true })
+    const peak = whole.listed[0]!.summary['peakReservedEvent']!
+    assert.ok(peak > 0 && peak < events)
+    assert.deepEqual(
+      preview.listed.map((s) => [s.name, s.previewAt]),
+      // arena (a bump allocator) cannot be cut: it travels whole.
+      [
+        ['caching (pytorch)', peak],
+        ['buddy', peak],
+        ['arena', undefined],
+      ],
+    )
+    assert.ok(
+      whole.listed.every((s) => s.previewAt === undefined),
+      'the whole bundle is not a preview',
+    )
+    assert.ok(preview.bytes < whole.bytes, `preview ${preview.bytes} B, whole ${whole.bytes} B`)
+    // One strategy of the preview alone, as a page fetches them side by side.
+    assert.deepEqual(
+      (await fetched({ jobId: peakJob, strategy: 1, preview: true })).listed.map((s) => [s.name, s.previewAt]),
+      [['buddy', peak]],
+    )
+    // At a given event; one past the last event makes none, and the whole bundle comes instead.
+    const at = await start({ previewAt: 5 })
+    assert.deepEqual(
+      (await fetched({ jobId: at, preview: true })).listed.map((s) => s.previewAt),
+      [5, 5, undefined],
+    )
+    const past = await start({ previewAt: events })
+    assert.ok((await fetched({ jobId: past, preview: true })).listed.every((s) => s.previewAt === undefined))
+    // A job asked for no preview answers with the whole bundle.
+    const none = await start({})
+    assert.ok((await fetched({ jobId: none, preview: true })).listed.every((s) => s.previewAt === undefined))
+    for (const previewAt of [-1, 1.5, 'top', null]) {
+      const bad = await api(host, 'replay:start', { traceId, strategies: 'slab', previewAt })
+      assert.equal(bad.status, 400, String(previewAt))
+      assert.match(json(bad).error!.message, /previewAt/)
+    }
+  })
+
   it('names a bad strategy, a bad cap and an unknown trace', async () => {
     const { jobId } = json(await api(host, 'trace:openSample', { name: 'convnet_varimg.pickle' })).result
     await settle(host, jobId)

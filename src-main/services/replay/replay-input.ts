@@ -282,5 +282,10 @@ export function replayedOnEvents(result: ReplayResult): StrategyToSend {
  * (src-shared/wire.ts, packReplay); `piece`: layout events a piece.
  */
 export function replayBundle(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[], piece = LAYOUT_PIECE): Bundle {
-  return packReplay([...stored.map((s) => recordedOnEvents(trace, s)), ...results.map(replayedOnEvents)], piece)
+  return packReplay(replaySent(trace, stored, results), piece)
+}
+
+/** Stored results with a layout (recorded ones) then replay results, as the renderer reads them. */
+export function replaySent(trace: RequestTrace, stored: readonly StrategyResult[], results: readonly ReplayResult[]): StrategyToSend[] {
+  return [...stored.map((s) => recordedOnEvents(trace, s)), ...results.map(replayedOnEvents)]
 }

@@ -1,0 +1,113 @@
+// A map drawn before its history has crossed (src-shared/wire.ts, layoutAt and previewOf): every
+// strategy replayed by the real addon on a real snapshot (and its recorded layout), each layout
+// cut at several events, the cut packed and decoded as the page decodes it, and its model held
+// against the whole layout's: the same records present at the cut's event, the same regions,
+// failures, resets and trims, the same figures and fragmentation there. A strategy that cannot be
+// cut (bump allocators) travels whole.
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+
+import { encodeBundle } from '../../../../src-shared/bundle.ts'
+import { openInput } from '../../../../src-main/services/import/open-input.ts'
+import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
+import { recordedOnEvents, replayedOnEvents } from '../../../../src-main/services/replay/replay-input.ts'
+import { LayoutOp, reuseKindOf } from '../../../../src-shared/layout.ts'
+import { layoutAt, packReplay, previewOf, type StrategyToSend } from '../../../../src-shared/wire.ts'
+import { decodeReplay } from '../../../../src-renderer/viz/data.ts'
+import { blocksPresentAt, figuresAt, fragmentationAt, regionsPresentAt, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
+import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
+
+const SNAPSHOT = join(import.meta.dirname, '..', '..', '..', 'fixtures', 'pytorch', 'convnet_varimg.pickle')
+
+/** The blocks present after `e`, each as its record's fields, in address order. */
+function present(model: StrategyModel, e: number) {
+  const b = model.blocks
+  return Array.from(blocksPresentAt(model, e))
+    .map((k) => [b.address[k], b.size[k], b.requested[k], b.stream[k], b.from[k], b.pendingFrom[k], b.deadFrom[k], b.to[k]])
+    .sort((x, y) => x[0]! - y[0]! || x[4]! - y[4]!)
+}
+
+function regions(model: StrategyModel) {
+  const r = model.regions
+  return Array.from({ length: r.count }, (_, k) => [r.kind[k], r.address[k], r.size[k], r.from[k], r.to[k]])
+}
+
+describe('a map before its history: the layout cut at an event', async () => {
+  const input = await openInput(SNAPSHOT)
+  const targets = strategyConfigs().map((c) => ({ label: c.label, strategy: c.strategy, params: c.params }))
+  const results = await replayTrace(input.trace, targets, { layout: true, structureEvents: false })
+  const sent: StrategyToSend[] = [...input.strategies.filter((s) => s.layout).map((s) => recordedOnEvents(input.trace, s)), ...results.map(replayedOnEvents)]
+  const events = input.trace.events.kind.length
+
+  it('covers a recorded layout, bump allocators and a strategy that maps and unmaps', () => {
+    assert.ok(sent.some((s) => s.recorded))
+    assert.ok(sent.some((s) => reuseKindOf(s.strategy, s.params) !== 'any'))
+    assert.ok(sent.some((s) => s.layout.op.includes(LayoutOp.unmap)))
+  })
+
+  it('each cut model holds what the whole one holds at the event: blocks, regions, failures, resets, trims, figures, fragmentation', () => {
+    let cuts = 0
+    for (const s of sent) {
+      const whole = decodeReplay(encodeBundle(packReplay([s])).slice().buffer)[0]!
+      const peak = s.summary['peakReservedEvent']
+      for (const at of [0, Math.floor(events / 3), Number.isInteger(peak) && peak! >= 0 ? peak! : events >> 1, events - 1]) {
+        const preview = previewOf(s, at)
+        if (reuseKindOf(s.strategy, s.params) !== 'any') {
+          assert.equal(preview, s, `${s.name}: a bump allocator travels whole`)
+          continue
+        }
+        assert.equal(preview.previewAt, at, s.name)
+        const cut = decodeReplay(encodeBundle(packReplay([preview])).slice().buffer)[0]!
+        assert.equal(cut.previewAt, at, `${s.name}: the decoded view says which event it shows`)
+        const what = `${s.name} at event ${at}`
+        assert.deepEqual(present(cut.model, at), present(whole.model, at), `${what}: blocks present`)
+        assert.equal(cut.model.blocks.count, blocksPresentAt(whole.model, at).length, `${what}: only the blocks present`)
+        assert.deepEqual(regions(cut.model), regions(whole.model), `${what}: regions`)
+        assert.deepEqual(Array.from(regionsPresentAt(cut.model, at)), Array.from(regionsPresentAt(whole.model, at)), what)
+        assert.deepEqual([...cut.model.failures], [...whole.model.failures], `${what}: failures`)
+        assert.deepEqual([...cut.model.resets], [...whole.model.resets], `${what}: resets`)
+        assert.deepEqual(cut.model.trims, whole.model.trims, `${what}: trims`)
+        assert.deepEqual(figuresAt(cut.model, at), figuresAt(whole.model, at), `${what}: figures`)
+        assert.deepEqual(fragmentationAt(cut.model, at), fragmentationAt(whole.model, at), `${what}: fragmentation`)
+        assert.deepEqual(cut.placed.spans, whole.placed.spans, `${what}: the map's address space`)
+        assert.deepEqual(cut.metrics, whole.metrics, `${what}: metrics`)
+        cuts++
+      }
+    }
+    assert.ok(cuts >= 20, `${cuts} cuts checked`)
+  })
+
+  it('a cut holds far fewer events than the whole where blocks came and went', () => {
+    const caching = sent.find((s) => s.strategy === 'caching' && !s.recorded)!
+    const at = caching.summary['peakReservedEvent']!
+    const whole = caching.layout.op.length
+    const cut = previewOf(caching, at).layout.op.length
+    assert.ok(cut < whole / 4, `cut ${cut} events, whole ${whole}`)
+  })
+
+  it('a layout with no regions is not cut (its address space comes from every block)', () => {
+    const l = {
+      op: Uint8Array.from([LayoutOp.alloc, LayoutOp.alloc, LayoutOp.free]),
+      address: BigUint64Array.from([0x1000n, 0x2000n, 0x1000n]),
+      size: Float64Array.from([512, 512, 0]),
+      requested: Float64Array.from([500, 500, 0]),
+      stream: Uint32Array.from([0, 0, 0]),
+      event: Uint32Array.from([0, 1, 2]),
+    }
+    assert.equal(layoutAt(l, 2, 'any'), undefined)
+    const withRegion = {
+      op: Uint8Array.from([LayoutOp.regionReserve, ...l.op]),
+      address: BigUint64Array.from([0x1000n, ...l.address]),
+      size: Float64Array.from([8192, ...l.size]),
+      requested: Float64Array.from([0, ...l.requested]),
+      stream: Uint32Array.from([0xffffffff, ...l.stream]),
+      event: Uint32Array.from([0, ...l.event]),
+    }
+    const cut = layoutAt(withRegion, 2, 'any')!
+    // At event 2 the first block is freed: the region and the second block stay.
+    assert.deepEqual([...cut.op], [LayoutOp.regionReserve, LayoutOp.alloc])
+    assert.deepEqual([...cut.address], [0x1000n, 0x2000n])
+    assert.deepEqual([...layoutAt(withRegion, 1, 'any')!.op], [LayoutOp.regionReserve, LayoutOp.alloc, LayoutOp.alloc, LayoutOp.free])
+  })
+})
