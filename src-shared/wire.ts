@@ -465,11 +465,33 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
   const open = new AddressTable()
   const pending = new Int32Array(n)
   let regions = false
+  let releases = false
+  for (let i = 0; i < n && !releases; i++) releases = ops[i] === LayoutOp.regionRelease
+  // Where regions are released (a slab allocator's hundreds of thousands), only those present at
+  // `at` keep their events; the others' ranges, joined, stand in as regions reserved and released
+  // at event 0 (present at no event), so the map's address space is still every range ever held.
+  const openRegions = new AddressTable(16)
+  // Regions gone at `at`, by start: the index of the largest reserved there (a slab allocator
+  // reserves the same few ranges again and again).
+  const gone = new AddressTable(16)
   const ended = (alloc: number, end: number, endEvent: number) => {
     if (events[alloc]! <= at && at < endEvent) {
       keep[alloc] = 1
       if (end >= 0) keep[end] = 1
       if (pending[alloc]! > 0) keep[pending[alloc]! - 1] = 1
+    }
+  }
+  const regionEnded = (reserve: number, release: number, releaseEvent: number) => {
+    if (events[reserve]! <= at && at < releaseEvent) {
+      keep[reserve] = 1
+      if (release >= 0) keep[release] = 1
+    } else {
+      const low = halves[2 * reserve]!
+      const high = halves[2 * reserve + 1]!
+      const start = low + high * 4294967296
+      const hash = hashOf(low, high)
+      const before = gone.get(start, hash)
+      if (before < 0 || l.size[before]! < l.size[reserve]!) gone.set(start, hash, reserve)
     }
   }
   for (let i = 0; i < n; i++) {
@@ -503,6 +525,29 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
       case LayoutOp.merge:
         break
       case LayoutOp.regionReserve:
+        regions = true
+        if (releases) {
+          const low = halves[2 * i]!
+          const high = halves[2 * i + 1]!
+          const address = low + high * 4294967296
+          const hash = hashOf(low, high)
+          const before = openRegions.get(address, hash)
+          if (before >= 0) regionEnded(before, -1, Infinity)
+          openRegions.set(address, hash, i)
+        } else keep[i] = 1
+        break
+      case LayoutOp.regionRelease: {
+        const low = halves[2 * i]!
+        const high = halves[2 * i + 1]!
+        const address = low + high * 4294967296
+        const hash = hashOf(low, high)
+        const reserve = openRegions.get(address, hash)
+        if (reserve >= 0) {
+          regionEnded(reserve, i, events[i]!)
+          openRegions.delete(address, hash)
+        }
+        break
+      }
       case LayoutOp.vaReserve:
       case LayoutOp.map:
         regions = true
@@ -514,9 +559,23 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
   }
   if (!regions) return undefined
   open.forEachValue((alloc) => ended(alloc, -1, Infinity))
-  let kept = 0
+  openRegions.forEachValue((reserve) => regionEnded(reserve, -1, Infinity))
+  // The ranges of regions not present at `at`, sorted and joined where they touch or overlap.
+  const ranges: [number, number][] = []
+  gone.forEachValue((k) => {
+    const start = halves[2 * k]! + halves[2 * k + 1]! * 4294967296
+    ranges.push([start, start + l.size[k]!])
+  })
+  ranges.sort((a, b) => a[0] - b[0])
+  const joined: [number, number][] = []
+  for (const [start, end] of ranges) {
+    const last = joined.at(-1)
+    if (last && start <= last[1]) last[1] = Math.max(last[1], end)
+    else joined.push([start, end])
+  }
+  let kept = joined.length * 2
   for (let i = 0; i < n; i++) kept += keep[i]!
-  const sizeType = l.size instanceof Uint32Array ? Uint32Array : Float64Array
+  const sizeType = l.size instanceof Uint32Array && joined.every(([s, e]) => e - s <= 0xffffffff) ? Uint32Array : Float64Array
   const requestedType = l.requested instanceof Uint32Array ? Uint32Array : Float64Array
   const out: LayoutOnEvents = {
     op: new Uint8Array(kept),
@@ -527,7 +586,17 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
     event: new Uint32Array(kept),
   }
   const outHalves = new Uint32Array(out.address.buffer, 0, kept * 2)
-  for (let i = 0, j = 0; i < n; i++) {
+  let j = 0
+  for (const [start, end] of joined)
+    for (const op of [LayoutOp.regionReserve, LayoutOp.regionRelease]) {
+      out.op[j] = op
+      outHalves[2 * j] = start % 4294967296
+      outHalves[2 * j + 1] = Math.floor(start / 4294967296)
+      out.size[j] = end - start
+      out.stream[j] = 0xffffffff
+      j++
+    }
+  for (let i = 0; i < n; i++) {
     if (keep[i] === 0) continue
     out.op[j] = ops[i]!
     outHalves[2 * j] = halves[2 * i]!
