@@ -168,8 +168,8 @@ Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
   return o;
 }
 
-// Converts one result and lets go of its C++ columns as it goes, so that the peak memory is one
-// copy of the largest result, not two of all.
+// Converts one result, its C++ columns moving into the arrays (or, where they must be copied,
+// let go of as it goes, so that the peak memory is one copy of the largest result, not two of all).
 Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("label", Napi::String::New(env, r.label));
@@ -179,8 +179,7 @@ Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
   o.Set("params", params);
 
   auto take = [&](Napi::Object into, const char* name, auto& column) {
-    into.Set(name, typed_array(env, column));
-    std::remove_reference_t<decltype(column)>().swap(column);
+    into.Set(name, moved_typed_array(env, column));
   };
   Napi::Object layout = Napi::Object::New(env);
   take(layout, "op", r.layout.op);
