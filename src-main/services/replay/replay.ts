@@ -133,13 +133,6 @@ const COLUMN_TYPES = [
   ['time', Float64Array, 'Float64Array'],
 ] as const
 
-/**
- * Column sets checkTrace passed, by their kind column: a trace replayed again (the app's first map,
- * then its other strategies; the what-if lab's hundreds of replays) is not read value by value
- * again unless a column was replaced. Columns are not written once a trace is open.
- */
-const checkedColumns = new WeakMap<Uint8Array, readonly unknown[]>()
-
 /** The columns replay reads, checked value by value (the native side trusts them). */
 function checkTrace(trace: unknown): RequestTrace {
   if (typeof trace !== 'object' || trace === null || !isPlainObject((trace as RequestTrace).events))
@@ -153,9 +146,6 @@ function checkTrace(trace: unknown): RequestTrace {
     const length = (events[name] as Uint8Array).length
     if (length !== n) throw badArgument('range', `trace.events.${name} has ${length} entries, trace.events.kind has ${n}: every column needs one per event`)
   }
-  const columns = [id, size, time, events['stream'], events['pool']]
-  const checked = checkedColumns.get(kind)
-  if (checked && checked.every((c, i) => c === columns[i])) return trace as RequestTrace
   for (let i = 0; i < n; i++) {
     const k = kind[i]!
     if (k > EventKind.trim) throw badArgument('range', `trace.events.kind[${i}] must be 0 (alloc), 1 (free), 2 (marker), 3 (oom) or 4 (trim), got ${k}`)
@@ -173,7 +163,6 @@ function checkTrace(trace: unknown): RequestTrace {
     if (pool.length !== n)
       throw badArgument('range', `trace.events.pool has ${pool.length} entries, trace.events.kind has ${n}: every column needs one per event`)
   }
-  checkedColumns.set(kind, columns)
   return trace as RequestTrace
 }
 
