@@ -227,6 +227,11 @@ export interface ReplayOptions {
    * the targets interleave.
    */
   threads?: number
+  /**
+   * With layout: also cut each target's layout to what its map shows after this request event, or
+   * 'peak' each target's own reserved peak (ReplayResult.preview; src-shared/wire.ts, cutAt).
+   */
+  previewAt?: number | 'peak'
   /** Asked at each progress report (on the JS thread); true stops the replay with CANCELLED. */
   shouldCancel?: () => boolean
 }
@@ -341,6 +346,19 @@ export interface ReplayResult {
   buckets: ReplayBuckets
   full?: ReplayFullMetrics
   summary: ReplaySummary
+  /** ReplayOptions.previewAt's cut, made in the target's thread; absent where the layout has no regions. */
+  preview?: ReplayPreview
+}
+
+/**
+ * A layout cut at request `event`: the layout events kept (ascending), and the joined ranges of
+ * the regions not present then, which stand in for their events (src-shared/wire.ts, LayoutCut).
+ */
+export interface ReplayPreview {
+  event: number
+  kept: Uint32Array
+  goneStart: BigUint64Array
+  goneEnd: BigUint64Array
 }
 
 export declare function strategies(): StrategyInfo[]

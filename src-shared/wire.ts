@@ -355,6 +355,8 @@ export interface StrategyToSend {
   layout: LayoutOnEvents
   /** The layout is cut to what the map shows after this request event (layoutAt): a preview, its history to follow. */
   previewAt?: number
+  /** The replay's own cut of the layout (ReplayOptions.previewAt), for previewOf. */
+  cut?: LayoutCut
 }
 
 /** A strategy as the bundle's metadata lists it. */
@@ -442,6 +444,18 @@ export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT
 }
 
 /**
+ * A layout cut at request event `at` (layoutAt): the indices of the layout events kept, ascending,
+ * and the joined ranges (ascending) of the regions not present then, which stand in for their
+ * events. The native replay makes the same cut in each target's thread (ReplayOptions.previewAt).
+ */
+export interface LayoutCut {
+  event: number
+  kept: Uint32Array
+  goneStart: BigUint64Array
+  goneEnd: BigUint64Array
+}
+
+/**
  * A strategy's layout cut to what its map shows after request event `at`: every region event (the
  * map's address space stays the whole one), failure, reset and trim, and the events of the blocks
  * present after `at` (allocated at or before it, not yet freed). The model built from the cut
@@ -453,6 +467,12 @@ export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT
  * with no regions (their address space is made from every block).
  */
 export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutOnEvents | undefined {
+  const cut = cutAt(l, at, reuse)
+  return cut && cutLayout(l, cut)
+}
+
+/** Which events layoutAt keeps, and the ranges that stand in for the regions it leaves out. */
+export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCut | undefined {
   if (reuse !== 'any') return undefined
   const n = l.op.length
   const ops = l.op
@@ -573,9 +593,19 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
     if (last && start <= last[1]) last[1] = Math.max(last[1], end)
     else joined.push([start, end])
   }
-  let kept = joined.length * 2
+  let kept = 0
   for (let i = 0; i < n; i++) kept += keep[i]!
-  const sizeType = l.size instanceof Uint32Array && joined.every(([s, e]) => e - s <= 0xffffffff) ? Uint32Array : Float64Array
+  const indices = new Uint32Array(kept)
+  for (let i = 0, j = 0; i < n; i++) if (keep[i] !== 0) indices[j++] = i
+  return { event: at, kept: indices, goneStart: BigUint64Array.from(joined, ([s]) => BigInt(s)), goneEnd: BigUint64Array.from(joined, ([, e]) => BigInt(e)) }
+}
+
+/** The layout of a cut (cutAt, or the native replay's): the stand-in regions at event 0, then the events kept. */
+export function cutLayout(l: LayoutOnEvents, cut: LayoutCut): LayoutOnEvents {
+  const stand = cut.goneStart.length
+  const kept = cut.kept.length + stand * 2
+  const widths = Array.from(cut.goneStart, (s, k) => Number(cut.goneEnd[k]! - s))
+  const sizeType = l.size instanceof Uint32Array && widths.every((w) => w <= 0xffffffff) ? Uint32Array : Float64Array
   const requestedType = l.requested instanceof Uint32Array ? Uint32Array : Float64Array
   const out: LayoutOnEvents = {
     op: new Uint8Array(kept),
@@ -585,35 +615,39 @@ export function layoutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): Layou
     stream: new Uint32Array(kept),
     event: new Uint32Array(kept),
   }
-  const outHalves = new Uint32Array(out.address.buffer, 0, kept * 2)
   let j = 0
-  for (const [start, end] of joined)
+  for (let k = 0; k < stand; k++)
     for (const op of [LayoutOp.regionReserve, LayoutOp.regionRelease]) {
       out.op[j] = op
-      outHalves[2 * j] = start % 4294967296
-      outHalves[2 * j + 1] = Math.floor(start / 4294967296)
-      out.size[j] = end - start
+      out.address[j] = cut.goneStart[k]!
+      out.size[j] = widths[k]!
       out.stream[j] = 0xffffffff
       j++
     }
-  for (let i = 0; i < n; i++) {
-    if (keep[i] === 0) continue
-    out.op[j] = ops[i]!
+  const halves = new Uint32Array(l.address.buffer, l.address.byteOffset, l.op.length * 2)
+  const outHalves = new Uint32Array(out.address.buffer, 0, kept * 2)
+  for (const i of cut.kept) {
+    out.op[j] = l.op[i]!
     outHalves[2 * j] = halves[2 * i]!
     outHalves[2 * j + 1] = halves[2 * i + 1]!
     out.size[j] = l.size[i]!
     out.requested[j] = l.requested[i]!
     out.stream[j] = l.stream[i]!
-    out.event[j] = events[i]!
+    out.event[j] = l.event[i]!
     j++
   }
   return out
 }
 
-/** A strategy to send as its preview at request event `at` (layoutAt), or as it is where it cannot be cut. */
+/**
+ * A strategy to send as its preview at request event `at` (layoutAt; the replay's own cut where it
+ * made one there), or as it is where it cannot be cut.
+ */
 export function previewOf(s: StrategyToSend, at: number): StrategyToSend {
-  const layout = layoutAt(s.layout, at, reuseKindOf(s.strategy, s.params))
-  return layout ? { ...s, layout, previewAt: at } : s
+  const reuse = reuseKindOf(s.strategy, s.params)
+  const { cut: made, ...rest } = s
+  const cut = made?.event === at && reuse === 'any' ? made : cutAt(s.layout, at, reuse)
+  return cut ? { ...rest, layout: cutLayout(s.layout, cut), previewAt: at } : rest
 }
 
 /**

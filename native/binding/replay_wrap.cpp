@@ -114,6 +114,12 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.threads = to_uint64_or(v.Get("threads"), "options.threads", o.threads);
   o.fragmentation = flag("fragmentation", "options.fragmentation", o.fragmentation);
   o.stop_at_failure = flag("stopAtFailure", "options.stopAtFailure", o.stop_at_failure);
+  // previewAt: a request event, or 'peak' (each target's own reserved peak).
+  Napi::Value preview = v.Get("previewAt");
+  if (preview.IsString() && preview.As<Napi::String>().Utf8Value() == "peak")
+    o.preview_at_peak = true;
+  else if (!preview.IsUndefined())
+    o.preview_at = to_uint64_or(preview, "options.previewAt", o.preview_at);
   Napi::Value cancel = v.Get("shouldCancel");
   if (!cancel.IsUndefined()) {
     if (!cancel.IsFunction())
@@ -190,6 +196,14 @@ Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
   take(layout, "aux", r.layout.aux);
   take(layout, "event", r.layout.event);
   o.Set("layout", layout);
+  if (r.preview.event != replay_no_preview) {
+    Napi::Object preview = Napi::Object::New(env);
+    preview.Set("event", to_number(env, r.preview.event));
+    take(preview, "kept", r.preview.kept);
+    take(preview, "goneStart", r.preview.gone_start);
+    take(preview, "goneEnd", r.preview.gone_end);
+    o.Set("preview", preview);
+  }
 
   replay_buckets& b = r.buckets;
   Napi::Object buckets = Napi::Object::New(env);

@@ -547,6 +547,8 @@ export class AppSession {
                 layout: true,
                 // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.
                 structureEvents: false,
+                // Each target's preview cut in its own thread (previewOf below takes it).
+                ...(request.previewAt !== undefined && { previewAt: request.previewAt }),
                 signal: job.controller.signal,
                 onProgress: (p) => {
                   // Several strategies replay side by side: the phase names them all.

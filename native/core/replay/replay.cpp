@@ -502,6 +502,11 @@ class target_replay {
     }
     alloc_.set_tracer(nullptr);
     finish(s.stopped_at_failure ? i + 1 : n);
+    if (options_.layout && (options_.preview_at_peak || options_.preview_at < n)) {
+      check_cancel_();
+      r_.preview = cut_layout(
+          r_.layout, options_.preview_at_peak ? s.peak_reserved_event : options_.preview_at);
+    }
     if (progress) progress({target_index, target_count, n, n});
     s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
                     .count();

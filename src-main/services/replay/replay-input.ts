@@ -274,6 +274,7 @@ export function replayedOnEvents(result: ReplayResult): StrategyToSend {
       deviceCalls: b.deviceCalls,
     },
     layout: result.layout,
+    ...(result.preview && { cut: result.preview }),
   }
 }
 

@@ -80,6 +80,12 @@ export interface ReplayOptions {
   fragmentation?: boolean
   /** End each target's replay at its first failed allocation (default false); summary.stoppedAtFailure says so. For a search over caps. */
   stopAtFailure?: boolean
+  /**
+   * With layout: also cut each target's layout to what its map shows after this request event, or
+   * 'peak' each target's own reserved peak, in the target's thread (ReplayResult.preview;
+   * src-shared/wire.ts, cutAt).
+   */
+  previewAt?: number | 'peak'
   /** Called every 65536 events of each target and at each target's end. */
   onProgress?: (progress: ReplayProgressInfo) => void
   /** Aborting stops the replay: the promise rejects with code CANCELLED and no results. */
@@ -97,6 +103,7 @@ const OPTION_NAMES = [
   'peakWalkBudgetPerEvent',
   'fragmentation',
   'stopAtFailure',
+  'previewAt',
   'onProgress',
   'signal',
 ] as const
@@ -243,6 +250,7 @@ function checkOptions(options: unknown): ReplayOptions {
   for (const name of ['buckets', 'walkBudgetPerEvent', 'peakWalkBudgetPerEvent'] as const)
     if (o[name] !== undefined) checkCount(`options.${name}`, o[name], false)
   if (o.buckets !== undefined && (o.buckets < 1 || o.buckets > 2 ** 24)) throw badArgument('range', `options.buckets must be from 1 to 2^24, got ${o.buckets}`)
+  if (o.previewAt !== undefined && o.previewAt !== 'peak') checkCount('options.previewAt', o.previewAt, false)
   if (o.onProgress !== undefined && typeof o.onProgress !== 'function')
     throw badArgument('type', `options.onProgress must be a function, got ${describe(o.onProgress)}`)
   if (o.signal !== undefined && !(o.signal instanceof AbortSignal))
@@ -289,6 +297,7 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   if (o.peakWalkBudgetPerEvent !== undefined) native.peakWalkBudgetPerEvent = o.peakWalkBudgetPerEvent
   if (o.fragmentation !== undefined) native.fragmentation = o.fragmentation
   if (o.stopAtFailure !== undefined) native.stopAtFailure = o.stopAtFailure
+  if (o.previewAt !== undefined) native.previewAt = o.previewAt
   if (signal) native.shouldCancel = () => signal.aborted
   const { onProgress } = o
   // Targets replay side by side (the native replay's threads), their reports interleaved: the

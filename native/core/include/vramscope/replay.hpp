@@ -69,6 +69,8 @@ struct request_column_vectors {
 // Layout columns carry the index back (replay_no_stream where the event has no stream).
 constexpr stream_t replay_stream(std::uint32_t index) noexcept { return stream_t{index} + 1; }
 constexpr std::uint32_t replay_no_stream = 0xFFFFFFFFu;
+// replay_options::preview_at and replay_preview::event where there is none.
+constexpr std::uint64_t replay_no_preview = ~std::uint64_t{0};
 
 struct replay_target {
   std::string label;  // unique name in the results: "caching (pytorch)"
@@ -120,6 +122,10 @@ struct replay_options {
   // replay, as it would one after another. The progress callback is then called from several
   // threads, each call about its own target.
   std::size_t threads = 1;
+  // With layout: also cut each target's layout to what its map shows after one request event
+  // (replay_preview): `preview_at`, or with preview_at_peak each target's own reserved peak.
+  std::uint64_t preview_at = replay_no_preview;
+  bool preview_at_peak = false;
 };
 
 // What the strategy did, as columns (the tracer's trace_event, tracer.hpp), with the index of the
@@ -190,11 +196,28 @@ struct replay_summary {
   double events_per_second = 0;
 };
 
+// A layout cut to what a map shows after request event `event` (the app draws it before the
+// whole layout has crossed; docs/architecture.md, "The opening view"): the indices of the layout
+// events kept, ascending (every region, failure, reset and trim event, and the events of the blocks
+// present after `event`), and where the layout releases regions, only the regions present then
+// keep their events: the ranges of the others, joined, ascending, stand in for them. The same cut
+// as the JavaScript reference (src-shared/wire.ts, cutAt), made in the target's thread.
+struct replay_preview {
+  std::uint64_t event = replay_no_preview;  // replay_no_preview: none (no regions to draw from)
+  std::vector<std::uint32_t> kept;
+  std::vector<std::uint64_t> gone_start, gone_end;
+};
+
+// The cut of `layout` at request event `at`; event stays replay_no_preview where the layout has no
+// regions (a map's address space is then made from every block).
+replay_preview cut_layout(const replay_layout& layout, std::uint64_t at);
+
 struct replay_result {
   std::string label;
   std::string strategy;
   params parameters;
   replay_layout layout;
+  replay_preview preview;  // replay_options::preview_at or preview_at_peak
   replay_buckets buckets;
   replay_full_metrics full;  // empty unless full_metrics
   replay_summary summary;

@@ -13,7 +13,7 @@ import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
 import { recordedOnEvents, replayedOnEvents } from '../../../../src-main/services/replay/replay-input.ts'
 import { LayoutOp, reuseKindOf } from '../../../../src-shared/layout.ts'
-import { layoutAt, packReplay, previewOf, type StrategyToSend } from '../../../../src-shared/wire.ts'
+import { cutAt, layoutAt, packReplay, previewOf, type StrategyToSend } from '../../../../src-shared/wire.ts'
 import { decodeReplay } from '../../../../src-renderer/viz/data.ts'
 import { blocksPresentAt, figuresAt, fragmentationAt, regionsPresentAt, type StrategyModel } from '../../../../src-renderer/viz/model.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
@@ -61,7 +61,8 @@ describe('a map before its history: the layout cut at an event', async () => {
       for (const at of [0, Math.floor(events / 3), Number.isInteger(peak) && peak! >= 0 ? peak! : events >> 1, events - 1]) {
         const preview = previewOf(s, at)
         if (reuseKindOf(s.strategy, s.params) !== 'any') {
-          assert.equal(preview, s, `${s.name}: a bump allocator travels whole`)
+          assert.equal(preview.previewAt, undefined, `${s.name}: a bump allocator travels whole`)
+          assert.equal(preview.layout, s.layout)
           continue
         }
         assert.equal(preview.previewAt, at, s.name)
@@ -82,6 +83,31 @@ describe('a map before its history: the layout cut at an event', async () => {
       }
     }
     assert.ok(cuts >= 20, `${cuts} cuts checked`)
+  })
+
+  it("the native replay's own cut, in each target's thread, is the reference cut, at an event and at each target's peak", async () => {
+    const plain = (c: { event: number; kept: Uint32Array; goneStart: BigUint64Array; goneEnd: BigUint64Array } | undefined) =>
+      c && { event: c.event, kept: [...c.kept], goneStart: [...c.goneStart], goneEnd: [...c.goneEnd] }
+    let compared = 0
+    for (const previewAt of [Math.floor(events / 3), events - 1, 'peak'] as const) {
+      const cut = await replayTrace(input.trace, targets, { layout: true, structureEvents: false, previewAt })
+      for (const r of cut) {
+        const at = previewAt === 'peak' ? r.summary.peakReservedEvent : previewAt
+        assert.ok(r.preview, `${r.label}: a cut at ${previewAt}`)
+        assert.deepEqual(plain(r.preview), plain(cutAt(r.layout, at, 'any')), `${r.label} at ${previewAt}`)
+        compared++
+        // The send path takes the native cut: the same preview as the reference cut's.
+        const sent = replayedOnEvents(r)
+        assert.ok(sent.cut)
+        if (reuseKindOf(r.strategy, r.params) === 'any')
+          assert.deepEqual(previewOf(sent, at).layout, layoutAt({ ...sent.layout }, at, 'any'), `${r.label}: its preview at ${at}`)
+      }
+    }
+    assert.ok(compared >= 3 * targets.length)
+    // A layout with no regions has no cut; an event past the last makes none.
+    const none = await replayTrace(input.trace, targets.slice(0, 1), { layout: true, previewAt: events })
+    assert.equal(none[0]!.preview, undefined)
+    await assert.rejects(replayTrace(input.trace, targets.slice(0, 1), { previewAt: -1 } as never), /options\.previewAt/)
   })
 
   it('a cut holds far fewer events than the whole where blocks came and went', () => {
