@@ -19,7 +19,7 @@ import { parseStrategySpecs } from '../../../../src-main/services/replay/strateg
 import { decodeReplay } from '../../../../src-renderer/viz/data.ts'
 import { rasterize, rgba, type MapPalette } from '../../../../src-renderer/viz/draw.ts'
 import { addressOf, linearOf, placeModel, wholeView, zoomView } from '../../../../src-renderer/viz/layout.ts'
-import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op } from '../../../../src-renderer/viz/model.ts'
+import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op, stateChanges } from '../../../../src-renderer/viz/model.ts'
 import { requestedSeries } from '../../../../src-shared/requested.ts'
 import { strategiesNamed } from '../../../../src-renderer/viz/strategy-count.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
@@ -349,5 +349,68 @@ describe('map panes held while replays run', () => {
       'caching:preset=pytorch , buddy:min_block=512',
     ])
       assert.equal(strategiesNamed(spec, known), parseStrategySpecs([spec]).length, spec)
+  })
+})
+
+describe('state changes (blocks turned pending or dead), in event order', () => {
+  it('equal a comparison sort by event then block, on random layouts with pending frees and bump allocators', () => {
+    let seed = 5
+    let checked = 0
+    const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296
+    for (const reuse of ['any', 'bump', 'bump-lifo'] as const)
+      for (let round = 0; round < 20; round++) {
+        const ops: number[] = [Op.regionReserve]
+        const addresses: bigint[] = [0x100000n]
+        const sizes: number[] = [1 << 20]
+        const events: number[] = [0]
+        const open: bigint[] = []
+        let next = 0x100000n
+        let event = 0
+        for (let i = 0; i < 400; i++) {
+          event += rand() < 0.5 ? 0 : 1 + Math.floor(rand() * 3)
+          const r = rand()
+          if (r < 0.45 || open.length === 0) {
+            ops.push(Op.alloc)
+            addresses.push(next)
+            open.push(next)
+            next += 256n
+          } else if (r < 0.7) {
+            const a = open[Math.floor(rand() * open.length)]!
+            ops.push(Op.freePending)
+            addresses.push(a)
+          } else {
+            const a = open.splice(Math.floor(rand() * open.length), 1)[0]!
+            ops.push(rand() < 0.5 ? Op.free : Op.freeCompleted)
+            addresses.push(a)
+          }
+          sizes.push(256)
+          events.push(event)
+        }
+        const n = ops.length
+        const model = buildStrategyModel(
+          {
+            op: Uint8Array.from(ops),
+            address: BigUint64Array.from(addresses),
+            size: Float64Array.from(sizes),
+            requested: Float64Array.from(sizes),
+            stream: new Uint32Array(n),
+            event: Uint32Array.from(events),
+          },
+          reuse,
+        )
+        const b = model.blocks
+        const expected: [number, number][] = []
+        for (let k = 0; k < b.count; k++)
+          for (const at of [b.pendingFrom[k]!, b.deadFrom[k]!]) if (at !== NEVER && at > b.from[k]! && at < b.to[k]!) expected.push([at, k])
+        expected.sort((x, y) => x[0] - y[0] || x[1] - y[1])
+        const got = stateChanges(model)
+        assert.deepEqual(
+          [...got.event].map((e, i) => [e, got.block[i]]),
+          expected,
+          `${reuse}, round ${round}`,
+        )
+        checked += expected.length
+      }
+    assert.ok(checked > 500, `${checked} state changes checked`)
   })
 })
