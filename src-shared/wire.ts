@@ -456,9 +456,10 @@ export interface LayoutCut {
 }
 
 /**
- * A strategy's layout cut to what its map shows after request event `at`: every region event (the
- * map's address space stays the whole one), failure, reset and trim, and the events of the blocks
- * present after `at` (allocated at or before it, not yet freed). The model built from the cut
+ * A strategy's layout cut to what its map shows after request event `at`: every region event (or,
+ * where regions are released, those of the regions present then and joined stand-ins for the rest:
+ * the map's address space stays the whole one), failure, reset and trim, and the events of the
+ * blocks present after `at` (allocated at or before it, not yet freed). The model built from the cut
  * (src-renderer/viz/model.ts) holds exactly the full model's records present at `at`, each with
  * its whole interval, so the map and its figures at `at` are the full ones; at any other event they
  * are not. A few kilobytes to a few megabytes where the whole layout is tens: a map drawn before
@@ -478,6 +479,8 @@ export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCu
   const ops = l.op
   const events = l.event
   const halves = new Uint32Array(l.address.buffer, l.address.byteOffset, n * 2)
+  const addressAt = (i: number) => halves[2 * i]! + halves[2 * i + 1]! * 4294967296
+  const hashAt = (i: number) => hashOf(halves[2 * i]!, halves[2 * i + 1]!)
   const keep = new Uint8Array(n)
   // Open blocks as the model's builder reads them: by address, the index of their alloc; the
   // first pending free of each open alloc plus one (by alloc index; 0: none, so the column needs
@@ -506,10 +509,8 @@ export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCu
       keep[reserve] = 1
       if (release >= 0) keep[release] = 1
     } else {
-      const low = halves[2 * reserve]!
-      const high = halves[2 * reserve + 1]!
-      const start = low + high * 4294967296
-      const hash = hashOf(low, high)
+      const start = addressAt(reserve)
+      const hash = hashAt(reserve)
       const before = gone.get(start, hash)
       if (before < 0 || l.size[before]! < l.size[reserve]!) gone.set(start, hash, reserve)
     }
@@ -517,10 +518,8 @@ export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCu
   for (let i = 0; i < n; i++) {
     const op = ops[i]!
     if (op === LayoutOp.alloc || op === LayoutOp.free || op === LayoutOp.freeCompleted || op === LayoutOp.freePending) {
-      const low = halves[2 * i]!
-      const high = halves[2 * i + 1]!
-      const address = low + high * 4294967296
-      const hash = hashOf(low, high)
+      const address = addressAt(i)
+      const hash = hashAt(i)
       const alloc = open.get(address, hash)
       if (op === LayoutOp.alloc) {
         // A second alloc at an open address leaves the first open for good (the builder's rule).
@@ -547,20 +546,16 @@ export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCu
       case LayoutOp.regionReserve:
         regions = true
         if (releases) {
-          const low = halves[2 * i]!
-          const high = halves[2 * i + 1]!
-          const address = low + high * 4294967296
-          const hash = hashOf(low, high)
+          const address = addressAt(i)
+          const hash = hashAt(i)
           const before = openRegions.get(address, hash)
           if (before >= 0) regionEnded(before, -1, Infinity)
           openRegions.set(address, hash, i)
         } else keep[i] = 1
         break
       case LayoutOp.regionRelease: {
-        const low = halves[2 * i]!
-        const high = halves[2 * i + 1]!
-        const address = low + high * 4294967296
-        const hash = hashOf(low, high)
+        const address = addressAt(i)
+        const hash = hashAt(i)
         const reserve = openRegions.get(address, hash)
         if (reserve >= 0) {
           regionEnded(reserve, i, events[i]!)
@@ -582,10 +577,7 @@ export function cutAt(l: LayoutOnEvents, at: number, reuse: ReuseKind): LayoutCu
   openRegions.forEachValue((reserve) => regionEnded(reserve, -1, Infinity))
   // The ranges of regions not present at `at`, sorted and joined where they touch or overlap.
   const ranges: [number, number][] = []
-  gone.forEachValue((k) => {
-    const start = halves[2 * k]! + halves[2 * k + 1]! * 4294967296
-    ranges.push([start, start + l.size[k]!])
-  })
+  gone.forEachValue((k) => ranges.push([addressAt(k), addressAt(k) + l.size[k]!]))
   ranges.sort((a, b) => a[0] - b[0])
   const joined: [number, number][] = []
   for (const [start, end] of ranges) {

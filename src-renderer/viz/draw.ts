@@ -3,7 +3,7 @@
 // Synchronous and allocation-free per frame: a frame is a pass over the records with typed-array
 // fills, so 100k live blocks draw in a few milliseconds with or without a GPU.
 import { endedWithin, upperBound } from './interval-index.ts'
-import { blocksPresentAt, changesBetween, MAX_STEPPED_CHANGES, NEVER, RegionKind, regionsPresentAt, stateChanges, type StrategyModel } from './model.ts'
+import { blocksPresentAt, changesBetween, MAX_STEPPED_CHANGES, NEVER, RegionKind, regionsPresentAt, type StrategyModel } from './model.ts'
 import type { MapView, PlacedModel } from './layout.ts'
 
 /** Colours as 0xAABBGGRR words (ImageData byte order on little-endian machines). */
@@ -398,7 +398,7 @@ export class MapRaster {
       base[p] = this.darken && p === this.s0 ? this.edge : p < this.colorEnd ? this.color : this.palette!.waste
     }
     // Turned pending or dead: their own pixels in their new colour.
-    const states = stateChanges(model)
+    const states = model.stateChanges
     for (let i = changes.states[0]; i < changes.states[1]; i++) {
       const k = states.block[i]!
       if (from[k]! > e1 || to[k]! <= e || this.spanOf(k) < 0) continue

@@ -39,11 +39,12 @@ export function upperBound(sorted: Uint32Array, length: number, value: number): 
 }
 
 /**
- * The counting sort's buckets, one per event: kept from one index to the next and zeroed, since a
- * first touch of new memory costs far more than the sort itself (docs/benchmarks.md).
+ * A counting sort's buckets, one per event, zeroed: kept from one sort to the next (the index's,
+ * a model's state changes), since a first touch of new memory costs far more than the sort itself
+ * (docs/benchmarks.md). Valid until the next call.
  */
 let buckets = new Uint32Array(0)
-function bucketScratch(n: number): Uint32Array {
+export function bucketScratch(n: number): Uint32Array {
   if (buckets.length < n) buckets = new Uint32Array(Math.max(n, buckets.length * 2))
   const out = buckets.subarray(0, n)
   out.fill(0)

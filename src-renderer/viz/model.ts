@@ -8,7 +8,7 @@ import { LayoutOp as Op, type ReuseKind } from '../../src-shared/layout.ts'
 export { reuseKindOf, type ReuseKind } from '../../src-shared/layout.ts'
 import { AddressTable, hashOf, hashOfWord } from '../../src-shared/address-table.ts'
 import { carriesSize, sentLayout, type AddressWords, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
-import { aliveAt, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
+import { aliveAt, bucketScratch, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
 export { Op }
@@ -70,10 +70,10 @@ export interface StrategyModel {
   blockIndex?: IntervalIndex | null
   regionIndex?: IntervalIndex | null
   /**
-   * The blocks that turn pending or dead while present, in event order (stateChanges), made with
-   * the model in the decode worker: on the page's thread they held its first scrub forward.
+   * The blocks that turn pending or dead while present, in event order, made with the model in
+   * the decode worker: on the page's thread they held its first scrub forward.
    */
-  stateChanges?: StateChanges
+  stateChanges: StateChanges
 }
 
 function growF64(a: Float64Array, n: number): Float64Array {
@@ -445,15 +445,6 @@ export interface StateChanges {
   event: Uint32Array
   block: Uint32Array
 }
-const stateChangesOf = new WeakMap<StrategyModel, StateChanges>()
-
-export function stateChanges(model: StrategyModel): StateChanges {
-  if (model.stateChanges) return model.stateChanges
-  let changes = stateChangesOf.get(model)
-  if (!changes) stateChangesOf.set(model, (changes = blockStateChanges(model.blocks)))
-  return changes
-}
-
 /** The blocks that turn pending or dead while present, in event order (blocks ascending within an event). */
 function blockStateChanges(b: BlockRecords): StateChanges {
   const { from, to, pendingFrom, deadFrom } = b
@@ -475,8 +466,8 @@ function blockStateChanges(b: BlockRecords): StateChanges {
   const event = new Uint32Array(n)
   const block = new Uint32Array(n)
   if (n > 0) {
-    // starts[e]: where event e's entries begin.
-    const starts = new Uint32Array(last + 2)
+    // starts[e]: where event e's entries begin (zeroed scratch, as the interval index's buckets).
+    const starts = bucketScratch(last + 2)
     const place = (at: number, k: number) => {
       const i = starts[at]!++
       event[i] = at
@@ -507,7 +498,7 @@ export interface BlockChanges {
   ended: [number, number]
   /** Placed in (e1, e2]: blocks placed[0] .. placed[1] (indexed records are in `from` order). */
   placed: [number, number]
-  /** Turned pending or dead in (e1, e2]: entries states[0] .. states[1] of stateChanges(model). */
+  /** Turned pending or dead in (e1, e2]: entries states[0] .. states[1] of model.stateChanges. */
   states: [number, number]
   /** How many entries the three ranges hold. */
   count: number
@@ -518,7 +509,7 @@ export function changesBetween(model: StrategyModel, e1: number, e2: number): Bl
   const index = model.blockIndex
   if (!index) return null
   const b = model.blocks
-  const changes = stateChanges(model)
+  const changes = model.stateChanges
   const ended = endedWithin(index, e1, e2)
   const placed: [number, number] = [upperBound(b.from, b.count, e1), upperBound(b.from, b.count, e2)]
   const states: [number, number] = [upperBound(changes.event, changes.event.length, e1), upperBound(changes.event, changes.event.length, e2)]
@@ -554,7 +545,7 @@ function advanceFigures(model: StrategyModel, before: StateFigures, e1: number, 
   }
   for (let k = c.placed[0]; k < c.placed[1]; k++) if (b.to[k]! > e) add(k, e, 1)
   // A block that changed state twice in the step is counted once.
-  const changed = stateChanges(model).block
+  const changed = model.stateChanges.block
   const seen = new Set<number>()
   for (let i = c.states[0]; i < c.states[1]; i++) {
     const k = changed[i]!

@@ -19,7 +19,7 @@ import { parseStrategySpecs } from '../../../../src-main/services/replay/strateg
 import { decodeReplay } from '../../../../src-renderer/viz/data.ts'
 import { rasterize, rgba, type MapPalette } from '../../../../src-renderer/viz/draw.ts'
 import { addressOf, linearOf, placeModel, wholeView, zoomView } from '../../../../src-renderer/viz/layout.ts'
-import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op, stateChanges } from '../../../../src-renderer/viz/model.ts'
+import { buildStrategyModel, figuresAt, fragmentationAt, NEVER, Op } from '../../../../src-renderer/viz/model.ts'
 import { requestedSeries } from '../../../../src-shared/requested.ts'
 import { strategiesNamed } from '../../../../src-renderer/viz/strategy-count.ts'
 import { strategyConfigs } from '../../services/replay/strategy-configs.ts'
@@ -403,7 +403,7 @@ describe('state changes (blocks turned pending or dead), in event order', () => 
         for (let k = 0; k < b.count; k++)
           for (const at of [b.pendingFrom[k]!, b.deadFrom[k]!]) if (at !== NEVER && at > b.from[k]! && at < b.to[k]!) expected.push([at, k])
         expected.sort((x, y) => x[0] - y[0] || x[1] - y[1])
-        const got = stateChanges(model)
+        const got = model.stateChanges
         assert.deepEqual(
           [...got.event].map((e, i) => [e, got.block[i]]),
           expected,
