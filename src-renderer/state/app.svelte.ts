@@ -134,6 +134,8 @@ export class AppState {
   mapViews = $derived(this.shownPreviews.length === 0 ? this.strategies : [...this.strategies, ...this.shownPreviews])
   /** Maps not drawn yet, replaying (on the host) or decoding: their panes show progress until they land. */
   pendingMaps = $state(0)
+  /** Every map of the open trace, drawn or to come. */
+  mapCount = $derived(this.mapsDrawn + this.pendingMaps)
   /** Strategies to replay, in the CLI's syntax. */
   strategySpec = $state('')
   cap = $state('')
