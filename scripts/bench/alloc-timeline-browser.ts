@@ -67,8 +67,8 @@ try {
   // every map is in and the page is idle.
   const loading = await zoomAndPan()
   await poll(() => {
-    const app = (globalThis as unknown as { vramscopeApp: { job: unknown; pendingMaps: number; strategies: unknown[] } }).vramscopeApp
-    return app.job === null && app.pendingMaps === 0 && app.strategies.length > 0 ? true : null
+    const app = (globalThis as unknown as { vramscopeApp: { job: unknown; pendingMaps: number; previews: unknown[]; strategies: unknown[] } }).vramscopeApp
+    return app.job === null && app.pendingMaps === 0 && app.previews.length === 0 && app.strategies.length > 0 ? true : null
   })
   const settled = await zoomAndPan()
   console.log(`allocation timeline in Chromium, ${inputs.millionEvents}, load ${loadavg()[0]!.toFixed(1)}`)
