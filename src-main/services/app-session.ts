@@ -21,6 +21,7 @@ import type {
   WhatifRequest,
   WorkloadChoice,
 } from '../../src-shared/contract.ts'
+import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
 import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
@@ -53,6 +54,8 @@ export const DEFAULT_STRATEGIES = 'caching:preset=pytorch,caching:preset=pow2,sl
 interface ReplayOutcome {
   bundle: () => Bundle
   preview?: Bundle
+  /** The event the preview cut a map at, where it cut one (not where every map was sent whole). */
+  cutAt?: number
 }
 
 /** The event a replay's first strategy peaked at (its reserved bytes); undefined for a recorded layout, whose summary counts layout events. */
@@ -159,6 +162,11 @@ export class AppSession {
    * this job instead of starting another.
    */
   private prefetched: { openJobId: string; claimed: boolean } | undefined
+  /**
+   * Replays started ahead of the page that opens the initial file (src-shared/opening.ts): the
+   * request a page will make, keyed (replayKey), until a page makes it and takes the job.
+   */
+  private readonly ahead = new Map<string, { jobId: string; traceId: string }>()
 
   constructor(private readonly options: SessionOptions) {
     if (options.initialFile !== undefined) {
@@ -341,13 +349,6 @@ export class AppSession {
     })
   }
 
-  /**
-   * Opens the file the host was started with ahead of the page's request: the web host calls this
-   * when a page with the token starts loading. Only the open: a replay started here as well ran
-   * while the page started and drew its first paint, and on two shared cores it slowed those more
-   * than it brought the first map forward (docs/benchmarks.md, Renderer). Does nothing without an
-   * initial file or while an earlier prefetch has not been taken by a page.
-   */
   /** The prefetched open's job, if one was started. */
   get prefetchedJob(): string | undefined {
     return this.prefetched?.openJobId
@@ -358,11 +359,70 @@ export class AppSession {
     return sessionHandlers(this, page)
   }
 
+  /**
+   * Opens the file the host was started with ahead of a page's request, and replays its first maps
+   * (replayAhead): `vramscope serve` calls this as it starts, and again when a page with the token
+   * starts loading. Does nothing without an initial file or while an earlier prefetch has not been
+   * taken by a page.
+   */
   prefetchInitial(): void {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)
     if (!entry || (this.prefetched && !this.prefetched.claimed)) return
-    this.prefetched = { openJobId: this.openPathJob(DEFAULT_PAGE, entry.path, entry.name).jobId, claimed: false }
+    const { jobId } = this.openPathJob(DEFAULT_PAGE, entry.path, entry.name)
+    this.prefetched = { openJobId: jobId, claimed: false }
+    void this.replayAhead(jobId)
+  }
+
+  /**
+   * Once the prefetched open is done, starts the replays a page will ask for (src-shared/opening.ts):
+   * the first map's, and when it cut a preview, the others' at that event. A page opened after
+   * they ran finds its maps ready (docs/benchmarks.md, "Maps replayed before the page asks"); one
+   * that asks for something else cancels them (takeAhead).
+   */
+  private async replayAhead(openJobId: string): Promise<void> {
+    const opened = this.jobs.get(openJobId)
+    await opened?.done
+    if (opened?.status.state !== 'done') return
+    const summary = opened.result as TraceSummary
+    const first = this.startAhead(firstReplay(summary, DEFAULT_STRATEGIES))
+    const job = first !== undefined ? this.jobs.get(first) : undefined
+    await job?.done
+    const at = job?.status.state === 'done' ? (job.result as ReplayOutcome).cutAt : undefined
+    if (at !== undefined && this.traces.has(summary.traceId)) this.startAhead(restReplay(summary, DEFAULT_STRATEGIES, at))
+  }
+
+  private startAhead(request: ReplayRequest): string | undefined {
+    try {
+      const { jobId } = this.replayJob(request, DEFAULT_PAGE)
+      this.ahead.set(replayKey(request), { jobId, traceId: request.traceId })
+      return jobId
+    } catch {
+      // The page's own request will fail the same way, and say why.
+      return undefined
+    }
+  }
+
+  /**
+   * The job started ahead for `request`, now the page's; any other started ahead for its trace is
+   * cancelled: the page asked for something else (other strategies, a moved playhead).
+   */
+  private takeAhead(request: ReplayRequest, page: string): string | undefined {
+    if (this.ahead.size === 0) return undefined
+    const key = replayKey(request)
+    const taken = this.ahead.get(key)
+    this.ahead.delete(key)
+    const job = taken && this.jobs.get(taken.jobId)
+    if (job && job.status.state !== 'cancelled') {
+      job.page = page
+      return taken.jobId
+    }
+    for (const [k, other] of this.ahead)
+      if (other.traceId === request.traceId) {
+        this.ahead.delete(k)
+        this.jobs.get(other.jobId)?.controller.abort(new Error('the page asked for another replay'))
+      }
+    return undefined
   }
 
   private openPathJob(page: string, path: string, shown: string): { jobId: string } {
@@ -503,7 +563,13 @@ export class AppSession {
 
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
   startReplay(request: ReplayRequest, page = DEFAULT_PAGE): { jobId: string } {
-    const { input } = this.trace(request?.traceId)
+    this.trace(request?.traceId)
+    const ahead = this.takeAhead(request, page)
+    return ahead !== undefined ? { jobId: ahead } : this.replayJob(request, page)
+  }
+
+  private replayJob(request: ReplayRequest, page: string): { jobId: string } {
+    const { input } = this.trace(request.traceId)
     let specs
     try {
       specs = parseStrategySpecs([String(request.strategies ?? '')], 'strategies')
@@ -561,9 +627,14 @@ export class AppSession {
         // The preview (each map cut to what it shows at one event, src-shared/wire.ts layoutAt) is
         // made now: it is asked for first. The whole bundle is packed when it is asked for.
         const at = request.previewAt === 'peak' ? replayedPeak(sent[0]) : request.previewAt
-        const preview = at !== undefined && at < input.trace.events.kind.length ? packReplay(sent.map((s) => previewOf(s, at))) : undefined
+        const cuts = at !== undefined && at < input.trace.events.kind.length ? sent.map((s) => previewOf(s, at)) : undefined
+        const preview = cuts && packReplay(cuts)
         let bundle: Bundle | undefined
-        return { bundle: () => (bundle ??= packReplay(sent)), ...(preview && { preview }) }
+        return {
+          bundle: () => (bundle ??= packReplay(sent)),
+          ...(preview && { preview }),
+          ...(cuts?.some((c) => c.previewAt !== undefined) && { cutAt: at }),
+        }
       },
       request.traceId,
     )

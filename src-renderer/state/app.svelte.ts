@@ -1,6 +1,7 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile, RecordRequest, TraceSummary } from '../../src-shared/contract.ts'
+import type { AppInfo, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
+import { firstCount, firstReplay, restReplay } from '../../src-shared/opening.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client, type FetchRequest } from '../api/client.ts'
 import { allocBands } from '../viz/alloc-timeline.ts'
@@ -101,11 +102,6 @@ export function readableSize(bytes: number): string {
   ] as const)
     if (bytes >= size && bytes % size === 0) return `${bytes / size}${unit}`
   return String(bytes)
-}
-
-/** Strategies the first replay job runs: none when recorded layouts can be drawn at once. */
-function firstCount(stored: readonly string[]): number {
-  return stored.length > 0 ? 0 : 1
 }
 
 export class AppState {
@@ -247,12 +243,10 @@ export class AppState {
       // Its maps are first fetched as a preview, each cut to what it shows at the opening event (a
       // recorded out-of-memory, else the first strategy's peak): kilobytes where the whole is
       // tens of megabytes, drawn before the whole crosses.
-      const firstJob = this.replayJob(
-        this.startReplay(summary.traceId, { first: 0, count: firstCount(summary.stored) }, true, summary.oom ? Math.min(summary.oom.event, last) : 'peak'),
-        (s) => {
-          if (this.opens === opened) this.job = s
-        },
-      )
+      // (A host started with this file builds the same requests, opening.ts, and may have run them already.)
+      const firstJob = this.replayJob(this.startReplay(firstReplay(summary, this.strategySpec)), (s) => {
+        if (this.opens === opened) this.job = s
+      })
       const firstPreview = firstJob.then((jobId) => this.fetchReplay(jobId, undefined, true))
       firstPreview.catch(() => {})
       // The trace this one replaces is of no more use, here or on the host.
@@ -296,7 +290,7 @@ export class AppState {
           this.showFirst(first)
           // The others replay on the host while the columns cross and decode here, their previews
           // cut at the event the first map opened at.
-          rest = this.startReplay(summary.traceId, { first: firstCount(summary.stored) }, false, this.event)
+          rest = this.startReplay(restReplay(summary, this.strategySpec, this.event))
           rest.catch(() => {})
         }
         // The first job is over (its progress was the last shown); the others' progress shows
@@ -339,22 +333,13 @@ export class AppState {
     return this.open(() => this.client.call('trace:openRecent', { key }))
   }
 
-  /** `previewAt`: the job also cuts its maps to what they show at that event (ReplayRequest.previewAt), fetched with fetchReplay's `preview`. */
-  private startReplay(
-    traceId: string,
-    targets: { first: number; count?: number },
-    includeStored: boolean,
-    previewAt?: number | 'peak',
-  ): Promise<{ jobId: string }> {
+  /** Starts a replay of `request` (its `previewAt`: ReplayRequest) under the cap set, with a what-if row's labels when its spec is the one replayed. */
+  private startReplay(request: ReplayRequest): Promise<{ jobId: string }> {
     return this.client.call('replay:start', {
-      traceId,
-      strategies: this.strategySpec,
+      ...request,
       ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
-      targets,
-      includeStored,
-      ...(previewAt !== undefined && { previewAt }),
       // A what-if row's spec is the configuration itself: PyTorch's defaults stay defaults.
-      ...(this.labelled?.spec === this.strategySpec && { labels: this.labelled.labels, recordedSettings: false }),
+      ...(this.labelled?.spec === request.strategies && { labels: this.labelled.labels, recordedSettings: false }),
     })
   }
 
@@ -416,7 +401,9 @@ export class AppState {
     const t0 = performance.now()
     try {
       const count = firstCount(trace.summary.stored)
-      const first = await (firstViews ?? this.replayResult(this.startReplay(trace.summary.traceId, { first: 0, count }, true)))
+      const traceId = trace.summary.traceId
+      const first = await (firstViews ??
+        this.replayResult(this.startReplay({ traceId, strategies: this.strategySpec, targets: { first: 0, count }, includeStored: true })))
       let decodeMs = this.decoder.lastMs
       this.showFirst(first)
       this.showBands()
@@ -426,7 +413,7 @@ export class AppState {
       const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
       // Their previews are cut at the playhead's event (where the first map opened, on an open).
       const rest = await this.replayResult(
-        restStarted ?? this.startReplay(trace.summary.traceId, { first: count }, false, this.event),
+        restStarted ?? this.startReplay({ traceId, strategies: this.strategySpec, targets: { first: count }, includeStored: false, previewAt: this.event }),
         undefined,
         others,
         first.length,

@@ -69,6 +69,9 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
   // The worker starts now rather than on the first page's first call, and its answer to app:info
   // is kept: the page asks for it first, while the worker is busy opening the file it prefetches.
   void session.warm().catch(() => {})
+  // The file named here is opened and its first maps replayed now, before a page asks: by the time
+  // one is opened, its first map is ready to draw (AppSession.prefetchInitial).
+  session.prefetchInitial()
   if (options.json) io.stdout.write(`${JSON.stringify({ url: host.url, port: host.port, token: host.token })}\n`)
   else {
     io.stdout.write(`vramscope is serving on ${host.url}\n`)

@@ -1,0 +1,117 @@
+// Replays started ahead of the page (AppSession.prefetchInitial, src-shared/opening.ts): the host
+// started with a file opens it and replays the maps a page will ask for first; the page's requests
+// take those jobs, and a page that asks for something else cancels them. On a real RMM log (no
+// recorded layouts, so the first job replays a strategy and the others are cut where it peaked).
+import assert from 'node:assert/strict'
+import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, before, describe, it } from 'node:test'
+
+import type { TraceSummary } from '../../src-shared/contract.ts'
+import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
+import { listedStrategies } from '../../src-shared/wire.ts'
+import { AppSession, DEFAULT_STRATEGIES } from '../../src-main/services/app-session.ts'
+
+interface HeldJob {
+  status: { state: string }
+  done: Promise<void>
+  result: unknown
+  page: string
+}
+
+/** An RMM log of `n` allocations of varied sizes, freed in waves, so pools grow, split and are reused. */
+function rmmLog(n: number): string {
+  const lines = ['Thread,Time,Action,Pointer,Size,Stream']
+  const live: [number, number][] = []
+  let t = 0
+  for (let i = 0; i < n; i++) {
+    const size = (1 + ((i * 7919) % 61)) * 65536
+    const ptr = 0x7f0000000000 + i * 0x10000000
+    lines.push(`1,${(t += 0.00001).toFixed(6)},allocate,0x${ptr.toString(16)},${size},0x0`)
+    live.push([ptr, size])
+    if (i % 5 === 4) for (const [p, s] of live.splice(0, 3)) lines.push(`1,${(t += 0.00001).toFixed(6)},free,0x${p.toString(16)},${s},0x0`)
+  }
+  for (const [p, s] of live) lines.push(`1,${(t += 0.00001).toFixed(6)},free,0x${p.toString(16)},${s},0x0`)
+  return lines.join('\n') + '\n'
+}
+
+describe('replays started ahead of the page', () => {
+  let dir: string
+  let file: string
+  before(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'vramscope-ahead-'))
+    file = join(dir, 'waves.csv')
+    await writeFile(file, rmmLog(400))
+  })
+  after(() => rm(dir, { recursive: true, force: true }))
+
+  const started = () => new AppSession({ version: 'test', host: 'web', samplesDir: dir, initialFile: file, allowedPaths: new Set([file]) })
+  const jobsOf = (s: AppSession) => (s as unknown as { jobs: Map<string, HeldJob> }).jobs
+
+  /** The page's open of the initial file, taken from the prefetch: its summary. */
+  async function opened(s: AppSession): Promise<TraceSummary> {
+    s.prefetchInitial()
+    const info = await s.info()
+    const { jobId } = s.openRecent(info.initialFile!, 'page-1')
+    assert.equal(jobId, s.prefetchedJob)
+    const job = jobsOf(s).get(jobId)!
+    await job.done
+    assert.equal(job.status.state, 'done')
+    return job.result as TraceSummary
+  }
+
+  it("gives the page the first map's replay, then the others' cut where it peaked, each started before the page asked", async () => {
+    const s = started()
+    const summary = await opened(s)
+    assert.deepEqual(summary.stored, [], 'an RMM log records no layout')
+    const jobs = jobsOf(s)
+    const held = jobs.size
+    const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
+    assert.equal(jobs.size, held, 'the page took the job started ahead')
+    const firstJob = jobs.get(first.jobId)!
+    assert.equal(firstJob.page, 'page-1', 'now the page’s: closing the page cancels it')
+    await firstJob.done
+    assert.equal(firstJob.status.state, 'done')
+    // The first map's preview says where it was cut: the event the page moves the playhead to.
+    const preview = s.replayResult(first.jobId, undefined, true)
+    const cut = listedStrategies(preview.meta)[0]!
+    assert.ok(Number.isInteger(cut.previewAt), 'the first map was cut at its peak')
+    assert.equal(jobs.size, held + 1, 'the others are replaying ahead of the page')
+    const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
+    assert.equal(jobs.size, held + 1, 'the page took that job too')
+    const restJob = jobs.get(rest.jobId)!
+    await restJob.done
+    assert.equal(restJob.status.state, 'done')
+    const names = listedStrategies(s.replayResult(rest.jobId).meta).map((l) => l.name)
+    assert.equal(names.length, DEFAULT_STRATEGIES.split(',').length - 1, 'every default strategy after the first')
+    // Taken once: the same request again is a replay of its own.
+    s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
+    assert.equal(jobs.size, held + 2)
+  })
+
+  it('cancels what it started ahead when the page asks for another replay of the trace', async () => {
+    const s = started()
+    const summary = await opened(s)
+    const jobs = jobsOf(s)
+    const ahead = [...jobs.values()].filter((j) => j.status.state === 'running')
+    assert.equal(ahead.length, 1, "the first map's replay, started ahead")
+    const own = s.startReplay({ ...firstReplay(summary, DEFAULT_STRATEGIES), cap: '64MiB' }, 'page-1')
+    assert.ok(!ahead.includes(jobs.get(own.jobId)!), 'a request under a cap is not the one started ahead')
+    await ahead[0]!.done
+    assert.equal(ahead[0]!.status.state, 'cancelled')
+    await jobs.get(own.jobId)!.done
+    assert.equal(jobs.get(own.jobId)!.status.state, 'done')
+    // Nothing more is started ahead for it: the cancelled first job cut nothing.
+    assert.equal([...jobs.values()].filter((j) => j.status.state === 'running').length, 0)
+  })
+
+  it('keys a request by what the host reads from it, defaults filled in', () => {
+    const summary = { traceId: 't', stored: [], events: 10 } as unknown as TraceSummary
+    const a = firstReplay(summary, 'slab')
+    assert.equal(replayKey(a), replayKey({ ...a, cap: '', recordedSettings: true }))
+    assert.notEqual(replayKey(a), replayKey({ ...a, previewAt: 3 }))
+    assert.notEqual(replayKey(a), replayKey({ ...a, strategies: 'buddy' }))
+    assert.notEqual(replayKey(a), replayKey({ ...a, includeStored: false }))
+  })
+})
