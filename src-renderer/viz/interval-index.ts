@@ -51,6 +51,22 @@ export function bucketScratch(n: number): Uint32Array {
   return out
 }
 
+/**
+ * Whether `n` keys over `range` values are better sorted than counted: a preview's few thousand
+ * blocks over a million events would touch, zero and sum a bucket per event for them (the first
+ * map's cold decode 66 → 37 ms in Node, docs/benchmarks.md).
+ */
+export function fewForTheirRange(n: number, range: number): boolean {
+  return n * 32 < range
+}
+
+/** The order of `keys[0 .. n)` ascending, stable (equal keys keep their order), by comparison: for fewForTheirRange keys. */
+export function sortedOrder(keys: Uint32Array, n: number): Uint32Array {
+  const order = new Uint32Array(n)
+  for (let i = 0; i < n; i++) order[i] = i
+  return order.sort((a, b) => keys[a]! - keys[b]! || a - b)
+}
+
 /** Builds the index; null when records are not in `from` order (callers then scan every record). */
 export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: number): IntervalIndex | null {
   for (let k = 1; k < count; k++) if (from[k]! < from[k - 1]!) return null
@@ -101,7 +117,14 @@ export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: nu
   }
   maxAlive = Math.max(maxAlive, largestGap)
 
-  // Counting sort of the records that end, by their end event.
+  const checkpoints = () => ({
+    checkpointEvent: Uint32Array.from(events),
+    checkpointCreated: Uint32Array.from(created),
+    aliveStart: Uint32Array.from(starts),
+    alive: alive.slice(0, aliveLength),
+  })
+  // The records that end, by their end event (records ascending within one): counted, or sorted
+  // where they are few for the events they span.
   let lastEvent = 0
   let ended = 0
   for (let r = 0; r < count; r++) {
@@ -110,6 +133,23 @@ export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: nu
       ended++
       if (t > lastEvent) lastEvent = t
     }
+  }
+  if (fewForTheirRange(ended, lastEvent)) {
+    const records = new Uint32Array(ended)
+    const ends = new Uint32Array(ended)
+    for (let r = 0, i = 0; r < count; r++)
+      if (to[r]! !== NEVER) {
+        records[i] = r
+        ends[i++] = to[r]!
+      }
+    const order = sortedOrder(ends, ended)
+    const endedOrder = new Uint32Array(ended)
+    const endedAt = new Uint32Array(ended)
+    for (let i = 0; i < ended; i++) {
+      endedOrder[i] = records[order[i]!]!
+      endedAt[i] = ends[order[i]!]!
+    }
+    return { ...checkpoints(), endedOrder, endedAt, maxAlive }
   }
   const bucket = bucketScratch(lastEvent + 2)
   for (let r = 0; r < count; r++) if (to[r]! !== NEVER) bucket[to[r]! + 1]!++
@@ -123,15 +163,7 @@ export function buildIntervalIndex(from: Uint32Array, to: Uint32Array, count: nu
     endedOrder[at] = r
     endedAt[at] = t
   }
-  return {
-    checkpointEvent: Uint32Array.from(events),
-    checkpointCreated: Uint32Array.from(created),
-    aliveStart: Uint32Array.from(starts),
-    alive: alive.slice(0, aliveLength),
-    endedOrder,
-    endedAt,
-    maxAlive,
-  }
+  return { ...checkpoints(), endedOrder, endedAt, maxAlive }
 }
 
 /**

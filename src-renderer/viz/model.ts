@@ -8,7 +8,7 @@ import { LayoutOp as Op, type ReuseKind } from '../../src-shared/layout.ts'
 export { reuseKindOf, type ReuseKind } from '../../src-shared/layout.ts'
 import { AddressTable, hashOf, hashOfWord } from '../../src-shared/address-table.ts'
 import { carriesSize, sentLayout, type AddressWords, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
-import { aliveAt, bucketScratch, buildIntervalIndex, endedWithin, upperBound, type IntervalIndex } from './interval-index.ts'
+import { aliveAt, bucketScratch, buildIntervalIndex, endedWithin, fewForTheirRange, sortedOrder, upperBound, type IntervalIndex } from './interval-index.ts'
 
 /** Layout op codes: the trace file's and the native tracer's (src-shared/layout.ts). */
 export { Op }
@@ -465,7 +465,26 @@ function blockStateChanges(b: BlockRecords): StateChanges {
   }
   const event = new Uint32Array(n)
   const block = new Uint32Array(n)
-  if (n > 0) {
+  if (n > 0 && fewForTheirRange(n, last)) {
+    // Few for the events they span (a preview's): sorted, not counted.
+    const at = new Uint32Array(n)
+    const of = new Uint32Array(n)
+    let i = 0
+    const put = (e: number, k: number) => {
+      if (!changing(e, k)) return
+      at[i] = e
+      of[i++] = k
+    }
+    for (let k = 0; k < b.count; k++) {
+      put(pendingFrom[k]!, k)
+      put(deadFrom[k]!, k)
+    }
+    const order = sortedOrder(at, n)
+    for (let j = 0; j < n; j++) {
+      event[j] = at[order[j]!]!
+      block[j] = of[order[j]!]!
+    }
+  } else if (n > 0) {
     // starts[e]: where event e's entries begin (zeroed scratch, as the interval index's buckets).
     const starts = bucketScratch(last + 2)
     const place = (at: number, k: number) => {

@@ -81,6 +81,35 @@ describe('interval index', () => {
     }
   })
 
+  it('indexes a few records spread over many events (sorted, not counted) as a scan finds them', () => {
+    let state = 11
+    const rand = () => (state = (Math.imul(state, 1103515245) + 12345) >>> 0) / 4294967296
+    const count = 400
+    const from = Uint32Array.from({ length: count }, () => Math.floor(rand() * 2_000_000)).sort()
+    const to = Uint32Array.from(from, (f) => (rand() < 0.1 ? NEVER : f + 1 + Math.floor(rand() * (rand() < 0.3 ? 3 : 2_000_000))))
+    const index = buildIntervalIndex(from, to, count)!
+    const ended = [...Array(count).keys()].filter((k) => to[k] !== NEVER).sort((a, b) => to[a]! - to[b]! || a - b)
+    assert.deepEqual([...index.endedOrder], ended)
+    assert.deepEqual(
+      [...index.endedAt],
+      ended.map((k) => to[k]!),
+    )
+    const out = new Uint32Array(index.maxAlive)
+    for (let probe = 0; probe < 300; probe++) {
+      const e = probe < count ? from[probe]! : Math.floor(rand() * 4_000_000)
+      const got = [...out.subarray(0, aliveAt(index, from, to, count, e, out))].sort((a, b) => a - b)
+      const expected: number[] = []
+      for (let k = 0; k < count; k++) if (from[k]! <= e && e < to[k]!) expected.push(k)
+      assert.deepEqual(got, expected, `event ${e}`)
+      const [g0, g1] = endedWithin(index, e, e + 50_000)
+      const within = [...index.endedOrder.subarray(g0, g1)].sort((a, b) => a - b)
+      assert.deepEqual(
+        within,
+        [...Array(count).keys()].filter((k) => to[k] !== NEVER && to[k]! > e && to[k]! <= e + 50_000),
+      )
+    }
+  })
+
   it('declines records that are not in start order, so callers scan them all', () => {
     assert.equal(buildIntervalIndex(Uint32Array.from([0, 5, 3]), Uint32Array.from([9, 9, 9]), 3), null)
   })

@@ -353,7 +353,7 @@ describe('map panes held while replays run', () => {
 })
 
 describe('state changes (blocks turned pending or dead), in event order', () => {
-  it('equal a comparison sort by event then block, on random layouts with pending frees and bump allocators', () => {
+  it('equal a comparison sort by event then block, on random layouts with pending frees and bump allocators, dense and sparse', () => {
     let seed = 5
     let checked = 0
     const rand = () => (seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296
@@ -367,7 +367,8 @@ describe('state changes (blocks turned pending or dead), in event order', () => 
         let next = 0x100000n
         let event = 0
         for (let i = 0; i < 400; i++) {
-          event += rand() < 0.5 ? 0 : 1 + Math.floor(rand() * 3)
+          // Odd rounds spread their events thin (a preview's few blocks over a long trace: sorted, not counted).
+          event += rand() < 0.5 ? 0 : 1 + Math.floor(rand() * (round % 2 === 1 ? 50_000 : 3))
           const r = rand()
           if (r < 0.45 || open.length === 0) {
             ops.push(Op.alloc)
