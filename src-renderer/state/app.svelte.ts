@@ -285,6 +285,7 @@ export class AppState {
       // A first replay that failed still lets the trace open: replay() below says why.
       const first = await firstPreview.catch(() => null)
       let rest: Promise<{ jobId: string }> | undefined
+      let restPreviews: StrategyView[] | null = null
       if (this.opens === opened) {
         if (first) {
           this.showFirst(first)
@@ -292,6 +293,11 @@ export class AppState {
           // cut at the event the first map opened at.
           rest = this.startReplay(restReplay(summary, this.strategySpec, this.event))
           rest.catch(() => {})
+          // A host started with this file has replayed them already (src-shared/opening.ts): their
+          // previews are drawn now, before the columns and histories occupy the decode workers.
+          const others = strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - firstCount(summary.stored)
+          restPreviews = await this.previewsIfDone(rest, Math.max(0, others))
+          if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
         // The first job is over (its progress was the last shown); the others' progress shows
         // once the columns are in (replay()).
@@ -305,7 +311,7 @@ export class AppState {
       this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
-      await this.replay(firstViews, rest)
+      await this.replay(firstViews, rest, restPreviews ?? undefined)
     } catch (e) {
       // The first replay, if it goes on, no longer shows its progress.
       this.opens++
@@ -361,14 +367,15 @@ export class AppState {
     status?: (s: JobStatus) => void,
     strategies?: number,
     previewsFrom?: number,
+    shown?: StrategyView[],
   ): Promise<StrategyView[]> {
     const jobId = await this.replayJob(started, status)
     if (strategies === undefined) return this.fetchReplay(jobId)
-    // Previews first, side by side (one more index than expected, as below).
-    let previews: StrategyView[] | undefined
-    if (previewsFrom !== undefined) {
+    // Previews first (unless they are shown already), side by side (one more index than expected, as below).
+    let previews = shown
+    if (previewsFrom !== undefined && !previews) {
       const trace = this.trace
-      previews = (await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i, true)))).flat()
+      previews = await this.fetchPreviews(jobId, strategies)
       if (this.trace === trace && previews.length >= strategies) this.showPreviews(previews, previewsFrom)
     }
     // Each strategy fetched and decoded on its own, side by side (one more index than expected:
@@ -378,6 +385,24 @@ export class AppState {
     const views = await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => (i < strategies ? fetch(i) : this.fetchReplay(jobId, i))))
     for (let i = views.length; views.at(-1)!.length > 0; i++) views.push(await this.fetchReplay(jobId, i))
     return views.flat()
+  }
+
+  /** A finished job's previews, each strategy's fetched side by side (one more index than expected: see replayResult). */
+  private async fetchPreviews(jobId: string, strategies: number): Promise<StrategyView[]> {
+    return (await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i, true)))).flat()
+  }
+
+  /** The previews of a started replay if it has ended already (one look at its status), else null. */
+  private async previewsIfDone(started: Promise<{ jobId: string }>, strategies: number): Promise<StrategyView[] | null> {
+    try {
+      const { jobId } = await started
+      if ((await this.client.call('job:status', { jobId })).state !== 'done') return null
+      const previews = await this.fetchPreviews(jobId, strategies)
+      return previews.length >= strategies ? previews : null
+    } catch {
+      // The replay itself says what went wrong (replay()).
+      return null
+    }
   }
 
   /** A finished replay job's maps (its preview, with `preview`), or with `strategy` that one of them alone (decoded in a worker as it streams in). */
@@ -392,9 +417,9 @@ export class AppState {
    * first the recorded layouts alone (no replay) or, without any, the first strategy alone, drawn
    * as soon as they are ready; then the others in one more job.
    * `firstViews`: that first job's maps, when open() started it already; `restStarted`: the
-   * others' job, when open() started that too.
+   * others' job, when open() started that too, and `restPreviews` its previews, when open() drew them.
    */
-  async replay(firstViews?: Promise<StrategyView[]>, restStarted?: Promise<{ jobId: string }>): Promise<void> {
+  async replay(firstViews?: Promise<StrategyView[]>, restStarted?: Promise<{ jobId: string }>, restPreviews?: StrategyView[]): Promise<void> {
     const trace = this.trace
     if (!trace) return
     this.error = null
@@ -417,6 +442,7 @@ export class AppState {
         undefined,
         others,
         first.length,
+        restStarted && restPreviews,
       )
       decodeMs += this.decoder.lastMs
       if (rest.length > 0) this.strategies = [...first, ...rest]
