@@ -300,8 +300,8 @@ export class AppState {
           if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
         // The first job is over (its progress was the last shown); the others' progress shows
-        // once the columns are in (replay()).
-        this.job = null
+        // once the columns are in (replay()). (Unless another open has started meanwhile.)
+        if (this.opens === opened) this.job = null
       }
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
       const firstViews = first?.every((v) => v.previewAt === undefined) ? Promise.resolve(first) : firstJob.then((jobId) => this.fetchReplay(jobId))
