@@ -14,7 +14,7 @@ export function firstCount(stored: readonly string[]): number {
 }
 
 /** Where a trace's first maps are cut: at a recorded out-of-memory, else at the first strategy's peak ('peak'). */
-export function openingEvent(summary: TraceSummary): number | 'peak' {
+function openingEvent(summary: TraceSummary): number | 'peak' {
   return summary.oom ? Math.min(summary.oom.event, Math.max(0, summary.events - 1)) : 'peak'
 }
 

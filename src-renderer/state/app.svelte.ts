@@ -266,7 +266,7 @@ export class AppState {
       this.previews = []
       // A diff is of the trace it was opened beside: another file ends it.
       this.diff = null
-      this.pendingMaps = summary.stored.length + strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
+      this.pendingMaps = summary.stored.length + this.strategiesInSpec()
       this.selection = null
       this.followed = null
       this.range = null
@@ -295,8 +295,7 @@ export class AppState {
           rest.catch(() => {})
           // A host started with this file has replayed them already (src-shared/opening.ts): their
           // previews are drawn now, before the columns and histories occupy the decode workers.
-          const others = strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - firstCount(summary.stored)
-          restPreviews = await this.previewsIfDone(rest, Math.max(0, others))
+          restPreviews = await this.previewsIfDone(rest, this.laterStrategies(summary.stored))
           if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
         // The first job is over (its progress was the last shown); the others' progress shows
@@ -337,6 +336,16 @@ export class AppState {
   }
   openRecent(key: string) {
     return this.open(() => this.client.call('trace:openRecent', { key }))
+  }
+
+  /** How many strategies the spec names (the host's own list tells a name from a parameter). */
+  private strategiesInSpec(): number {
+    return strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? [])
+  }
+
+  /** How many of the spec's strategies replay after the first job (restReplay), for a trace with these recorded layouts. */
+  private laterStrategies(stored: readonly string[]): number {
+    return Math.max(0, this.strategiesInSpec() - firstCount(stored))
   }
 
   /** Starts a replay of `request` (its `previewAt`: ReplayRequest) under the cap set, with a what-if row's labels when its spec is the one replayed. */
@@ -435,7 +444,7 @@ export class AppState {
       // The rest of the spec's strategies (the first job replayed `count` of them).
       this.selection = null
       this.followed = null
-      const others = Math.max(0, strategiesNamed(this.strategySpec, this.info?.strategies.map((s) => s.name) ?? []) - count)
+      const others = this.laterStrategies(trace.summary.stored)
       // Their previews are cut at the playhead's event (where the first map opened, on an open).
       const rest = await this.replayResult(
         restStarted ?? this.startReplay({ traceId, strategies: this.strategySpec, targets: { first: count }, includeStored: false, previewAt: this.event }),

@@ -450,8 +450,9 @@ function blockStateChanges(b: BlockRecords): StateChanges {
   const { from, to, pendingFrom, deadFrom } = b
   const changing = (at: number, k: number) => at !== NEVER && at > from[k]! && at < to[k]!
   // Most strategies never pend or die: one pass finds none. Where they do (a 1 M-event trace's
-  // 400k pending frees), a counting sort by event, blocks ascending within each: the comparison
-  // sort it replaces took ~0.8 s for five such maps (docs/benchmarks.md).
+  // 400k pending frees), a counting sort by event, blocks ascending within each (a comparison sort
+  // of those took ~0.8 s for five such maps, docs/benchmarks.md); where they are few for the events
+  // they span (a preview's), a comparison sort of them alone.
   let n = 0
   let last = 0
   const count = (at: number, k: number) => {
