@@ -27,6 +27,110 @@ simulated_backing::simulated_backing(const simulated_options& options)
   free_space_.add(space_start, first_fit_start_ + address_space_size - space_start);
 }
 
+// --- fit_tree: a treap by address, each node holding its subtree's largest range ----------------------
+
+void fit_tree::pull(std::int32_t t) noexcept {
+  node& n = at(t);
+  n.largest = n.bytes;
+  if (n.left >= 0) n.largest = std::max(n.largest, at(n.left).largest);
+  if (n.right >= 0) n.largest = std::max(n.largest, at(n.right).largest);
+}
+
+// Splits subtree t into the ranges below `address` and those at or above it.
+void fit_tree::split(std::int32_t t, address_t address, std::int32_t& below, std::int32_t& rest) {
+  if (t < 0) {
+    below = rest = -1;
+    return;
+  }
+  if (at(t).address < address) {
+    split(at(t).right, address, at(t).right, rest);
+    below = t;
+  } else {
+    split(at(t).left, address, below, at(t).left);
+    rest = t;
+  }
+  pull(t);
+}
+
+// Joins two subtrees, every range of `low` below every range of `high`.
+std::int32_t fit_tree::merge(std::int32_t low, std::int32_t high) {
+  if (low < 0) return high;
+  if (high < 0) return low;
+  if (at(low).priority > at(high).priority) {
+    at(low).right = merge(at(low).right, high);
+    pull(low);
+    return low;
+  }
+  at(high).left = merge(low, at(high).left);
+  pull(high);
+  return high;
+}
+
+std::int32_t fit_tree::descend(address_t address) {
+  path_.clear();
+  std::int32_t t = root_;
+  while (t >= 0 && at(t).address != address) {
+    path_.push_back(t);
+    t = address < at(t).address ? at(t).left : at(t).right;
+  }
+  return t;
+}
+
+void fit_tree::pull_path() noexcept {
+  for (auto p = path_.rbegin(); p != path_.rend(); ++p) pull(*p);
+}
+
+std::int32_t& fit_tree::link(std::int32_t parent, address_t address) noexcept {
+  if (parent < 0) return root_;
+  return address < at(parent).address ? at(parent).left : at(parent).right;
+}
+
+void fit_tree::insert(address_t address, std::size_t bytes) {
+  seed_ ^= seed_ << 13;
+  seed_ ^= seed_ >> 17;
+  seed_ ^= seed_ << 5;
+  std::int32_t t;
+  if (!unused_.empty()) {
+    t = unused_.back();
+    unused_.pop_back();
+  } else {
+    t = static_cast<std::int32_t>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  at(t) = {address, bytes, bytes, seed_, -1, -1};
+  // Down to where the new node's priority puts it; the subtree found there is split around it.
+  path_.clear();
+  std::int32_t parent = -1, below = root_;
+  while (below >= 0 && at(below).priority > seed_) {
+    path_.push_back(below);
+    parent = below;
+    below = address < at(below).address ? at(below).left : at(below).right;
+  }
+  split(below, address, at(t).left, at(t).right);
+  pull(t);
+  link(parent, address) = t;
+  pull_path();
+}
+
+void fit_tree::erase(address_t address) {
+  const std::int32_t t = descend(address);
+  if (t < 0) return;
+  const std::int32_t joined = merge(at(t).left, at(t).right);
+  const std::int32_t parent = path_.empty() ? -1 : path_.back();
+  link(parent, address) = joined;
+  unused_.push_back(t);
+  pull_path();
+}
+
+void fit_tree::change(address_t address, address_t to, std::size_t bytes) {
+  const std::int32_t t = descend(address);
+  if (t < 0) return;
+  at(t).address = to;
+  at(t).bytes = bytes;
+  pull(t);
+  pull_path();
+}
+
 // --- address space: first fit from first_fit_start_, coalescing -------------------------------------
 
 address_t simulated_backing::take_address_space(std::size_t bytes, std::size_t alignment) {

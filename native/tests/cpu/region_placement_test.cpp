@@ -1,6 +1,7 @@
 // Region placement on the simulated backing: a recording's region addresses are honoured wherever
 // the driver put them, below base_address too, so a replay of an H100 recording whose cudaMalloc
 // regions went down past 0x7f0000000000 reuses the same segment as the recording did.
+#include <algorithm>
 #include <iterator>
 #include <map>
 #include <random>
@@ -144,7 +145,7 @@ TEST(
 }
 
 TEST(
-    "free ranges: the lowest range that fits, looked up by size group, is the one a walk by "
+    "free ranges: the lowest range that fits, found in the fit tree, is the one a walk by "
     "address "
     "finds (sizes holding the request, and sizes holding it aligned), through 20,000 changes") {
   free_ranges ranges;
@@ -178,6 +179,80 @@ TEST(
     CHECK_EQ(got_aligned == ranges.end() ? address_t{0} : got_aligned->first, walked_aligned);
     if ((got == ranges.end() ? address_t{0} : got->first) != walked) break;
   }
+}
+
+TEST(
+    "free ranges: carving and giving back (ranges changed in place in the fit tree) keep the "
+    "ranges those of a plain map, and the lowest fit the one a walk finds, through 20,000 "
+    "changes") {
+  free_ranges ranges;
+  std::map<address_t, std::size_t> model;  // the same free space, coalesced, kept by hand
+  std::vector<std::pair<address_t, std::size_t>> taken;
+  const address_t low = 1 * MiB, high = low + (std::size_t{1} << 34);
+  ranges.add(low, high - low);
+  model.emplace(low, high - low);
+  std::mt19937_64 random(11);
+  int carved = 0, given = 0;
+  std::size_t most = 0;
+  for (int i = 0; i < 20000; ++i) {
+    if (!taken.empty() && random() % 3 == 0) {
+      // Give back a taken piece: joined with the free neighbours it touches.
+      const std::size_t k = random() % taken.size();
+      auto [address, bytes] = taken[k];
+      taken[k] = taken.back();
+      taken.pop_back();
+      ranges.give(address, bytes);
+      ++given;
+      auto next = model.lower_bound(address);
+      if (next != model.begin() && std::prev(next)->first + std::prev(next)->second == address) {
+        auto prev = std::prev(next);
+        address = prev->first;
+        bytes += prev->second;
+        model.erase(prev);
+      }
+      if (next != model.end() && address + bytes == next->first) {
+        bytes += next->second;
+        model.erase(next);
+      }
+      model.emplace(address, bytes);
+    } else {
+      // Take a piece at the start, the end, the middle or the whole of a random fitting range.
+      const std::size_t want = (std::size_t{512} << (random() % 16)) + 512 * (random() % 64);
+      // First fit from the start, as the backing asks, or from somewhere inside.
+      const address_t from = random() % 4 == 0 ? low + (random() % (high - low)) / 2 : low;
+      auto it = ranges.lowest_fitting(from, want,
+                                      [&](address_t, std::size_t size) { return size >= want; });
+      address_t walked = 0;
+      for (auto m = model.lower_bound(from); m != model.end(); ++m)
+        if (m->second >= want) {
+          walked = m->first;
+          break;
+        }
+      CHECK_EQ(it == ranges.end() ? address_t{0} : it->first, walked);
+      if (it == ranges.end()) continue;
+      const std::size_t room = it->second - want;
+      const std::size_t where = random() % 4;
+      const std::size_t bytes = where == 3 ? it->second : want;
+      const address_t start = it->first + (where == 0   ? 0
+                                           : where == 1 ? room
+                                           : where == 2 ? (room / 2) & ~std::size_t{511}
+                                                        : 0);
+      const address_t range_start = it->first, range_end = it->first + it->second;
+      ranges.carve(it, start, bytes);
+      model.erase(range_start);
+      if (start > range_start) model.emplace(range_start, start - range_start);
+      if (start + bytes < range_end) model.emplace(start + bytes, range_end - (start + bytes));
+      taken.emplace_back(start, bytes);
+      ++carved;
+    }
+    CHECK(ranges.by_address() == model);
+    if (ranges.by_address() != model) break;
+    most = std::max(most, model.size());
+  }
+  // Both kinds of change happened many times, on a space cut into many ranges.
+  CHECK(carved > 5000);
+  CHECK(given > 5000);
+  CHECK(most > 100);
 }
 
 CHECK_MAIN

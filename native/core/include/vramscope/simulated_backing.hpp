@@ -3,9 +3,9 @@
 // memory (regions, mapped granules, async pool chunks) is counted against a cap.
 #pragma once
 
-#include <array>
+#include <cstdint>
+#include <iterator>
 #include <map>
-#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -13,10 +13,73 @@
 
 namespace vramscope {
 
-// Free ranges (address -> bytes) whose addresses are also grouped by the power of two at or below
-// their size (group b: sizes in [2^b, 2^(b+1))). First fit, the lowest range that can take a
-// request, then looks among the groups large enough, each in address order, instead of walking
-// every smaller range below it.
+// Ranges by address in a treap whose every node also holds the largest range of its subtree, so
+// that the lowest range a request fits in is found in O(log n): subtrees whose largest range is
+// too small are skipped whole. Nodes live in one vector and point to each other by index.
+class fit_tree {
+ public:
+  void insert(address_t address, std::size_t bytes);
+  void erase(address_t address);  // the range must be there
+  // The range at `address` (it must be there) becomes [to, to + bytes): in place, so no range
+  // may lie between `address` and `to` (a range shrunk from either end, or grown into free space).
+  void change(address_t address, address_t to, std::size_t bytes);
+
+  // The lowest range starting at or above `from`, of at least `bytes`, for which fits(address,
+  // size) holds: its address in `found`, false when there is none.
+  template <class Fits>
+  bool lowest(address_t from, std::size_t bytes, const Fits& fits, address_t& found) const {
+    const std::int32_t t = lowest_in(root_, from, bytes, fits);
+    if (t < 0) return false;
+    found = nodes_[static_cast<std::size_t>(t)].address;
+    return true;
+  }
+
+ private:
+  struct node {
+    address_t address;
+    std::size_t bytes;
+    std::size_t largest;  // the largest range in this subtree, this one included
+    std::uint32_t priority;
+    std::int32_t left, right;
+  };
+  node& at(std::int32_t t) noexcept { return nodes_[static_cast<std::size_t>(t)]; }
+  const node& at(std::int32_t t) const noexcept { return nodes_[static_cast<std::size_t>(t)]; }
+  void pull(std::int32_t t) noexcept;
+  // Walks from the root to the node at `address`, noting each node passed in path_; returns the
+  // node, or -1 when there is none.
+  std::int32_t descend(address_t address);
+  void pull_path() noexcept;  // pull every node on path_, bottom up
+  // The link to a node at `address` below `parent` (-1: the root).
+  std::int32_t& link(std::int32_t parent, address_t address) noexcept;
+  void split(std::int32_t t, address_t address, std::int32_t& below, std::int32_t& rest);
+  std::int32_t merge(std::int32_t low, std::int32_t high);
+
+  template <class Fits>
+  std::int32_t lowest_in(std::int32_t t, address_t from, std::size_t bytes,
+                         const Fits& fits) const {
+    while (t >= 0 && at(t).largest >= bytes) {
+      const node& n = at(t);
+      if (n.address < from) {  // this one and its left subtree lie below `from`
+        t = n.right;
+        continue;
+      }
+      const std::int32_t left = lowest_in(n.left, from, bytes, fits);
+      if (left >= 0) return left;
+      if (n.bytes >= bytes && fits(n.address, n.bytes)) return t;
+      t = n.right;
+    }
+    return -1;
+  }
+
+  std::vector<node> nodes_;
+  std::vector<std::int32_t> unused_;  // indices of erased nodes, taken again first
+  std::int32_t root_ = -1;
+  std::uint32_t seed_ = 2463534242u;  // xorshift: the same shape on every run
+  std::vector<std::int32_t> path_;
+};
+
+// Free ranges (address -> bytes), also kept in a fit_tree: first fit, the lowest range that can
+// take a request, is one descent of the tree instead of a walk over the ranges too small for it.
 class free_ranges {
  public:
   using iterator = std::map<address_t, std::size_t>::iterator;
@@ -31,20 +94,27 @@ class free_ranges {
 
   void add(address_t address, std::size_t bytes) {
     ranges_.emplace(address, bytes);
-    by_size_[group(bytes)].insert(address);
+    by_fit_.insert(address, bytes);
   }
   void erase(iterator it) {
-    by_size_[group(it->second)].erase(it->first);
+    by_fit_.erase(it->first);
     ranges_.erase(it);
   }
 
   // Takes [start, start + bytes) out of the free range `it` holds it in, keeping what is left on
-  // either side.
+  // either side. What is left keeps its place among the ranges: changed in place, not re-added.
   void carve(iterator it, address_t start, std::size_t bytes) {
     const address_t range_start = it->first, range_end = it->first + it->second;
-    erase(it);
-    if (start > range_start) add(range_start, start - range_start);
-    if (start + bytes < range_end) add(start + bytes, range_end - (start + bytes));
+    const address_t end = start + bytes;
+    if (start > range_start) {
+      it->second = start - range_start;
+      by_fit_.change(range_start, range_start, it->second);
+      if (end < range_end) add(end, range_end - end);
+    } else if (end < range_end) {
+      move(it, end, range_end - end);
+    } else {
+      erase(it);
+    }
   }
 
   // Frees [address, address + bytes), joined with a free neighbour that touches it and lies
@@ -52,48 +122,46 @@ class free_ranges {
   void give(address_t address, std::size_t bytes, address_t low = 0,
             address_t high = ~address_t{0}) {
     auto next = ranges_.lower_bound(address);
+    const bool joins_next =
+        next != ranges_.end() && next->first < high && address + bytes == next->first;
     if (next != ranges_.begin()) {
       auto prev = std::prev(next);
       if (prev->first >= low && prev->first + prev->second == address) {
-        address = prev->first;
-        bytes += prev->second;
-        erase(prev);
+        prev->second += bytes;
+        if (joins_next) {
+          prev->second += next->second;
+          erase(next);
+        }
+        by_fit_.change(prev->first, prev->first, prev->second);
+        return;
       }
     }
-    if (next != ranges_.end() && next->first < high && address + bytes == next->first) {
-      bytes += next->second;
-      erase(next);
-    }
-    add(address, bytes);
+    if (joins_next) move(next, address, bytes + next->second);
+    else add(address, bytes);
   }
 
   // The lowest range starting at or above `from`, among those of at least `bytes`, for which
-  // fits(address, size) holds; end() when none does. In each group it stops at the first range
-  // that fits or lies above the best found so far: in the groups above bytes' own every range is
-  // large enough, so usually the first one.
+  // fits(address, size) holds; end() when none does.
   template <class Fits>
   iterator lowest_fitting(address_t from, std::size_t bytes, const Fits& fits) {
-    iterator found = ranges_.end();
-    address_t best = ~address_t{0};
-    const unsigned smallest = group(bytes == 0 ? 1 : bytes);
-    for (unsigned b = 63; b + 1 > smallest; --b) {
-      const auto& addresses = by_size_[b];
-      for (auto a = addresses.lower_bound(from); a != addresses.end() && *a < best; ++a) {
-        auto range = ranges_.find(*a);
-        if (fits(range->first, range->second)) {
-          best = *a;
-          found = range;
-          break;
-        }
-      }
-    }
-    return found;
+    address_t found = 0;
+    return by_fit_.lowest(from, bytes, fits, found) ? ranges_.find(found) : ranges_.end();
   }
 
  private:
-  static unsigned group(std::size_t bytes) { return log2_floor(bytes); }
+  // The range `it` becomes [to, to + bytes), keeping its place (no range lies between).
+  void move(iterator it, address_t to, std::size_t bytes) {
+    const address_t from = it->first;
+    auto hint = std::next(it);
+    auto node = ranges_.extract(it);
+    node.key() = to;
+    node.mapped() = bytes;
+    ranges_.insert(hint, std::move(node));
+    by_fit_.change(from, to, bytes);
+  }
+
   std::map<address_t, std::size_t> ranges_;
-  std::array<std::set<address_t>, 64> by_size_;
+  fit_tree by_fit_;
 };
 
 class simulated_backing final : public backing {
