@@ -289,17 +289,21 @@ export class AppState {
       if (this.opens === opened) {
         if (first) {
           this.showFirst(first)
-          // The others replay on the host while the columns cross and decode here, their previews
-          // cut at the event the first map opened at.
+          // The others replay on the host, their previews cut at the event the first map opened
+          // at; the page waits for them (kilobytes) before it asks for the trace's columns and the
+          // first map's history (tens of megabytes): on two cores those crossing and decoding
+          // beside the replays held every map back by a second (docs/benchmarks.md, "Every map
+          // before the columns"). A host started with this file may have replayed them already
+          // (src-shared/opening.ts).
           rest = this.startReplay(restReplay(summary, this.strategySpec, this.event))
           rest.catch(() => {})
-          // A host started with this file has replayed them already (src-shared/opening.ts): their
-          // previews are drawn now, before the columns and histories occupy the decode workers.
-          restPreviews = await this.previewsIfDone(rest, this.laterStrategies(summary.stored))
+          restPreviews = await this.previewsOf(rest, this.laterStrategies(summary.stored), (s) => {
+            if (this.opens === opened) this.job = s
+          })
           if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
-        // The first job is over (its progress was the last shown); the others' progress shows
-        // once the columns are in (replay()). (Unless another open has started meanwhile.)
+        // The replays are over (their progress was the last shown); what is fetched next shows as
+        // the maps' own progress. (Unless another open has started meanwhile.)
         if (this.opens === opened) this.job = null
       }
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
@@ -401,11 +405,10 @@ export class AppState {
     return (await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i, true)))).flat()
   }
 
-  /** The previews of a started replay if it has ended already (one look at its status), else null. */
-  private async previewsIfDone(started: Promise<{ jobId: string }>, strategies: number): Promise<StrategyView[] | null> {
+  /** The previews of a started replay once it has ended (`status` hears its progress), or null when it failed. */
+  private async previewsOf(started: Promise<{ jobId: string }>, strategies: number, status: (s: JobStatus) => void): Promise<StrategyView[] | null> {
     try {
-      const { jobId } = await started
-      if ((await this.client.call('job:status', { jobId })).state !== 'done') return null
+      const jobId = await this.replayJob(started, status)
       const previews = await this.fetchPreviews(jobId, strategies)
       return previews.length >= strategies ? previews : null
     } catch {

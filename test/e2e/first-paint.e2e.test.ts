@@ -1,11 +1,10 @@
 // A trace's first paint in Chromium against the real `vramscope serve`, on a real PyTorch snapshot
 // (BERT training, default stacks): once the host has read the file, the toolbar names it with its
 // event count and the timeline draws the program's requested bytes from the trace's summary, with a
-// pane per map to come, while the trace's columns are still on their way (held back here by the
-// test); the first map (here the recorded layout) is fetched, decoded and drawn meanwhile, at the
-// peak, before the columns are asked for (and the others' previews, where their replays have
-// ended by then); when they arrive the full view replaces it. The
-// screenshots go to test/e2e/output (look at them).
+// pane per map to come; the first map (here the recorded layout) is fetched, decoded and drawn, at
+// the peak, and every other map as a preview cut there once its replay ends, all before the trace's
+// columns are asked for (held back here by the test); when they arrive the full view replaces it.
+// The screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
 import { mkdirSync } from 'node:fs'
 import { join } from 'node:path'
@@ -13,7 +12,7 @@ import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page, Route } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, OUTPUT, serveSuiteSnapshot, waitForCount, type Served } from './helpers.ts'
+import { browserSkipReason, launchBrowser, OUTPUT, serveSuiteSnapshot, type Served } from './helpers.ts'
 
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
@@ -45,11 +44,12 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
 
   const requestedLine = () => page.locator('.timeline path.requested').getAttribute('d')
 
-  it('names the trace and draws its requested bytes and the maps to come while its columns travel', async () => {
+  it('names the trace and draws its requested bytes and every map before it asks for its columns', async () => {
     await held
-    // A pane per map, each still to come or already drawn (the first map, and the others' previews
-    // where their replays of this small trace ended before the page looked: app.svelte.ts open()).
-    await waitForCount(page.locator('.map-pending, .map'), (n) => n === 6, 30_000)
+    // Every map is drawn when the columns are asked for: the first whole, the others as previews
+    // (app.svelte.ts open(): the columns wait for the others' replays).
+    assert.equal(await page.locator('.map').count(), 6)
+    assert.equal(await page.locator('.map-pending').count(), 0)
     const toolbar = await page.locator('header.toolbar .file').textContent()
     assert.match(toolbar ?? '', /^bert_train__default\.pickle · [\d,]+ events · 1 stream$/)
     const d = await requestedLine()
@@ -57,7 +57,7 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
     await page.screenshot({ path: join(OUTPUT, 'first-paint-before-columns.png') })
   })
 
-  it('draws the first map before the columns are in, at its peak, the others still to come', async () => {
+  it('draws the first map before the columns are in, at its peak, the others as previews cut there', async () => {
     await firstResult
     const map = page.locator('.map').first()
     await map.locator('canvas').waitFor({ timeout: 60_000 })
@@ -87,12 +87,8 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
       .getByRole('status')
       .filter({ hasText: /Reading the trace's [\d,]+ events/ })
       .waitFor()
-    // The other maps are still to come, or drawn as previews at the first map's peak where their
-    // replays had ended when the page looked; their histories wait for the columns.
-    const pending = await page.locator('.map-pending').count()
-    const previews = await page.locator('.map .preview-note').count()
-    assert.equal(pending + previews, 5, `${pending} to come, ${previews} previews`)
-    if (pending > 0) assert.match((await page.locator('.map-pending').first().textContent()) ?? '', /waiting for the replay|replaying/)
+    // The other maps are drawn as previews at the first map's peak; their histories wait for the columns.
+    assert.equal(await page.locator('.map .preview-note').count(), 5)
     for (const note of await page.locator('.map .preview-note').all())
       assert.match((await note.textContent()) ?? '', new RegExp(`^at event ${event.toLocaleString('en-US')}: its history is on its way$`))
     // Nothing else that needs the columns is there yet.
