@@ -23,6 +23,7 @@ import type {
 } from '../../src-shared/contract.ts'
 import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
 import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
+import { reservedPeakEvent } from '../../src-shared/reserved-peak.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
 import { packReplay, packTraceData, previewOf, strategyBundle, type StrategyToSend } from '../../src-shared/wire.ts'
@@ -58,9 +59,15 @@ interface ReplayOutcome {
   cutAt?: number
 }
 
-/** The event a replay's first strategy peaked at (its reserved bytes); undefined for a recorded layout, whose summary counts layout events. */
-function replayedPeak(first: StrategyToSend | undefined): number | undefined {
-  const peak = first && !first.recorded ? first.summary['peakReservedEvent'] : undefined
+/**
+ * The event a replay's first map peaked at (its reserved bytes), where the page puts the playhead:
+ * a replayed strategy's summary names it; a recorded layout's counts layout events, so its layout
+ * is swept, as the page sweeps it (src-shared/reserved-peak.ts).
+ */
+function openingPeak(first: StrategyToSend | undefined, events: number): number | undefined {
+  if (!first) return undefined
+  if (first.recorded) return events > 0 ? reservedPeakEvent(first.layout, events) : undefined
+  const peak = first.summary['peakReservedEvent']
   return peak !== undefined && Number.isInteger(peak) && peak >= 0 ? peak : undefined
 }
 
@@ -626,7 +633,7 @@ export class AppSession {
         const sent = replaySent(input.trace, stored, results)
         // The preview (each map cut to what it shows at one event, src-shared/wire.ts layoutAt) is
         // made now: it is asked for first. The whole bundle is packed when it is asked for.
-        const at = request.previewAt === 'peak' ? replayedPeak(sent[0]) : request.previewAt
+        const at = request.previewAt === 'peak' ? openingPeak(sent[0], input.trace.events.kind.length) : request.previewAt
         const cuts = at !== undefined && at < input.trace.events.kind.length ? sent.map((s) => previewOf(s, at)) : undefined
         const preview = cuts && packReplay(cuts)
         let bundle: Bundle | undefined

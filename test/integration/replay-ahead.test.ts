@@ -1,7 +1,8 @@
 // Replays started ahead of the page (AppSession.prefetchInitial, src-shared/opening.ts): the host
 // started with a file opens it and replays the maps a page will ask for first; the page's requests
 // take those jobs, and a page that asks for something else cancels them. On a real RMM log (no
-// recorded layouts, so the first job replays a strategy and the others are cut where it peaked).
+// recorded layouts, so the first job replays a strategy and the others are cut where it peaked),
+// and on a real PyTorch snapshot (the first map is its recorded layout, cut where it peaked).
 import assert from 'node:assert/strict'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -88,6 +89,34 @@ describe('replays started ahead of the page', () => {
     // Taken once: the same request again is a replay of its own.
     s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
     assert.equal(jobs.size, held + 2)
+  })
+
+  it("on a real PyTorch snapshot, cuts the recorded map at its peak and replays the others there, the page's request taking them", async () => {
+    const snapshot = join(import.meta.dirname, '..', 'fixtures', 'pytorch', 'real', 'mlp_fragment__default.pickle')
+    const s = new AppSession({ version: 'test', host: 'web', samplesDir: dir, initialFile: snapshot, allowedPaths: new Set([snapshot]) })
+    const summary = await opened(s)
+    assert.equal(summary.stored.length, 1, 'the recorded layout')
+    assert.equal(summary.oom, undefined, 'no out-of-memory: the maps open at the peak')
+    const jobs = jobsOf(s)
+    const held = jobs.size
+    const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
+    assert.equal(jobs.size, held, 'the page took the first job started ahead')
+    await jobs.get(first.jobId)!.done
+    const recorded = listedStrategies(s.replayResult(first.jobId, undefined, true).meta)
+    assert.equal(recorded.length, 1)
+    assert.ok(recorded[0]!.previewAt! > 0 && recorded[0]!.previewAt! < summary.events - 1, `the recorded map cut at its peak (${recorded[0]!.previewAt})`)
+    // The page puts the playhead where that cut is and asks for the others there: started ahead.
+    assert.equal(jobs.size, held + 1, 'the others are replaying ahead of the page')
+    const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, recorded[0]!.previewAt!), 'page-1')
+    assert.equal(jobs.size, held + 1, 'the page took that job too')
+    await jobs.get(rest.jobId)!.done
+    assert.equal(jobs.get(rest.jobId)!.status.state, 'done')
+    const cuts = listedStrategies(s.replayResult(rest.jobId, undefined, true).meta)
+    assert.equal(cuts.length, DEFAULT_STRATEGIES.split(',').length, 'every default strategy')
+    assert.ok(
+      cuts.every((c) => c.previewAt === recorded[0]!.previewAt),
+      'each cut where the recorded map peaked',
+    )
   })
 
   it('cancels what it started ahead when the page asks for another replay of the trace', async () => {

@@ -1,0 +1,96 @@
+/**
+ * Where a layout's reserved bytes peak, from its events alone: the event the page puts the playhead
+ * at when it opens a trace whose first map is a recorded layout (the renderer finds it from the
+ * model, src-renderer/viz/peak.ts sweptPeak), so that a host can cut that map's preview and start
+ * the other maps' replays there before a page asks (src-shared/opening.ts).
+ */
+
+import { LayoutOp } from './layout.ts'
+import type { LayoutOnEvents } from './wire.ts'
+
+/**
+ * The first request event after which the layout's reserved bytes were highest: its memory regions
+ * and mapped ranges, not bare address space (a VMM reservation). Regions and mappings open and
+ * close as the renderer's model has them: a release closes what is open at its address, an unmap
+ * ends the part of each mapping it covers, and what opens again at an address still open leaves
+ * the first open for good.
+ */
+export function reservedPeakEvent(l: LayoutOnEvents, events: number): number {
+  const delta = new Float64Array(events + 1)
+  const add = (event: number, bytes: number) => {
+    if (event < events) delta[event]! += bytes
+  }
+  /** Open regions by address: their size, and whether they are memory (not address space). */
+  const regions = new Map<number, { size: number; memory: boolean }>()
+  /** Open mappings: start -> size, and their starts in order. */
+  const mappings = new Map<number, number>()
+  const starts: number[] = []
+  const firstStartAfter = (address: number) => {
+    let lo = 0
+    let hi = starts.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (starts[mid]! <= address) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+  const openMapping = (address: number, size: number) => {
+    if (!mappings.has(address)) starts.splice(firstStartAfter(address), 0, address)
+    mappings.set(address, size)
+  }
+  for (let i = 0; i < l.op.length; i++) {
+    const op = l.op[i]!
+    const event = l.event[i]!
+    switch (op) {
+      case LayoutOp.regionReserve:
+      case LayoutOp.vaReserve: {
+        const memory = op === LayoutOp.regionReserve
+        const size = l.size[i]!
+        regions.set(Number(l.address[i]!), { size, memory })
+        if (memory) add(event, size)
+        break
+      }
+      case LayoutOp.regionRelease:
+      case LayoutOp.vaRelease: {
+        const address = Number(l.address[i]!)
+        const open = regions.get(address)
+        if (open) {
+          if (open.memory) add(event, -open.size)
+          regions.delete(address)
+        }
+        break
+      }
+      case LayoutOp.map: {
+        const size = l.size[i]!
+        openMapping(Number(l.address[i]!), size)
+        add(event, size)
+        break
+      }
+      case LayoutOp.unmap: {
+        const start = Number(l.address[i]!)
+        const end = start + l.size[i]!
+        const first = Math.max(0, firstStartAfter(start) - 1)
+        let last = first
+        while (last < starts.length && starts[last]! < end) last++
+        for (const address of starts.slice(first, last)) {
+          const mappingEnd = address + mappings.get(address)!
+          if (mappingEnd <= start || address >= end) continue
+          mappings.delete(address)
+          starts.splice(firstStartAfter(address) - 1, 1)
+          add(event, -(Math.min(mappingEnd, end) - Math.max(address, start)))
+          if (address < start) openMapping(address, start - address)
+          if (mappingEnd > end) openMapping(end, mappingEnd - end)
+        }
+        break
+      }
+    }
+  }
+  let reserved = 0
+  let best = { event: 0, reserved: -1 }
+  for (let e = 0; e < events; e++) {
+    reserved += delta[e]!
+    if (reserved > best.reserved) best = { event: e, reserved }
+  }
+  return best.event
+}
