@@ -106,7 +106,12 @@ function createWindow(initialFile?: string): BrowserWindow {
     webPreferences: secureWebPreferences(PRELOAD),
   })
   const id = window.id
-  if (initialFile !== undefined) router.setInitialFile(id, initialFile)
+  if (initialFile !== undefined) {
+    router.setInitialFile(id, initialFile)
+    // The worker opens the file and replays its first maps while the window loads its page, whose
+    // own open of it then takes that job (AppSession.prefetchPath).
+    void worker.session({ op: 'prefetchPath', path: initialFile }).catch(() => {})
+  }
   if (saved?.maximized && windows === 0) window.maximize()
   window.once('ready-to-show', () => window.show())
   const remember = () => {

@@ -164,11 +164,11 @@ export class AppSession {
   /** Recent-file key of the file named on the command line. */
   private readonly initialKey: string | undefined
   /**
-   * The file named on the command line, opened when a page starts loading (prefetchInitial), so
-   * the open runs while the page loads its code; the page's own request to open it then takes
-   * this job instead of starting another.
+   * A file opened before a page asks for it (prefetchInitial: the one named on the command line;
+   * prefetchPath: the desktop app's window's), so the open runs while the page loads its code; the
+   * page's own request to open it then takes this job instead of starting another.
    */
-  private prefetched: { openJobId: string; claimed: boolean } | undefined
+  private prefetched: { openJobId: string; claimed: boolean; path: string } | undefined
   /**
    * Replays started ahead of the page that opens the initial file (src-shared/opening.ts): the
    * request a page will make, keyed (replayKey), until a page makes it and takes the job.
@@ -300,26 +300,13 @@ export class AppSession {
     const allowed = this.options.allowedPaths
     if (allowed && !allowed.has(path) && !this.recent.some((r) => r.path === path))
       throw new ApiError('BAD_INPUT', `path: this host opens only the file it was started with, samples and uploads, not ${JSON.stringify(path)}`)
-    return this.openPathJob(page, path, basename(path))
+    return this.takePrefetched(path, page) ?? this.openPathJob(page, path, basename(path))
   }
 
   openRecent(key: string, page = DEFAULT_PAGE): { jobId: string } {
-    const p = this.prefetched
-    if (p && !p.claimed && key === this.initialKey) {
-      p.claimed = true
-      // The page takes the prefetched job, and the trace it opened (or opens), as its own.
-      const job = this.jobs.get(p.openJobId)
-      if (job) {
-        job.page = page
-        const traceId = (job.result as TraceSummary | undefined)?.traceId
-        const trace = traceId !== undefined ? this.traces.get(traceId) : undefined
-        if (trace) trace.page = page
-        return { jobId: p.openJobId }
-      }
-    }
     const entry = this.recent.find((r) => r.key === key)
     if (!entry) throw new ApiError('NOT_FOUND', `recent: no recent file ${JSON.stringify(key)}`)
-    return this.openPathJob(page, entry.path, entry.name)
+    return this.takePrefetched(entry.path, page) ?? this.openPathJob(page, entry.path, entry.name)
   }
 
   recentFiles(): RecentFile[] {
@@ -375,10 +362,39 @@ export class AppSession {
   prefetchInitial(): void {
     const key = this.initialKey
     const entry = this.recent.find((r) => r.key === key)
-    if (!entry || (this.prefetched && !this.prefetched.claimed)) return
-    const { jobId } = this.openPathJob(DEFAULT_PAGE, entry.path, entry.name)
-    this.prefetched = { openJobId: jobId, claimed: false }
+    if (entry) this.prefetch(entry.path, entry.name)
+  }
+
+  /**
+   * Opens `path` ahead of a page that will open it, and replays its first maps (replayAhead): the
+   * desktop app calls this as it creates a window for a file it was given (the command line, a
+   * file association), while the window loads. The page's `trace:openPath` of that path takes the
+   * job. Does nothing while an earlier prefetch has not been taken by a page.
+   */
+  prefetchPath(path: string): void {
+    if (typeof path !== 'string' || path === '') throw new ApiError('BAD_INPUT', 'path: a file path is needed')
+    this.prefetch(path, basename(path))
+  }
+
+  private prefetch(path: string, name: string): void {
+    if (this.prefetched && !this.prefetched.claimed) return
+    const { jobId } = this.openPathJob(DEFAULT_PAGE, path, name)
+    this.prefetched = { openJobId: jobId, claimed: false, path }
     void this.replayAhead(jobId)
+  }
+
+  /** The prefetched open of `path` as `page`'s, with the trace it opened (or opens), if one waits to be taken. */
+  private takePrefetched(path: string, page: string): { jobId: string } | undefined {
+    const p = this.prefetched
+    if (!p || p.claimed || p.path !== path) return undefined
+    p.claimed = true
+    const job = this.jobs.get(p.openJobId)
+    if (!job) return undefined
+    job.page = page
+    const traceId = (job.result as TraceSummary | undefined)?.traceId
+    const trace = traceId !== undefined ? this.traces.get(traceId) : undefined
+    if (trace) trace.page = page
+    return { jobId: p.openJobId }
   }
 
   /**

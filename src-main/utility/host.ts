@@ -67,12 +67,16 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
         watchJob(started.jobId)
         return started
       }
-      case 'prefetchInitial': {
+      case 'prefetchInitial':
+      case 'prefetchPath': {
         const before = s.prefetchedJob
-        s.prefetchInitial()
+        if (request.op === 'prefetchPath') s.prefetchPath(request.path)
+        else s.prefetchInitial()
         const after = s.prefetchedJob
-        if (after !== undefined && after !== before) watchJob(after)
-        return null
+        if (after === undefined || after === before) return null
+        watchJob(after)
+        // The open started (a host may note it); null when an earlier prefetch still waits to be taken.
+        return { jobId: after }
       }
       case 'closeIdlePages':
         return s.closeIdlePages(request.idleMs) ?? null

@@ -22,10 +22,14 @@ export const WORKER_CHANNELS: readonly WorkerChannel[] = CHANNELS.filter((c): c 
  */
 export type WorkerInit = SessionOptions & { everyChannel?: boolean }
 
-/** What the web host asks of its worker's session besides the contract's channels. */
+/** What a host (the web host; the desktop app's main: prefetchPath) asks of its worker's session besides the contract's channels. */
 export type SessionRequest =
   /** Opens a file the host wrote (an upload) as `page`'s; the session deletes it once opened or failed. */
-  { op: 'openUploadedFile'; path: string; name: string; page: string } | { op: 'prefetchInitial' } | { op: 'closeIdlePages'; idleMs: number }
+  | { op: 'openUploadedFile'; path: string; name: string; page: string }
+  | { op: 'prefetchInitial' }
+  /** Opens a file a window is about to open, and replays its first maps (AppSession.prefetchPath). */
+  | { op: 'prefetchPath'; path: string }
+  | { op: 'closeIdlePages'; idleMs: number }
 
 /** Parent → worker. `page`: the web host's page the call comes from (what it opens is that page's). */
 export type WorkerRequest =

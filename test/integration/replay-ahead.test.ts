@@ -119,6 +119,29 @@ describe('replays started ahead of the page', () => {
     )
   })
 
+  it("does the same for the desktop app's window: prefetchPath opens the file, and the page's openPath takes it and its maps", async () => {
+    const s = new AppSession({ version: 'test', host: 'electron', samplesDir: dir })
+    s.prefetchPath(file)
+    const prefetched = s.prefetchedJob
+    const jobs = jobsOf(s)
+    const { jobId } = s.openPath(file, 'page-1')
+    assert.equal(jobId, prefetched, "the page's open took the prefetched job")
+    await jobs.get(jobId)!.done
+    const summary = jobs.get(jobId)!.result as TraceSummary
+    const held = jobs.size
+    const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
+    assert.equal(jobs.size, held, 'the first map, replayed ahead')
+    await jobs.get(first.jobId)!.done
+    const cut = listedStrategies(s.replayResult(first.jobId, undefined, true).meta)[0]!
+    const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
+    assert.equal(jobs.size, held + 1, 'the others, replayed ahead')
+    await jobs.get(rest.jobId)!.done
+    assert.equal(jobs.get(rest.jobId)!.status.state, 'done')
+    // Another open of the file is one of its own.
+    assert.notEqual(s.openPath(file, 'page-2').jobId, prefetched)
+    assert.throws(() => s.prefetchPath(''), /path: a file path is needed/)
+  })
+
   it('cancels what it started ahead when the page asks for another replay of the trace', async () => {
     const s = started()
     const summary = await opened(s)

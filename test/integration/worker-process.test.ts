@@ -12,6 +12,9 @@ import { fileURLToPath } from 'node:url'
 
 import { decodeBundle } from '../../src-shared/bundle.ts'
 import type { JobStatus } from '../../src-shared/contract.ts'
+import { firstReplay, restReplay } from '../../src-shared/opening.ts'
+import { listedStrategies } from '../../src-shared/wire.ts'
+import { DEFAULT_STRATEGIES } from '../../src-main/services/app-session.ts'
 import { writeTrace } from '../../src-main/services/trace/file.ts'
 import { WorkerClient, WorkerExitedError } from '../../src-main/utility/client.ts'
 import { forkNodeWorker } from '../../src-main/utility/node-transport.ts'
@@ -157,6 +160,35 @@ describe('worker process (child_process.fork, the protocol of the utility proces
     }
     assert.equal(existsSync(secondDir), false, 'the folder of the worker is removed when it ends')
     await rm(scratch, { recursive: true, force: true })
+  })
+
+  test("the desktop app's prefetch of a window's file: the worker opens it and replays its first maps ahead; the page's open and replays take those jobs", async () => {
+    const client = newClient()
+    try {
+      const path = join(SAMPLES, 'transformer_varseq.pickle')
+      const prefetched = (await client.session({ op: 'prefetchPath', path })) as { jobId: string }
+      assert.equal(await client.session({ op: 'prefetchPath', path }), null, 'one prefetch at a time, until a page takes it')
+      // The page's open of that file (trace:openRecent, trace:openPath in main) takes the job.
+      const open = await client.call('trace:openPath', { path })
+      assert.equal(open.jobId, prefetched.jobId)
+      assert.equal((await settle(client, open.jobId)).state, 'done')
+      const summary = await client.call('job:result', { jobId: open.jobId })
+      assert.equal((await client.call('trace:openPath', { path })).jobId === open.jobId, false, 'taken once: a second open is its own')
+      // Its maps' replays were started ahead (AppSession's own tests hold that the page's requests take them).
+      const first = await client.call('replay:start', firstReplay(summary, DEFAULT_STRATEGIES))
+      assert.equal((await settle(client, first.jobId)).state, 'done')
+      const cut = listedStrategies(decodeBundle(await bytesOf(await client.call('replay:result', { jobId: first.jobId, preview: true }))).meta)[0]!
+      assert.ok(Number.isInteger(cut.previewAt), `the recorded map cut at its peak (${cut.previewAt})`)
+      const rest = await client.call('replay:start', restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!))
+      assert.equal((await settle(client, rest.jobId)).state, 'done')
+      const bad = await client.session({ op: 'prefetchPath', path: '' }).then(
+        () => null,
+        (e: Error & { code?: string }) => e,
+      )
+      assert.equal(bad?.code, 'BAD_INPUT')
+    } finally {
+      await client.close()
+    }
   })
 
   test('an error of the session comes back with its code, and the worker goes on', async () => {
