@@ -6,6 +6,7 @@
  */
 
 import { LayoutOp } from './layout.ts'
+import { OpenMappings } from './open-mappings.ts'
 import type { LayoutOnEvents } from './wire.ts'
 
 /**
@@ -22,23 +23,8 @@ export function reservedPeakEvent(l: LayoutOnEvents, events: number): number {
   }
   /** Open regions by address: their size, and whether they are memory (not address space). */
   const regions = new Map<number, { size: number; memory: boolean }>()
-  /** Open mappings: start -> size, and their starts in order. */
-  const mappings = new Map<number, number>()
-  const starts: number[] = []
-  const firstStartAfter = (address: number) => {
-    let lo = 0
-    let hi = starts.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (starts[mid]! <= address) lo = mid + 1
-      else hi = mid
-    }
-    return lo
-  }
-  const openMapping = (address: number, size: number) => {
-    if (!mappings.has(address)) starts.splice(firstStartAfter(address), 0, address)
-    mappings.set(address, size)
-  }
+  /** Open mappings, each its size. */
+  const mappings = new OpenMappings<number>((size) => size)
   for (let i = 0; i < l.op.length; i++) {
     const op = l.op[i]!
     const event = l.event[i]!
@@ -63,25 +49,18 @@ export function reservedPeakEvent(l: LayoutOnEvents, events: number): number {
       }
       case LayoutOp.map: {
         const size = l.size[i]!
-        openMapping(Number(l.address[i]!), size)
+        mappings.open(Number(l.address[i]!), size)
         add(event, size)
         break
       }
       case LayoutOp.unmap: {
         const start = Number(l.address[i]!)
         const end = start + l.size[i]!
-        const first = Math.max(0, firstStartAfter(start) - 1)
-        let last = first
-        while (last < starts.length && starts[last]! < end) last++
-        for (const address of starts.slice(first, last)) {
-          const mappingEnd = address + mappings.get(address)!
-          if (mappingEnd <= start || address >= end) continue
-          mappings.delete(address)
-          starts.splice(firstStartAfter(address) - 1, 1)
+        mappings.unmap(start, end, (address, _size, mappingEnd) => {
           add(event, -(Math.min(mappingEnd, end) - Math.max(address, start)))
-          if (address < start) openMapping(address, start - address)
-          if (mappingEnd > end) openMapping(end, mappingEnd - end)
-        }
+          if (address < start) mappings.open(address, start - address)
+          if (mappingEnd > end) mappings.open(end, mappingEnd - end)
+        })
         break
       }
     }

@@ -7,6 +7,7 @@ import { LayoutOp as Op, type ReuseKind } from '../../src-shared/layout.ts'
 // Where a strategy's reuse of freed memory is read (the host cuts layouts by it too).
 export { reuseKindOf, type ReuseKind } from '../../src-shared/layout.ts'
 import { AddressTable, hashOf, hashOfWord } from '../../src-shared/address-table.ts'
+import { OpenMappings } from '../../src-shared/open-mappings.ts'
 import { carriesSize, sentLayout, type AddressWords, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
 import { aliveAt, bucketScratch, buildIntervalIndex, endedWithin, fewForTheirRange, sortedOrder, upperBound, type IntervalIndex } from './interval-index.ts'
 
@@ -168,9 +169,8 @@ export class StrategyModelBuilder {
   // Open intervals by address. A block address is unique among live blocks; a region's too.
   private readonly openBlocks = new AddressTable()
   private readonly openRegions = new AddressTable(16) // memory and address space
-  private readonly openMappings = new Map<number, number>()
-  /** Starts of the open mappings, ascending: an unmap finds the mappings it cuts by binary search. */
-  private readonly mappingStarts: number[] = []
+  /** Open mappings: each its region record. */
+  private readonly openMappings = new OpenMappings<number>((k) => this.builder.regions.size[k]!)
   private readonly failures: number[] = []
   private readonly resets: number[] = []
   private readonly trimEvents: number[] = []
@@ -192,23 +192,6 @@ export class StrategyModelBuilder {
     regionEvents = 16,
   ) {
     this.builder = new RecordBuilder(allocs, regionEvents)
-  }
-
-  private firstStartAfter(address: number): number {
-    const starts = this.mappingStarts
-    let lo = 0
-    let hi = starts.length
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1
-      if (starts[mid]! <= address) lo = mid + 1
-      else hi = mid
-    }
-    return lo
-  }
-
-  private openMapping(address: number, k: number): void {
-    if (!this.openMappings.has(address)) this.mappingStarts.splice(this.firstStartAfter(address), 0, address)
-    this.openMappings.set(address, k)
   }
 
   private closeFreed(k: number, event: number): void {
@@ -301,7 +284,7 @@ export class StrategyModelBuilder {
         }
         case Op.map: {
           const address = addressAt(i)
-          this.openMapping(address, builder.addRegion(RegionKind.mapping, address, size, event))
+          this.openMappings.open(address, builder.addRegion(RegionKind.mapping, address, size, event))
           break
         }
         case Op.unmap: {
@@ -310,24 +293,12 @@ export class StrategyModelBuilder {
           // mapped of a mapping it cuts continues as a new record from this event.
           const start = addressAt(i)
           const end = start + size
-          const regions = builder.regions
-          const starts = this.mappingStarts
-          // Mappings are disjoint: the one starting at or before `start` may reach into the range,
-          // then every one starting before `end`.
-          const first = Math.max(0, this.firstStartAfter(start) - 1)
-          let last = first
-          while (last < starts.length && starts[last]! < end) last++
-          const cut = starts.slice(first, last)
-          for (const address of cut) {
-            const k = this.openMappings.get(address)!
-            const mappingEnd = address + regions.size[k]!
-            if (mappingEnd <= start || address >= end) continue
-            regions.to[k] = event
-            this.openMappings.delete(address)
-            starts.splice(this.firstStartAfter(address) - 1, 1)
-            if (address < start) this.openMapping(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
-            if (mappingEnd > end) this.openMapping(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
-          }
+          const mappings = this.openMappings
+          mappings.unmap(start, end, (address, k, mappingEnd) => {
+            builder.regions.to[k] = event
+            if (address < start) mappings.open(address, builder.addRegion(RegionKind.mapping, address, start - address, event))
+            if (mappingEnd > end) mappings.open(end, builder.addRegion(RegionKind.mapping, end, mappingEnd - end, event))
+          })
           break
         }
         case Op.reset: {
