@@ -195,6 +195,8 @@ export class AppState {
    * arrived (open()): the toolbar names it and the timeline draws its requested bytes meanwhile.
    */
   opening = $state.raw<TraceSummary | null>(null)
+  /** Whether the opening trace's columns have been asked for (they wait for every map's first drawing). */
+  columnsAsked = $state(false)
   /** The program's requested bytes over the open trace: from its columns, or its summary while they travel. */
   requested = $derived(this.trace?.requested ?? this.opening?.requested ?? null)
 
@@ -255,6 +257,7 @@ export class AppState {
       this.trace = null
       // Until the columns arrive, the summary's requested bytes and the maps' panes are drawn.
       this.opening = summary
+      this.columnsAsked = false
       // A decode worker starts once that is painted, so its script is loaded when the first map's
       // bundle is ready (the replay takes longer), and not while the page paints.
       requestAnimationFrame(() => setTimeout(() => this.decoder.warm(), 0))
@@ -309,6 +312,7 @@ export class AppState {
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
       const firstViews = first?.every((v) => v.previewAt === undefined) ? Promise.resolve(first) : firstJob.then((jobId) => this.fetchReplay(jobId))
       firstViews.catch(() => {})
+      if (this.opens === opened) this.columnsAsked = true
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
       this.trace = data
       this.opening = null

@@ -111,3 +111,43 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
     assert.deepEqual(pageErrors, [])
   })
 })
+
+describe('the opening line while the other maps replay', { skip }, () => {
+  let served: Served
+  let browser: Browser
+  let page: Page
+  const heldPreviews: Route[] = []
+  let release = false
+
+  before(async () => {
+    served = await serveSuiteSnapshot('bert_train__default.pickle')
+    browser = await launchBrowser()
+    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+    // The other maps' previews (a strategy's, not the first map's) are held: the columns wait for them.
+    await page.route('**/api/replay%3Aresult', (route) => {
+      const arg = JSON.parse(route.request().postData() ?? '{}') as { strategy?: number; preview?: boolean }
+      if (release || arg.preview !== true || arg.strategy === undefined) return void route.continue()
+      heldPreviews.push(route)
+    })
+    await page.goto(served.url)
+  })
+  after(async () => {
+    await browser?.close()
+    await served?.stop()
+  })
+
+  it('says the columns come once every map is drawn, and they come then', async () => {
+    await waitForCount({ count: async () => heldPreviews.length }, (n) => n >= 5, 60_000)
+    const note = page.locator('.opening-note')
+    await note.waitFor()
+    assert.match(
+      ((await note.textContent()) ?? '').replace(/\s+/g, ' ').trim(),
+      /^The trace's [\d,]+ events are read once every map is drawn: playback, the allocation timeline and the event list come with them\.$/,
+    )
+    assert.equal(await page.locator('.map').count(), 1, 'the first map is drawn; the others wait')
+    release = true
+    for (const route of heldPreviews.splice(0)) await route.continue()
+    await waitForCount(page.locator('.map'), (n) => n === 6, 60_000)
+    await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
+  })
+})
