@@ -128,8 +128,11 @@ export function createClient(): Client {
   return bridge ? bridgeClient(bridge) : httpClient()
 }
 
-/** Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. */
-export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80): Promise<JobStatus> {
+/**
+ * Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. With
+ * `until` (a performance.now() time), returns its last status, still running, once that has passed.
+ */
+export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80, until?: number): Promise<JobStatus> {
   // A host that holds the answer until the job ends (or an interval passes, for the progress bar)
   // is asked again at once: the page learns of the end when it happens. Otherwise polls soon at
   // first, then every intervalMs: a short job (a small file, the first strategy of a replay) is
@@ -139,6 +142,7 @@ export async function waitForJob(client: Client, jobId: string, onStatus: (s: Jo
     onStatus(status)
     if (status.state === 'done') return status
     if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
+    if (until !== undefined && performance.now() >= until) return status
     if (!client.statusWaits) await new Promise((r) => setTimeout(r, wait))
   }
 }

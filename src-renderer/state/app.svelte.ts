@@ -15,6 +15,12 @@ import type { DecodeRequest, DecodeResponse } from '../workers/decode.worker.ts'
 
 /** While playing, the figures read the playhead at most this often (ms). */
 const READOUT_MS = 100
+/**
+ * How long an open waits for the other maps' replays before it asks for the trace's columns anyway
+ * (ms): long enough for a 1 M-event trace's on two cores, short enough that a much larger trace's
+ * timeline and event list are not held behind replays of tens of seconds.
+ */
+const OTHER_MAPS_WAIT_MS = 4000
 
 export type { ColorBy }
 export type { Theme }
@@ -293,20 +299,26 @@ export class AppState {
         if (first) {
           this.showFirst(first)
           // The others replay on the host, their previews cut at the event the first map opened
-          // at; the page waits for them (kilobytes) before it asks for the trace's columns and the
-          // first map's history (tens of megabytes): on two cores those crossing and decoding
-          // beside the replays held every map back by a second (docs/benchmarks.md, "Every map
-          // before the columns"). A host started with this file may have replayed them already
-          // (src-shared/opening.ts).
+          // at; the page waits for them (kilobytes), for up to OTHER_MAPS_WAIT_MS, before it asks
+          // for the trace's columns and the first map's history (tens of megabytes): on two cores
+          // those crossing and decoding beside the replays held every map back by a second
+          // (docs/benchmarks.md, "Every map before the columns"). Replays still running then draw
+          // their previews when they end (replay()). A host started with this file may have
+          // replayed them already (src-shared/opening.ts).
           rest = this.startReplay(restReplay(summary, this.strategySpec, this.event))
           rest.catch(() => {})
-          restPreviews = await this.previewsOf(rest, this.laterStrategies(summary.stored), (s) => {
-            if (this.opens === opened) this.job = s
-          })
+          restPreviews = await this.previewsOf(
+            rest,
+            this.laterStrategies(summary.stored),
+            (s) => {
+              if (this.opens === opened) this.job = s
+            },
+            performance.now() + OTHER_MAPS_WAIT_MS,
+          )
           if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
-        // The replays are over (their progress was the last shown); what is fetched next shows as
-        // the maps' own progress. (Unless another open has started meanwhile.)
+        // The replays are over, or the wait for them is (their progress was the last shown); what
+        // is fetched next shows as the maps' own progress. (Unless another open has started meanwhile.)
         if (this.opens === opened) this.job = null
       }
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
@@ -409,10 +421,20 @@ export class AppState {
     return (await Promise.all(Array.from({ length: strategies + 1 }, (_, i) => this.fetchReplay(jobId, i, true)))).flat()
   }
 
-  /** The previews of a started replay once it has ended (`status` hears its progress), or null when it failed. */
-  private async previewsOf(started: Promise<{ jobId: string }>, strategies: number, status: (s: JobStatus) => void): Promise<StrategyView[] | null> {
+  /**
+   * The previews of a started replay once it has ended (`status` hears its progress); null when it
+   * failed, or was still running at `until` (performance.now()).
+   */
+  private async previewsOf(
+    started: Promise<{ jobId: string }>,
+    strategies: number,
+    status: (s: JobStatus) => void,
+    until: number,
+  ): Promise<StrategyView[] | null> {
     try {
-      const jobId = await this.replayJob(started, status)
+      const { jobId } = await started
+      if ((await waitForJob(this.client, jobId, status, undefined, until)).state !== 'done') return null
+      status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
       const previews = await this.fetchPreviews(jobId, strategies)
       return previews.length >= strategies ? previews : null
     } catch {

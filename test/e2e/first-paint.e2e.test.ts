@@ -151,3 +151,59 @@ describe('the opening line while the other maps replay', { skip }, () => {
     await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
   })
 })
+
+describe('an open whose other maps replay longer than the page waits for them', { skip }, () => {
+  let served: Served
+  let browser: Browser
+  let page: Page
+  /** The others' replay job (the second replay:start: includeStored false), while the test says it still runs. */
+  let restJob: string | undefined
+  let stillRunning = true
+  let columnsAskedAt: number | undefined
+  let restStartedAt: number | undefined
+
+  before(async () => {
+    served = await serveSuiteSnapshot('bert_train__default.pickle')
+    browser = await launchBrowser()
+    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+    await page.route('**/api/replay%3Astart', async (route) => {
+      const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
+      const response = await route.fetch()
+      if (arg.includeStored === false) {
+        restJob = ((await response.json()) as { result: { jobId: string } }).result.jobId
+        restStartedAt = Date.now()
+      }
+      await route.fulfill({ response })
+    })
+    // Until the test lets it go, the others' job answers as a replay still under way.
+    await page.route('**/api/job%3Astatus', (route) => {
+      const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
+      if (!stillRunning || jobId === undefined || jobId !== restJob) return void route.continue()
+      void route.fulfill({
+        contentType: 'application/json',
+        body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
+      })
+    })
+    await page.route('**/api/trace%3Adata', (route) => {
+      columnsAskedAt ??= Date.now()
+      void route.continue()
+    })
+    await page.goto(served.url)
+  })
+  after(async () => {
+    await browser?.close()
+    await served?.stop()
+  })
+
+  it('asks for the columns after a few seconds, the other maps still to come, and draws those when they end', async () => {
+    await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
+    assert.ok(restStartedAt !== undefined && columnsAskedAt !== undefined)
+    const waited = columnsAskedAt - restStartedAt
+    assert.ok(waited >= 3500 && waited < 20_000, `the columns were asked for ${waited} ms after the others' replay started`)
+    assert.equal(await page.locator('.map').count(), 1, 'only the first map is drawn; the others still replay')
+    assert.equal(await page.locator('.map-pending').count(), 5)
+    stillRunning = false
+    await waitForCount(page.locator('.map'), (n) => n === 6, 60_000)
+    await waitForCount(page.locator('.map .preview-note'), (n) => n === 0, 60_000)
+  })
+})
