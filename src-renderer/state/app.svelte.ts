@@ -321,10 +321,15 @@ export class AppState {
         // is fetched next shows as the maps' own progress. (Unless another open has started meanwhile.)
         if (this.opens === opened) this.job = null
       }
+      // A later open took over while this one waited: it goes no further, and its trace is freed on the host.
+      if (this.opens !== opened) {
+        void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
+        return
+      }
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
       const firstViews = first?.every((v) => v.previewAt === undefined) ? Promise.resolve(first) : firstJob.then((jobId) => this.fetchReplay(jobId))
       firstViews.catch(() => {})
-      if (this.opens === opened) this.columnsAsked = true
+      this.columnsAsked = true
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
       this.trace = data
       this.opening = null

@@ -207,3 +207,59 @@ describe('an open whose other maps replay longer than the page waits for them', 
     await waitForCount(page.locator('.map .preview-note'), (n) => n === 0, 60_000)
   })
 })
+
+describe('a file opened while the one before still waits for its other maps', { skip }, () => {
+  let served: Served
+  let browser: Browser
+  let page: Page
+  let firstRest: string | undefined
+  let firstColumns = false
+
+  before(async () => {
+    served = await serveSuiteSnapshot('bert_train__default.pickle')
+    browser = await launchBrowser()
+    page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+    // The BERT snapshot's other maps answer as still replaying (the first open waits on them); its
+    // columns are noted if they are ever asked for.
+    await page.route('**/api/replay%3Astart', async (route) => {
+      const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
+      const response = await route.fetch()
+      if (arg.includeStored === false) firstRest ??= ((await response.json()) as { result: { jobId: string } }).result.jobId
+      await route.fulfill({ response })
+    })
+    await page.route('**/api/job%3Astatus', (route) => {
+      const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
+      if (jobId === undefined || jobId !== firstRest) return void route.continue()
+      void route.fulfill({
+        contentType: 'application/json',
+        body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
+      })
+    })
+    await page.goto(served.url)
+  })
+  after(async () => {
+    await browser?.close()
+    await served?.stop()
+  })
+
+  it('ends the earlier open: its columns are never asked for, and the later file stays open', async () => {
+    await waitForCount({ count: async () => (firstRest === undefined ? 0 : 1) }, (n) => n === 1, 60_000)
+    const bert = await page.evaluate(() => (globalThis as unknown as { vramscopeApp: { opening: { traceId: string } | null } }).vramscopeApp.opening?.traceId)
+    assert.ok(bert !== undefined, 'the BERT snapshot is opening')
+    await page.route('**/api/trace%3Adata', (route) => {
+      const { traceId } = JSON.parse(route.request().postData() ?? '{}') as { traceId?: string }
+      if (traceId === bert) firstColumns = true
+      void route.continue()
+    })
+    await page.evaluate(() =>
+      (globalThis as unknown as { vramscopeApp: { openSample(name: string): Promise<void> } }).vramscopeApp.openSample('transformer_varseq.pickle'),
+    )
+    const file = page.locator('header.toolbar .file')
+    await file.filter({ hasText: /^transformer_varseq\.pickle · / }).waitFor({ timeout: 60_000 })
+    await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
+    // Past the earlier open's wait for its other maps (4 s): it asked for nothing more.
+    await new Promise((r) => setTimeout(r, 5000))
+    assert.match((await file.textContent()) ?? '', /^transformer_varseq\.pickle · /)
+    assert.equal(firstColumns, false, "the earlier file's columns were not asked for")
+  })
+})
