@@ -65,11 +65,16 @@ export function reservedPeakEvent(l: LayoutOnEvents, events: number): number {
       }
     }
   }
+  return peakOfDeltas(delta, events).event
+}
+
+/** The first event at which the running sum of `delta[0 ..= event]` is highest, and that sum. */
+export function peakOfDeltas(delta: Float64Array, events: number): { event: number; reserved: number } {
   let reserved = 0
   let best = { event: 0, reserved: -1 }
   for (let e = 0; e < events; e++) {
     reserved += delta[e]!
     if (reserved > best.reserved) best = { event: e, reserved }
   }
-  return best.event
+  return best
 }

@@ -66,7 +66,7 @@ interface ReplayOutcome {
  */
 function openingPeak(first: StrategyToSend | undefined, events: number): number | undefined {
   if (!first) return undefined
-  if (first.recorded) return events > 0 ? reservedPeakEvent(first.layout, events) : undefined
+  if (first.recorded) return reservedPeakEvent(first.layout, events)
   const peak = first.summary['peakReservedEvent']
   return peak !== undefined && Number.isInteger(peak) && peak >= 0 ? peak : undefined
 }

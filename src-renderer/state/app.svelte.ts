@@ -315,17 +315,17 @@ export class AppState {
             },
             performance.now() + OTHER_MAPS_WAIT_MS,
           )
-          if (restPreviews && this.opens === opened) this.showPreviews(restPreviews, first.length)
         }
-        // The replays are over, or the wait for them is (their progress was the last shown); what
-        // is fetched next shows as the maps' own progress. (Unless another open has started meanwhile.)
-        if (this.opens === opened) this.job = null
       }
       // A later open took over while this one waited: it goes no further, and its trace is freed on the host.
       if (this.opens !== opened) {
         void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
         return
       }
+      if (restPreviews && first) this.showPreviews(restPreviews, first.length)
+      // The replays are over, or the wait for them is (their progress was the last shown); what is
+      // fetched next shows as the maps' own progress.
+      this.job = null
       // The first maps' whole histories cross beside the columns (a preview that could not be cut is whole already).
       const firstViews = first?.every((v) => v.previewAt === undefined) ? Promise.resolve(first) : firstJob.then((jobId) => this.fetchReplay(jobId))
       firstViews.catch(() => {})
@@ -469,9 +469,10 @@ export class AppState {
     const t0 = performance.now()
     try {
       const count = firstCount(trace.summary.stored)
-      const traceId = trace.summary.traceId
       const first = await (firstViews ??
-        this.replayResult(this.startReplay({ traceId, strategies: this.strategySpec, targets: { first: 0, count }, includeStored: true })))
+        this.replayResult(
+          this.startReplay({ traceId: trace.summary.traceId, strategies: this.strategySpec, targets: { first: 0, count }, includeStored: true }),
+        ))
       let decodeMs = this.decoder.lastMs
       this.showFirst(first)
       this.showBands()
@@ -481,7 +482,7 @@ export class AppState {
       const others = this.laterStrategies(trace.summary.stored)
       // Their previews are cut at the playhead's event (where the first map opened, on an open).
       const rest = await this.replayResult(
-        restStarted ?? this.startReplay({ traceId, strategies: this.strategySpec, targets: { first: count }, includeStored: false, previewAt: this.event }),
+        restStarted ?? this.startReplay(restReplay(trace.summary, this.strategySpec, this.event)),
         undefined,
         others,
         first.length,

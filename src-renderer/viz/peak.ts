@@ -1,6 +1,7 @@
 // What a strategy held at its peak reserved, grouped by who asked for it: the headline frame of
 // the allocating stack (the user's frame, src-shared/frames.ts), the tag, or the stream; largest first. Answers "what do I shrink to lower
 // the peak?". Pure functions over the model and the trace, tested in Node.
+import { peakOfDeltas } from '../../src-shared/reserved-peak.ts'
 import type { StrategyView, TraceData } from './data.ts'
 import { frameLabelAt, headlineAt } from './frames.ts'
 import { liveBlocksAt, NEVER, NO_STREAM, RegionKind, type StrategyModel } from './model.ts'
@@ -44,13 +45,7 @@ export function sweptPeak(model: StrategyModel, events: number): { event: number
     const to = r.to[k]!
     if (to !== NEVER && to < events) delta[to]! -= r.size[k]!
   }
-  let reserved = 0
-  let best = { event: 0, reserved: -1 }
-  for (let e = 0; e < events; e++) {
-    reserved += delta[e]!
-    if (reserved > best.reserved) best = { event: e, reserved }
-  }
-  return best
+  return peakOfDeltas(delta, events)
 }
 
 /** What the table shows for a group: the headline frame as every view labels it, the tag, or the stream. */
