@@ -17,6 +17,33 @@ import { browserSkipReason, launchBrowser, OUTPUT, serveSuiteSnapshot, waitForCo
 const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
+/**
+ * Makes the page's first job of the other maps (its replay:start with includeStored false) answer
+ * `job:status` as a replay still under way while `running()` holds. Returns what it saw: that job
+ * and when it was started.
+ */
+async function holdOthersReplay(page: Page, running: () => boolean): Promise<{ jobId?: string; startedAt?: number }> {
+  const seen: { jobId?: string; startedAt?: number } = {}
+  await page.route('**/api/replay%3Astart', async (route) => {
+    const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
+    const response = await route.fetch()
+    if (arg.includeStored === false && seen.jobId === undefined) {
+      seen.jobId = ((await response.json()) as { result: { jobId: string } }).result.jobId
+      seen.startedAt = Date.now()
+    }
+    await route.fulfill({ response })
+  })
+  await page.route('**/api/job%3Astatus', (route) => {
+    const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
+    if (!running() || jobId === undefined || jobId !== seen.jobId) return void route.continue()
+    void route.fulfill({
+      contentType: 'application/json',
+      body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
+    })
+  })
+  return seen
+}
+
 describe("a trace's first paint, before its columns arrive", { skip }, () => {
   let served: Served
   let browser: Browser
@@ -156,34 +183,16 @@ describe('an open whose other maps replay longer than the page waits for them', 
   let served: Served
   let browser: Browser
   let page: Page
-  /** The others' replay job (the second replay:start: includeStored false), while the test says it still runs. */
-  let restJob: string | undefined
+  /** The others' replay job, which answers as running while `stillRunning`. */
+  let others: { jobId?: string; startedAt?: number }
   let stillRunning = true
   let columnsAskedAt: number | undefined
-  let restStartedAt: number | undefined
 
   before(async () => {
     served = await serveSuiteSnapshot('bert_train__default.pickle')
     browser = await launchBrowser()
     page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
-    await page.route('**/api/replay%3Astart', async (route) => {
-      const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
-      const response = await route.fetch()
-      if (arg.includeStored === false) {
-        restJob = ((await response.json()) as { result: { jobId: string } }).result.jobId
-        restStartedAt = Date.now()
-      }
-      await route.fulfill({ response })
-    })
-    // Until the test lets it go, the others' job answers as a replay still under way.
-    await page.route('**/api/job%3Astatus', (route) => {
-      const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
-      if (!stillRunning || jobId === undefined || jobId !== restJob) return void route.continue()
-      void route.fulfill({
-        contentType: 'application/json',
-        body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
-      })
-    })
+    others = await holdOthersReplay(page, () => stillRunning)
     await page.route('**/api/trace%3Adata', (route) => {
       columnsAskedAt ??= Date.now()
       void route.continue()
@@ -197,8 +206,8 @@ describe('an open whose other maps replay longer than the page waits for them', 
 
   it('asks for the columns after a few seconds, the other maps still to come, and draws those when they end', async () => {
     await page.getByRole('region', { name: 'allocation timeline' }).waitFor({ timeout: 60_000 })
-    assert.ok(restStartedAt !== undefined && columnsAskedAt !== undefined)
-    const waited = columnsAskedAt - restStartedAt
+    assert.ok(others.startedAt !== undefined && columnsAskedAt !== undefined)
+    const waited = columnsAskedAt - others.startedAt
     assert.ok(waited >= 3500 && waited < 20_000, `the columns were asked for ${waited} ms after the others' replay started`)
     assert.equal(await page.locator('.map').count(), 1, 'only the first map is drawn; the others still replay')
     assert.equal(await page.locator('.map-pending').count(), 5)
@@ -212,29 +221,15 @@ describe('a file opened while the one before still waits for its other maps', { 
   let served: Served
   let browser: Browser
   let page: Page
-  let firstRest: string | undefined
+  let others: { jobId?: string }
   let firstColumns = false
 
   before(async () => {
     served = await serveSuiteSnapshot('bert_train__default.pickle')
     browser = await launchBrowser()
     page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
-    // The BERT snapshot's other maps answer as still replaying (the first open waits on them); its
-    // columns are noted if they are ever asked for.
-    await page.route('**/api/replay%3Astart', async (route) => {
-      const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
-      const response = await route.fetch()
-      if (arg.includeStored === false) firstRest ??= ((await response.json()) as { result: { jobId: string } }).result.jobId
-      await route.fulfill({ response })
-    })
-    await page.route('**/api/job%3Astatus', (route) => {
-      const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
-      if (jobId === undefined || jobId !== firstRest) return void route.continue()
-      void route.fulfill({
-        contentType: 'application/json',
-        body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
-      })
-    })
+    // The BERT snapshot's other maps answer as still replaying (the first open waits on them).
+    others = await holdOthersReplay(page, () => true)
     await page.goto(served.url)
   })
   after(async () => {
@@ -243,7 +238,7 @@ describe('a file opened while the one before still waits for its other maps', { 
   })
 
   it('ends the earlier open: its columns are never asked for, and the later file stays open', async () => {
-    await waitForCount({ count: async () => (firstRest === undefined ? 0 : 1) }, (n) => n === 1, 60_000)
+    await waitForCount({ count: async () => (others.jobId === undefined ? 0 : 1) }, (n) => n === 1, 60_000)
     const bert = await page.evaluate(() => (globalThis as unknown as { vramscopeApp: { opening: { traceId: string } | null } }).vramscopeApp.opening?.traceId)
     assert.ok(bert !== undefined, 'the BERT snapshot is opening')
     await page.route('**/api/trace%3Adata', (route) => {
