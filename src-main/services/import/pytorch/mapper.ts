@@ -6,6 +6,7 @@
 //   alloc          -> alloc, with a dense id per live address, frames -> stack, stream -> streams
 //   free_requested -> free of that id, at its free_completed (when the block went back to the pool:
 //                     later for a block used on other streams; never, if it had not by the end)
+//   free_completed of a live block with no free_requested -> free (as memory_viz reads it)
 //   oom            -> oom (size, stream, stack; its device_free, which it carries instead of addr,
 //                     in the property pytorch.oom.device_free)
 //   snapshot -> a marker;  external_annotations -> markers, by time
@@ -493,6 +494,16 @@ export class SnapshotMapper implements DecodedEventSink {
       }
       case 'free_completed': {
         const id = s.pending.get(addr)
+        if (id < 0 && s.live.get(addr) >= 0) {
+          // A free_completed of a live block with no free_requested before it: some writers (the
+          // generator of other viewers' test snapshots) give frees this way only, and memory_viz
+          // counts it as the free. So does the import.
+          const liveId = s.live.get(addr)
+          s.live.delete(addr)
+          s.events.push(EventKind.free, liveId, s.requestedById[liveId]!, this.stream(streamValue), device, t)
+          s.layout.push(LayoutOp.free, addr, s.roundedById[liveId]!, s.requestedById[liveId]!, streamNumber, t)
+          return
+        }
         if (id < 0) {
           // Its alloc and free_requested were both lost: in the layout the block was pending at
           // t = 0. The program had let go of it, so the request trace has nothing to add.
