@@ -21,6 +21,51 @@ interface Held {
   segments: number
 }
 
+/** Pages [first, end) (in PAGE units) that one map or unmap sets. */
+interface Paint {
+  first: number
+  end: number
+  mapped: boolean
+}
+
+/**
+ * The stretches of mapped memory (address, bytes) after these maps and unmaps in order: the last
+ * one over a page decides it, and adjacent mapped pages are one stretch of an expandable segment.
+ * O(n log n) in the events over a segment tree of their endpoints, whatever the bytes they cover.
+ */
+function mappedStretches(paints: readonly Paint[]): [bigint, number][] {
+  if (paints.length === 0) return []
+  const edges = [...new Set(paints.flatMap((p) => [p.first, p.end]))].sort((x, y) => x - y)
+  const leaves = edges.length - 1
+  const indexOf = new Map(edges.map((e, i) => [e, i] as [number, number]))
+  // latest[node]: 1 + the index of the last paint that covered the node's whole span (0: none).
+  // Paints come in order, so a later one is a larger index: a leaf's paint is the largest on its path.
+  let size = 1
+  while (size < leaves) size *= 2
+  const latest = new Int32Array(2 * size)
+  paints.forEach((p, i) => {
+    let lo = indexOf.get(p.first)! + size
+    let hi = indexOf.get(p.end)! + size
+    for (; lo < hi; lo >>= 1, hi >>= 1) {
+      if (lo & 1) latest[lo++] = i + 1
+      if (hi & 1) latest[--hi] = i + 1
+    }
+  })
+  const stretches: [bigint, number][] = []
+  let open = -1
+  for (let leaf = 0; leaf <= leaves; leaf++) {
+    let paint = 0
+    if (leaf < leaves) for (let node = leaf + size; node >= 1; node >>= 1) paint = Math.max(paint, latest[node]!)
+    const mapped = paint > 0 && paints[paint - 1]!.mapped
+    if (mapped && open < 0) open = edges[leaf]!
+    else if (!mapped && open >= 0) {
+      stretches.push([BigInt(open) * BIG_PAGE, (edges[leaf]! - open) * PAGE])
+      open = -1
+    }
+  }
+  return stretches
+}
+
 /**
  * What the recorded layout held at `time` (its events up to and including that time): segments
  * (cudaMalloc regions; pages mapped into expandable segments, adjacent ones joined), the live
@@ -29,9 +74,9 @@ interface Held {
  */
 export function heldAt(layout: LayoutTrace, time: number): Held {
   const regions = new Map<bigint, number>()
-  // Mapped memory in pages of PAGE bytes (maps and unmaps need not pair: an unmap may take back
-  // the end of a stretch mapped in one go).
-  const pages = new Set<bigint>()
+  // Maps and unmaps need not pair (an unmap may take back the end of a stretch mapped in one go):
+  // each sets the pages it covers, in order; mappedStretches paints them.
+  const paints: Paint[] = []
   const blocks = new Map<bigint, number>()
   for (let k = 0; k < layout.op.length; k++) {
     if (layout.time[k]! > time) break
@@ -45,10 +90,9 @@ export function heldAt(layout: LayoutTrace, time: number): Held {
         break
       case LayoutOp.map:
       case LayoutOp.unmap: {
-        const n = BigInt(Math.ceil(layout.size[k]! / PAGE))
-        for (let p = 0n; p < n; p++)
-          if (layout.op[k] === LayoutOp.map) pages.add(a / BIG_PAGE + p)
-          else pages.delete(a / BIG_PAGE + p)
+        const first = Number(a / BIG_PAGE)
+        const pages = Math.ceil(layout.size[k]! / PAGE)
+        if (pages > 0) paints.push({ first, end: first + pages, mapped: layout.op[k] === LayoutOp.map })
         break
       }
       case LayoutOp.alloc:
@@ -60,13 +104,7 @@ export function heldAt(layout: LayoutTrace, time: number): Held {
         break
     }
   }
-  // Mapped pages next to each other are one stretch of an expandable segment.
-  const joined: [bigint, number][] = []
-  for (const p of [...pages].sort((x, y) => (x < y ? -1 : 1))) {
-    const last = joined.at(-1)
-    if (last && last[0] + BigInt(last[1]) === p * BIG_PAGE) last[1] += PAGE
-    else joined.push([p * BIG_PAGE, PAGE])
-  }
+  const joined = mappedStretches(paints)
   const ranges: [bigint, number][] = [...regions, ...joined]
   ranges.sort((x, y) => (x[0] < y[0] ? -1 : 1))
   const live = [...blocks].sort((x, y) => (x[0] < y[0] ? -1 : 1))

@@ -93,3 +93,66 @@ describe('the out-of-memory summary', () => {
     )
   })
 })
+
+/** A layout of these events, at times 0, 1, 2 … */
+function layoutOf(ops: readonly (readonly [number, bigint, number])[]): ReturnType<typeof allocateLayout> {
+  const layout = allocateLayout(ops.length)
+  ops.forEach(([op, a, size], k) => {
+    layout.op[k] = op
+    layout.address[k] = a
+    layout.size[k] = size
+    layout.time[k] = k
+  })
+  return layout
+}
+
+describe('what the recorded layout held, at a cost that grows with events, never with bytes', () => {
+  const PAGE = 2 * MiB
+  const BASE = 0x7f00_0000_0000n
+
+  for (const exponent of [45, 52]) {
+    it(`a 2^${exponent}-byte segment_map with a block in it: held in milliseconds, not page by page`, () => {
+      const started = performance.now()
+      const layout = layoutOf([
+        [LayoutOp.map, BASE, 2 ** exponent],
+        [LayoutOp.alloc, BASE, 512],
+        [LayoutOp.unmap, BASE + BigInt(2 ** (exponent - 1)), 2 ** (exponent - 1)],
+        [LayoutOp.failure, 0n, 2 ** exponent],
+      ])
+      const held = heldAt(layout, 3)
+      assert.deepEqual(held, {
+        reserved: 2 ** (exponent - 1),
+        allocated: 512,
+        free: 2 ** (exponent - 1) - 512,
+        largestFree: 2 ** (exponent - 1) - 512,
+        segments: 1,
+      })
+      assert.ok(performance.now() - started < 1000, `took ${(performance.now() - started).toFixed(0)} ms`)
+    })
+  }
+
+  it('maps and unmaps that overlap in any order give the pages a page-by-page model holds (the last event over a page wins)', () => {
+    let seed = 7
+    const next = (n: number) => {
+      seed = (Math.imul(seed, 1103515245) + 12345) >>> 0
+      return seed % n
+    }
+    for (let round = 0; round < 200; round++) {
+      const ops: [number, bigint, number][] = []
+      const model = new Set<number>()
+      for (let k = 0; k < 12; k++) {
+        const op = next(3) === 0 ? LayoutOp.unmap : LayoutOp.map
+        const first = next(40)
+        // Sizes that are not whole pages round up to one, as PyTorch's pages do.
+        const size = (1 + next(8)) * PAGE - (next(2) === 0 ? 0 : 4096)
+        ops.push([op, BASE + BigInt(first * PAGE), size])
+        for (let p = first; p < first + Math.ceil(size / PAGE); p++) op === LayoutOp.map ? model.add(p) : model.delete(p)
+      }
+      const pages = [...model].sort((a, b) => a - b)
+      const stretches = pages.filter((p, i) => i === 0 || pages[i - 1] !== p - 1).length
+      const held = heldAt(layoutOf(ops), ops.length)
+      assert.equal(held.reserved, pages.length * PAGE, `round ${round}: reserved`)
+      assert.equal(held.segments, stretches, `round ${round}: stretches`)
+    }
+  })
+})
