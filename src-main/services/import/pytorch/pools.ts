@@ -63,89 +63,152 @@ export function sortPoolNames(names: Iterable<string>): string[] {
   })
 }
 
-/** Live segment pieces sorted by start: [start, end) and the segment each belongs to. */
+/**
+ * Live segment pieces ordered by start: [start, end) and the segment each belongs to. A treap (a
+ * search tree kept balanced by random priorities), so each add, release, find and piece of an unmap
+ * costs O(log n) whatever order the addresses come in: a sorted array's splices made descending
+ * addresses quadratic.
+ */
 class LiveSegments {
-  private starts: number[] = []
-  private ends: number[] = []
-  private segs: number[] = []
+  // Node 0 is the empty tree; a node's fields are at its index in each array.
+  private readonly starts: number[] = [0]
+  private readonly ends: number[] = [0]
+  private readonly segs: number[] = [0]
+  private readonly priorities: number[] = [0]
+  private readonly lefts: number[] = [0]
+  private readonly rights: number[] = [0]
+  private readonly unused: number[] = []
+  private root = 0
+  private seed = 0x9e3779b9
 
-  /** The last piece starting at or before `address`, or -1. */
-  private index(address: number): number {
-    let lo = 0
-    let hi = this.starts.length
-    while (lo < hi) {
-      const mid = (lo + hi) >> 1
-      if (this.starts[mid]! <= address) lo = mid + 1
-      else hi = mid
+  /** The node of the last piece starting at or before `address`, or 0. */
+  private floor(address: number): number {
+    let best = 0
+    for (let n = this.root; n !== 0;)
+      if (this.starts[n]! <= address) {
+        best = n
+        n = this.rights[n]!
+      } else n = this.lefts[n]!
+    return best
+  }
+
+  /** The node of the first piece starting after `address`, or 0. */
+  private after(address: number): number {
+    let best = 0
+    for (let n = this.root; n !== 0;)
+      if (this.starts[n]! > address) {
+        best = n
+        n = this.lefts[n]!
+      } else n = this.rights[n]!
+    return best
+  }
+
+  /** Splits the tree at `n` into pieces starting before `key` and the rest. */
+  private split(n: number, key: number): [number, number] {
+    if (n === 0) return [0, 0]
+    if (this.starts[n]! < key) {
+      const [l, r] = this.split(this.rights[n]!, key)
+      this.rights[n] = l
+      return [n, r]
     }
-    return lo - 1
+    const [l, r] = this.split(this.lefts[n]!, key)
+    this.lefts[n] = r
+    return [l, n]
+  }
+
+  /** Joins two trees, every start in `a` before every start in `b`. */
+  private merge(a: number, b: number): number {
+    if (a === 0) return b
+    if (b === 0) return a
+    if (this.priorities[a]! > this.priorities[b]!) {
+      this.rights[a] = this.merge(this.rights[a]!, b)
+      return a
+    }
+    this.lefts[b] = this.merge(a, this.lefts[b]!)
+    return b
+  }
+
+  private node(start: number, end: number, seg: number): number {
+    this.seed ^= this.seed << 13
+    this.seed ^= this.seed >>> 17
+    this.seed ^= this.seed << 5
+    const n = this.unused.pop() ?? this.starts.length
+    this.starts[n] = start
+    this.ends[n] = end
+    this.segs[n] = seg
+    this.priorities[n] = this.seed >>> 0
+    this.lefts[n] = 0
+    this.rights[n] = 0
+    return n
+  }
+
+  /** Removes the piece at node `n` (found by its start). */
+  private remove(n: number): void {
+    const start = this.starts[n]!
+    const [below, rest] = this.split(this.root, start)
+    const [, above] = this.split(rest, start + 1)
+    this.root = this.merge(below, above)
+    this.unused.push(n)
   }
 
   /** The segment whose piece holds `address`, or -1. */
   find(address: number): number {
-    const i = this.index(address)
-    return i >= 0 && address < this.ends[i]! ? this.segs[i]! : -1
+    const n = this.floor(address)
+    return n !== 0 && address < this.ends[n]! ? this.segs[n]! : -1
   }
 
   add(start: number, end: number, seg: number): void {
-    const i = this.index(start)
-    if (i >= 0 && this.starts[i] === start) {
+    const n = this.floor(start)
+    if (n !== 0 && this.starts[n] === start) {
       // A segment at an address already live (a damaged trace): the new one replaces it.
-      this.ends[i] = end
-      this.segs[i] = seg
+      this.ends[n] = end
+      this.segs[n] = seg
       return
     }
-    this.starts.splice(i + 1, 0, start)
-    this.ends.splice(i + 1, 0, end)
-    this.segs.splice(i + 1, 0, seg)
+    const [below, above] = this.split(this.root, start)
+    this.root = this.merge(this.merge(below, this.node(start, end, seg)), above)
   }
 
   /** Removes the piece starting at `start`: its segment, or -1 where none does. */
   release(start: number): number {
-    const i = this.index(start)
-    if (i < 0 || this.starts[i] !== start) return -1
-    const seg = this.segs[i]!
-    this.starts.splice(i, 1)
-    this.ends.splice(i, 1)
-    this.segs.splice(i, 1)
+    const n = this.floor(start)
+    if (n === 0 || this.starts[n] !== start) return -1
+    const seg = this.segs[n]!
+    this.remove(n)
     return seg
   }
 
   /** Removes [start, end) from the pieces it overlaps (splitting them); whether it overlapped any. */
   unmap(start: number, end: number): boolean {
-    let i = Math.max(0, this.index(start))
     let hit = false
-    while (i < this.starts.length && this.starts[i]! < end) {
-      const s = this.starts[i]!
-      const e = this.ends[i]!
-      if (e <= start) {
-        i++
-        continue
-      }
+    let n = this.floor(start)
+    if (n === 0 || this.ends[n]! <= start) n = this.after(start)
+    while (n !== 0 && this.starts[n]! < end) {
+      const s = this.starts[n]!
+      const e = this.ends[n]!
+      const seg = this.segs[n]!
       hit = true
-      const seg = this.segs[i]!
-      this.starts.splice(i, 1)
-      this.ends.splice(i, 1)
-      this.segs.splice(i, 1)
-      if (s < start) {
-        this.starts.splice(i, 0, s)
-        this.ends.splice(i, 0, start)
-        this.segs.splice(i, 0, seg)
-        i++
-      }
-      if (e > end) {
-        this.starts.splice(i, 0, end)
-        this.ends.splice(i, 0, e)
-        this.segs.splice(i, 0, seg)
-        i++
-      }
+      this.remove(n)
+      if (s < start) this.add(s, start, seg)
+      if (e > end) this.add(end, e, seg)
+      n = this.after(s)
     }
     return hit
   }
 
-  /** Every piece: start, end, segment. */
+  /** Every piece in order of start: start, end, segment. */
   *pieces(): Generator<[number, number, number]> {
-    for (let i = 0; i < this.starts.length; i++) yield [this.starts[i]!, this.ends[i]!, this.segs[i]!]
+    const stack: number[] = []
+    for (let n = this.root; n !== 0 || stack.length > 0;) {
+      if (n !== 0) {
+        stack.push(n)
+        n = this.lefts[n]!
+        continue
+      }
+      n = stack.pop()!
+      yield [this.starts[n]!, this.ends[n]!, this.segs[n]!]
+      n = this.rights[n]!
+    }
   }
 }
 
@@ -172,14 +235,20 @@ export function segmentPools(log: SegmentLog, blocks: number, addressById: Float
       initial.push([address, end, segPool.push(-1) - 1])
     }
   }
-  const atEnd = [...live.pieces()].sort((a, b) => a[0] - b[0])
+  // In order of start: each listed segment finds the pieces starting inside it by binary search.
+  const atEnd = [...live.pieces()]
   for (const seg of listed) {
     let matched = false
-    for (const [start, , s] of atEnd) {
-      if (start >= seg.address && start < seg.address + seg.size) {
-        segPool[s] = seg.pool
-        matched = true
-      }
+    let lo = 0
+    let hi = atEnd.length
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (atEnd[mid]![0] < seg.address) lo = mid + 1
+      else hi = mid
+    }
+    for (let k = lo; k < atEnd.length && atEnd[k]![0] < seg.address + seg.size; k++) {
+      segPool[atEnd[k]![2]] = seg.pool
+      matched = true
     }
     // Listed but never seen reserved: live from the start.
     if (!matched) initial.push([seg.address, seg.address + seg.size, segPool.push(seg.pool) - 1])
