@@ -131,6 +131,17 @@ describe('what the recorded layout held, at a cost that grows with events, never
     })
   }
 
+  it('an unmap of 2^52 bytes over a 2 MiB mapping, then the failure: nothing held, in milliseconds (it hung page by page)', () => {
+    const started = performance.now()
+    const layout = layoutOf([
+      [LayoutOp.map, BASE, PAGE],
+      [LayoutOp.unmap, BASE, 2 ** 52],
+      [LayoutOp.failure, 0n, PAGE],
+    ])
+    assert.deepEqual(heldAt(layout, 2), { reserved: 0, allocated: 0, free: 0, largestFree: 0, segments: 0 })
+    assert.ok(performance.now() - started < 1000, `took ${(performance.now() - started).toFixed(0)} ms`)
+  })
+
   it('maps and unmaps that overlap in any order give the pages a page-by-page model holds (the last event over a page wins)', () => {
     let seed = 7
     const next = (n: number) => {
