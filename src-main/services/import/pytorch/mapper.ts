@@ -31,7 +31,7 @@ import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
 import { EventKind, allocateEvents, copyEventRow, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
-import { PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
+import { MAX_BLOCK, PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
 import { SegmentOp, poolName, segmentPools, sortPoolNames, type ListedSegment, type SegmentLog } from './pools.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
 import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
@@ -55,6 +55,8 @@ function maxDevices(): number {
 const LATER_DEVICE_ROWS = 4
 /** PyTorch's kMinBlockSize: every block is a multiple of it. */
 const MIN_BLOCK = 512
+/** Actions whose size is a block's request (rounded to MIN_BLOCK in the layout). */
+const BLOCK_ACTIONS = new Set(['alloc', 'free_requested', 'free', 'free_completed'])
 
 /**
  * Device address -> id: open addressing with linear probing over typed arrays. Addresses are
@@ -364,7 +366,19 @@ export class SnapshotMapper implements DecodedEventSink {
         : sizeValue === undefined
           ? 0
           : this.badInteger('size', sizeValue, offset, device, index)
+    // A block's size is PyTorch's 512-byte rounding of the request, which the trace stores as a
+    // whole number below 2^53: a request past the last multiple of 512 below it cannot be one.
+    if (size > MAX_BLOCK && BLOCK_ACTIONS.has(action as string))
+      this.fail(
+        `'size' of a block must be at most ${MAX_BLOCK} (2^53 - 512, the largest block a trace stores), got ${size}`,
+        offset,
+        where(device, index),
+        'limit',
+      )
     streamValue ??= 0
+    // Streams are cudaStream_t handles (the default stream 0): the trace stores each as a whole number below 2^53.
+    if (unstorableStream(streamValue))
+      this.fail(`'stream' must be a non-negative integer below 2^53, got ${describe(streamValue)}`, offset, where(device, index), 'limit')
     if (typeof time !== 'number' || !Number.isFinite(time)) {
       if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
       this.missingTimes++
@@ -997,6 +1011,8 @@ export class SnapshotMapper implements DecodedEventSink {
           `segments (device ${s.device})`,
         )
       const given = field(seg, 'stream')
+      if (unstorableStream(given))
+        this.fail(`a segment's 'stream' must be a non-negative integer below 2^53, got ${describe(given)}`, undefined, `segments (device ${s.device})`, 'limit')
       const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
       const streamNumber = Number(streamValue)
       const expandable = field(seg, 'is_expandable') === true
@@ -1187,6 +1203,12 @@ function oomDeviceFree(events: TraceEvents, states: DeviceState[]): string | und
     out.push(free < 0 ? '' : String(free))
   }
   return out.join(',')
+}
+
+/** An integer stream the trace cannot store (negative, or 2^53 or more); other values are checked elsewhere. */
+function unstorableStream(value: unknown): boolean {
+  if (typeof value === 'bigint') return value < 0n || value >= 2n ** 53n
+  return typeof value === 'number' && Number.isInteger(value) && !(value >= 0 && Number.isSafeInteger(value))
 }
 
 function where(device: number, index: number): string {

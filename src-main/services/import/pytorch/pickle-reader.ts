@@ -1857,6 +1857,8 @@ const MEMO_JUMP = 1 << 16
 /** The general lane's limit on nesting must leave this much room for the fast lane to run. */
 const DEPTH_NEEDED = 16
 const MAX_DEVICE = 65535
+/** The largest block a trace stores: PyTorch rounds requests to 512 bytes, and the trace stores sizes below 2^53. */
+export const MAX_BLOCK = 2 ** 53 - 512
 
 /**
  * Decodes `bytes` into `sink` and returns the root; or where it gives up, the state the general
@@ -2767,7 +2769,8 @@ class FastDecoder {
           addr = value
           break
         case Code.size:
-          if (kind !== Scalar.int || value < 0) return -1
+          // Past the largest block a trace stores (a segment may be larger): the general lane says where.
+          if (kind !== Scalar.int || value < 0 || value > MAX_BLOCK) return -1
           size = value
           break
         case Code.deviceFree:
@@ -2775,7 +2778,8 @@ class FastDecoder {
           deviceFree = value
           break
         case Code.stream:
-          if (kind === Scalar.int) stream = value
+          // A negative stream is one the trace cannot store: the general lane says where.
+          if (kind === Scalar.int && value >= 0) stream = value
           else if (kind === Scalar.nil) stream = 0
           else return -1
           break

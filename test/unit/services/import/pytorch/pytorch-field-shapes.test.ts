@@ -3,9 +3,14 @@
 // snapshot of other viewers is generated), and sizes, addresses and streams past what the trace
 // format stores. Both pickle lanes and the JSON form give the same answer.
 import assert from 'node:assert/strict'
-import { describe, it } from 'node:test'
+import { mkdtempSync, rmSync } from 'node:fs'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { after, describe, it } from 'node:test'
 
 import { parsePytorchSnapshot, type PytorchImport } from '../../../../../src-main/services/import/pytorch/index.ts'
+import { SnapshotImportError } from '../../../../../src-main/services/import/pytorch/snapshot-error.ts'
+import { readTrace, writeTrace } from '../../../../../src-main/services/trace/file.ts'
 import { EventKind } from '../../../../../src-main/services/trace/model.ts'
 import { LayoutOp, type LayoutTrace } from '../../../../../src-shared/layout.ts'
 import { pickle, type PickleInput } from '../../../../helpers/pickle-writer.ts'
@@ -70,6 +75,104 @@ describe('frees written as free_completed alone (no free_requested), as other vi
       assert.equal(end, 0, 'no bytes live at the end')
       assert.equal(peak, 8 * MiB, 'the peak is one round of 8 blocks')
       assert.equal(result.overflow.synthesizedBlocks, 0, 'no block is taken for one the recording lost')
+    }
+  })
+})
+
+describe('sizes, addresses and streams past what a trace stores: refused at import, naming the file, the field and the value', () => {
+  const scratch = mkdtempSync(join(tmpdir(), 'vramscope-field-shapes-'))
+  after(() => rmSync(scratch, { recursive: true, force: true }))
+  const alloc = (fields: Record<string, PickleInput>): Record<string, PickleInput> => ({
+    action: 'alloc',
+    addr: BASE,
+    size: 512,
+    stream: 0,
+    time_us: 1,
+    ...fields,
+  })
+  const segment = (fields: Record<string, PickleInput>): Record<string, PickleInput> => ({
+    device: 0,
+    address: BASE,
+    total_size: 2 * MiB,
+    stream: 0,
+    segment_type: 'large',
+    blocks: [],
+    ...fields,
+  })
+  const cases: [string, Record<string, PickleInput>, RegExp][] = [
+    [
+      'an alloc of 2^53 - 1 bytes (its 512-byte block is 2^53)',
+      { segments: [], device_traces: [[alloc({ size: 2 ** 53 - 1 })]] },
+      /device_traces\[0\]\[0\]: 'size' of a block must be at most 9007199254740480 .*got 9007199254740991/,
+    ],
+    [
+      'a free_completed alone of 2^53 - 1 bytes',
+      { segments: [], device_traces: [[{ action: 'free_completed', addr: BASE, size: 2 ** 53 - 1, stream: 0, time_us: 1 }]] },
+      /'size' of a block must be at most .*got 9007199254740991/,
+    ],
+    [
+      'a free_requested of a block the ring dropped, 2^53 - 1 bytes',
+      { segments: [], device_traces: [[{ action: 'free_requested', addr: BASE, size: 2 ** 53 - 1, stream: 0, time_us: 1 }]] },
+      /'size' of a block must be at most .*got 9007199254740991/,
+    ],
+    [
+      'an alloc of 2^53 bytes',
+      { segments: [], device_traces: [[alloc({ size: 2n ** 53n })]] },
+      /'size' must be a non-negative integer below 2\^53, got 9007199254740992n/,
+    ],
+    [
+      'an alloc at address 2^53',
+      { segments: [], device_traces: [[alloc({ addr: 2n ** 53n })]] },
+      /'addr' must be a non-negative integer below 2\^53, got 9007199254740992n/,
+    ],
+    [
+      'an alloc on stream 2^53',
+      { segments: [], device_traces: [[alloc({ stream: 2n ** 53n })]] },
+      /'stream' must be a non-negative integer below 2\^53, got 9007199254740992n/,
+    ],
+    ['an alloc on stream 2^64 + 5', { segments: [], device_traces: [[alloc({ stream: 2n ** 64n + 5n })]] }, /'stream' must be .*got 18446744073709551621n/],
+    ['an alloc on stream -1', { segments: [], device_traces: [[alloc({ stream: -1 })]] }, /'stream' must be a non-negative integer below 2\^53, got -1/],
+    [
+      'a listed segment on stream 2^53',
+      { segments: [segment({ stream: 2n ** 53n })], device_traces: [[]] },
+      /segments \(device 0\): a segment's 'stream' must be .*got 9007199254740992n/,
+    ],
+    [
+      'a listed segment on stream -7',
+      { segments: [segment({ stream: -7 })], device_traces: [[]] },
+      /segments \(device 0\): a segment's 'stream' must be .*got -7/,
+    ],
+  ]
+  for (const [name, snapshot, problem] of cases)
+    it(`${name}: a SnapshotImportError in both pickle lanes`, () => {
+      for (const generalPathOnly of [false, true])
+        assert.throws(
+          () => parsePytorchSnapshot(pickle(snapshot), 'huge.pickle', { generalPathOnly }),
+          (e: unknown) => e instanceof SnapshotImportError && /^huge\.pickle: /.test(e.message) && problem.test(e.message),
+          `generalPathOnly: ${generalPathOnly}`,
+        )
+    })
+
+  it('the largest block, address and stream a trace stores are imported and written as they are', async () => {
+    const snapshot = {
+      segments: [],
+      device_traces: [
+        [
+          { action: 'segment_alloc', addr: 0, size: 2 ** 53 - 512, stream: 2 ** 53 - 1, time_us: 1 },
+          alloc({ addr: 0, size: 2 ** 53 - 512, stream: 2 ** 53 - 1, time_us: 2 }),
+          alloc({ addr: 2 ** 53 - 1, size: 1, stream: 0, time_us: 3 }),
+        ],
+      ],
+    }
+    for (const result of everyLane(snapshot, 'largest')) {
+      const path = join(scratch, 'largest.vramscope')
+      await writeTrace(path, result.trace, result.recorded)
+      const back = await readTrace(path)
+      assert.deepEqual(Array.from(back.trace.events.size), [2 ** 53 - 512, 1])
+      const layout = back.strategies[0]!.layout!
+      assert.deepEqual(Array.from(layout.size), [2 ** 53 - 512, 2 ** 53 - 512, 512])
+      assert.deepEqual(Array.from(layout.stream), [2 ** 53 - 1, 2 ** 53 - 1, 0])
+      assert.deepEqual(Array.from(layout.address), [0n, 0n, 2n ** 53n - 1n])
     }
   })
 })
