@@ -1,8 +1,11 @@
 // Files vramscope writes whole (trace files, exports): written to a temporary name beside the
 // target and renamed over it once complete and synced, so the target holds the old file or the
 // whole new one, never a part. A write the file system refuses (a full disk, a file size limit, a
-// quota) is an OutputError naming the file and the cause, and the temporary file is removed.
-import { open, rename, rm } from 'node:fs/promises'
+// quota) is an OutputError naming the file and the cause, and the temporary file is removed. A
+// writer killed outright (SIGKILL, a power cut) cannot remove its own: the next write of that output
+// removes the temporary files of writers no longer running.
+import { open, readdir, rename, rm } from 'node:fs/promises'
+import { basename, dirname, join } from 'node:path'
 
 /** Why the file system refused a write, in a user's words. */
 export function writeFailureReason(cause: NodeJS.ErrnoException): string {
@@ -47,6 +50,7 @@ export class OutputError extends Error {
  */
 export async function writeFileAtomically(path: string, pieces: Iterable<Uint8Array | string> | AsyncIterable<Uint8Array | string>): Promise<number> {
   const temporary = `${path}.${process.pid}.partial`
+  await removeStalePartials(path)
   let bytes = 0
   let handle
   try {
@@ -79,5 +83,39 @@ async function written<T>(operation: Promise<T>, path: string): Promise<T> {
     return await operation
   } catch (e) {
     throw new OutputError(path, e as NodeJS.ErrnoException)
+  }
+}
+
+/** The largest process id Linux gives (PID_MAX_LIMIT); a larger number is not a writer's. */
+const PID_MAX = 4_194_304
+
+/**
+ * Removes `PATH.PID.partial` files beside `path` whose writer (process PID) is no longer running.
+ * A partial of a live process is kept (it may be another vramscope writing the same output); one
+ * that cannot be listed or removed is left as it is: this never fails the write.
+ */
+async function removeStalePartials(path: string): Promise<void> {
+  const prefix = `${basename(path)}.`
+  let names: string[]
+  try {
+    names = await readdir(dirname(path))
+  } catch {
+    return
+  }
+  for (const name of names) {
+    if (!name.startsWith(prefix) || !name.endsWith('.partial')) continue
+    const pid = name.slice(prefix.length, -'.partial'.length)
+    if (!/^[1-9]\d{0,6}$/.test(pid) || Number(pid) > PID_MAX || Number(pid) === process.pid || running(Number(pid))) continue
+    await rm(join(dirname(path), name), { force: true }).catch(() => undefined)
+  }
+}
+
+/** Whether process `pid` exists (EPERM: it does, under another user). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM'
   }
 }
