@@ -28,7 +28,24 @@ export interface PytorchConf {
 
 export class ConfError extends Error {
   override name = 'ConfError'
+  /** The setting is one this PyTorch does not know (a newer PyTorch's, or a typo), not a bad value. */
+  readonly unknownKey: boolean
+  constructor(message: string, unknownKey = false) {
+    super(message)
+    this.unknownKey = unknownKey
+  }
 }
+
+/** How much of a value an error message repeats: a pasted 10 kB value is shown by its start and its length. */
+const SHOWN_CHARACTERS = 48
+
+/** A value as an error message quotes it: whole when short, else its first characters and its length. */
+export function shownValue(text: string): string {
+  return text.length <= SHOWN_CHARACTERS ? text : `${text.slice(0, SHOWN_CHARACTERS)}… (${text.length} characters)`
+}
+
+/** The largest whole MiB count whose bytes vramscope holds exactly (2^53 - 1 bytes, about 8 PiB). */
+export const MAX_MB = Math.floor(Number.MAX_SAFE_INTEGER / MiB)
 
 /** Keys PyTorch 2.11 reads, and whether the model needs them. */
 const HOST_ONLY_KEYS = new Set([
@@ -86,50 +103,58 @@ export function parsePytorchConf(input: string): PytorchConf {
   const t = tokenize(text)
   const at = (i: number): string => t[i] ?? ''
   const expect = (i: number, token: string, key: string): void => {
-    if (t[i] !== token) throw new ConfError(`${key}: expected '${token}'${t[i] === undefined ? ' but the configuration ended' : `, got '${t[i]}'`}`)
+    if (t[i] !== token)
+      throw new ConfError(`${key}: expected '${token}'${t[i] === undefined ? ' but the configuration ended' : `, got '${shownValue(t[i]!)}'`}`)
   }
-  const whole = (token: string, key: string): number => {
-    if (!/^\d+$/.test(token)) throw new ConfError(`${key}: '${token}' is not a whole number`)
-    return Number(token)
+  // A number past 2^53 would be read as a neighbour of itself (1e+30, Infinity): refused here,
+  // by name, rather than echoed back changed or failing later.
+  const whole = (token: string, key: string, most = Number.MAX_SAFE_INTEGER): number => {
+    if (!/^\d+$/.test(token)) throw new ConfError(`${key}: '${shownValue(token)}' is not a whole number`)
+    const n = Number(token)
+    if (!(n <= most)) throw new ConfError(`${key}: '${shownValue(token)}' is more than ${most}${most === MAX_MB ? ' (8 PiB, the most vramscope holds)' : ''}`)
+    return n
+  }
+  const fraction = (value: string, key: string, range: string, inRange: (v: number) => boolean): number => {
+    const v = /^(\d+(\.\d*)?|\.\d+)(e[-+]?\d+)?$/i.test(value) ? Number(value) : Number.NaN
+    if (!inRange(v)) throw new ConfError(`${key} must be in ${range}, got '${shownValue(value)}'`)
+    return v
   }
   const seen = new Set<string>()
   for (let i = 0; i < t.length; i++) {
     const key = at(i)
     if (key === ',') continue
     if (key === ':' || key === '[' || key === ']') throw new ConfError(`unexpected '${key}' where a setting's name should be`)
-    if (seen.has(key)) throw new ConfError(`${key} is given twice`)
+    if (seen.has(key)) throw new ConfError(`${shownValue(key)} is given twice`)
     seen.add(key)
+    if (!HOST_ONLY_KEYS.has(key) && !DEVICE_KEYS.includes(key))
+      throw new ConfError(`unknown setting '${shownValue(key)}' (PyTorch 2.11 knows ${[...DEVICE_KEYS, ...HOST_ONLY_KEYS].join(', ')})`, true)
     expect(++i, ':', key)
     const value = at(++i)
     if (value === '' || value === ',') throw new ConfError(`${key}: no value`)
     switch (key) {
       case 'max_split_size_mb':
       case 'max_non_split_rounding_mb': {
-        const mb = whole(value, key)
+        const mb = whole(value, key, MAX_MB)
         if (mb < MIN_SPLIT_MB) throw new ConfError(`${key} too small, must be >= ${MIN_SPLIT_MB} (got ${mb})`)
         if (key === 'max_split_size_mb') conf.maxSplitSizeMb = mb
         else conf.maxNonSplitRoundingMb = mb
         break
       }
       case 'garbage_collection_threshold': {
-        const v = Number(value)
-        if (!(v > 0 && v < 1)) throw new ConfError(`garbage_collection_threshold must be in (0.0, 1.0), got '${value}'`)
-        conf.garbageCollectionThreshold = v
+        conf.garbageCollectionThreshold = fraction(value, key, '(0.0, 1.0)', (v) => v > 0 && v < 1)
         break
       }
       case 'per_process_memory_fraction': {
-        const v = Number(value)
-        if (!(v > 0 && v <= 1)) throw new ConfError(`per_process_memory_fraction must be in (0.0, 1.0], got '${value}'`)
-        conf.perProcessMemoryFraction = v
+        conf.perProcessMemoryFraction = fraction(value, key, '(0.0, 1.0]', (v) => v > 0 && v <= 1)
         break
       }
       case 'expandable_segments': {
-        if (!/^(true|false)$/i.test(value)) throw new ConfError(`expandable_segments: expected True or False, got '${value}'`)
+        if (!/^(true|false)$/i.test(value)) throw new ConfError(`expandable_segments: expected True or False, got '${shownValue(value)}'`)
         conf.expandableSegments = value.toLowerCase() === 'true'
         break
       }
       case 'backend': {
-        if (value !== 'native' && value !== 'cudaMallocAsync') throw new ConfError(`backend: expected native or cudaMallocAsync, got '${value}'`)
+        if (value !== 'native' && value !== 'cudaMallocAsync') throw new ConfError(`backend: expected native or cudaMallocAsync, got '${shownValue(value)}'`)
         conf.backend = value
         break
       }
@@ -144,10 +169,11 @@ export function parsePytorchConf(input: string): PytorchConf {
         while (at(++i) !== ']') {
           const boundary = at(i)
           if (boundary === '') throw new ConfError(`roundup_power2_divisions: expected ']' but the configuration ended`)
-          expect(++i, ':', `roundup_power2_divisions [${boundary}`)
-          const divisions = whole(at(++i), `roundup_power2_divisions [${boundary}]`)
+          const shownBoundary = shownValue(boundary)
+          expect(++i, ':', `roundup_power2_divisions [${shownBoundary}`)
+          const divisions = whole(at(++i), `roundup_power2_divisions [${shownBoundary}]`)
           if (divisions !== 0 && !isPowerOfTwo(divisions))
-            throw new ConfError(`roundup_power2_divisions: the divisions must be a power of 2 or 0, got ${divisions} for ${boundary}`)
+            throw new ConfError(`roundup_power2_divisions: the divisions must be a power of 2 or 0, got ${divisions} for ${shownBoundary}`)
           if (boundary === '>') list.push({ boundary, divisions })
           else {
             const mb = whole(boundary, 'roundup_power2_divisions interval')
@@ -161,7 +187,6 @@ export function parsePytorchConf(input: string): PytorchConf {
         break
       }
       default: {
-        if (!HOST_ONLY_KEYS.has(key)) throw new ConfError(`unknown setting '${key}' (PyTorch 2.11 knows ${[...DEVICE_KEYS, ...HOST_ONLY_KEYS].join(', ')})`)
         conf.other.push([key, value])
       }
     }
@@ -206,12 +231,18 @@ export interface ConfModel {
  * The model's strategy and parameters for a configuration under a device limit (bytes, as
  * set_per_process_memory_fraction sets it; 0: the whole device). garbage_collection_threshold is a
  * fraction of that limit, as in PyTorch; with no limit it is a fraction of `deviceBytes`.
+ * A per_process_memory_fraction that leaves less than a byte of the device is a ConfError: 0 is
+ * no limit to the model, and PyTorch would fail every request.
  */
 export function confModel(conf: PytorchConf, limitBytes: number, deviceBytes: number): ConfModel {
   const notModelled: string[] = []
   let limit = limitBytes
   if (conf.perProcessMemoryFraction !== undefined) {
     const fromConf = Math.floor(conf.perProcessMemoryFraction * deviceBytes)
+    if (fromConf < 1)
+      throw new ConfError(
+        `per_process_memory_fraction:${conf.perProcessMemoryFraction} of a device of ${deviceBytes} bytes is 0 bytes, which leaves no room for any request`,
+      )
     limit = limit > 0 ? Math.min(limit, fromConf) : fromConf
   }
   if (conf.backend === 'cudaMallocAsync') {
@@ -232,31 +263,92 @@ export function confModel(conf: PytorchConf, limitBytes: number, deviceBytes: nu
   return { strategy: 'caching', params, notModelled }
 }
 
+/** The allocator settings a trace carries, from its properties (`pytorch.allocator.<key>`, each value as JSON but the configuration strings). */
+export function settingsOfProperties(properties: Readonly<Record<string, string>>): Record<string, unknown> | undefined {
+  const prefix = 'pytorch.allocator.'
+  const settings: Record<string, unknown> = {}
+  let any = false
+  for (const [k, v] of Object.entries(properties)) {
+    if (!k.startsWith(prefix)) continue
+    any = true
+    const key = k.slice(prefix.length)
+    try {
+      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
+    } catch {
+      settings[key] = v
+    }
+  }
+  return any ? settings : undefined
+}
+
+/** A recorded configuration, and the recorded items PyTorch would refuse, which it leaves out. */
+export interface SnapshotConf {
+  /** PYTORCH_ALLOC_CONF as PyTorch prints it ('' for the defaults), every item one PyTorch accepts. */
+  conf: string
+  /** Each item left out: the key, the value as recorded and why ("max_split_size = 1048576: ..."). */
+  refused: string[]
+}
+
+/** A recorded value as a refusal quotes it. */
+function recordedValue(v: unknown): string {
+  // A whole number past 2^53 in full (2^70 as 1180591620717411303424, not 1.18e+21).
+  if (typeof v === 'number' && Number.isInteger(v) && !Number.isSafeInteger(v)) return shownValue(BigInt(v).toString())
+  return shownValue(typeof v === 'string' ? v : (JSON.stringify(v) ?? String(v)))
+}
+
 /**
  * The configuration a snapshot was recorded with, from its `allocator_settings` (PyTorch 2.11 keeps
- * the configuration string it parsed, and each value): the string when it is there, else the
- * values written back as a configuration. Undefined when the snapshot has none.
+ * the configuration string it parsed, and each value): the string when PyTorch's rules read it,
+ * else the values written back as a configuration. A value PyTorch would refuse (a snapshot that
+ * another tool wrote, or edited) is left out and named in `refused`, never passed on to fail a
+ * replay later. Undefined when the snapshot has none.
  */
-export function confOfSnapshotSettings(settings: Record<string, unknown> | undefined): string | undefined {
+export function snapshotConf(settings: Record<string, unknown> | undefined): SnapshotConf | undefined {
   if (settings === undefined) return undefined
+  const refused: string[] = []
   for (const key of ['PYTORCH_ALLOC_CONF', 'PYTORCH_CUDA_ALLOC_CONF']) {
     const text = settings[key]
     if (typeof text !== 'string') continue
     try {
-      return formatPytorchConf(parsePytorchConf(text))
+      return { conf: formatPytorchConf(parsePytorchConf(text)), refused }
     } catch (e) {
-      if (!(e instanceof ConfError)) throw e // a newer PyTorch's key: read the values instead
+      if (!(e instanceof ConfError)) throw e
+      // A newer PyTorch's key: its values say what it parsed. A value PyTorch refuses: named.
+      if (!e.unknownKey) refused.push(`${key} = '${shownValue(text)}': ${e.message}`)
     }
   }
-  const conf: PytorchConf = { other: [] }
+  // Each value as the item it stands for, checked alone by PyTorch's rules.
+  const items: string[] = []
+  const item = (key: string, value: unknown, text: string): void => {
+    try {
+      parsePytorchConf(text)
+      items.push(text)
+    } catch (e) {
+      if (!(e instanceof ConfError)) throw e
+      refused.push(`${key} = ${recordedValue(value)}: ${e.message}`)
+    }
+  }
   const split = settings['max_split_size']
-  if (typeof split === 'number' && split > 0 && split % MiB === 0) conf.maxSplitSizeMb = split / MiB
+  // Unset is SIZE_MAX, which a snapshot writes as -1 (or as its unsigned value).
+  if (typeof split === 'number' && split !== -1 && split !== 2 ** 64) {
+    if (!Number.isSafeInteger(split) || split <= 0 || split % MiB !== 0)
+      refused.push(`max_split_size = ${recordedValue(split)}: not a whole number of MiB from 1 MiB to 2^53 - 1 bytes, as PyTorch sets it`)
+    else item('max_split_size', split, `max_split_size_mb:${split / MiB}`)
+  }
   const gc = settings['garbage_collection_threshold']
-  if (typeof gc === 'number' && gc > 0) conf.garbageCollectionThreshold = gc
-  if (settings['expandable_segments'] === true) conf.expandableSegments = true
+  if (typeof gc === 'number' && gc !== 0) item('garbage_collection_threshold', gc, `garbage_collection_threshold:${gc}`)
+  if (settings['expandable_segments'] === true) items.push('expandable_segments:True')
   const divisions = settings['roundup_power2_divisions']
-  if (divisions !== null && typeof divisions === 'object') conf.roundupPower2Divisions = divisionsOfIntervals(divisions as Record<string, unknown>)
-  return formatPytorchConf(conf)
+  if (divisions !== null && typeof divisions === 'object') {
+    const d = divisionsOfIntervals(divisions as Record<string, unknown>)
+    if (d !== undefined) item('roundup_power2_divisions', divisions, `roundup_power2_divisions:${formatDivisions(d)}`)
+  }
+  return { conf: formatPytorchConf(parsePytorchConf(items.join(','))), refused }
+}
+
+/** snapshotConf's configuration alone. */
+export function confOfSnapshotSettings(settings: Record<string, unknown> | undefined): string | undefined {
+  return snapshotConf(settings)?.conf
 }
 
 /**

@@ -61,6 +61,8 @@ export interface WhatifReport {
   /** What a recorded out-of-memory says of the limit the program ran under. */
   implied?: {
     lowBytes: number
+    /** Reserved memory at the out-of-memory, after PyTorch released what it could. */
+    reservedBytes: number
     highBytes: number
     size: number
     stream: string
@@ -68,7 +70,16 @@ export interface WhatifReport {
     deviceFree?: number
     source: 'device' | 'fraction'
   }
+  /** The device's memory (device.bytes): what a fraction is of, and what no row exceeds without failing. */
   deviceBytes: number
+  /**
+   * Where the device's memory came from: given (`option`); implied by the file, at least the free
+   * memory plus reserved at a recorded out-of-memory (`oom`) or the recorded peak reserved
+   * (`recorded-peak`); else `assumed`: an H100 80GB, the file naming no GPU.
+   */
+  device: { bytes: number; source: 'option' | 'oom' | 'recorded-peak' | 'assumed' }
+  /** The recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound. */
+  endsAtOom: boolean
   rows: WhatifReportRow[]
   /** The recorded settings replayed against the recorded layout. */
   fidelity?: {
@@ -117,4 +128,93 @@ export function rowReplay(row: Pick<WhatifReportRow, 'kind' | 'strategy' | 'para
       ? `pytorch:[${row.conf}]${params['max_reserved'] !== undefined ? `:max_reserved=${params['max_reserved']}` : ''}`
       : strategySpecText(row.strategy, params)
   return { strategies, ...(cap !== undefined && { cap }), label: `what-if: ${row.label}` }
+}
+
+// --- the report in words: one text for the CLI and the app ---------------------------------------
+
+/** An H100 80GB's memory as cudaMemGetInfo reports it: the device assumed where a file implies none. */
+export const ASSUMED_DEVICE = 'an H100 80GB'
+/** The smallest-limit search's precision, relative to the limit found (the lab's SEARCH_TOLERANCE). */
+export const SEARCH_PRECISION = 0.01
+
+/** What the report says in words, each a sentence; `bytes` formats a byte count (both sides print "1.70 GiB"). */
+export interface WhatifWords {
+  /** The recommendation: the best row's line, or why there is none. */
+  best: string
+  /** The device's memory and where it came from. */
+  device: string
+  /** A smallest fitting limit as a cell shows it: "at least 1.70 GiB" where the recording ended at its out-of-memory. */
+  smallest: (row: Pick<WhatifReportRow, 'smallestFittingBytes'>) => string
+  /** Further findings: the lower bound, ties within the search's precision, what the recorded settings cost. */
+  notes: string[]
+}
+
+function percent(r: number): string {
+  return `${r > 0 ? '+' : ''}${(r * 100).toFixed(0)} %`
+}
+
+/** The report's recommendation and findings in words, the same on every side. */
+/** What the words read of a report: the host's result and the page's report both have it. */
+export type WordsOf = Pick<WhatifReport, 'endsAtOom' | 'limit' | 'deviceBytes' | 'device'> & {
+  rows: readonly Pick<WhatifReportRow, 'rank' | 'failures' | 'smallestFittingBytes' | 'line' | 'label' | 'kind' | 'conf' | 'peakReserved'>[]
+}
+
+export function whatifWords(report: WordsOf, bytes: (n: number) => string): WhatifWords {
+  const atLeast = report.endsAtOom ? 'at least ' : ''
+  const smallest = (row: Pick<WhatifReportRow, 'smallestFittingBytes'>): string =>
+    row.smallestFittingBytes === null ? 'none' : `${atLeast}${bytes(row.smallestFittingBytes)}`
+  const limitText = report.limit.bytes === null ? `the device's ${bytes(report.deviceBytes)}` : `the ${bytes(report.limit.bytes)} limit`
+  const ranked = report.rows.filter((r) => r.rank > 0).sort((a, b) => a.rank - b.rank)
+  const first = ranked[0]
+  let best: string
+  if (first === undefined) best = 'best: none (no configuration was ranked)'
+  else if (first.failures === 0) best = `best: ${first.line ?? first.label}`
+  else {
+    // Nothing runs the trace under the limit: no setting is "best", only more memory helps.
+    const fitting = ranked.filter((r) => r.smallestFittingBytes !== null).sort((a, b) => a.smallestFittingBytes! - b.smallestFittingBytes!)[0]
+    best =
+      `best: none: every configuration fails under ${limitText}, so no setting helps, only more memory` +
+      (fitting ? `: the least that runs it is ${smallest(fitting)} (${fitting.line ?? fitting.label})` : ' (none runs it within the device)')
+  }
+  const d = report.device
+  const device =
+    d.source === 'option'
+      ? `device: ${bytes(d.bytes)} (--gpu)`
+      : d.source === 'oom'
+        ? `device: at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (the file names no GPU; --gpu sets it)`
+        : d.source === 'recorded-peak'
+          ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; --gpu sets it)`
+          : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; --gpu sets it)`
+  const notes: string[] = []
+  if (report.limit.bytes !== null && report.limit.bytes > report.deviceBytes)
+    notes.push(`the ${bytes(report.limit.bytes)} limit is more than the device's ${bytes(report.deviceBytes)}: no row uses more than the device has`)
+  if (report.endsAtOom)
+    notes.push(
+      'the recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound (at least that much)',
+    )
+  // A tie the ranking broke by peak reserved: the best and a row whose smallest fitting is within the search's precision.
+  if (first && first.failures === 0 && first.smallestFittingBytes !== null) {
+    const tied = ranked.filter(
+      (r) =>
+        r !== first &&
+        r.failures === 0 &&
+        r.smallestFittingBytes !== null &&
+        Math.abs(r.smallestFittingBytes - first.smallestFittingBytes!) <= SEARCH_PRECISION * Math.max(r.smallestFittingBytes, first.smallestFittingBytes!),
+    )
+    if (tied.length > 0)
+      notes.push(
+        `${tied.length + 1} configurations fit within ${(SEARCH_PRECISION * 100).toFixed(0)} % of each other (the search's precision): ranked among them by peak reserved`,
+      )
+  }
+  const recorded = report.rows.find((r) => r.kind === 'recorded')
+  const defaults = report.rows.find((r) => r.kind === 'pytorch' && r.conf === '')
+  if (recorded && defaults && recorded.conf !== '' && defaults.peakReserved > 0) {
+    const by = (a: number, b: number): string => (a === b ? 'the same as' : `${percent((a - b) / b)} against`)
+    let text = `the recorded settings (${recorded.conf}) reserve ${bytes(recorded.peakReserved)} at the peak, ${by(recorded.peakReserved, defaults.peakReserved)} PyTorch's defaults (${bytes(defaults.peakReserved)})`
+    if (recorded.smallestFittingBytes !== null && defaults.smallestFittingBytes !== null)
+      text += `; they fit in ${smallest(recorded)}, the defaults in ${smallest(defaults)}`
+    if (recorded.failures !== defaults.failures) text += `; ${recorded.failures} failures against ${defaults.failures} under ${limitText}`
+    notes.push(text)
+  }
+  return { best, device, smallest, notes }
 }

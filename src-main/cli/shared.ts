@@ -4,7 +4,7 @@ import { InputError } from '../services/input-error.ts'
 import { openInput, type OpenedInput } from '../services/import/open-input.ts'
 import { buildModel, recordedConf, replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
 import { DEFAULT_DEVICE_BYTES } from '../services/whatif/whatif.ts'
-import { formatPytorchConf, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
+import { ConfError, confModel, formatPytorchConf, parsePytorchConf, shownValue, type PytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
 import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from '../services/units.ts'
@@ -67,7 +67,7 @@ export function printJson(io: Io, value: unknown): void {
   )
 }
 
-/** A size option (--cap 24GiB): bytes, or bad input naming the option. */
+/** A size option (--cap 24GiB): bytes, or bad input naming the option (its value echoed by a bounded prefix). */
 export function parseCapOption(option: string, text: string | undefined): number | undefined {
   if (text === undefined) return undefined
   let bytes: number
@@ -78,6 +78,35 @@ export function parseCapOption(option: string, text: string | undefined): number
   }
   if (bytes === 0) throw new OptionError(option, `a ${option === '--cap' ? 'cap' : 'size'} of 0 bytes leaves no room for anything`)
   return bytes
+}
+
+/**
+ * --conf values, checked once here, before any file is read: each in PyTorch's syntax, with the
+ * model's limit from a per_process_memory_fraction of `deviceBytes` above 0 B, and each
+ * configuration once. 'recorded' is the file's own settings, resolved once it is open.
+ */
+export function parseConfOptions(values: readonly string[] | undefined, deviceBytes = DEFAULT_DEVICE_BYTES): string[] {
+  const confs = values ?? []
+  const seen = new Map<string, string>()
+  for (const c of confs) {
+    let printed = c
+    if (c !== 'recorded') {
+      let conf: PytorchConf
+      try {
+        conf = parsePytorchConf(c)
+        confModel(conf, 0, deviceBytes)
+      } catch (e) {
+        if (e instanceof ConfError) throw new OptionError('--conf', `'${shownValue(c)}': ${e.message}`)
+        throw e
+      }
+      printed = formatPytorchConf(conf)
+    }
+    const before = seen.get(printed)
+    if (before !== undefined)
+      throw new OptionError('--conf', `'${shownValue(c)}' is the same configuration as '${shownValue(before)}' given before it: give each configuration once`)
+    seen.set(printed, c)
+  }
+  return [...confs]
 }
 
 function parseCap(text: string | undefined): number | undefined {
@@ -99,16 +128,7 @@ export interface ReplayRequest {
 
 /** --strategies, --conf and --cap, checked before any file is read so that a bad option fails first. */
 export function parseReplayOptions(options: ReplayingOptions): ReplayRequest {
-  const confs = options.conf ?? []
-  for (const c of confs) {
-    if (c === 'recorded') continue
-    try {
-      parsePytorchConf(c)
-    } catch (e) {
-      throw new OptionError('--conf', `'${c}': ${(e as Error).message}`)
-    }
-  }
-  return { specs: parseStrategiesOption(options.strategies), confs, cap: parseCap(options.cap) }
+  return { specs: parseStrategiesOption(options.strategies), confs: parseConfOptions(options.conf), cap: parseCap(options.cap) }
 }
 
 /** A --conf value as a target of the PyTorch model, labelled with the configuration as written. */
@@ -121,9 +141,16 @@ function confSpec(input: OpenedInput, text: string): StrategySpec {
   }
   const parsed = parsePytorchConf(conf)
   const model = buildModel(parsed, 0, DEFAULT_DEVICE_BYTES)
-  if (model.notModelled.length > 0) throw new OptionError('--conf', `'${text}': this build's model of PyTorch lacks ${model.notModelled.join(', ')}`)
+  if (model.notModelled.length > 0)
+    throw new OptionError('--conf', `'${shownValue(text)}': this build's model of PyTorch lacks ${model.notModelled.join(', ')}`)
   const printed = formatPytorchConf(parsed)
-  return { label: `pytorch (${text === 'recorded' ? 'recorded: ' : ''}${printed || 'defaults'})`, strategy: model.strategy, params: model.params }
+  // As written: a configuration that only restates a default is still that configuration.
+  return {
+    label: `pytorch (${text === 'recorded' ? 'recorded: ' : ''}${printed || 'defaults'})`,
+    strategy: model.strategy,
+    params: model.params,
+    conf: printed,
+  }
 }
 
 /** Commander collects a repeated option into a list. */

@@ -21,18 +21,26 @@ const UNITS = new Map<string, number>([
   ['tib', 2 ** 40],
 ])
 
+/** A size as an error quotes it: a pasted 10 kB value by its start and length. */
+function shownText(text: string): string {
+  return text.length <= 48 ? text : `${text.slice(0, 48)}… (${text.length} characters)`
+}
+
 const SIZE = /^\s*(\d+(?:\.\d*)?|\.\d+)\s*([a-zA-Z]*)\s*$/
 
 /** Bytes of a size such as "24GiB", or a RangeError whose message says what is wrong with it. */
 export function parseByteSize(text: string): number {
   const match = SIZE.exec(text)
-  if (!match) throw new RangeError(`'${text}' is not a size (try 512, 64KiB, 2MiB, 24GiB)`)
+  const shown = shownText(text)
+  if (!match) throw new RangeError(`'${shown}' is not a size (try 512, 64KiB, 2MiB, 24GiB)`)
   const multiplier = UNITS.get(match[2]!.toLowerCase())
-  if (multiplier === undefined) throw new RangeError(`unknown unit '${match[2]}' in '${text}' (B, KiB, MiB, GiB, TiB binary; kB, MB, GB, TB decimal)`)
+  if (multiplier === undefined)
+    throw new RangeError(`unknown unit '${shownText(match[2]!)}' in '${shown}' (B, KiB, MiB, GiB, TiB binary; kB, MB, GB, TB decimal)`)
   const bytes = Number(match[1]) * multiplier
   if (!Number.isSafeInteger(bytes)) {
-    if (Number.isInteger(bytes)) throw new RangeError(`'${text}' is too large (at most 8 PiB)`)
-    throw new RangeError(`'${text}' is not a whole number of bytes`)
+    // In the units it reads: PiB is not one of them (nor of the native library's).
+    if (Number.isInteger(bytes) || !Number.isFinite(bytes)) throw new RangeError(`'${shown}' is too large (at most 2^53 - 1 bytes, just under 8192 TiB)`)
+    throw new RangeError(`'${shown}' is not a whole number of bytes`)
   }
   return bytes
 }

@@ -3,12 +3,13 @@
 // each row gives peak reserved and allocated, segments, device calls, fragmentation at the peak,
 // failures under the limit and the smallest limit that runs the whole trace, ranked, with the line
 // to paste. JSON byte counts are integers.
-import { confLine } from '../../../src-shared/pytorch-conf.ts'
+import { confLine, shownValue } from '../../../src-shared/pytorch-conf.ts'
+import { whatifWords } from '../../../src-shared/whatif-report.ts'
 import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
 import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
 import { formatValue, renderTable } from '../format.ts'
-import { OptionError, openWithProgress, parseCapOption, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
+import { OptionError, openWithProgress, parseCapOption, parseConfOptions, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
 
 export interface WhatifCommandOptions extends CommonOptions {
   conf?: string[]
@@ -19,11 +20,18 @@ export interface WhatifCommandOptions extends CommonOptions {
 }
 
 export async function whatifCommand(io: Io, file: string, options: WhatifCommandOptions): Promise<void> {
+  // Every argument is checked here, before the file is read, naming the argument.
   const gpu = parseCapOption('--gpu', options.gpu)
-  // A fraction (0.25) is set_per_process_memory_fraction's argument: of --gpu, or of an H100 80GB.
+  const confs = parseConfOptions(options.conf, gpu ?? DEFAULT_DEVICE_BYTES)
+  // A fraction (0.25) is set_per_process_memory_fraction's argument: of --gpu, else of the device
+  // the file implies (checked here against the one assumed without it).
   const fraction = options.cap !== undefined && /^\s*(0?\.\d+|1(\.0*)?)\s*$/.test(options.cap) ? Number(options.cap) : undefined
-  if (fraction !== undefined && fraction <= 0) throw new OptionError('--cap', `a fraction of 0 leaves no room for anything`)
-  const cap = fraction !== undefined ? Math.floor(fraction * (gpu ?? DEFAULT_DEVICE_BYTES)) : parseCapOption('--cap', options.cap)
+  if (fraction !== undefined && !(Math.floor(fraction * (gpu ?? DEFAULT_DEVICE_BYTES)) >= 1))
+    throw new OptionError(
+      '--cap',
+      `${shownValue(options.cap!.trim())} of ${gpu !== undefined ? `--gpu's ${gpu} bytes` : `the assumed device's ${DEFAULT_DEVICE_BYTES} bytes`} is 0 bytes, which leaves no room for anything`,
+    )
+  const cap = fraction !== undefined ? undefined : parseCapOption('--cap', options.cap)
   const input = await openWithProgress(io, options, file)
   const progress = progressFor(io, options)
   const abort = new AbortController()
@@ -32,8 +40,9 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
   let result: WhatifResult
   try {
     result = await runWhatif(input, {
-      ...(options.conf && { confs: options.conf }),
+      ...(confs.length > 0 && { confs }),
       ...(cap !== undefined && { capBytes: cap }),
+      ...(fraction !== undefined && { capFraction: fraction }),
       ...(gpu !== undefined && { deviceBytes: gpu }),
       search: options.search,
       strategies: options.strategies,
@@ -41,7 +50,8 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
       onProgress: (p) => progress.update(`what-if ${p.label}`, p.done, p.total, 'replays'),
     })
   } catch (e) {
-    if (e instanceof WhatifError) throw new OptionError('--conf', e.message.replace(/^--conf /, ''))
+    // What is left to refuse once the file is open: 'recorded' on a file without settings, a fraction of the device it implies.
+    if (e instanceof WhatifError) throw new OptionError(e.argument, e.message.replace(/^--[a-z]+:? /, ''))
     if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
     throw e
   } finally {
@@ -57,6 +67,8 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
       limit: result.limit,
       implied: result.implied ?? null,
       deviceBytes: result.deviceBytes,
+      device: result.device,
+      endsAtOom: result.endsAtOom,
       configs: result.rows.map((r) => ({
         rank: r.rank,
         conf: r.conf,
@@ -91,6 +103,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
     return
   }
 
+  const words = whatifWords(result, formatBytes)
   const lines: string[] = []
   lines.push(`${file}: ${formatValue(result.events, 'count')} events`)
   if (result.recordedConf !== undefined) lines.push(`recorded with ${confLine(result.recordedConf)}`)
@@ -103,9 +116,10 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
           : `the limit was at least ${formatBytes(i.lowBytes)} and below ${formatBytes(i.highBytes)}`),
     )
   }
+  lines.push(words.device)
   lines.push(
     result.limit.bytes === null
-      ? 'limit: none (the whole device)'
+      ? `limit: none (the whole device, ${formatBytes(result.deviceBytes)})`
       : `limit: ${formatBytes(result.limit.bytes)} ${result.limit.source === 'implied' ? '(implied by the recorded out-of-memory; --cap sets another)' : '(--cap)'}`,
   )
   lines.push('')
@@ -119,13 +133,13 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
     formatValue(r.deviceCalls, 'count'),
     formatValue(r.fragmentationAtPeak, 'ratio'),
     r.failures === 0 ? '0' : `${formatValue(r.failures, 'count')}${r.oomReproduced > 0 ? ' (the recorded OOM)' : ''}`,
-    r.smallestFittingBytes === null ? (options.search ? 'none' : '-') : formatBytes(r.smallestFittingBytes),
+    r.smallestFittingBytes === null && !options.search ? '-' : words.smallest(r),
   ])
   lines.push(renderTable(header, table))
   lines.push('')
   for (const r of result.rows) if (r.notRanked) lines.push(`not ranked: ${r.label}: ${r.notRanked}`)
-  const best = result.rows.find((r) => r.rank === 1)
-  if (best) lines.push(`best: ${best.line ?? best.label}`)
+  lines.push(words.best)
+  for (const note of words.notes) lines.push(note)
   const f = result.fidelity
   if (f)
     lines.push(

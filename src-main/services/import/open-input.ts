@@ -15,6 +15,7 @@ import { LayoutOp } from '../../../src-shared/layout.ts'
 import { readTrace, type TraceFileInfo } from '../trace/file.ts'
 import type { RequestTrace } from '../trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
+import { settingsOfProperties, snapshotConf } from '../../../src-shared/pytorch-conf.ts'
 
 export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log'
 
@@ -146,6 +147,20 @@ function looksLikeCsv(head: Uint8Array): boolean {
   return firstLine.includes(',')
 }
 
+/**
+ * Recorded allocator settings PyTorch would refuse (a snapshot another tool wrote, or edited) are
+ * the file's problem: one warning each, naming the file, the key and the value, once (a trace
+ * file saved from the snapshot keeps it); the replays leave them out (snapshotConf).
+ */
+function warnOfRefusedSettings(trace: RequestTrace): void {
+  const refused = snapshotConf(settingsOfProperties(trace.meta.properties))?.refused ?? []
+  const file = trace.meta.origin ?? trace.meta.source
+  for (const problem of refused) {
+    const warning = `${file}: recorded allocator_settings ${problem}; PyTorch refuses it, so it is replayed without it`
+    if (!trace.meta.warnings.includes(warning)) trace.meta.warnings.push(warning)
+  }
+}
+
 export async function openInput(path: string, options: OpenOptions = {}): Promise<OpenedInput> {
   const kind = await detectInputKind(path)
   const { onProgress, signal, device } = options
@@ -159,6 +174,7 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
           `event ${unknown.event}`,
           `frees block ${unknown.id}, which ${unknown.freedBefore ? 'was freed already' : 'was never allocated'}: in a trace file every free names a live allocation`,
         )
+      warnOfRefusedSettings(contents.trace)
       return { path, kind, trace: contents.trace, strategies: contents.strategies.map(withLayoutMetrics), file: contents.file }
     }
     case 'pytorch-snapshot': {
@@ -167,6 +183,7 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
         ...(device !== undefined && { device }),
         ...(onProgress && { onProgress: (p) => onProgress({ phase: p.phase, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
       })
+      warnOfRefusedSettings(imported.trace)
       return {
         path,
         kind,

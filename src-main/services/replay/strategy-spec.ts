@@ -13,7 +13,7 @@ import { Allocator, listStrategies, type StrategyInfo } from './allocators.ts'
 import { InputError } from '../input-error.ts'
 import { defaultLabel } from './replay.ts'
 import { splitTopLevel } from '../../../src-shared/strategy-text.ts'
-import { ConfError, confModel, formatPytorchConf, parsePytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confModel, formatPytorchConf, parsePytorchConf, shownValue } from '../../../src-shared/pytorch-conf.ts'
 
 export interface StrategySpec {
   /** Unique among the specs: "caching (pytorch)", "buddy (pool_size=4GiB)". */
@@ -21,12 +21,18 @@ export interface StrategySpec {
   strategy: string
   /** As written; the library parses the values ("4GiB", "true"). */
   params: Record<string, string>
+  /**
+   * The PyTorch configuration the spec was written as (pytorch:[...], --conf), as PyTorch prints
+   * it: replayed exactly so, never under a snapshot's recorded settings, even where it only
+   * restates a default (expandable_segments:False) and so gives the model no parameter.
+   */
+  conf?: string
 }
 
 /** A bad --strategies value: names the item and what is wrong with it (the CLI exits 2). */
 export class StrategySpecError extends InputError {
   constructor(source: string, item: string, problem: string) {
-    super(source, item ? `'${item}'` : '', problem)
+    super(source, item ? `'${shownValue(item)}'` : '', problem)
   }
 }
 
@@ -53,7 +59,7 @@ function paramList(info: StrategyInfo): string {
  */
 export function parseStrategySpecs(values: readonly string[], source = '--strategies', warn: (message: string) => void = warnOnStderr): StrategySpec[] {
   const all = listStrategies()
-  const specs: { strategy: StrategyInfo; params: Record<string, string>; label?: string }[] = []
+  const specs: { strategy: StrategyInfo; params: Record<string, string>; label?: string; conf?: string }[] = []
   for (const value of values) {
     let lastParam: { spec: (typeof specs)[number]; key: string } | undefined
     for (const item of splitTopLevel(value, ',')) {
@@ -84,7 +90,12 @@ export function parseStrategySpecs(values: readonly string[], source = '--strate
     }
   }
   if (specs.length === 0) throw new StrategySpecError(source, '', `no strategy given (known: ${knownList(all)})`)
-  const result = specs.map((s) => ({ label: s.label ?? '', strategy: s.strategy.name, params: s.params }))
+  const result: StrategySpec[] = specs.map((s) => ({
+    label: s.label ?? '',
+    strategy: s.strategy.name,
+    params: s.params,
+    ...(s.conf !== undefined && { conf: s.conf }),
+  }))
   for (const spec of result) renameDeprecated(source, spec, warn)
   for (const spec of result) checkWithLibrary(source, spec)
   assignLabels(result)
@@ -152,12 +163,13 @@ function pytorchSpec(
   item: string,
   rest: string[],
   all: readonly StrategyInfo[],
-): { strategy: StrategyInfo; params: Record<string, string>; label: string } {
+): { strategy: StrategyInfo; params: Record<string, string>; label: string; conf?: string } {
   let text = ''
   let assignments = rest
-  if (rest[0]?.startsWith('[')) {
-    if (!rest[0].endsWith(']')) throw new StrategySpecError(source, item, "the configuration's brackets are not closed")
-    text = rest[0].slice(1, -1)
+  const bracketed = rest[0]?.startsWith('[') === true
+  if (bracketed) {
+    if (!rest[0]!.endsWith(']')) throw new StrategySpecError(source, item, "the configuration's brackets are not closed")
+    text = rest[0]!.slice(1, -1)
     assignments = rest.slice(1)
   }
   let conf
@@ -169,7 +181,13 @@ function pytorchSpec(
   }
   // garbage_collection_threshold is a fraction of the limit; with none given, of the simulated
   // device's 80 GiB.
-  const model = confModel(conf, 0, 80 * 2 ** 30)
+  let model
+  try {
+    model = confModel(conf, 0, 80 * 2 ** 30)
+  } catch (e) {
+    if (e instanceof ConfError) throw new StrategySpecError(source, item, e.message)
+    throw e
+  }
   const spec = { strategy: all.find((s) => s.name === model.strategy)!, params: model.params }
   // The model's own parameters may follow (pytorch:[max_split_size_mb:64]:max_reserved=8GiB), and
   // replace what the configuration gave them.
@@ -180,7 +198,7 @@ function pytorchSpec(
     addParam(source, item, spec, a)
   }
   const printed = formatPytorchConf(conf)
-  return { ...spec, label: printed === '' ? PYTORCH : `${PYTORCH} (${printed})` }
+  return { ...spec, label: printed === '' ? PYTORCH : `${PYTORCH} (${printed})`, ...(bracketed && { conf: printed }) }
 }
 
 /** Labels as replay gives them ("caching (pytorch)"), numbered where two would be the same. */

@@ -11,13 +11,14 @@ import { availableParallelism } from 'node:os'
 
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
-import { ConfError, confLine, formatPytorchConf, parsePytorchConf, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confLine, formatPytorchConf, parsePytorchConf, shownValue, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { strategySpecText, type WhatifReport, type WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import type { OpenedInput } from '../import/open-input.ts'
-import { buildModel, placementFor, recordedConf } from '../replay/replay-input.ts'
+import { buildModel, placementFor, recordedConf, startFor, withOomRequests } from '../replay/replay-input.ts'
+import { windowOpenState, type WindowOpen } from '../replay/initial-state.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
-import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../trace/model.ts'
+import { EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
 export const DEFAULT_DEVICE_BYTES = 85_017_493_504
@@ -27,9 +28,15 @@ const SEARCH_TOLERANCE = 0.01
 export interface WhatifOptions {
   /** PYTORCH_ALLOC_CONF strings ('recorded': the trace's own settings). None: the grid. */
   confs?: readonly string[]
-  /** The device limit, as set_per_process_memory_fraction sets it (bytes). Default: the limit an out-of-memory in the trace implies, else none. */
+  /** The device limit, as set_per_process_memory_fraction sets it (bytes, more than 0). Default: the limit an out-of-memory in the trace implies, else none. */
   capBytes?: number
-  /** The device's memory: what a per_process_memory_fraction is a fraction of (default 85,017,493,504 B, an H100 80GB). */
+  /** The device limit as a fraction of the device's memory (set_per_process_memory_fraction's argument), in place of capBytes. */
+  capFraction?: number
+  /**
+   * The device's memory: what a per_process_memory_fraction is a fraction of, and what no row may
+   * exceed. Default: what the file implies (an out-of-memory's free memory plus reserved, or a
+   * recorded peak above an H100's), else an H100 80GB (85,017,493,504 B), said so in `device`.
+   */
   deviceBytes?: number
   /** Search each configuration's smallest fitting limit (default true). */
   search?: boolean
@@ -60,9 +67,16 @@ export type ImpliedLimit = NonNullable<WhatifReport['implied']>
 
 export type WhatifResult = Omit<WhatifReport, 'rows'> & { rows: WhatifRow[]; eventsReplayed: number; eventsPerSecondPerCore: number }
 
+/** A bad argument of the lab: `argument` names it (--conf, --cap), and the message starts with it. */
 export class WhatifError extends Error {
   override name = 'WhatifError'
   readonly code = 'INVALID_ARGUMENT'
+  constructor(
+    message: string,
+    readonly argument = '--conf',
+  ) {
+    super(message)
+  }
 }
 
 // --- the recorded configuration and the implied limit --------------------------------------------
@@ -109,6 +123,7 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
   const device = deviceFree !== undefined && Number.isFinite(deviceFree) && deviceFree < need
   return {
     lowBytes: peak,
+    reservedBytes: reserved,
     highBytes: device ? reserved + deviceFree! + 1 : reserved + need,
     size,
     stream: trace.tables.streams[e.stream[oom]!] ?? String(e.stream[oom]),
@@ -186,15 +201,16 @@ function strategyNote(c: Config): string {
 
 function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config {
   let parsed: PytorchConf
+  let model: ReturnType<typeof buildModel>
   try {
     parsed = parsePytorchConf(text)
+    // A setting this build's model lacks is named, and the row left unranked, not guessed.
+    model = buildModel(parsed, 0, deviceBytes)
   } catch (e) {
-    if (e instanceof ConfError) throw new WhatifError(`--conf '${text}': ${e.message}`)
+    if (e instanceof ConfError) throw new WhatifError(`--conf '${shownValue(text)}': ${e.message}`)
     throw e
   }
   const conf = formatPytorchConf(parsed)
-  // A setting this build's model lacks is named, and the row left unranked, not guessed.
-  const model = buildModel(parsed, 0, deviceBytes)
   return {
     conf,
     kind,
@@ -209,37 +225,8 @@ function pytorchConfig(text: string, kind: RowKind, deviceBytes: number): Config
 
 // --- replays ---------------------------------------------------------------------------------------
 
-/** The trace with each out-of-memory replaced by its request: an alloc of a new id, freed at once. */
-export function withOomRequests(trace: RequestTrace): { trace: RequestTrace; ooms: number[] } {
-  const e = trace.events
-  const n = e.kind.length
-  let count = 0
-  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.oom) count++
-  if (count === 0) return { trace, ooms: [] }
-  let nextId = 0
-  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.alloc && e.id[i]! >= nextId) nextId = e.id[i]! + 1
-  const out = allocateEvents(n + count)
-  if (e.pool) out.pool = new Uint32Array(n + count)
-  const ooms: number[] = []
-  let j = 0
-  for (let i = 0; i < n; i++) {
-    if (e.kind[i] !== EventKind.oom) {
-      copyEventRow(e, i, out, j++)
-      continue
-    }
-    // The oom becomes its request: an alloc of a new id, freed at once.
-    copyEventRow(e, i, out, j)
-    out.kind[j] = EventKind.alloc
-    out.id[j] = nextId
-    ooms.push(j++)
-    copyEventRow(e, i, out, j)
-    out.kind[j] = EventKind.free
-    out.id[j++] = nextId++
-  }
-  return { trace: { ...trace, events: out }, ooms }
-}
-
 interface RunOptions {
+  /** The per-process limit (null: none); every run is on a device of the lab's device memory. */
   limit: number | null
   stopAtFailure: boolean
   fragmentation: boolean
@@ -247,23 +234,33 @@ interface RunOptions {
 }
 
 /**
- * A configuration's replay target under a limit. PyTorch's limit is the per-process memory
- * fraction: the model's max_reserved (what garbage collection is a fraction of). Other strategies
- * get a device of that size. PyTorch-policy targets replay at the recorded segment addresses.
+ * A configuration's replay target under a limit, on a device of `deviceBytes`. PyTorch's limit is
+ * the per-process memory fraction: the model's max_reserved (what garbage collection is a fraction
+ * of). Other strategies get a device of the limit's size. PyTorch-policy targets replay at the
+ * recorded segment addresses. Nothing replays on more memory than the device has.
  */
-function targetFor(config: Config, limit: number | null, stored: readonly StrategyResult[]): { target: ReplayTarget; cap?: number } {
+function targetFor(
+  config: Config,
+  limit: number | null,
+  stored: readonly StrategyResult[],
+  deviceBytes: number,
+  open: WindowOpen = { kind: 'empty' },
+): { target: ReplayTarget; cap: number } {
   const params = { ...config.params }
-  let cap: number | undefined
+  let cap = deviceBytes
   if (limit !== null) {
     if (config.parsed && config.strategy === 'caching') {
       const existing = params['max_reserved']
       params['max_reserved'] = String(existing ? Math.min(Number(existing), limit) : limit)
-    } else cap = limit
+    } else cap = Math.min(limit, deviceBytes)
   }
   const target: ReplayTarget = { strategy: config.strategy, params, label: config.label }
   const placement = placementFor(stored, { strategy: config.strategy, params })
   if (placement.length > 0) target.regionPlacement = placement
-  return { target, ...(cap !== undefined && { cap }) }
+  // A late or overflowed recording: from its state when the window opened, where that state's
+  // segments are of the kind this configuration makes (replay-input.ts, startFor).
+  if (open.kind === 'state' && startFor(open, { strategy: config.strategy, params, label: config.label })?.seeded) target.initialState = open.open.state
+  return { target, cap }
 }
 
 class Runner {
@@ -272,14 +269,16 @@ class Runner {
   constructor(
     private readonly trace: RequestTrace,
     private readonly stored: readonly StrategyResult[],
+    private readonly deviceBytes: number,
+    private readonly open: WindowOpen = windowOpenState(trace, stored),
   ) {}
 
   async run(config: Config, o: RunOptions): Promise<ReplayResult> {
-    const { target, cap } = targetFor(config, o.limit, this.stored)
+    const { target, cap } = targetFor(config, o.limit, this.stored, this.deviceBytes, this.open)
     const [result] = await replayTrace(this.trace, [target], {
       layout: false,
       buckets: 256,
-      ...(cap !== undefined && { cap }),
+      cap,
       ...(o.stopAtFailure && { stopAtFailure: true }),
       ...(!o.fragmentation && { fragmentation: false }),
       ...(o.signal && { signal: o.signal }),
@@ -345,7 +344,7 @@ async function evaluate(
     failureSet.add(f)
     if (failedEvent < 0) failedEvent = f
   }
-  // Unlimited figures: the search starts from them.
+  // Figures with no limit but the device: the search starts from them.
   let unlimited = base
   if (limit !== null) {
     unlimited = await runner.run(config, { limit: null, stopAtFailure: false, fragmentation: false, ...(signal && { signal }) })
@@ -408,9 +407,12 @@ async function evaluate(
 
 /**
  * Ranks the PyTorch configurations in place: no failures first, then the smallest fitting limit,
- * then peak reserved. Strategy rows and settings the model leaves out follow, unranked.
+ * then peak reserved. Smallest fitting limits within the search's own precision (1 %) of the
+ * first of a run of them are a tie, ranked by peak reserved: a row that fits in 0.5 % less is not
+ * better than one that reserves 40 % less. Strategy rows and settings the model leaves out
+ * follow, unranked.
  */
-function rank(rows: WhatifRow[]): void {
+export function rank(rows: WhatifRow[]): void {
   const ranked = rows.filter((r) => r.notRanked === undefined)
   const key = (r: WhatifRow): [number, number, number] => [r.failures > 0 ? 1 : 0, r.smallestFittingBytes ?? Infinity, r.peakReserved]
   ranked.sort((a, b) => {
@@ -418,8 +420,47 @@ function rank(rows: WhatifRow[]): void {
     const kb = key(b)
     return ka[0] - kb[0] || ka[1] - kb[1] || ka[2] - kb[2]
   })
+  // Runs of ties, each anchored at its first (smallest) fitting limit, re-sorted by peak reserved.
+  for (let start = 0; start < ranked.length;) {
+    const first = ranked[start]!
+    const anchor = first.smallestFittingBytes
+    let end = start + 1
+    if (anchor !== null)
+      while (end < ranked.length) {
+        const r = ranked[end]!
+        if (r.failures > 0 !== first.failures > 0 || r.smallestFittingBytes === null || r.smallestFittingBytes > anchor * (1 + SEARCH_TOLERANCE)) break
+        end++
+      }
+    const tied = ranked.slice(start, end).sort((a, b) => a.peakReserved - b.peakReserved || a.smallestFittingBytes! - b.smallestFittingBytes!)
+    ranked.splice(start, tied.length, ...tied)
+    start = end
+  }
   ranked.forEach((r, i) => (r.rank = i + 1))
   rows.sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity) || (a.smallestFittingBytes ?? Infinity) - (b.smallestFittingBytes ?? Infinity))
+}
+
+/**
+ * The device's memory: given; else what the file implies, the larger of an out-of-memory's free
+ * memory plus reserved at it (the device held at least that) and a recorded peak reserved above
+ * the assumed GPU; else assumed, an H100 80GB. A snapshot does not name its GPU.
+ */
+export function deviceOf(given: number | undefined, implied: ImpliedLimit | undefined, recorded: StrategyResult | undefined): WhatifResult['device'] {
+  if (given !== undefined) return { bytes: given, source: 'option' }
+  const atOom = implied?.deviceFree !== undefined && implied.deviceFree >= 0 ? implied.reservedBytes + implied.deviceFree : 0
+  const recordedPeak = recorded?.summary?.['peakReserved'] ?? 0
+  if (atOom > 0) return { bytes: Math.max(atOom, recordedPeak), source: 'oom' }
+  if (recordedPeak > DEFAULT_DEVICE_BYTES) return { bytes: recordedPeak, source: 'recorded-peak' }
+  return { bytes: DEFAULT_DEVICE_BYTES, source: 'assumed' }
+}
+
+/** The recording ended at an out-of-memory: no request follows its last one (frees may, as the exception unwinds). */
+export function endsAtOom(trace: RequestTrace): boolean {
+  const e = trace.events
+  for (let i = e.kind.length - 1; i >= 0; i--) {
+    if (e.kind[i] === EventKind.oom) return true
+    if (e.kind[i] === EventKind.alloc) return false
+  }
+  return false
 }
 
 /** Compares the recorded layout's segment events with a replay's (layout kept). */
@@ -428,13 +469,14 @@ async function fidelityOf(
   trace: RequestTrace,
   stored: readonly StrategyResult[],
   limit: number | null,
+  deviceBytes: number,
   signal?: AbortSignal,
 ): Promise<WhatifFidelity | undefined> {
   const recorded = stored.find(isRecorded)
   const layout = recorded?.layout
   if (!recorded || !layout || config.notModelled.length > 0) return undefined
-  const { target, cap } = targetFor(config, limit, stored)
-  const [r] = await replayTrace(trace, [target], { layout: true, buckets: 64, ...(cap !== undefined && { cap }), ...(signal && { signal }) })
+  const { target, cap } = targetFor(config, limit, stored, deviceBytes, windowOpenState(trace, stored))
+  const [r] = await replayTrace(trace, [target], { layout: true, buckets: 64, cap, ...(signal && { signal }) })
   const segmentOps = (op: ArrayLike<number>, size: ArrayLike<number>): string[] => {
     const out: string[] = []
     for (let k = 0; k < op.length; k++) {
@@ -468,7 +510,10 @@ async function fidelityOf(
 /** Runs the lab on an opened input. */
 export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>, options: WhatifOptions = {}): Promise<WhatifResult> {
   const started = performance.now()
-  const deviceBytes = options.deviceBytes ?? DEFAULT_DEVICE_BYTES
+  const recordedLayout = input.strategies.find(isRecorded)
+  const implied = impliedLimit(input.trace, recordedLayout)
+  const device = deviceOf(options.deviceBytes, implied, recordedLayout)
+  const deviceBytes = device.bytes
   const signal = options.signal
   const cores = Math.max(1, options.concurrency ?? availableParallelism())
   const recordedText = recordedConf(input.trace)
@@ -509,14 +554,22 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     }
   }
 
-  const recordedLayout = input.strategies.find(isRecorded)
-  const implied = impliedLimit(input.trace, recordedLayout)
   let limit: WhatifResult['limit'] = { bytes: null, source: 'none' }
-  if (options.capBytes !== undefined && options.capBytes > 0) limit = { bytes: options.capBytes, source: 'option' }
+  // A limit is never 0 B: to the model that is no limit at all, to PyTorch no room for anything.
+  if (options.capFraction !== undefined) {
+    const bytes = Math.floor(options.capFraction * deviceBytes)
+    if (!(options.capFraction > 0 && options.capFraction <= 1) || bytes < 1)
+      throw new WhatifError(`--cap: ${options.capFraction} of the device's ${deviceBytes} bytes is 0 bytes, which leaves no room for anything`, '--cap')
+    limit = { bytes, source: 'option' }
+  } else if (options.capBytes !== undefined) {
+    if (!Number.isSafeInteger(options.capBytes) || options.capBytes < 1)
+      throw new WhatifError(`--cap: ${options.capBytes} bytes: a limit must be a whole number of bytes from 1 to 2^53 - 1`, '--cap')
+    limit = { bytes: options.capBytes, source: 'option' }
+  }
   // The least limit the recording allows: reserved memory reached it without a failure.
   else if (implied) limit = { bytes: implied.lowBytes, source: 'implied' }
 
-  const runner = new Runner(trace, input.strategies)
+  const runner = new Runner(trace, input.strategies, deviceBytes)
   const search = options.search !== false
   // An estimate for progress: a base run, an unlimited run under a limit, about eight searches.
   const perConfig = 1 + (limit.bytes !== null ? 1 : 0) + (search ? 8 : 0)
@@ -539,7 +592,10 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   }
   const fidelityConfig = configs.find((c) => c.kind === 'recorded')
   const [fidelity] = await Promise.all([
-    fidelityConfig ? fidelityOf(fidelityConfig, trace, input.strategies, limit.bytes, signal).finally(() => tick('fidelity')) : Promise.resolve(undefined),
+    // The recorded settings under the recording's own limit (the one an out-of-memory implies), never the limit asked for.
+    fidelityConfig
+      ? fidelityOf(fidelityConfig, trace, input.strategies, implied ? implied.lowBytes : null, deviceBytes, signal).finally(() => tick('fidelity'))
+      : Promise.resolve(undefined),
     ...Array.from({ length: Math.min(cores, configs.length) }, worker),
   ])
   rank(rows)
@@ -550,6 +606,8 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     limit,
     ...(implied && { implied }),
     deviceBytes,
+    device,
+    endsAtOom: endsAtOom(input.trace),
     rows,
     ...(fidelity && { fidelity }),
     elapsedMs,

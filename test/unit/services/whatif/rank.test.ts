@@ -1,0 +1,90 @@
+// The what-if lab's ranking (src-main/services/whatif/whatif.ts, rank): rows that run without a
+// failure first, then the smallest fitting limit, where limits within the search's own precision
+// (1 %) of each other are a tie ranked by peak reserved; and the report's words
+// (src-shared/whatif-report.ts, whatifWords) that say so.
+import assert from 'node:assert/strict'
+import { describe, it } from 'node:test'
+
+import { rank, type WhatifRow } from '../../../../src-main/services/whatif/whatif.ts'
+import { whatifWords, type WordsOf } from '../../../../src-shared/whatif-report.ts'
+import { formatBytes } from '../../../../src-main/services/units.ts'
+
+const GiB = 2 ** 30
+
+function row(conf: string, smallest: number | null, peakReserved: number, failures = 0): WhatifRow {
+  return {
+    rank: 0,
+    conf,
+    kind: 'pytorch',
+    label: conf || 'defaults',
+    line: `PYTORCH_ALLOC_CONF=${conf}`,
+    strategy: 'caching',
+    params: { preset: 'pytorch' },
+    peakReserved,
+    peakAllocated: peakReserved / 2,
+    peakRequested: peakReserved / 2,
+    segments: 1,
+    maps: 0,
+    deviceCalls: 1,
+    fragmentationAtPeak: 0,
+    failures,
+    firstFailureEvent: failures > 0 ? 3 : -1,
+    oomReproduced: 0,
+    smallestFittingBytes: smallest,
+    growing: false,
+    replays: 1,
+  }
+}
+
+const report = (rows: WhatifRow[]): WordsOf => ({
+  rows,
+  limit: { bytes: null, source: 'none' },
+  deviceBytes: 80 * GiB,
+  device: { bytes: 80 * GiB, source: 'assumed' },
+  endsAtOom: false,
+})
+
+describe('rank', () => {
+  it('ranks a row fitting 0.5 % lower but reserving 40 % more below the runner-up: a tie inside the search precision goes to peak reserved', () => {
+    const greedy = row('max_split_size_mb:64', 10 * GiB, 14 * GiB)
+    const lean = row('expandable_segments:True', 10.05 * GiB, 10 * GiB)
+    const far = row('roundup_power2_divisions:2', 11 * GiB, 9 * GiB)
+    const rows = [greedy, far, lean]
+    rank(rows)
+    assert.deepEqual(
+      rows.map((r) => [r.conf, r.rank]),
+      [
+        ['expandable_segments:True', 1],
+        ['max_split_size_mb:64', 2],
+        ['roundup_power2_divisions:2', 3],
+      ],
+    )
+    assert.ok(whatifWords(report(rows), formatBytes).notes.some((n) => /2 configurations fit within 1 % of each other.*peak reserved/.test(n)))
+  })
+
+  it('keeps rows whose smallest fitting limits differ by more than 1 % in that order, and failing rows last', () => {
+    const rows = [row('a', null, 1 * GiB, 3), row('b', 10.2 * GiB, 1 * GiB), row('c', 10 * GiB, 5 * GiB)]
+    rank(rows)
+    assert.deepEqual(
+      rows.map((r) => r.conf),
+      ['c', 'b', 'a'],
+    )
+  })
+})
+
+describe('whatifWords', () => {
+  it('names no best row when every ranked row fails, and says only more memory helps', () => {
+    const rows = [row('', 3 * GiB, 2 * GiB, 1), row('expandable_segments:True', 2.5 * GiB, 2 * GiB, 1)]
+    rank(rows)
+    const words = whatifWords({ ...report(rows), limit: { bytes: 2 * GiB, source: 'implied' } }, formatBytes)
+    assert.equal(
+      words.best,
+      'best: none: every configuration fails under the 2.00 GiB limit, so no setting helps, only more memory: the least that runs it is 2.50 GiB (PYTORCH_ALLOC_CONF=expandable_segments:True)',
+    )
+  })
+  it('says "at least" of every smallest fitting limit where the recording ended at its out-of-memory', () => {
+    const words = whatifWords({ ...report([row('', 3 * GiB, 2 * GiB)]), endsAtOom: true }, formatBytes)
+    assert.equal(words.smallest({ smallestFittingBytes: 3 * GiB }), 'at least 3.00 GiB')
+    assert.equal(words.smallest({ smallestFittingBytes: null }), 'none')
+  })
+})
