@@ -196,6 +196,31 @@ export interface ReplayTargetSpec {
     /** Where a recording's driver put each region, in order; region i goes there when free. */
     regionPlacement?: BigUint64Array
   }
+  /** Start from this state instead of an empty allocator (caching, preset pytorch, only). */
+  initialState?: ReplayInitialState
+}
+
+/**
+ * An allocator's state when a recording's window opened (docs/architecture.md, "Replay from the
+ * recorded state"), as columns. Segments are obtained in order (regionPlacement then puts them at
+ * their recorded addresses); every byte of a segment that no live block covers is free. Each live
+ * block stands for the alloc event `blockEvent` (the trace's stand-in), which is then not replayed.
+ */
+export interface ReplayInitialState {
+  segmentAddress: BigUint64Array
+  /** Bytes, whole numbers below 2^53. */
+  segmentSize: Float64Array
+  /** Index into the trace's stream table. */
+  segmentStream: Uint32Array
+  /** Memory pool: 0 the default pools, k a private pool (as ReplayEvents.pool). */
+  segmentPool: Uint32Array
+  /** Bit 0: PyTorch's small pool; bit 1: a mapped run of an expandable segment. */
+  segmentFlags: Uint8Array
+  /** Recorded addresses, each inside one segment. */
+  blockAddress: BigUint64Array
+  /** The block's bytes (its request's are the alloc event's). */
+  blockSize: Float64Array
+  blockEvent: Uint32Array
 }
 
 export interface ReplayOptions {
@@ -324,6 +349,9 @@ export interface ReplaySummary {
   freesOfDropped: number
   freesOfFailed: number
   unknownFrees: number
+  /** Segments and live blocks of the target's initial state (0 when it started empty). */
+  seededSegments: number
+  seededBlocks: number
   reusedLiveIds: number
   zeroSizeAllocs: number
   fragmentationWalks: number

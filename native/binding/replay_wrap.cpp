@@ -6,6 +6,8 @@
 #include "replay_wrap.hpp"
 
 #include <atomic>
+#include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,6 +52,71 @@ request_column_vectors read_events(const Napi::Value& value) {
   return e;
 }
 
+// A typed array of `type` with `count` entries (count == SIZE_MAX: any, which becomes the count).
+template <class T>
+const T* initial_column(Napi::Object o, const std::string& at, const char* name,
+                        napi_typedarray_type type, const char* type_name, std::size_t& count) {
+  Napi::Value v = o.Get(name);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != type)
+    throw coded_type_error(o.Env(), at + "." + name + " must be a " + type_name);
+  auto array = v.As<Napi::TypedArrayOf<T>>();
+  if (count == SIZE_MAX) count = array.ElementLength();
+  if (array.ElementLength() != count)
+    throw coded_type_error(o.Env(), at + "." + name + " must have " + std::to_string(count) +
+                                        " entries, as the other columns of its part");
+  return array.Data();
+}
+
+std::uint64_t whole_bytes(Napi::Env env, double v, const std::string& what) {
+  if (!(v >= 0 && v < 9007199254740992.0) ||
+      static_cast<double>(static_cast<std::uint64_t>(v)) != v)
+    throw coded_type_error(
+        env, what + " must be a whole number of bytes below 2^53, got " + std::to_string(v));
+  return static_cast<std::uint64_t>(v);
+}
+
+// target.initialState (native/index.d.ts, ReplayInitialState): segments and live blocks as columns.
+replay_initial_state read_initial_state(Napi::Value value, const std::string& at) {
+  Napi::Env env = value.Env();
+  replay_initial_state state;
+  if (value.IsUndefined() || value.IsNull()) return state;
+  if (!value.IsObject()) throw coded_type_error(env, at + " must be an object of typed arrays");
+  Napi::Object o = value.As<Napi::Object>();
+  std::size_t segments = SIZE_MAX, blocks = SIZE_MAX;
+  const auto* s_address = initial_column<std::uint64_t>(
+      o, at, "segmentAddress", napi_biguint64_array, "BigUint64Array", segments);
+  const auto* s_size =
+      initial_column<double>(o, at, "segmentSize", napi_float64_array, "Float64Array", segments);
+  const auto* s_stream = initial_column<std::uint32_t>(o, at, "segmentStream", napi_uint32_array,
+                                                       "Uint32Array", segments);
+  const auto* s_pool = initial_column<std::uint32_t>(o, at, "segmentPool", napi_uint32_array,
+                                                     "Uint32Array", segments);
+  const auto* s_flags =
+      initial_column<std::uint8_t>(o, at, "segmentFlags", napi_uint8_array, "Uint8Array", segments);
+  const auto* b_address = initial_column<std::uint64_t>(o, at, "blockAddress", napi_biguint64_array,
+                                                        "BigUint64Array", blocks);
+  const auto* b_size =
+      initial_column<double>(o, at, "blockSize", napi_float64_array, "Float64Array", blocks);
+  const auto* b_event =
+      initial_column<std::uint32_t>(o, at, "blockEvent", napi_uint32_array, "Uint32Array", blocks);
+  state.segments.resize(segments);
+  for (std::size_t i = 0; i < segments; ++i) {
+    replay_initial_segment& g = state.segments[i];
+    g.address = s_address[i];
+    g.size = whole_bytes(env, s_size[i], at + ".segmentSize[" + std::to_string(i) + "]");
+    g.stream = s_stream[i];
+    g.pool = s_pool[i];
+    g.small_pool = (s_flags[i] & 1) != 0;
+    g.expandable = (s_flags[i] & 2) != 0;
+  }
+  state.blocks.resize(blocks);
+  for (std::size_t i = 0; i < blocks; ++i)
+    state.blocks[i] = {b_address[i],
+                       whole_bytes(env, b_size[i], at + ".blockSize[" + std::to_string(i) + "]"),
+                       b_event[i]};
+  return state;
+}
+
 std::vector<replay_target> read_targets(const Napi::Value& value) {
   Napi::Env env = value.Env();
   if (!value.IsArray()) throw coded_type_error(env, "targets must be an array");
@@ -77,6 +144,7 @@ std::vector<replay_target> read_targets(const Napi::Value& value) {
                                                  addresses.Data() + addresses.ElementLength());
       }
     }
+    target.initial_state = read_initial_state(t.Get("initialState"), at + ".initialState");
     targets.push_back(std::move(target));
   }
   return targets;
@@ -161,6 +229,8 @@ Napi::Object summary_object(Napi::Env env, const replay_summary& s) {
   n("freesOfDropped", s.frees_of_dropped);
   n("freesOfFailed", s.frees_of_failed);
   n("unknownFrees", s.unknown_frees);
+  n("seededSegments", s.seeded_segments);
+  n("seededBlocks", s.seeded_blocks);
   n("reusedLiveIds", s.reused_live_ids);
   n("zeroSizeAllocs", s.zero_size_allocs);
   n("fragmentationWalks", s.fragmentation_walks);

@@ -359,6 +359,34 @@ void allocator::walk(layout_visitor& visitor) const {
 
 bool allocator::do_was_freed(address_t) const { return false; }
 
+void allocator::do_seed(const seed_state&, std::vector<seeded_block>&) {
+  throw unsupported(name_ + " cannot start from a recorded state");
+}
+
+std::vector<address_t> allocator::seed(const seed_state& state) {
+  maybe_lock guard(mutex_, thread_safe_);
+  if (allocations_ != 0)
+    throw invalid_argument(name_ + ": a recorded state seeds a fresh allocator only");
+  std::vector<seeded_block> seeded;
+  seeded.reserve(state.blocks.size());
+  do_seed(state, seeded);
+  std::vector<address_t> addresses;
+  addresses.reserve(seeded.size());
+  for (std::size_t i = 0; i < seeded.size(); ++i) {
+    const seed_block& b = state.blocks[i];
+    const seeded_block& s = seeded[i];
+    live_.insert_new(s.address, live_block{b.requested, s.rounded, b.stream, 0, s.cookie});
+    requested_live_ += b.requested;
+    rounded_live_ += s.rounded;
+    ++allocations_;
+    trace(trace_op::alloc, s.address, s.rounded, b.requested, b.stream);
+    addresses.push_back(s.address);
+  }
+  if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
+  if (rounded_live_ > rounded_peak_) rounded_peak_ = rounded_live_;
+  return addresses;
+}
+
 void allocator::trim() {
   maybe_lock guard(mutex_, thread_safe_);
   do_trim();

@@ -254,7 +254,7 @@ struct id_slot {
 class player {
  public:
   player(const replay_target& target, const replay_options& options, std::size_t ids)
-      : reset_at_markers_(options.reset_at_markers) {
+      : reset_at_markers_(options.reset_at_markers), initial_(target.initial_state) {
     reserve_huge(ids_, ids);
     ids_.resize(ids);
     simulated_options o = target.simulated;
@@ -269,6 +269,51 @@ class player {
 
   allocator& alloc() noexcept { return *allocator_; }
 
+  // Starts the allocator from the target's initial state, before event 0: its blocks live under
+  // the ids of their stand-in alloc events, which apply() then passes over.
+  void seed(const request_columns& e, replay_summary& s) {
+    if (initial_.empty()) return;
+    seed_state state;
+    state.segments.reserve(initial_.segments.size());
+    for (const replay_initial_segment& g : initial_.segments)
+      state.segments.push_back(
+          {g.address, g.size, replay_stream(g.stream), g.pool, g.small_pool, g.expandable});
+    state.blocks.reserve(initial_.blocks.size());
+    seeded_events_.reserve(initial_.blocks.size());
+    for (std::size_t k = 0; k < initial_.blocks.size(); ++k) {
+      const replay_initial_block& b = initial_.blocks[k];
+      if (b.event >= e.count || e.kind[b.event] != static_cast<std::uint8_t>(request_kind::alloc) ||
+          e.size[b.event] == 0)
+        throw invalid_argument("replay: initial block " + std::to_string(k) + " names " +
+                               at_event(b.event) + ", which is not an alloc of some bytes");
+      const auto requested = static_cast<std::uint64_t>(e.size[b.event]);
+      if (e.pool != nullptr && e.pool[b.event] != 0) {
+        // Its segment's pool decides; the request's must agree.
+        bool agrees = false;
+        for (const replay_initial_segment& g : initial_.segments)
+          if (b.address >= g.address && b.address - g.address < g.size)
+            agrees = agrees || g.pool == e.pool[b.event];
+        if (!agrees)
+          throw invalid_argument("replay: initial block " + std::to_string(k) + " lies in no " +
+                                 "segment of its alloc's pool " + std::to_string(e.pool[b.event]));
+      }
+      state.blocks.push_back({b.address, b.size, requested, replay_stream(e.stream[b.event])});
+      seeded_events_.push_back(b.event);
+    }
+    std::sort(seeded_events_.begin(), seeded_events_.end());
+    for (std::size_t k = 1; k < seeded_events_.size(); ++k)
+      if (seeded_events_[k] == seeded_events_[k - 1])
+        throw invalid_argument("replay: two initial blocks name " + at_event(seeded_events_[k]));
+    const std::vector<address_t> addresses = allocator_->seed(state);
+    for (std::size_t k = 0; k < addresses.size(); ++k) {
+      const std::uint32_t event = initial_.blocks[k].event;
+      ids_[e.id[event]] = {addresses[k], epoch_, id_state::live};
+    }
+    live_ += addresses.size();
+    s.seeded_segments = initial_.segments.size();
+    s.seeded_blocks = addresses.size();
+  }
+
   // Replays event i; summary counts what happened to it.
   void apply(const request_columns& e, std::size_t i, replay_summary& s) {
     if (e.time) backing_->set_time(static_cast<std::uint64_t>(e.time[i]));
@@ -278,6 +323,11 @@ class player {
         if (VRAMSCOPE_UNLIKELY(e.pool != nullptr && e.pool[i] != pool_)) {
           pool_ = e.pool[i];
           allocator_->use_pool(pool_);
+        }
+        if (VRAMSCOPE_UNLIKELY(next_seeded_ < seeded_events_.size() &&
+                               seeded_events_[next_seeded_] == i)) {
+          ++next_seeded_;  // its block is the initial state's, live since before event 0
+          return;
         }
         id_slot& slot = ids_[e.id[i]];
         if (VRAMSCOPE_UNLIKELY(slot.state == id_state::live && slot.epoch == epoch_))
@@ -369,6 +419,9 @@ class player {
   }
 
   bool reset_at_markers_;
+  const replay_initial_state& initial_;
+  std::vector<std::uint32_t> seeded_events_;  // ascending: the stand-in allocs apply() passes over
+  std::size_t next_seeded_ = 0;
   std::unique_ptr<simulated_backing> backing_;
   std::unique_ptr<allocator> allocator_;
   std::vector<id_slot> ids_;
@@ -443,6 +496,7 @@ free_space_meter::result measure_after(const request_columns& e, const replay_ta
                                        std::size_t last, const cancel_check& check_cancel) {
   player p(target, options, ids);
   replay_summary scratch;
+  p.seed(e, scratch);
   const std::size_t interval = std::max<std::size_t>(options.progress_interval, 1);
   for (std::size_t i = 0; i <= last; ++i) {
     if (VRAMSCOPE_UNLIKELY(i % interval == 0)) check_cancel();
@@ -482,6 +536,7 @@ class target_replay {
     std::size_t next_progress = interval;
     std::size_t i = 0;
     try {
+      seed_before_event0(s);
       for (; i < n; ++i) {
         tracer_.event = static_cast<std::uint32_t>(i);
         player_.apply(e_, i, s);
@@ -533,6 +588,19 @@ class target_replay {
     reserve_buckets(r_.buckets, buckets_);
     next_bucket_end_ = buckets_ ? bucket_end(0, n, buckets_) : 0;
     current_.start();
+  }
+
+  // The initial state, traced at event 0 (its regions and blocks are there when the map opens)
+  // and counted into the first bucket and the peaks.
+  void seed_before_event0(replay_summary& s) {
+    if (target_.initial_state.empty() || e_.count == 0) return;
+    tracer_.event = 0;
+    player_.seed(e_, s);
+    tracer_.drain();
+    const allocator::counters c = alloc_.live_counters();
+    if (c.requested_live > s.peak_requested) s.peak_requested = c.requested_live;
+    if (c.rounded_live > s.peak_rounded) s.peak_rounded = c.rounded_live;
+    current_.add(c);
   }
 
   // stop_at_failure: the replay ends after event i, the failed allocation. The bucket it falls in

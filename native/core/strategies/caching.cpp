@@ -774,6 +774,178 @@ class caching final : public allocator {
     if (released != 0) trace(trace_op::trim, 0, released);
   }
 
+  // --- the recorded state (allocator::seed) -----------------------------------------------------
+
+  // Segments are obtained in the order given (a replay's region placement then puts them at their
+  // recorded addresses), each cut into its live blocks at their recorded offsets and free blocks
+  // between them, cached in the segment's pool and stream. A free gap after a live block that
+  // should_split would not have cut off it (a large-pool block's slack of up to 1 MiB, an oversize
+  // block's whole segment) is that block's: PyTorch never split it off. Mapped runs of expandable
+  // segments become one expandable segment per pool and stream, each run at its offset from the
+  // group's lowest run, unmapped between.
+  void do_seed(const seed_state& state, std::vector<seeded_block>& out) override {
+    if (policy_.kind != preset::pytorch)
+      throw unsupported("caching: only preset pytorch starts from a recorded state");
+    std::vector<std::size_t> order(state.blocks.size());
+    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+    std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return state.blocks[a].address < state.blocks[b].address;
+    });
+    out.assign(state.blocks.size(), seeded_block{0, 0, 0});
+    std::vector<bool> placed(state.blocks.size(), false);
+    // The blocks inside a recorded range, ascending: a binary search in `order`.
+    auto blocks_in = [&](address_t begin, std::uint64_t size) {
+      auto first =
+          std::lower_bound(order.begin(), order.end(), begin,
+                           [&](std::size_t i, address_t a) { return state.blocks[i].address < a; });
+      auto last = first;
+      while (last != order.end() && state.blocks[*last].address < begin + size) ++last;
+      return std::make_pair(first, last);
+    };
+    std::map<std::pair<unsigned, stream_t>, std::vector<std::size_t>> runs;  // expandable groups
+    for (std::size_t k = 0; k < state.segments.size(); ++k) {
+      const seed_segment& g = state.segments[k];
+      if (g.expandable != expandable_)
+        throw invalid_argument(
+            "caching: recorded segment " + std::to_string(k) + " at " + format_address(g.address) +
+            (g.expandable ? " is part of an expandable segment" : " is not expandable") +
+            ", but expandable_segments is " + (expandable_ ? "on" : "off"));
+      const unsigned pool = seed_pool(g);
+      if (g.expandable) {
+        runs[{pool, g.stream}].push_back(k);
+        continue;
+      }
+      const auto [first, last] = blocks_in(g.address, g.size);
+      const address_t base = obtain_region(g.size, pool);
+      segments_.emplace(base, segment{g.size, no_block, pool, false});
+      reserved_ += g.size;
+      std::uint32_t prev = no_block;
+      seed_run(state, first, last, g, base, g.address, pool, prev, placed, out);
+      segments_.find(base)->second.head = head_of(prev);
+    }
+    for (auto& [key, members] : runs) {
+      const auto [pool, stream] = key;
+      std::sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
+        return state.segments[a].address < state.segments[b].address;
+      });
+      const std::uint32_t u = new_expandable_segment(pool, stream);
+      const address_t base = nodes_[u].address;
+      const std::uint64_t span = nodes_[u].size;
+      const address_t origin = state.segments[members.front()].address;
+      const std::uint64_t page = page_of(pool);
+      pools_[pool].unmapped[stream].erase(base);
+      free_nodes_.push_back(u);
+      std::uint32_t prev = no_block;
+      std::uint64_t at = 0;  // offset reached
+      for (std::size_t k : members) {
+        const seed_segment& g = state.segments[k];
+        const std::uint64_t offset = g.address - origin;
+        if (offset < at || offset % page != 0 || g.size % page != 0 || offset + g.size > span)
+          throw invalid_argument("caching: recorded mapped range " + std::to_string(k) + " at " +
+                                 format_address(g.address) + " (" + format_bytes(g.size) +
+                                 ") is not whole " + format_bytes(page) +
+                                 " pages inside one expandable segment");
+        if (offset > at) link_unmapped(base + at, offset - at, pool, stream, prev);
+        map_range(base + offset, g.size);
+        reserved_ += g.size;
+        const auto [first, last] = blocks_in(g.address, g.size);
+        seed_run(state, first, last, g, base + offset, g.address, pool, prev, placed, out);
+        at = offset + g.size;
+      }
+      if (at < span) link_unmapped(base + at, span - at, pool, stream, prev);
+      segments_.find(base)->second.head = head_of(prev);
+    }
+    for (std::size_t i = 0; i < placed.size(); ++i)
+      if (!placed[i])
+        throw invalid_argument("caching: recorded block " + std::to_string(i) + " at " +
+                               format_address(state.blocks[i].address) +
+                               " lies in no recorded segment");
+  }
+
+  // The pool number of a recorded segment: its kind in its memory pool (a private pool is made
+  // on first sight, as use_pool would, without making it current).
+  unsigned seed_pool(const seed_segment& g) {
+    const unsigned kind = g.small_pool ? small_pool : large_pool;
+    if (g.pool == 0) return kind;
+    const unsigned current = current_pools_;
+    do_use_pool(g.pool);
+    const unsigned pool = current_pools_ + kind;
+    current_pools_ = current;
+    return pool;
+  }
+
+  // Cuts the mapped range [recorded, recorded + g.size), now at `base`, into the given live blocks
+  // and the free blocks between them, linked after `prev` (updated to the last node).
+  template <class It>
+  void seed_run(const seed_state& state, It first, It last, const seed_segment& g, address_t base,
+                address_t recorded, unsigned pool, std::uint32_t& prev, std::vector<bool>& placed,
+                std::vector<seeded_block>& out) {
+    std::uint64_t at = 0;
+    std::uint32_t last_live = no_block;
+    for (It it = first; it != last; ++it) {
+      const seed_block& b = state.blocks[*it];
+      const std::uint64_t offset = b.address - recorded;
+      if (offset < at || b.size == 0 || b.size > g.size - offset || b.requested > b.size)
+        throw invalid_argument("caching: recorded block " + std::to_string(*it) + " at " +
+                               format_address(b.address) + " (" + format_bytes(b.size) +
+                               ") overlaps another or its segment's end, or is smaller than its "
+                               "request");
+      if (offset > at) seed_gap(base + at, offset - at, g.stream, pool, prev, last_live);
+      last_live = link_node(base + offset, b.size, g.stream, pool, live, prev);
+      out[*it] = {base + offset, b.size, last_live};
+      placed[*it] = true;
+      at = offset + b.size;
+    }
+    if (at < g.size) seed_gap(base + at, g.size - at, g.stream, pool, prev, last_live);
+    // The rounded sizes of blocks that took their slack.
+    for (It it = first; it != last; ++it) out[*it].rounded = nodes_[out[*it].cookie].size;
+  }
+
+  // A free gap: the slack of the live block just before it where PyTorch would not have split it
+  // off, else a cached block.
+  void seed_gap(address_t address, std::uint64_t size, stream_t stream, unsigned pool,
+                std::uint32_t& prev, std::uint32_t& last_live) {
+    if (last_live != no_block && prev == last_live &&
+        !policy_.should_split(nodes_[last_live].size + size, nodes_[last_live].size,
+                              kind_of(pool))) {
+      nodes_[last_live].size += size;
+      return;
+    }
+    const std::uint32_t n = link_node(address, size, stream, pool, cached, prev);
+    stamp(nodes_[n]);
+    nodes_[n].bucket = index_for(pool, stream).insert(size, address, n, free_index::no_bucket);
+    last_live = no_block;
+  }
+
+  void link_unmapped(address_t address, std::uint64_t size, unsigned pool, stream_t stream,
+                     std::uint32_t& prev) {
+    const std::uint32_t n = link_node(address, size, stream, pool, unmapped, prev);
+    pools_[pool].unmapped[stream].emplace(address, n);
+  }
+
+  std::uint32_t link_node(address_t address, std::uint64_t size, stream_t stream, unsigned pool,
+                          std::uint8_t state, std::uint32_t& prev) {
+    const std::uint32_t n = new_node();
+    block_node& b = nodes_[n];
+    b.address = address;
+    b.size = size;
+    b.stream = stream;
+    b.pool = static_cast<std::uint16_t>(pool);
+    b.state = state;
+    b.prev = prev;
+    b.next = no_block;
+    b.bucket = free_index::no_bucket;
+    b.gc_count_base = 0;
+    if (prev != no_block) nodes_[prev].next = n;
+    prev = n;
+    return n;
+  }
+
+  std::uint32_t head_of(std::uint32_t n) const noexcept {
+    while (nodes_[n].prev != no_block) n = nodes_[n].prev;
+    return n;
+  }
+
   // --- private pools ----------------------------------------------------------------------------
 
   // Private pool k gets the next two pool numbers (small, large) the first time it is used.

@@ -1,8 +1,8 @@
 // `vramscope replay FILE --strategies ... [--cap 24GiB] [-o OUT.vramscope]`: the trace through
 // every strategy, a table of the compared metrics side by side with the winner of each marked,
 // and PyTorch's own recorded figures beside the model's when the input has them.
-import { compareResults, isRecorded, unrankedReason } from '../../../src-shared/compare.ts'
-import { usesPytorchPolicy, type ReplayedInput } from '../../services/replay/replay-input.ts'
+import { compareResults, isRecorded, plural, unrankedReason } from '../../../src-shared/compare.ts'
+import { usesPytorchPolicy, type ReplayedInput, type ReplayStart } from '../../services/replay/replay-input.ts'
 import { confLine } from '../../../src-shared/pytorch-conf.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -51,6 +51,8 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       fidelity,
       recordedSettings: replayed.recordedSettings,
       sized: replayed.sized,
+      start: replayed.start,
+      oomRequests: replayed.oomRequests,
       warnings: input.trace.meta.warnings,
     })
     return
@@ -82,9 +84,26 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
         (r.notModelled.length > 0 ? `; not modelled: ${r.notModelled.join(', ')}` : ''),
     )
   for (const z of replayed.sized) lines.push(`${z.label}: pools sized from the trace, ${z.params} (give sizes to replay others)`)
+  for (const b of replayed.start) lines.push(startLine(b))
+  if (replayed.oomRequests > 0)
+    lines.push(
+      `${plural(replayed.oomRequests, 'recorded out-of-memory', 'recorded out-of-memories')} replayed as the request${replayed.oomRequests === 1 ? '' : 's'} the program made, under the cap (as whatif replays ${replayed.oomRequests === 1 ? 'it' : 'them'})`,
+    )
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   if (options.output !== undefined) lines.push(`results saved to ${options.output}`)
   io.stdout.write(`${lines.join('\n')}\n`)
+}
+
+/** How a target started a trace that began with memory in use (ReplayedInput.start), in words. */
+export function startLine(b: ReplayStart): string {
+  if (b.seeded)
+    return (
+      `${b.label}: started from the recorded state when recording began: ${plural(b.segments, 'segment')} with ${plural(b.blocks, 'live block')} and the free space between them` +
+      (b.pendingAsFree > 0
+        ? ` (${plural(b.pendingAsFree, 'block')} then waiting for ${b.pendingAsFree === 1 ? 'its stream' : 'their streams'} counted as free)`
+        : '')
+    )
+  return `${b.label}: started empty, with the blocks live when recording began allocated at t = 0 (${b.reason ?? 'not the PyTorch policy'})`
 }
 
 /** The table's last row: whether each result is ranked, and if not why ("874 failures"). */

@@ -14,6 +14,7 @@ import type { RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { findStrategy } from './allocators.ts'
 import { sizedForTrace } from './sized-defaults.ts'
+import { windowOpenState, type WindowOpen } from './initial-state.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
@@ -27,6 +28,12 @@ export interface ReplayInputOptions {
   resetAtMarkers?: boolean
   /** PyTorch-policy targets given no settings replay under the snapshot's recorded ones (default true). */
   recordedSettings?: boolean
+  /**
+   * PyTorch-policy targets start from the allocator's state when a late or overflowed recording's
+   * window opened (default true); false, or another strategy: from empty, with the blocks then live
+   * allocated at t = 0.
+   */
+  recordedState?: boolean
   onProgress?: (progress: ReplayProgressInfo) => void
   signal?: AbortSignal
 }
@@ -39,8 +46,49 @@ export interface ReplayedInput {
   placed: { label: string; regions: number }[]
   /** Labels of pool strategies named without sizes, and the pool sizes chosen from the trace (sized-defaults.ts). */
   sized: { label: string; params: string }[]
+  /**
+   * Where the trace began with memory in use (a late or overflowed recording): which targets
+   * started from the recorded state at the window's opening, and which from empty and why.
+   */
+  start: ReplayStart[]
   /** The replays as the native replay returned them (layouts placed on request events). */
   replays: ReplayResult[]
+}
+
+/** How one target started a trace that began with memory in use (ReplayedInput.start). */
+export interface ReplayStart {
+  label: string
+  /** true: from the recorded segments, blocks and free space at the window's opening. */
+  seeded: boolean
+  segments: number
+  blocks: number
+  /** Blocks pending at the opening (freed, waiting for their streams), seeded as free space. */
+  pendingAsFree: number
+  /** Why a target started from empty instead (every strategy but PyTorch's policy does). */
+  reason?: string
+}
+
+/**
+ * How a target starts a trace whose window opened on memory in use: PyTorch's policy from the
+ * recorded state when the state's segments are of the kind the target's settings make (a state
+ * recorded without expandable segments cannot stand in an expandable-segments replay, nor the
+ * other way round: PyTorch's allocator never turns one kind into the other); every other strategy
+ * from empty, with the blocks then live allocated at t = 0. Undefined where the window opened empty.
+ */
+export function startFor(open: WindowOpen, spec: Pick<StrategySpec, 'strategy' | 'params' | 'label'>, recordedState = true): ReplayStart | undefined {
+  if (open.kind === 'empty') return undefined
+  const known = open.kind === 'state' ? open.open : undefined
+  const base = { label: spec.label, seeded: false, segments: known?.segments ?? 0, blocks: known?.blocks ?? 0, pendingAsFree: known?.pendingAsFree ?? 0 }
+  if (!usesPytorchPolicy(spec)) return { ...base, reason: 'only the PyTorch policy replays from the recorded segments' }
+  if (!recordedState) return { ...base, reason: 'the recorded state was not asked for' }
+  if (open.kind === 'unusable') return { ...base, reason: open.reason }
+  const expandable = String(spec.params['expandable_segments'] ?? 'false') === 'true'
+  if (expandable !== open.open.expandable)
+    return {
+      ...base,
+      reason: `the recorded segments are ${open.open.expandable ? '' : 'not '}expandable and this setting's are ${expandable ? '' : 'not'}`.trimEnd(),
+    }
+  return { ...base, seeded: true }
 }
 
 /** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
@@ -141,6 +189,8 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
   const placed: ReplayedInput['placed'] = []
   const recordedSettings: ReplayedInput['recordedSettings'] = []
   const sized: ReplayedInput['sized'] = []
+  const start: ReplayStart[] = []
+  const open = windowOpenState(input.trace, input.strategies)
   const targets = specs.map((written): ReplayTarget => {
     const pooled = sizedUnlessRecorded(written, input)
     if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
@@ -154,6 +204,11 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
       target.regionPlacement = placement
       placed.push({ label: spec.label, regions: placement.length })
     }
+    const began = startFor(open, spec, options.recordedState ?? true)
+    if (began !== undefined) {
+      start.push(began)
+      if (began.seeded && open.kind === 'state') target.initialState = open.open.state
+    }
     return target
   })
   const replayed = await replayTrace(input.trace, targets, {
@@ -163,7 +218,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized, replays: replayed }
+  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized, start, replays: replayed }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */

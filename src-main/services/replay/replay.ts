@@ -6,6 +6,7 @@ import { availableParallelism, freemem } from 'node:os'
 
 import type {
   ReplayEventColumns,
+  ReplayInitialState,
   ReplayOptions as NativeReplayOptions,
   ReplayResult,
   ReplaySummary,
@@ -13,6 +14,7 @@ import type {
   StrategyParams,
 } from '../../../native/index.js'
 import { loadNative } from '../../native.ts'
+import { checkInitialState } from './initial-state.ts'
 import { badArgument, checkCount, checkParams, describe, findStrategy, isPlainObject } from './allocators.ts'
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
@@ -46,6 +48,12 @@ export interface ReplayTarget {
    * break ties by address (PyTorch's best fit) then reuse the very blocks the recording did.
    */
   regionPlacement?: BigUint64Array | readonly bigint[]
+  /**
+   * The allocator's state when the trace's window opened (a recording that began late or whose
+   * ring buffer overflowed): caching with preset pytorch starts from it instead of empty
+   * (initial-state.ts; docs/architecture.md, "Replay from the recorded state").
+   */
+  initialState?: ReplayInitialState
 }
 
 export interface ReplayProgressInfo {
@@ -107,7 +115,7 @@ const OPTION_NAMES = [
   'onProgress',
   'signal',
 ] as const
-const TARGET_NAMES = ['strategy', 'params', 'label', 'device', 'regionPlacement'] as const
+const TARGET_NAMES = ['strategy', 'params', 'label', 'device', 'regionPlacement', 'initialState'] as const
 const DEVICE_NAMES = ['capacity', 'granularity', 'completionDelayNs', 'releaseThreshold'] as const
 
 /** Bytes from a number or a size such as "24GiB"; the error names the argument. */
@@ -235,6 +243,12 @@ function checkTargets(targets: unknown): ReplayTargetSpec[] {
       else throw badArgument('type', `${at}.regionPlacement must be a BigUint64Array or an array of bigint addresses, got ${describe(placement)}`)
     }
     if (Object.keys(simulated).length > 0) spec.simulated = simulated
+    const initial = target['initialState']
+    if (initial !== undefined) {
+      if (info.name !== 'caching' || params['preset'] !== 'pytorch')
+        throw badArgument('range', `${at}.initialState: only caching with preset pytorch starts from a recorded state, not ${defaultLabel(info.name, params)}`)
+      spec.initialState = checkInitialState(`${at}.initialState`, initial)
+    }
     return spec
   })
 }

@@ -84,6 +84,30 @@ struct allocation {
   std::uint64_t rounded;  // the bytes this block really occupies
 };
 
+// A strategy's state when a recording's window opened (it began late, or its ring buffer dropped
+// its oldest events; docs/architecture.md, "Replay from the recorded state"): segments as the
+// real allocator held them, each with the blocks then live inside it; every byte of a segment
+// (of a mapped run, for an expandable one) that no block covers was free. Addresses are the
+// recorded ones: a strategy keeps each block's offset inside its segment wherever it places it.
+struct seed_segment {
+  address_t address;
+  std::uint64_t size;
+  stream_t stream;
+  std::uint32_t pool;  // memory pool (0 the default pools, k a private pool: use_pool)
+  bool small_pool;     // PyTorch's small pool (2 MiB segments, requests up to 1 MiB)
+  bool expandable;     // a mapped run of an expandable segment, not a segment of its own
+};
+struct seed_block {
+  address_t address;  // recorded, inside one segment
+  std::uint64_t size;
+  std::uint64_t requested;
+  stream_t stream;
+};
+struct seed_state {
+  std::vector<seed_segment> segments;  // in the order the strategy obtains them
+  std::vector<seed_block> blocks;      // live blocks
+};
+
 class allocator {
  public:
   virtual ~allocator();
@@ -147,6 +171,12 @@ class allocator {
     do_use_pool(pool);
   }
 
+  // Starts a fresh allocator (nothing allocated yet) from `state`: its segments obtained, its
+  // blocks live and counted as if allocated. Returns each block's address, in the order of
+  // state.blocks. Throws unsupported where the strategy cannot be seeded, invalid_argument for a
+  // state it cannot hold (naming the segment or block), out_of_memory where the device is too small.
+  std::vector<address_t> seed(const seed_state& state);
+
   // Releases cached memory the strategy holds but no block uses (where it caches at all).
   void trim();
   // Frees every block at once and returns to the state after construction (where supported:
@@ -166,6 +196,13 @@ class allocator {
 
  protected:
   allocator(std::string name, backing& backing, bool thread_safe = false);
+
+  // What a strategy's do_seed gives for each seeded block.
+  struct seeded_block {
+    address_t address;
+    std::uint64_t rounded;
+    std::uint32_t cookie;
+  };
 
   // --- services for strategies: obtain and return memory through the backing, counted and traced.
   address_t obtain_region(std::size_t bytes, std::uint32_t kind = 0);
@@ -219,6 +256,9 @@ class allocator {
   virtual free_summary do_free_summary() const;  // default: from do_walk
   // For an address that is not live: is it a freed block of ours (double free)?
   virtual bool do_was_freed(address_t address) const;
+  // Builds the seeded state; `out` gets, per block of state.blocks, its address, its rounded size
+  // (a strategy may give a block the slack its policy would have left with it) and its cookie.
+  virtual void do_seed(const seed_state& state, std::vector<seeded_block>& out);
   virtual void do_trim() {}
   virtual void do_use_pool(std::uint32_t) {}
   virtual bool do_supports_reset() const noexcept { return false; }

@@ -72,6 +72,29 @@ constexpr std::uint32_t replay_no_stream = 0xFFFFFFFFu;
 // replay_options::preview_at and replay_preview::event where there is none.
 constexpr std::uint64_t replay_no_preview = ~std::uint64_t{0};
 
+// The state a target starts from instead of an empty allocator (docs/architecture.md, "Replay from
+// the recorded state"): a recording's segments and live blocks when its window opened. Each live
+// block stands for the trace's alloc event `event` (the stand-in a late recording begins with):
+// that event is not replayed again, and the block's free frees it. Empty: start empty.
+struct replay_initial_segment {
+  address_t address = 0;
+  std::uint64_t size = 0;
+  std::uint32_t stream = 0;  // index into the trace's stream table
+  std::uint32_t pool = 0;    // memory pool (request_columns::pool)
+  bool small_pool = false;
+  bool expandable = false;  // a mapped run of an expandable segment
+};
+struct replay_initial_block {
+  address_t address = 0;
+  std::uint64_t size = 0;  // the block's bytes (its request's bytes are the alloc event's)
+  std::uint32_t event = 0;
+};
+struct replay_initial_state {
+  std::vector<replay_initial_segment> segments;
+  std::vector<replay_initial_block> blocks;
+  bool empty() const noexcept { return segments.empty(); }
+};
+
 struct replay_target {
   std::string label;  // unique name in the results: "caching (pytorch)"
   std::string strategy;
@@ -79,6 +102,7 @@ struct replay_target {
   // The simulated device: capacity, granularity, completion delay, region_placement (where a
   // recording's driver put each region, so a replay of it places them identically).
   simulated_options simulated;
+  replay_initial_state initial_state;
 };
 
 struct replay_options {
@@ -184,6 +208,8 @@ struct replay_summary {
   std::uint64_t dropped_by_reset = 0;     // blocks live at a reset
   std::uint64_t frees_of_dropped = 0;     // later frees of those, ignored
   std::uint64_t frees_of_failed = 0;      // frees of an id whose allocation failed, ignored
+  std::uint64_t seeded_segments = 0;      // segments of the initial state (replay_target)
+  std::uint64_t seeded_blocks = 0;        // live blocks of the initial state
   std::uint64_t unknown_frees = 0;        // frees of an id never allocated or already freed
   std::uint64_t reused_live_ids = 0;      // allocs of an id still live (the older block stays live)
   std::uint64_t zero_size_allocs = 0;     // allocs of 0 bytes (no block, as cudaMalloc)

@@ -35,7 +35,7 @@ import { MAX_BLOCK, PickleDict, dictPairs, type DecodedEventSink, type PickleVal
 import { SegmentOp, poolName, segmentPools, sortPoolNames, type ListedSegment, type SegmentLog } from './pools.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
 import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
-import type { OverflowCounts, PytorchImport, PytorchImportOptions } from './types.ts'
+import { STAND_IN_EVENTS, STAND_IN_ROWS, type OverflowCounts, type PytorchImport, type PytorchImportOptions } from './types.ts'
 
 /** The request trace's device column is 16 bits. */
 const MAX_DEVICE = 65535
@@ -851,6 +851,9 @@ export class SnapshotMapper implements DecodedEventSink {
       yield
       // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
       // build); the first layout takes them, any other its own copy.
+    // The stand-ins for the window-open state come first: in the request events and in each layout.
+    const standInEvents = ordered.reduce((n, s) => n + s.synthEvents.length, 0)
+    const standInRows = ordered.map((s) => s.synthLayout.length)
       recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings, this.budget), ordered.length > 1))
     }
 
@@ -861,7 +864,12 @@ export class SnapshotMapper implements DecodedEventSink {
       overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
       overflow.synthesizedSegments += s.overflow.synthesizedSegments
     }
-    return this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol, oomDeviceFree(events, ordered), pools)
+    const result = this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol, oomDeviceFree(events, ordered), pools)
+    if (standInRows.some((n) => n > 0)) {
+      result.trace.meta.properties[STAND_IN_EVENTS] = String(standInEvents)
+      result.trace.meta.properties[STAND_IN_ROWS] = standInRows.join(',')
+    }
+    return result
   }
 
   /**
@@ -1011,6 +1019,20 @@ export class SnapshotMapper implements DecodedEventSink {
           `segments (device ${s.device})`,
         )
       const given = field(seg, 'stream')
+    // Expandable segments' mappings first: the blocks below lie in them.
+    const listedMaps: ListedMapping[] = []
+    for (const seg of segments) {
+      const address = field(seg, 'address')
+      const total = field(seg, 'total_size')
+      if (field(seg, 'is_expandable') !== true || !isAmount(address) || !isAmount(total) || total === 0) continue
+      const given = field(seg, 'stream')
+      listedMaps.push({ address, size: total, pool: poolOf(seg), stream: Number(Number.isInteger(given) || typeof given === 'bigint' ? given : 0) })
+    }
+    if (listedMaps.length > 0 || s.mapRows.length > 0)
+      for (const m of mappedAtOpen(listedMaps, s.mapRows, s.layout)) {
+        s.synthLayout.push(LayoutOp.map, m.address, m.size, m.size, m.stream, NaN, m.pool)
+        s.overflow.synthesizedSegments++
+      }
       if (unstorableStream(given))
         this.fail(`a segment's 'stream' must be a non-negative integer below 2^53, got ${describe(given)}`, undefined, `segments (device ${s.device})`, 'limit')
       const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
@@ -1022,10 +1044,6 @@ export class SnapshotMapper implements DecodedEventSink {
         if (pool !== 0)
           for (let i = 0; i < s.mapRows.length; i += 2)
             if (s.mapRows[i]! >= address && s.mapRows[i]! < address + total) s.layout.setAux(s.mapRows[i + 1]!, pool)
-        if (!s.mapped.some((a) => a >= address && a < address + total)) {
-          s.synthLayout.push(LayoutOp.map, address, total, total, streamNumber, NaN, poolOf(seg))
-          s.overflow.synthesizedSegments++
-        }
       } else if (!s.segments.has(address)) {
         s.synthLayout.push(LayoutOp.regionReserve, address, total, total, streamNumber, NaN, poolOf(seg))
         s.segments.set(address, total)
@@ -1144,6 +1162,86 @@ function partialReleases(settings: [string, unknown][]): PartialReleases {
   const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
   const split = value('max_split_size')
   const gc = value('garbage_collection_threshold')
+/** A mapped range of an expandable segment: its pool's aux (1 small, 2 large, 0 unknown) and stream. */
+interface ListedMapping {
+  address: number
+  size: number
+  pool: number
+  stream: number
+}
+
+/**
+ * The ranges of expandable segments mapped when the window opened, rebuilt backwards from the
+ * final `segments` (their mapped runs, `listed`) as memory_viz does: a range the window maps or
+ * unmaps was, before its first such event, the opposite; a range it never touches was as listed.
+ * `mapRows` holds each segment_map and segment_unmap's address and layout row, in order. Costs
+ * O((events + segments) log) over their endpoints, whatever the sizes.
+ */
+export function mappedAtOpen(listed: readonly ListedMapping[], mapRows: readonly number[], layout: LayoutChunks): ListedMapping[] {
+  const row = (r: number, column: 'op' | 'size' | 'stream'): number => layout.chunks[Math.floor(r / CHUNK_ROWS)]![column][r % CHUNK_ROWS]!
+  const points: number[] = []
+  for (const m of listed) points.push(m.address, m.address + m.size)
+  for (let i = 0; i < mapRows.length; i += 2) points.push(mapRows[i]!, mapRows[i]! + row(mapRows[i + 1]!, 'size'))
+  points.sort((a, b) => a - b)
+  const coords: number[] = []
+  for (const p of points) if (coords.length === 0 || coords[coords.length - 1] !== p) coords.push(p)
+  const pieces = Math.max(coords.length - 1, 0)
+  const index = (v: number): number => {
+    let lo = 0
+    let hi = coords.length - 1
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1
+      if (coords[mid]! < v) lo = mid + 1
+      else hi = mid
+    }
+    return lo
+  }
+  // Each piece's state at the opening: 1 mapped, 0 not, -1 not yet known; the first event decides.
+  const state = new Int8Array(pieces).fill(-1)
+  const stream = new Float64Array(pieces)
+  const pool = new Uint8Array(pieces)
+  // next[i]: the first piece at or after i not yet decided (path-halving union-find).
+  const next = new Int32Array(pieces + 1).map((_, i) => i)
+  const find = (i: number): number => {
+    while (next[i] !== i) {
+      next[i] = next[next[i]!]!
+      i = next[i]!
+    }
+    return i
+  }
+  for (let i = 0; i < mapRows.length; i += 2) {
+    const r = mapRows[i + 1]!
+    const end = index(mapRows[i]! + row(r, 'size'))
+    const before = row(r, 'op') === LayoutOp.map ? 0 : 1
+    for (let k = find(index(mapRows[i]!)); k < end; k = find(k + 1)) {
+      state[k] = before
+      stream[k] = row(r, 'stream')
+      next[k] = k + 1
+    }
+  }
+  // What the final segments say: of every piece, its pool and stream; of an untouched one, its state.
+  for (const m of listed)
+    for (let k = index(m.address), end = index(m.address + m.size); k < end; k++) {
+      pool[k] = m.pool
+      if (state[k] === -1) {
+        state[k] = 1
+        stream[k] = m.stream
+      }
+    }
+  // Touching pieces are one mapped run of one segment (of one stream): joined, taking the pool that
+  // is known (a piece unmapped before the end has none of its own).
+  const out: ListedMapping[] = []
+  for (let k = 0; k < pieces; k++) {
+    if (state[k] !== 1) continue
+    const last = out[out.length - 1]
+    if (last !== undefined && last.address + last.size === coords[k] && (last.pool === pool[k] || last.pool === 0 || pool[k] === 0)) {
+      last.size += coords[k + 1]! - coords[k]!
+      last.pool = Math.max(last.pool, pool[k]!)
+    } else out.push({ address: coords[k]!, size: coords[k + 1]! - coords[k]!, pool: pool[k]!, stream: stream[k]! })
+  }
+  return out
+}
+
   return { garbageCollection: typeof gc === 'number' && gc > 0, maxSplitSize: typeof split === 'number' && split > 0 ? split : 0 }
 }
 
@@ -1254,6 +1352,7 @@ export function existedBeforeWarning(o: OverflowCounts): string {
     `memory was already in use when recording started: ${existed.join(' and ')} existed before the first recorded event` +
     (o.orphanEvents > 0 ? ` (${plural(o.orphanEvents, 'later event')} ${o.orphanEvents === 1 ? 'refers' : 'refer'} to them)` : '') +
     `; they stand in at t = 0 as ${stood.join(', ')}. ` +
-    "Recording began after the program allocated them, or the trace's ring buffer was full and dropped its oldest events (record earlier, or with a larger max_entries, to keep everything)"
+    "Recording began after the program allocated them, or the trace's ring buffer was full and dropped its oldest events (record earlier, or with a larger max_entries, to keep everything). " +
+    "Replays of PyTorch's policy start from those segments as they stood then, free space included; other strategies start empty, with the blocks allocated at t = 0"
   )
 }

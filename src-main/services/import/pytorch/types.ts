@@ -5,6 +5,15 @@ import type { StrategyResult } from '../../../../src-shared/results.ts'
 
 export const RECORDED_LAYOUT_NAME = 'pytorch (recorded)'
 
+/**
+ * Trace properties that mark the window-open state of a late or overflowed recording (read back by
+ * services/replay/initial-state.ts): how many leading request events stand in for blocks live
+ * before the window (every device's), and how many leading rows of each recorded layout, in order,
+ * comma-separated, are the state rebuilt from the final `segments`.
+ */
+export const STAND_IN_EVENTS = 'pytorch.window.stand_in_events'
+export const STAND_IN_ROWS = 'pytorch.window.stand_in_rows'
+
 export interface PytorchImportOptions {
   /** The device to import (an index of device_traces), or 'all'. Default: 0, or the first device with data. */
   device?: number | 'all'
