@@ -22,7 +22,7 @@ import type {
   WorkloadChoice,
 } from '../../src-shared/contract.ts'
 import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
-import { ConfError, parsePytorchConf } from '../../src-shared/pytorch-conf.ts'
+import { ConfError, confModel, parsePytorchConf, shownValue } from '../../src-shared/pytorch-conf.ts'
 import { reservedPeakEvent } from '../../src-shared/reserved-peak.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
@@ -37,12 +37,11 @@ import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replaySent, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
-import { windowOpenState } from './replay/initial-state.ts'
+import { placementFor, replaySent, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
-import { runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 
@@ -620,19 +619,9 @@ export class AppSession {
     // sized from the trace (sized-defaults.ts).
     specs = chosenTargets(specs, request.targets).map((spec) => sizedUnlessRecorded(spec, input).spec)
     if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
-    // PyTorch-policy targets of a late or overflowed recording start from its state at the window's
-    // opening (initial-state.ts); their summaries' seededSegments say so to the map header.
-    const open = windowOpenState(input.trace, input.strategies)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
-      const seeded = open.kind === 'state' && startFor(open, spec)?.seeded === true ? open.open.state : undefined
-      return {
-        label: spec.label,
-        strategy: spec.strategy,
-        params: spec.params,
-        ...(placement.length > 0 && { regionPlacement: placement }),
-        ...(seeded !== undefined && { initialState: seeded }),
-      }
+      return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
     })
     const includeStored = request.includeStored !== false
     return this.startJob<ReplayOutcome>(
@@ -682,12 +671,20 @@ export class AppSession {
   startWhatif(request: WhatifRequest, page = DEFAULT_PAGE): { jobId: string } {
     const { input } = this.trace(request?.traceId)
     const confs = (request.confs ?? []).map((c) => c.trim()).filter((c) => c !== '')
+    // Checked here, at the edge, as the CLI checks --conf: in PyTorch's syntax, and leaving the
+    // model a limit above 0 B of the device (the one given, else the one the lab assumes).
+    let deviceForCheck = DEFAULT_DEVICE_BYTES
+    try {
+      if (request.device !== undefined && request.device.trim() !== '') deviceForCheck = parseByteSize(request.device.trim()) || DEFAULT_DEVICE_BYTES
+    } catch {
+      // size('device') below names what is wrong with it.
+    }
     confs.forEach((text, i) => {
       if (text === 'recorded') return
       try {
-        parsePytorchConf(text)
+        confModel(parsePytorchConf(text), 0, deviceForCheck)
       } catch (e) {
-        if (e instanceof ConfError) throw new ApiError('BAD_INPUT', `configuration ${i + 1} '${text}': ${e.message}`)
+        if (e instanceof ConfError) throw new ApiError('BAD_INPUT', `configuration ${i + 1} '${shownValue(text)}': ${e.message}`)
         throw e
       }
     })
