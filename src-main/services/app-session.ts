@@ -37,7 +37,8 @@ import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { InputError } from './input-error.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replaySent, sizedUnlessRecorded, withRecordedSettings } from './replay/replay-input.ts'
+import { placementFor, replaySent, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
+import { windowOpenState } from './replay/initial-state.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
@@ -619,9 +620,19 @@ export class AppSession {
     // sized from the trace (sized-defaults.ts).
     specs = chosenTargets(specs, request.targets).map((spec) => sizedUnlessRecorded(spec, input).spec)
     if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
+    // PyTorch-policy targets of a late or overflowed recording start from its state at the window's
+    // opening (initial-state.ts); their summaries' seededSegments say so to the map header.
+    const open = windowOpenState(input.trace, input.strategies)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
-      return { label: spec.label, strategy: spec.strategy, params: spec.params, ...(placement.length > 0 && { regionPlacement: placement }) }
+      const seeded = open.kind === 'state' && startFor(open, spec)?.seeded === true ? open.open.state : undefined
+      return {
+        label: spec.label,
+        strategy: spec.strategy,
+        params: spec.params,
+        ...(placement.length > 0 && { regionPlacement: placement }),
+        ...(seeded !== undefined && { initialState: seeded }),
+      }
     })
     const includeStored = request.includeStored !== false
     return this.startJob<ReplayOutcome>(

@@ -7,7 +7,10 @@
 namespace vramscope {
 
 namespace {
-constexpr std::size_t address_space_size = std::size_t{1} << 50;  // 1 PiB of fake address space
+// Fake address space: at least 1 PiB above the first-fit start, and up to 2^53, the last address
+// a double (and so a trace's columns) still holds exactly, so that regions up to 2^52 B fit.
+constexpr std::size_t address_space_size = std::size_t{1} << 50;
+constexpr address_t address_space_end = address_t{1} << 53;
 constexpr std::size_t region_alignment = 512;
 // Linux's default vm.mmap_min_addr: no driver places memory below it, so neither may a placement.
 constexpr address_t lowest_placeable_address = 64 * KiB;
@@ -24,7 +27,8 @@ simulated_backing::simulated_backing(const simulated_options& options)
   // and such a placement must be honoured, or the region moves up and a policy breaking ties by
   // address (PyTorch's best fit) picks another segment than the recording did.
   const address_t space_start = std::min(first_fit_start_, lowest_placeable_address);
-  free_space_.add(space_start, first_fit_start_ + address_space_size - space_start);
+  free_space_.add(space_start,
+                  std::max(address_space_end, first_fit_start_ + address_space_size) - space_start);
 }
 
 // --- fit_tree: a treap by address, each node holding its subtree's largest range ----------------------
@@ -217,7 +221,7 @@ address_t simulated_backing::reserve_address_space(std::size_t bytes, std::size_
     throw invalid_argument("simulated backing: address space size " + format_bytes(bytes) +
                            " is not a multiple of the granularity " + format_bytes(g));
   address_t a = take_address_space(bytes, std::max(alignment, g));
-  reserved_.emplace(a, va_range{bytes, std::vector<bool>(bytes / g, false)});
+  reserved_.emplace(a, va_range{bytes, {}});
   ++calls_.va_reserve;
   return a;
 }
@@ -225,47 +229,72 @@ address_t simulated_backing::reserve_address_space(std::size_t bytes, std::size_
 void simulated_backing::release_address_space(address_t address, std::size_t bytes) {
   auto it = reserved_.find(address);
   if (it == reserved_.end() || it->second.bytes != bytes) throw invalid_free(address);
-  for (bool m : it->second.mapped)
-    if (m)
-      throw invalid_argument("simulated backing: releasing address space that is still mapped");
+  if (!it->second.mapped.empty())
+    throw invalid_argument("simulated backing: releasing address space that is still mapped");
   reserved_.erase(it);
   give_address_space(address, bytes);
   ++calls_.va_release;
 }
+
+namespace {
+// The reservation [address, address + bytes) lies in, or end().
+template <class Map>
+typename Map::iterator reservation_of(Map& reserved, address_t address, std::size_t bytes) {
+  auto it = reserved.upper_bound(address);
+  if (it == reserved.begin()) return reserved.end();
+  --it;
+  if (address + bytes < address || address + bytes > it->first + it->second.bytes)
+    return reserved.end();
+  return it;
+}
+}  // namespace
 
 void simulated_backing::map(address_t address, std::size_t bytes) {
   const std::size_t g = options_.granularity;
   if (bytes == 0 || bytes % g != 0 || address % g != 0)
     throw invalid_argument("simulated backing: map of " + format_bytes(bytes) + " at " +
                            format_address(address) + " is not granule-aligned");
-  auto it = reserved_.upper_bound(address);
-  if (it == reserved_.begin())
+  auto it = reservation_of(reserved_, address, bytes);
+  if (it == reserved_.end())
     throw invalid_argument("simulated backing: map outside reserved address space");
-  --it;
-  if (address + bytes > it->first + it->second.bytes)
-    throw invalid_argument("simulated backing: map outside reserved address space");
-  std::size_t first = (address - it->first) / g, count = bytes / g;
-  for (std::size_t i = first; i < first + count; ++i)
-    if (it->second.mapped[i]) throw invalid_argument("simulated backing: granule mapped twice");
+  auto& mapped = it->second.mapped;
+  // Mapped ranges are coalesced: only the one below and the one above can touch or overlap.
+  auto next = mapped.lower_bound(address);
+  const bool has_prev = next != mapped.begin();
+  auto prev = has_prev ? std::prev(next) : mapped.end();
+  if ((next != mapped.end() && next->first < address + bytes) ||
+      (has_prev && prev->first + prev->second > address))
+    throw invalid_argument("simulated backing: granule mapped twice");
   charge(bytes, "cuMemCreate");
-  for (std::size_t i = first; i < first + count; ++i) it->second.mapped[i] = true;
+  address_t start = address;
+  std::size_t size = bytes;
+  if (next != mapped.end() && next->first == address + bytes) {
+    size += next->second;
+    next = mapped.erase(next);
+  }
+  if (has_prev && prev->first + prev->second == address) prev->second += size;
+  else mapped.emplace_hint(next, start, size);
   mapped_bytes_ += bytes;
   ++calls_.map;
 }
 
 void simulated_backing::unmap(address_t address, std::size_t bytes) {
   const std::size_t g = options_.granularity;
-  auto it = reserved_.upper_bound(address);
-  if (it == reserved_.begin() || bytes % g != 0 || address % g != 0)
+  auto it = bytes % g != 0 || address % g != 0 ? reserved_.end()
+                                               : reservation_of(reserved_, address, bytes);
+  if (it == reserved_.end())
     throw invalid_argument("simulated backing: unmap outside reserved address space");
-  --it;
-  if (address + bytes > it->first + it->second.bytes)
-    throw invalid_argument("simulated backing: unmap outside reserved address space");
-  std::size_t first = (address - it->first) / g, count = bytes / g;
-  for (std::size_t i = first; i < first + count; ++i)
-    if (!it->second.mapped[i])
-      throw invalid_argument("simulated backing: unmap of an unmapped granule");
-  for (std::size_t i = first; i < first + count; ++i) it->second.mapped[i] = false;
+  auto& mapped = it->second.mapped;
+  // The one mapped range that holds the start must hold all of it (ranges are coalesced).
+  auto holder = mapped.upper_bound(address);
+  if (holder == mapped.begin() ||
+      std::prev(holder)->first + std::prev(holder)->second < address + bytes)
+    throw invalid_argument("simulated backing: unmap of an unmapped granule");
+  --holder;
+  const address_t start = holder->first, end = holder->first + holder->second;
+  if (start < address) holder->second = address - start;
+  else mapped.erase(holder);
+  if (address + bytes < end) mapped.emplace(address + bytes, end - (address + bytes));
   mapped_bytes_ -= bytes;
   physical_used_ -= bytes;
   ++calls_.unmap;

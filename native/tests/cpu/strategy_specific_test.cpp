@@ -4,9 +4,11 @@
 #include <algorithm>
 #include <functional>
 #include <cmath>
+#include <malloc.h>
 #include <map>
 #include <memory>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -267,6 +269,112 @@ TEST("buddy: more pools are obtained on demand up to max_pools, and trim() retur
   CHECK_THROWS_AS(setup("buddy", {{"min_block", "384"}}), invalid_argument);
 }
 
+// Heap bytes this process holds now (glibc): what an allocator built and kept, measured around it.
+std::size_t heap_in_use() {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 33))
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+#else
+  return 0;
+#endif
+}
+
+// Random allocations (sizes log-uniform from 1 B to max_request) and frees over `operations`
+// events; checks the invariants on the way and returns the most blocks (free and live) the layout
+// ever held, or throws what broke.
+std::size_t churn(setup& s, std::size_t max_request, int operations, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<address_t> held;
+  std::size_t most_blocks = 0;
+  for (int op = 0; op < operations; ++op) {
+    if (held.empty() || rng() % 100 < 55) {
+      const double log_max = std::log(static_cast<double>(max_request));
+      auto n = static_cast<std::size_t>(
+          std::exp(std::uniform_real_distribution<double>(0, log_max)(rng)));
+      try {
+        held.push_back(s.allocate(std::clamp<std::size_t>(n, 1, max_request)));
+      } catch (const out_of_memory&) {
+      }
+    } else {
+      const std::size_t i = rng() % held.size();
+      s.deallocate(held[i]);
+      held[i] = held.back();
+      held.pop_back();
+    }
+    if (op % 500 == 0) {
+      std::string broken = s.invariants();
+      if (!broken.empty()) throw std::runtime_error(broken + " (op " + std::to_string(op) + ")");
+      most_blocks = std::max(most_blocks, snapshot(*s.alloc).blocks.size());
+    }
+  }
+  for (address_t a : held) s.deallocate(a);
+  return most_blocks;
+}
+
+TEST("buddy: a 128 GiB pool of 256 B blocks over 4,000 events holds memory for its blocks only") {
+  // 2^29 min_blocks: sizing anything by pool / min_block costs hundreds of MB and minutes.
+  const std::size_t before = heap_in_use();
+  setup s("buddy", {{"pool_size", "128GiB"}}, 256 * GiB);
+  std::size_t held_during = 0;
+  std::size_t most_blocks = 0;
+  {
+    std::mt19937_64 rng(29);
+    std::vector<address_t> held;
+    for (int op = 0; op < 4000; ++op) {
+      if (held.empty() || rng() % 100 < 60) {
+        held.push_back(s.allocate(1 + rng() % (64 * MiB)));
+      } else {
+        const std::size_t i = rng() % held.size();
+        s.deallocate(held[i]);
+        held[i] = held.back();
+        held.pop_back();
+      }
+    }
+    held_during = heap_in_use() - before;
+    auto layout = snapshot(*s.alloc);
+    most_blocks = layout.blocks.size();
+    CHECK_CONSISTENT(s);
+    for (address_t a : held) s.deallocate(a);
+  }
+  // Each live block leaves at most one free buddy per order (29) on its path: blocks, not bytes.
+  CHECK(most_blocks <= 4000u * 30u);
+  if (heap_in_use() != 0) CHECK(held_during < 16 * MiB);
+  auto free_blocks = blocks_of(*s.alloc, block_state::free);
+  REQUIRE(free_blocks.size() == 1u);
+  CHECK_EQ(free_blocks[0].size, 128 * GiB);
+}
+
+TEST("buddy: a 4 PiB pool splits on demand for requests from 1 B to 1 PiB and merges back") {
+  setup s("buddy", {{"pool_size", std::to_string(std::uint64_t{1} << 52)}}, std::size_t{1} << 53);
+  const std::size_t most_blocks = churn(s, std::size_t{1} << 50, 3000, 53);
+  // A live block leaves at most one free buddy per order (44) on its path.
+  CHECK(most_blocks > 0u);
+  CHECK(most_blocks <= 3000u * 45u);
+  auto free_blocks = blocks_of(*s.alloc, block_state::free);
+  REQUIRE(free_blocks.size() == 1u);
+  CHECK_EQ(free_blocks[0].size, std::uint64_t{1} << 52);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("buddy: a request of 2^53 - 1 B fails as larger than the pool, and the pool stays intact") {
+  setup s("buddy", {{"pool_size", "1GiB"}});
+  address_t a = s.allocate(1000);
+  CHECK_EQ(what_of([&] {
+             s.allocate((std::size_t{1} << 53) - 1);
+           }).find("request larger than pool_size 1 GiB") != std::string::npos,
+           true);
+  s.deallocate(a);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("buddy: a pool_size above 2^53 B is refused, naming the value") {
+  const std::string what = what_of([] {
+    setup("buddy", {{"pool_size", std::to_string(std::uint64_t{1} << 54)}});
+  });
+  CHECK(what.find("'pool_size'") != std::string::npos);
+  CHECK(what.find("16 PiB") != std::string::npos);
+}
+
 // --- arena ----------------------------------------------------------------------------------------
 
 TEST(
@@ -444,6 +552,66 @@ TEST(
   std::string message = what_of([&] { full.allocate(1); });
   CHECK(message.find("reserve") != std::string::npos);
   CHECK_CONSISTENT(full);
+}
+
+TEST("vmm_growable: a 64 TiB reservation and a 32 TiB block cost memory for runs, not granules") {
+  // 2^25 granules of 2 MiB: per-granule state would be over 100 MB and a 2^24-step loop a request.
+  const std::size_t before = heap_in_use();
+  setup s("vmm_growable", {{"reserve", "64TiB"}}, std::size_t{1} << 47);
+  address_t big = s.allocate(std::size_t{1} << 45);
+  address_t small = s.allocate(3 * MiB);
+  const std::size_t held = heap_in_use() - before;
+  if (heap_in_use() != 0) CHECK(held < 4 * MiB);
+  CHECK_EQ(s.device->mapped_bytes(), (std::size_t{1} << 45) + 4 * MiB);
+  CHECK_EQ(s.alloc->stats().device_calls.map, 2u);  // one run each
+  CHECK_CONSISTENT(s);
+  s.deallocate(big);
+  CHECK_EQ(s.device->mapped_bytes(), 4 * MiB);  // small's granules (the first shared with big)
+  CHECK_EQ(s.alloc->stats().device_calls.unmap, 1u);
+  CHECK_CONSISTENT(s);
+  s.deallocate(small);
+  CHECK_EQ(s.device->mapped_bytes(), 0u);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("vmm_growable: keep_mapped of 2^50 B keeps a 2^49 B block's granules mapped until trim()") {
+  setup s("vmm_growable",
+          {{"reserve", std::to_string(std::uint64_t{1} << 51)},
+           {"keep_mapped", std::to_string(std::uint64_t{1} << 50)}},
+          std::size_t{1} << 52);
+  address_t a = s.allocate(std::size_t{1} << 49);
+  address_t b = s.allocate(1);
+  s.deallocate(a);
+  CHECK_EQ(s.device->mapped_bytes(), (std::size_t{1} << 49) + 2 * MiB);
+  CHECK_EQ(s.alloc->stats().free_bytes, (std::size_t{1} << 49) + 2 * MiB - 256);
+  CHECK_CONSISTENT(s);
+  s.alloc->trim();
+  CHECK_EQ(s.device->mapped_bytes(), 2 * MiB);  // b's granule stays
+  s.deallocate(b);
+  s.alloc->trim();
+  CHECK_EQ(s.device->mapped_bytes(), 0u);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("simulated backing: a 2^50 B reservation mapped in pieces keeps ranges, not granule bits") {
+  const std::size_t before = heap_in_use();
+  simulated_options o;
+  o.capacity = std::size_t{1} << 52;
+  auto device = make_simulated_backing(o);
+  const std::size_t space = std::size_t{1} << 50;
+  const address_t base = device->reserve_address_space(space, 2 * MiB);
+  device->map(base, space / 2);
+  device->map(base + space / 2, space / 4);  // joins the first
+  if (heap_in_use() != 0) CHECK(heap_in_use() - before < 1 * MiB);
+  CHECK_THROWS_AS(device->map(base + space / 4, 2 * MiB), invalid_argument);  // mapped twice
+  CHECK_THROWS_AS(device->unmap(base + space - 4 * MiB, 2 * MiB), invalid_argument);
+  device->unmap(base + 2 * MiB, space / 2);  // across both maps
+  CHECK_EQ(device->mapped_bytes(), space / 4);
+  CHECK_THROWS_AS(device->release_address_space(base, space), invalid_argument);  // still mapped
+  device->unmap(base, 2 * MiB);
+  device->unmap(base + space / 2 + 2 * MiB, space / 4 - 2 * MiB);
+  CHECK_EQ(device->mapped_bytes(), 0u);
+  device->release_address_space(base, space);
 }
 
 // --- device_bump ------------------------------------------------------------------------------------

@@ -227,13 +227,14 @@ class simulated_backing final : public backing {
   std::size_t next_placement_ = 0;  // index into options_.region_placement
   std::size_t physical_used_ = 0;
   std::size_t mapped_bytes_ = 0;
-  // Free address ranges (address -> size), kept coalesced: from 64 KiB (placements only) to
-  // 1 PiB past first_fit_start_.
+  // Free address ranges (address -> size), kept coalesced: from 64 KiB (placements only) to 2^53
+  // (at least 1 PiB past first_fit_start_).
   free_ranges free_space_;
-  // Reserved VMM ranges and which granules of each are mapped (address -> granule -> mapped).
+  // Reserved VMM ranges and what of each is mapped: maximal mapped ranges (address -> bytes,
+  // coalesced), so that a check or a map costs O(log ranges) whatever the sizes.
   struct va_range {
     std::size_t bytes;
-    std::vector<bool> mapped;
+    std::map<address_t, std::size_t> mapped;
   };
   std::map<address_t, va_range> reserved_;
   std::unordered_map<address_t, std::size_t> regions_;  // live regions: address -> bytes
