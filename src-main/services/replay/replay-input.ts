@@ -4,13 +4,20 @@
 // the trace file stores them, ready to print, export or save. Recorded layouts and replays meet
 // on the request events here too (recordedOnEvents), for the app's replay bundle.
 import { isRecorded } from '../../../src-shared/compare.ts'
-import { confModel, confOfSnapshotSettings, parsePytorchConf, type ConfModel, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import {
+  confModel,
+  confOfSnapshotSettings,
+  parsePytorchConf,
+  settingsOfProperties,
+  type ConfModel,
+  type PytorchConf,
+} from '../../../src-shared/pytorch-conf.ts'
 import type { Bundle } from '../../../src-shared/contract.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { LAYOUT_PIECE, packReplay, type MetricsSent, type StrategyToSend } from '../../../src-shared/wire.ts'
 import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
-import type { RequestTrace } from '../trace/model.ts'
+import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../trace/model.ts'
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { findStrategy } from './allocators.ts'
 import { sizedForTrace } from './sized-defaults.ts'
@@ -51,6 +58,8 @@ export interface ReplayedInput {
    * started from the recorded state at the window's opening, and which from empty and why.
    */
   start: ReplayStart[]
+  /** Recorded out-of-memory requests replayed as requests (under a cap; withOomRequests), as the what-if lab replays them. */
+  oomRequests: number
   /** The replays as the native replay returned them (layouts placed on request events). */
   replays: ReplayResult[]
 }
@@ -93,23 +102,13 @@ export function startFor(open: WindowOpen, spec: Pick<StrategySpec, 'strategy' |
 
 /** The allocator settings a snapshot recorded, from the trace's properties (pytorch.allocator.*). */
 export function recordedSettings(trace: RequestTrace): Record<string, unknown> | undefined {
-  const prefix = 'pytorch.allocator.'
-  const settings: Record<string, unknown> = {}
-  let any = false
-  for (const [k, v] of Object.entries(trace.meta.properties)) {
-    if (!k.startsWith(prefix)) continue
-    any = true
-    const key = k.slice(prefix.length)
-    try {
-      settings[key] = key.endsWith('ALLOC_CONF') ? v : JSON.parse(v)
-    } catch {
-      settings[key] = v
-    }
-  }
-  return any ? settings : undefined
+  return settingsOfProperties(trace.meta.properties)
 }
 
-/** The PYTORCH_ALLOC_CONF a snapshot was recorded with ('' for the defaults), or undefined when the trace does not say. */
+/**
+ * The PYTORCH_ALLOC_CONF a snapshot was recorded with ('' for the defaults), or undefined when the
+ * trace does not say; recorded items PyTorch would refuse are left out (opening the file warned of them).
+ */
 export function recordedConf(trace: RequestTrace): string | undefined {
   return confOfSnapshotSettings(recordedSettings(trace))
 }
@@ -120,11 +119,12 @@ const NEUTRAL_PARAMS = new Set(['preset', 'thread_safe'])
 /**
  * A PyTorch-policy spec given no settings of its own, on a snapshot recorded under non-default
  * settings, replays under those settings (what the recording ran with); `conf` says which. Any
- * setting given explicitly (max_split_size=...) keeps the spec as written. Settings this build's
+ * setting given explicitly (max_split_size=...), or a configuration in PyTorch's syntax (--conf,
+ * pytorch:[...], even one that only restates a default), keeps the spec as written. Settings this build's
  * model lacks are left out and listed in `notModelled`.
  */
 export function withRecordedSettings(spec: StrategySpec, trace: RequestTrace): { spec: StrategySpec; conf?: string; notModelled?: string[] } {
-  if (!usesPytorchPolicy(spec) || Object.keys(spec.params).some((k) => !NEUTRAL_PARAMS.has(k))) return { spec }
+  if (!usesPytorchPolicy(spec) || spec.conf !== undefined || Object.keys(spec.params).some((k) => !NEUTRAL_PARAMS.has(k))) return { spec }
   const conf = recordedConf(trace)
   if (!conf) return { spec }
   // garbage_collection_threshold is a fraction of the limit, which a snapshot does not record:
@@ -211,14 +211,56 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     }
     return target
   })
-  const replayed = await replayTrace(input.trace, targets, {
+  // Under a cap the question is whether the program's requests fit, the one that failed when it
+  // was recorded included: each recorded out-of-memory replays as its request, as in the what-if
+  // lab. Without one, it stays the recorded failure it was.
+  const served = options.cap !== undefined ? withOomRequests(input.trace) : { trace: input.trace, ooms: [] }
+  const replayed = await replayTrace(served.trace, targets, {
     ...(options.cap !== undefined && { cap: options.cap }),
     layout: options.layout ?? false,
     ...(options.resetAtMarkers !== undefined && { resetAtMarkers: options.resetAtMarkers }),
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   })
-  return { results: replayed.map((r) => toStrategyResult(r, input.trace)), placed, recordedSettings, sized, start, replays: replayed }
+  return {
+    results: replayed.map((r) => toStrategyResult(r, served.trace)),
+    placed,
+    recordedSettings,
+    sized,
+    start,
+    oomRequests: served.ooms.length,
+    replays: replayed,
+  }
+}
+
+/** The trace with each out-of-memory replaced by its request: an alloc of a new id, freed at once. */
+export function withOomRequests(trace: RequestTrace): { trace: RequestTrace; ooms: number[] } {
+  const e = trace.events
+  const n = e.kind.length
+  let count = 0
+  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.oom) count++
+  if (count === 0) return { trace, ooms: [] }
+  let nextId = 0
+  for (let i = 0; i < n; i++) if (e.kind[i] === EventKind.alloc && e.id[i]! >= nextId) nextId = e.id[i]! + 1
+  const out = allocateEvents(n + count)
+  if (e.pool) out.pool = new Uint32Array(n + count)
+  const ooms: number[] = []
+  let j = 0
+  for (let i = 0; i < n; i++) {
+    if (e.kind[i] !== EventKind.oom) {
+      copyEventRow(e, i, out, j++)
+      continue
+    }
+    // The oom becomes its request: an alloc of a new id, freed at once.
+    copyEventRow(e, i, out, j)
+    out.kind[j] = EventKind.alloc
+    out.id[j] = nextId
+    ooms.push(j++)
+    copyEventRow(e, i, out, j)
+    out.kind[j] = EventKind.free
+    out.id[j++] = nextId++
+  }
+  return { trace: { ...trace, events: out }, ooms }
 }
 
 /** Index of the last request event at or before `time` (events ascending in time); 0 if none. */
