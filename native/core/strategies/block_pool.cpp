@@ -9,6 +9,8 @@
 namespace vramscope {
 namespace {
 
+constexpr std::uint64_t max_blocks_per_region = std::uint64_t{1} << 20;
+
 class block_pool final : public allocator {
  public:
   block_pool(backing& b, const params& p)
@@ -23,6 +25,12 @@ class block_pool final : public allocator {
       throw invalid_argument("block_pool: pool_size (" + format_bytes(pool_size_) +
                              ") is smaller than block_size (" + format_bytes(block_size_) + ")");
     if (max_regions_ == 0) throw invalid_argument("block_pool: max_regions must be at least 1");
+    // Every block is state of its own and a block of every walk of the map: a region holds at
+    // most 2^20 of them, whatever their bytes.
+    if (pool_size_ / block_size_ > max_blocks_per_region)
+      throw invalid_argument("block_pool: pool_size holds more than 2^20 blocks (" +
+                             format_bytes(pool_size_) + " / block_size " +
+                             format_bytes(block_size_) + ")");
     blocks_per_region_ = pool_size_ / block_size_;
   }
 
@@ -166,7 +174,7 @@ const strategy_registration registration{
     {"block_pool",
      "fixed-size blocks from one region, free stack",
      {{"block_size", "size", "1MiB", "size of every block; larger requests fail"},
-      {"pool_size", "size", "256MiB", "bytes of each region"},
+      {"pool_size", "size", "256MiB", "bytes of each region, at most 2^20 blocks"},
       {"max_regions", "uint", "1", "regions the pool may grow to when exhausted"}},
      strategy_traits().runs_on(backing_kind::cuda_malloc)},
     [](backing& b, const params& p) -> std::unique_ptr<allocator> {

@@ -12,6 +12,8 @@
 namespace vramscope {
 namespace {
 
+constexpr std::uint64_t max_slots_per_slab = std::uint64_t{1} << 20;
+
 constexpr std::uint32_t no_slot = ~std::uint32_t{0};  // ends a free list
 constexpr std::uint32_t slot_live = no_slot - 1;      // marks a slot handed out
 constexpr std::size_t large_alignment = 512;
@@ -105,9 +107,13 @@ class slab_allocator final : public allocator {
       throw invalid_argument("slab: parameter 'slab_size' (" + format_bytes(slab_size_) +
                              ") is smaller than the largest class (" + format_bytes(sizes.back()) +
                              ")");
-    if (slab_size_ / min_alignment > slot_live - 1)
-      throw invalid_argument("slab: parameter 'slab_size' is too large (" +
-                             format_bytes(slab_size_) + ")");
+    // Every slot is state of its own and a block of every walk of the map: a slab holds at most
+    // 2^20 of them, whatever their bytes.
+    if (slab_size_ / sizes.front() > max_slots_per_slab)
+      throw invalid_argument(
+          "slab: parameter 'slab_size' holds more than 2^20 slots of the "
+          "smallest class (" +
+          format_bytes(slab_size_) + " / " + format_bytes(sizes.front()) + ")");
     for (std::uint64_t s : sizes) {
       size_class c;
       c.size = s;

@@ -170,6 +170,29 @@ TEST("slab: the walk shows each slab as a region of its class, slots tiling it")
   CHECK_CONSISTENT(s);
 }
 
+TEST("slab: a slab_size of more than 2^20 slots of the smallest class is refused, naming both") {
+  // Each slot is state of its own and a block of every walk: the count is bounded, not the bytes.
+  const std::string what = what_of([] { setup("slab", {{"slab_size", "1TiB"}}); });
+  CHECK(what.find("'slab_size'") != std::string::npos);
+  CHECK(what.find("1 TiB") != std::string::npos);
+  CHECK(what.find("256 B") != std::string::npos);
+  setup fine("slab", {{"slab_size", "256MiB"}});  // 2^20 slots of 256 B: accepted
+  CHECK(fine.allocate(1) != 0);
+}
+
+TEST("block_pool: a pool_size of more than 2^20 blocks is refused, naming both sizes") {
+  const std::string what = what_of([] {
+    setup("block_pool", {{"block_size", "256"}, {"pool_size", "1TiB"}});
+  });
+  CHECK(what.find("pool_size") != std::string::npos);
+  CHECK(what.find("1 TiB") != std::string::npos);
+  CHECK(what.find("256 B") != std::string::npos);
+  setup big_blocks("block_pool", {{"block_size", "1TiB"}, {"pool_size", "2TiB"}},
+                   std::size_t{1} << 42);  // 2 blocks of 2^40 B: fine
+  CHECK(big_blocks.allocate(std::size_t{1} << 40) != 0);
+  CHECK_CONSISTENT(big_blocks);
+}
+
 // --- buddy ----------------------------------------------------------------------------------------
 
 TEST("buddy: 1 MiB splits into 512 KiB buddies, and they merge back into one free block") {
