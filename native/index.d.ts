@@ -18,7 +18,7 @@ export type NativeErrorCode =
   | 'DEVICE_ERROR' // a CUDA call failed
   | 'BUSY' // runOps() is still working on this allocator
   | 'DISPOSED' // dispose() was called
-  | 'CANCELLED' // replay() was asked to stop (options.shouldCancel returned true)
+  | 'CANCELLED' // replay() was asked to stop (its options.cancelFlag raised, or options.shouldCancel returned true)
   | 'HOST_OUT_OF_MEMORY'
   | 'INTERNAL'
 
@@ -259,6 +259,11 @@ export interface ReplayOptions {
   previewAt?: number | 'peak'
   /** Asked at each progress report (on the JS thread); true stops the replay with CANCELLED. */
   shouldCancel?: () => boolean
+  /**
+   * A flag from cancelFlag(): once raiseCancelFlag() raises it, the replay's threads stop within 64
+   * events (one still waiting for a thread stops before it starts) and it rejects with CANCELLED.
+   */
+  cancelFlag?: CancelFlag
 }
 
 export interface ReplayProgress {
@@ -402,6 +407,13 @@ export declare function replay(
   options?: ReplayOptions,
   onProgress?: (progress: ReplayProgress) => void,
 ): Promise<ReplayResult[]>
+/** A cancel flag for replay()'s options.cancelFlag: opaque, shared with the replays given it. */
+export interface CancelFlag {
+  readonly __cancelFlag: never
+}
+export declare function cancelFlag(): CancelFlag
+/** Raises the flag: every replay given it stops at its next check, whatever this thread is doing. */
+export declare function raiseCancelFlag(flag: CancelFlag): void
 export declare const runOpCodes: {
   kinds: { alloc: number; free: number; setTime: number }
   statuses: { ok: number; outOfMemory: number; invalidFree: number; doubleFree: number; skipped: number }

@@ -18,6 +18,8 @@ Napi::Object init(Napi::Env env, Napi::Object exports) {
   exports.Set("traceOpNames", Napi::Function::New<trace_op_names>(env, "traceOpNames"));
   exports.Set("runOpCodes", run_op_codes(env));
   exports.Set("replay", Napi::Function::New<replay_js>(env, "replay"));
+  exports.Set("cancelFlag", Napi::Function::New<cancel_flag_js>(env, "cancelFlag"));
+  exports.Set("raiseCancelFlag", Napi::Function::New<raise_cancel_flag_js>(env, "raiseCancelFlag"));
   exports.Set("workloads", Napi::Function::New<list_workloads>(env, "workloads"));
   exports.Set("recordWorkload", Napi::Function::New<record_workload_js>(env, "recordWorkload"));
   return exports;

@@ -2,7 +2,10 @@
 // columns too: the caller may reuse its arrays while the replay runs); the worker then owns them.
 // Progress posts back through the worker's thread-safe channel, which keeps only the latest
 // report; each report asks the caller's shouldCancel(), and a true answer (or a progress callback
-// that throws) stops the replay at its next check, rejecting with CANCELLED (or that error).
+// that throws) stops the replay at its next check, rejecting with CANCELLED (or that error). A
+// cancel flag (cancelFlag(), raised by raiseCancelFlag()) is read by the replay's threads
+// themselves: it stops a replay within a few dozen events of being raised, and one still queued
+// for a thread before it starts, without waiting for a report or the JavaScript thread.
 #include "replay_wrap.hpp"
 
 #include <atomic>
@@ -153,7 +156,18 @@ std::vector<replay_target> read_targets(const Napi::Value& value) {
 struct callbacks {
   Napi::Function on_progress;
   Napi::Function should_cancel;
+  shared_cancel_flag cancel_flag;
 };
+
+// Tells a cancel flag (cancelFlag()) from any other external.
+constexpr napi_type_tag cancel_flag_tag = {0x7672616d73636f70ULL, 0x63616e63656c3031ULL};
+
+shared_cancel_flag cancel_flag_of(const Napi::Value& value, const char* what) {
+  if (!value.IsExternal() ||
+      !value.As<Napi::External<shared_cancel_flag>>().CheckTypeTag(&cancel_flag_tag))
+    throw coded_type_error(value.Env(), std::string(what) + " must be a flag made by cancelFlag()");
+  return *value.As<Napi::External<shared_cancel_flag>>().Data();
+}
 
 replay_options read_options(const Napi::Value& value, callbacks& cb) {
   replay_options o;
@@ -194,6 +208,8 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
       throw coded_type_error(env, "options.shouldCancel must be a function");
     cb.should_cancel = cancel.As<Napi::Function>();
   }
+  Napi::Value given_flag = v.Get("cancelFlag");
+  if (!given_flag.IsUndefined()) cb.cancel_flag = cancel_flag_of(given_flag, "options.cancelFlag");
   return o;
 }
 
@@ -314,7 +330,8 @@ class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progres
         deferred_(Napi::Promise::Deferred::New(env)),
         events_(std::move(events)),
         targets_(std::move(targets)),
-        options_(options) {
+        options_(options),
+        cancel_(cb.cancel_flag ? cb.cancel_flag : std::make_shared<std::atomic<bool>>(false)) {
     if (!cb.on_progress.IsEmpty()) on_progress_ = Napi::Persistent(cb.on_progress);
     if (!cb.should_cancel.IsEmpty()) should_cancel_ = Napi::Persistent(cb.should_cancel);
   }
@@ -327,7 +344,7 @@ class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progres
     if (!on_progress_.IsEmpty() || !should_cancel_.IsEmpty())
       report = [&progress](const replay_progress& p) { progress.Send(&p, 1); };
     try {
-      results_ = replay(events_.columns(), targets_, options_, report, &cancel_);
+      results_ = replay(events_.columns(), targets_, options_, report, cancel_.get());
     } catch (const std::exception& e) {
       failed_ = true;
       failure_ = error_record::capture(e);
@@ -336,7 +353,7 @@ class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progres
   }
 
   void OnProgress(const replay_progress* p, std::size_t count) override {
-    if (p == nullptr || count == 0 || cancel_.load()) return;
+    if (p == nullptr || count == 0 || cancel_->load()) return;
     Napi::Env env = Env();
     Napi::HandleScope scope(env);
     try {
@@ -348,11 +365,11 @@ class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progres
         o.Set("eventsTotal", to_number(env, p->events_total));
         on_progress_.Call({o});
       }
-      if (!should_cancel_.IsEmpty() && should_cancel_.Call({}).ToBoolean().Value()) cancel_ = true;
+      if (!should_cancel_.IsEmpty() && should_cancel_.Call({}).ToBoolean().Value()) *cancel_ = true;
     } catch (const Napi::Error& e) {
       // A callback that throws stops the replay; the promise rejects with what it threw.
       callback_error_ = Napi::Persistent(e.Value());
-      cancel_ = true;
+      *cancel_ = true;
     }
   }
 
@@ -387,7 +404,8 @@ class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progres
   request_column_vectors events_;
   std::vector<replay_target> targets_;
   replay_options options_;
-  std::atomic<bool> cancel_{false};
+  // The caller's flag (options.cancelFlag) where it gave one: raised from JavaScript at any time.
+  shared_cancel_flag cancel_;
   std::vector<replay_result> results_;
   bool failed_ = false;
   error_record failure_;
@@ -410,6 +428,25 @@ Napi::Value replay_js(const Napi::CallbackInfo& info) {
     Napi::Promise promise = worker->promise();
     worker->Queue();
     return promise;
+  });
+}
+
+Napi::Value cancel_flag_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    auto flag = Napi::External<shared_cancel_flag>::New(
+        env, new shared_cancel_flag(std::make_shared<std::atomic<bool>>(false)),
+        [](Napi::Env, shared_cancel_flag* held) { delete held; });
+    flag.TypeTag(&cancel_flag_tag);
+    return flag;
+  });
+}
+
+Napi::Value raise_cancel_flag_js(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  return guarded(env, [&]() -> Napi::Value {
+    cancel_flag_of(info[0], "flag")->store(true);
+    return env.Undefined();
   });
 }
 

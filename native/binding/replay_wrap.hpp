@@ -5,10 +5,22 @@
 
 #include <napi.h>
 
+#include <atomic>
+#include <memory>
+
 namespace vramscope::binding {
+
+// A replay's cancel flag, shared by the JavaScript object that raises it and every replay that
+// reads it, so it lives as long as the longest of them.
+using shared_cancel_flag = std::shared_ptr<std::atomic<bool>>;
 
 // replay({ kind, id, size, stream, time }, [{ label, strategy, params, simulated }], options,
 //        onProgress?) -> Promise<ReplayResult[]> (native/index.d.ts has the shapes).
 Napi::Value replay_js(const Napi::CallbackInfo& info);
+
+// cancelFlag() -> a flag for options.cancelFlag; raiseCancelFlag(flag): every replay given it stops
+// at its next check (every few dozen events), whatever the JavaScript thread is doing.
+Napi::Value cancel_flag_js(const Napi::CallbackInfo& info);
+Napi::Value raise_cancel_flag_js(const Napi::CallbackInfo& info);
 
 }  // namespace vramscope::binding

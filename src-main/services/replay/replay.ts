@@ -312,7 +312,12 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   if (o.fragmentation !== undefined) native.fragmentation = o.fragmentation
   if (o.stopAtFailure !== undefined) native.stopAtFailure = o.stopAtFailure
   if (o.previewAt !== undefined) native.previewAt = o.previewAt
-  if (signal) native.shouldCancel = () => signal.aborted
+  // The abort raises a flag the replay's own threads read: it stops them within a few dozen events,
+  // and a replay still waiting for a thread before it starts, whatever this thread is busy with.
+  const addon = loadNative()
+  const flag = signal ? addon.cancelFlag() : undefined
+  if (flag) native.cancelFlag = flag
+  const raise = () => addon.raiseCancelFlag(flag!)
   const { onProgress } = o
   // Targets replay side by side (the native replay's threads), their reports interleaved: the
   // fraction is of all their events together, each target's as far as it last reported.
@@ -330,10 +335,15 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   const columns: ReplayEventColumns = { kind, id, size, stream, time }
   // CUDA graphs' private pools, where the importer found them.
   if (pool !== undefined) columns.pool = pool
-  const results = await loadNative().replay(columns, specs, native, report)
-  // A replay that finished before it noticed the abort is still cancelled for the caller.
-  if (signal?.aborted) throw cancelledError(signal.reason)
-  return results
+  signal?.addEventListener('abort', raise, { once: true })
+  try {
+    const results = await addon.replay(columns, specs, native, report)
+    // A replay that finished before it noticed the abort is still cancelled for the caller.
+    if (signal?.aborted) throw cancelledError(signal.reason)
+    return results
+  } finally {
+    signal?.removeEventListener('abort', raise)
+  }
 }
 
 /** Numbers only, for StrategyResult.summary (what compare.ts and the trace file keep). */

@@ -138,7 +138,7 @@ struct replay_options {
   // to know whether a cap fits). The summary then has stopped_at_failure, failures 1 and the
   // event in first_failures; events counts the events replayed, the failed one included.
   bool stop_at_failure = false;
-  std::size_t progress_interval = 65536;  // events between progress calls and cancel checks
+  std::size_t progress_interval = 65536;  // events between progress calls
   // Targets replayed at once, each on its own thread (they share nothing but the read-only
   // events): 1 (the default), one after another; 0, as many as the machine has hardware threads
   // (what the JavaScript binding asks for unless told otherwise). Results come
@@ -264,8 +264,8 @@ class replay_cancelled : public error {
 
 // Replays `events` through every target (several at once: replay_options::threads). Throws invalid_argument for malformed columns
 // (unknown kind, ids not dense, sizes not whole) or strategy parameters (naming the target),
-// replay_cancelled when *cancel becomes true (checked every progress_interval events; partial
-// results are dropped), and any other library error with the target and event index in its message.
+// replay_cancelled when *cancel becomes true (checked every 64 events; partial results are
+// dropped), and any other library error with the target and event index in its message.
 std::vector<replay_result> replay(const request_columns& events,
                                   const std::vector<replay_target>& targets,
                                   const replay_options& options = {},
