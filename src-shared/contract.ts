@@ -89,9 +89,15 @@ export interface TraceSummary {
   requested: { end: number[]; max: number[]; min: number[]; peak: number }
 }
 
+/**
+ * A job as the host's registry (src-main/services/jobs.ts) reports it: `queued` while it waits for
+ * one of the slots a page and the host run at once, `running`, then once for all `done`, `failed`
+ * or `cancelled` (by the user, or because its trace, its page or the host's session went: a
+ * finished job whose trace was closed reads cancelled too, its result freed).
+ */
 export interface JobStatus {
   jobId: string
-  state: 'running' | 'done' | 'failed' | 'cancelled'
+  state: 'queued' | 'running' | 'done' | 'failed' | 'cancelled'
   /** 0 to 1. */
   fraction: number
   /** What is being done now: "reading", "replaying caching (pytorch)". */
@@ -297,10 +303,6 @@ export const CONTRACT = {
     job: 'trace',
     runs: 'utility',
   },
-  /**
-   * waitMs (honoured by the web host, at most 1000): answer once the job settles or that long has
-   * passed, so a poller learns of the end at once.
-   */
   /** Frees an open trace and its replays' results (a newer file replaced it in the page). */
   'trace:close': { arg: (zod) => zod.strictObject({ traceId: id(zod) }), result: json<{ closed: boolean }>(), runs: 'utility' },
   /**
@@ -310,9 +312,17 @@ export const CONTRACT = {
   'page:alive': { arg: none, result: json<{ ok: true }>(), runs: 'utility' },
   /** The page is going away (its client calls this as it unloads): its traces and jobs are freed. */
   'page:close': { arg: none, result: json<{ closed: number }>(), runs: 'utility' },
+  /**
+   * waitMs (at most 1000, every host): answer once the job settles or that long has passed, so a
+   * poller learns of the end at once.
+   */
   'job:status': { arg: (zod) => zod.strictObject({ jobId: id(zod), waitMs: zod.number().min(0).optional() }), result: json<JobStatus>(), runs: 'utility' },
   'job:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<TraceSummary>(), runs: 'utility' },
-  'job:cancel': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<{ cancelled: boolean }>(), runs: 'utility' },
+  /**
+   * `cancelled`: whether this call cancelled the job (false for one that had ended: `state` says
+   * how; no `state` for a job the host does not know).
+   */
+  'job:cancel': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<{ cancelled: boolean; state?: JobStatus['state'] }>(), runs: 'utility' },
 } as const satisfies Record<string, ChannelSpec>
 
 export type Channel = keyof typeof CONTRACT

@@ -24,7 +24,7 @@ for (const recordInProcess of [false, true]) {
     { workload: 'training', strategy: 'caching:preset=pytorch', params: { steps: '6' } },
   ]) {
     const { jobId } = session.recordWorkload(request)
-    const status = await session.settled(jobId)
+    const status = await session.jobs.settled(jobId)
     if (status.state !== 'done') {
       failed = true
       console.log(`FAIL ${recordInProcess ? 'in-process' : 'child'} ${request.workload}: ${status.state} ${status.error?.message}`)

@@ -1,9 +1,9 @@
 // The app's API (src-shared/contract.ts) over the services, for any host: sessionHandlers() gives
 // the dispatcher (src-main/ipc/dispatch.ts) one handler per channel, and the web host and the
-// desktop app's worker process carry calls to it. It keeps the opened traces and the jobs (opening,
-// replaying) of one session; long work runs as a job with progress and cancel, so no host ever
-// waits on it; the bundles it answers with are packed by src-shared/wire.ts. Nothing here knows
-// about HTTP or Electron.
+// desktop app's worker process carry calls to it. It keeps the opened traces of one session; long
+// work (opening, replaying, the what-if lab, recording) runs as a job of its registry (jobs.ts),
+// with progress and cancel, so no host ever waits on it; the bundles it answers with are packed
+// by src-shared/wire.ts. Nothing here knows about HTTP or Electron.
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -12,7 +12,6 @@ import { basename, dirname, join, sep } from 'node:path'
 import type {
   AppInfo,
   Bundle,
-  JobStatus,
   RecentFile,
   RecordRequest,
   ReplayRequest,
@@ -35,7 +34,7 @@ import { nvidiaDriverPresent } from './record/program.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
-import { InputError } from './input-error.ts'
+import { JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
 import { placementFor, replaySent, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
 import { windowOpenState } from './replay/initial-state.ts'
@@ -70,21 +69,6 @@ function openingPeak(first: StrategyToSend | undefined, events: number): number 
   if (first.recorded) return reservedPeakEvent(first.layout, events)
   const peak = first.summary['peakReservedEvent']
   return peak !== undefined && Number.isInteger(peak) && peak >= 0 ? peak : undefined
-}
-
-/** The longest a `job:status` call with waitMs holds its answer back. */
-const MAX_STATUS_WAIT_MS = 1000
-
-interface Job<T> {
-  status: JobStatus
-  controller: AbortController
-  result?: T
-  /** Settles when the job does (never rejects). */
-  done: Promise<void>
-  /** The page that started it (DEFAULT_PAGE: a host without pages). */
-  page: string
-  /** The trace a replay replays: closing the trace drops the job and its result. */
-  traceId?: string
 }
 
 interface OpenedTrace {
@@ -125,9 +109,9 @@ export interface SessionOptions {
   maxTracesPerPage?: number
   /** Open traces the session keeps in all (MAX_TRACES_OPEN); the least recently used is closed first. */
   maxTracesOpen?: number
+  /** Jobs run at once per page and in all, waiting, and kept (jobs.ts has the defaults). */
+  jobs?: JobLimits
 }
-
-const MAX_JOBS_KEPT = 64
 
 /**
  * An error about the file at `path` as the user knows the file: `shown` (a sample's name, an
@@ -156,7 +140,8 @@ export class AppSession {
   private readonly traces = new Map<string, OpenedTrace>()
   /** Why each recently closed trace was closed. */
   private readonly closed = new Map<string, string>()
-  private readonly jobs = new Map<string, Job<unknown>>()
+  /** Every job of the session: start, status, cancel and end (jobs.ts). */
+  readonly jobs: JobRegistry
   /** When each page was last heard from (Date.now()). */
   private readonly pages = new Map<string, number>()
   private uses = 0
@@ -177,6 +162,7 @@ export class AppSession {
   private readonly ahead = new Map<string, { jobId: string; traceId: string }>()
 
   constructor(private readonly options: SessionOptions) {
+    this.jobs = new JobRegistry(options.jobs, DEFAULT_PAGE)
     if (options.initialFile !== undefined) {
       this.remember(options.initialFile, basename(options.initialFile))
       this.initialKey = this.recent[0]!.key
@@ -256,9 +242,7 @@ export class AppSession {
       const name = `${workload.name}-${spec.strategy ?? 'caching'}-${stamp}.vramscope`
       const path = join(dir, name)
       const record = this.options.recordInProcess ? recordWorkloadInProcess : recordWorkloadInChild
-      const run = await record(spec, path, (events) => {
-        job.status.phase = `recording ${workload.name}: ${events} events`
-      })
+      const run = await record(spec, path, (events) => job.progress(`recording ${workload.name}: ${events} events`))
       switch (run.kind) {
         case 'no-device':
           throw new ApiError('BAD_INPUT', `recording needs an NVIDIA GPU and driver; import and replay work without one (${run.reason})`)
@@ -381,7 +365,8 @@ export class AppSession {
     if (this.prefetched && !this.prefetched.claimed) return
     const { jobId } = this.openPathJob(DEFAULT_PAGE, path, name)
     this.prefetched = { openJobId: jobId, claimed: false, path }
-    void this.replayAhead(jobId)
+    // Ahead of any page: whatever becomes of it, nobody is waiting for it to say so.
+    this.replayAhead(jobId).catch(() => {})
   }
 
   /** The prefetched open of `path` as `page`'s, with the trace it opened (or opens), if one waits to be taken. */
@@ -389,10 +374,9 @@ export class AppSession {
     const p = this.prefetched
     if (!p || p.claimed || p.path !== path) return undefined
     p.claimed = true
-    const job = this.jobs.get(p.openJobId)
-    if (!job) return undefined
-    job.page = page
-    const traceId = (job.result as TraceSummary | undefined)?.traceId
+    // An open that failed, or whose trace has been closed since, is no use: the page opens afresh.
+    if (!this.jobs.handTo(p.openJobId, page)) return undefined
+    const traceId = this.jobs.resultIfDone<TraceSummary>(p.openJobId)?.traceId
     const trace = traceId !== undefined ? this.traces.get(traceId) : undefined
     if (trace) trace.page = page
     return { jobId: p.openJobId }
@@ -405,14 +389,13 @@ export class AppSession {
    * that asks for something else cancels them (takeAhead).
    */
   private async replayAhead(openJobId: string): Promise<void> {
-    const opened = this.jobs.get(openJobId)
-    await opened?.done
-    if (opened?.status.state !== 'done') return
-    const summary = opened.result as TraceSummary
+    await this.jobs.settled(openJobId)
+    const summary = this.jobs.resultIfDone<TraceSummary>(openJobId)
+    if (!summary) return
     const first = this.startAhead(firstReplay(summary, DEFAULT_STRATEGIES))
-    const job = first !== undefined ? this.jobs.get(first) : undefined
-    await job?.done
-    const at = job?.status.state === 'done' ? (job.result as ReplayOutcome).cutAt : undefined
+    if (first === undefined) return
+    await this.jobs.settled(first)
+    const at = this.jobs.resultIfDone<ReplayOutcome>(first)?.cutAt
     if (at !== undefined && this.traces.has(summary.traceId)) this.startAhead(restReplay(summary, DEFAULT_STRATEGIES, at))
   }
 
@@ -436,15 +419,11 @@ export class AppSession {
     const key = replayKey(request)
     const taken = this.ahead.get(key)
     this.ahead.delete(key)
-    const job = taken && this.jobs.get(taken.jobId)
-    if (job && job.status.state !== 'cancelled') {
-      job.page = page
-      return taken.jobId
-    }
+    if (taken && this.jobs.handTo(taken.jobId, page)) return taken.jobId
     for (const [k, other] of this.ahead)
       if (other.traceId === request.traceId) {
         this.ahead.delete(k)
-        this.jobs.get(other.jobId)?.controller.abort(new Error('the page asked for another replay'))
+        this.jobs.cancel(other.jobId, 'the page asked for another replay')
       }
     return undefined
   }
@@ -454,13 +433,10 @@ export class AppSession {
   }
 
   /** Opens `path` as the trace the user knows as `shown`; its errors name `shown`, never `path`. */
-  private async open(path: string, shown: string, job: Job<unknown>, remember: boolean): Promise<TraceSummary> {
+  private async open(path: string, shown: string, job: JobContext, remember: boolean): Promise<TraceSummary> {
     const input = await openInput(path, {
-      signal: job.controller.signal,
-      onProgress: (p) => {
-        job.status.phase = `${p.phase} ${shown}`
-        job.status.fraction = p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0
-      },
+      signal: job.signal,
+      onProgress: (p) => job.progress(`${p.phase} ${shown}`, p.bytesTotal > 0 ? Math.min(1, p.bytesDone / p.bytesTotal) : 0),
     }).catch((e: unknown) => {
       throw withoutPath(e, path, shown)
     })
@@ -487,8 +463,10 @@ export class AppSession {
       requested: { end: Array.from(requested.end), max: Array.from(requested.max), min: Array.from(requested.min), peak: requested.peak },
     }
     // A page closed while this opened has no use for it.
-    job.controller.signal.throwIfAborted()
+    job.signal.throwIfAborted()
     this.admit(traceId, { summary, input, page: job.page, lastUsed: ++this.uses })
+    // The open's result names the trace: once the trace is closed, the open reads cancelled too.
+    this.jobs.dependOn(job.jobId, traceId)
     if (remember) this.remember(path, shown)
     return summary
   }
@@ -516,18 +494,14 @@ export class AppSession {
   }
 
   /**
-   * Closes a trace: it, and its replays (running ones cancelled, finished ones' results), are
-   * freed; a later request about it fails with `reason`.
+   * Closes a trace: it, and its jobs' results, are freed; its jobs, running or finished, read
+   * cancelled saying why; a later request about it fails with `reason`.
    */
   closeTrace(traceId: string, reason = 'it was closed'): { closed: boolean } {
     if (!this.traces.delete(traceId)) return { closed: false }
     this.closed.set(traceId, reason)
     if (this.closed.size > CLOSED_REMEMBERED) this.closed.delete(this.closed.keys().next().value!)
-    for (const [id, job] of this.jobs)
-      if (job.traceId === traceId) {
-        job.controller.abort(new Error(`its trace was closed: ${reason}`))
-        this.jobs.delete(id)
-      }
+    this.jobs.endFor({ traceId }, reason === 'it was closed' ? 'its trace was closed' : `its trace was closed: ${reason}`)
     return { closed: true }
   }
 
@@ -536,17 +510,19 @@ export class AppSession {
     if (page !== DEFAULT_PAGE) this.pages.set(page, Date.now())
   }
 
-  /** Closes a page: its traces and jobs (running ones cancelled) are freed. */
+  /** Closes a page: its traces and jobs are freed, its jobs reading cancelled saying why. */
   closePage(page: string, reason = 'its page was closed'): { closed: number } {
     this.pages.delete(page)
     let closed = 0
     for (const [id, trace] of this.traces) if (trace.page === page && this.closeTrace(id, reason).closed) closed++
-    for (const [id, job] of this.jobs)
-      if (job.page === page) {
-        job.controller.abort(new Error(reason))
-        this.jobs.delete(id)
-      }
+    this.jobs.endFor({ page }, reason)
     return { closed }
+  }
+
+  /** Ends the session: every trace closed and every job cancelled (the host is going away). */
+  close(reason = 'the session was closed'): void {
+    for (const id of [...this.traces.keys()]) this.closeTrace(id, reason)
+    this.jobs.close(reason)
   }
 
   /** Closes every page not heard from for `idleMs` (a browser tab closed without saying so). */
@@ -649,12 +625,10 @@ export class AppSession {
                 structureEvents: false,
                 // Each target's preview cut in its own thread (previewOf below takes it).
                 ...(request.previewAt !== undefined && { previewAt: request.previewAt }),
-                signal: job.controller.signal,
-                onProgress: (p) => {
-                  // Several strategies replay side by side: the phase names them all.
-                  job.status.phase = targets.length === 1 ? `replaying ${p.label}` : `replaying ${targets.length} strategies side by side`
-                  job.status.fraction = p.fraction
-                },
+                signal: job.signal,
+                // Several strategies replay side by side: the phase names them all.
+                onProgress: (p) =>
+                  job.progress(targets.length === 1 ? `replaying ${p.label}` : `replaying ${targets.length} strategies side by side`, p.fraction),
               })
         const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
         const sent = replaySent(input.trace, stored, results)
@@ -721,11 +695,8 @@ export class AppSession {
             ...(confs.length > 0 && { confs }),
             ...(cap !== undefined && { capBytes: cap }),
             ...(device !== undefined && { deviceBytes: device }),
-            signal: job.controller.signal,
-            onProgress: (p) => {
-              job.status.phase = `what-if: ${p.done} of about ${p.total} replays · ${p.label}`
-              job.status.fraction = Math.min(0.99, p.fraction)
-            },
+            signal: job.signal,
+            onProgress: (p) => job.progress(`what-if: ${p.done} of about ${p.total} replays · ${p.label}`, Math.min(0.99, p.fraction)),
           })
           return whatifReport(result)
         } catch (e) {
@@ -738,7 +709,7 @@ export class AppSession {
   }
 
   whatifResult(jobId: string): WhatifReport {
-    return this.finishedResult<WhatifReport>(jobId)
+    return this.jobs.result<WhatifReport>(jobId)
   }
 
   /**
@@ -747,93 +718,17 @@ export class AppSession {
    * else the same bundle.
    */
   replayResult(jobId: string, strategy?: number, preview = false): Bundle {
-    const outcome = this.finishedResult<ReplayOutcome>(jobId)
+    const outcome = this.jobs.result<ReplayOutcome>(jobId)
     const bundle = preview && outcome.preview ? outcome.preview : outcome.bundle()
     return strategy === undefined ? bundle : strategyBundle(bundle, strategy)
   }
 
   jobResult(jobId: string): TraceSummary {
-    return this.finishedResult<TraceSummary>(jobId)
+    return this.jobs.result<TraceSummary>(jobId)
   }
 
-  private finishedResult<T>(jobId: string): T {
-    const job = this.jobs.get(jobId)
-    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
-    if (job.status.state !== 'done') throw new ApiError('BAD_INPUT', `job: ${jobId} is ${job.status.state}, not done`)
-    return job.result as T
-  }
-
-  jobStatus(jobId: string): JobStatus {
-    const job = this.jobs.get(jobId)
-    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
-    return { ...job.status }
-  }
-
-  /**
-   * A job's status once it has settled or `waitMs` has passed, whichever is first: a host that
-   * answers a poll this way tells the page the moment a job ends, where a page polling at
-   * intervals learns it up to an interval late.
-   */
-  async jobStatusAfter(jobId: string, waitMs: number): Promise<JobStatus> {
-    const job = this.jobs.get(jobId)
-    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
-    if (job.status.state === 'running' && waitMs > 0) {
-      let timer: NodeJS.Timeout | undefined
-      await Promise.race([job.done, new Promise<void>((r) => (timer = setTimeout(r, waitMs)))])
-      clearTimeout(timer)
-    }
-    return { ...job.status }
-  }
-
-  /** Waits for a job to settle (tests and the CLI's serve log). */
-  async settled(jobId: string): Promise<JobStatus> {
-    const job = this.jobs.get(jobId)
-    if (!job) throw new ApiError('NOT_FOUND', `job: no job ${JSON.stringify(jobId)}`)
-    await job.done
-    return { ...job.status }
-  }
-
-  cancel(jobId: string): { cancelled: boolean } {
-    const job = this.jobs.get(jobId)
-    if (!job || job.status.state !== 'running') return { cancelled: false }
-    job.controller.abort(new Error('cancelled by the user'))
-    return { cancelled: true }
-  }
-
-  private startJob<T>(page: string, phase: string, work: (job: Job<T>) => Promise<T>, traceId?: string): { jobId: string } {
-    const jobId = randomUUID()
-    const job: Job<T> = {
-      status: { jobId, state: 'running', fraction: 0, phase },
-      controller: new AbortController(),
-      done: Promise.resolve(),
-      page,
-      ...(traceId !== undefined && { traceId }),
-    }
-    job.done = (async () => {
-      try {
-        job.result = await work(job)
-        job.status.state = 'done'
-        job.status.fraction = 1
-      } catch (e) {
-        const error = e as Error & { code?: string }
-        if (job.controller.signal.aborted) {
-          job.status.state = 'cancelled'
-          job.status.error = { message: 'cancelled', code: 'CANCELLED' }
-        } else {
-          job.status.state = 'failed'
-          const code = error instanceof InputError ? 'BAD_INPUT' : (error.code ?? 'INTERNAL')
-          job.status.error = { message: error.message, code }
-        }
-      }
-    })()
-    this.jobs.set(jobId, job as Job<unknown>)
-    // Old finished jobs (and their results) go first, so a long session does not keep every replay.
-    if (this.jobs.size > MAX_JOBS_KEPT)
-      for (const [id, j] of this.jobs) {
-        if (this.jobs.size <= MAX_JOBS_KEPT) break
-        if (j.status.state !== 'running') this.jobs.delete(id)
-      }
-    return { jobId }
+  private startJob<T>(page: string, phase: string, work: (job: JobContext) => Promise<T>, traceId?: string): { jobId: string } {
+    return { jobId: this.jobs.start({ page, ...(traceId !== undefined && { traceId }) }, phase, work) }
   }
 }
 
@@ -880,8 +775,8 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'whatif:start': (request) => session.startWhatif(request, page),
     'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'record:workload': (request) => session.recordWorkload(request, page),
-    'job:status': ({ jobId, waitMs }) => (waitMs ? session.jobStatusAfter(jobId, Math.min(waitMs, MAX_STATUS_WAIT_MS)) : session.jobStatus(jobId)),
+    'job:status': ({ jobId, waitMs }) => session.jobs.statusAfter(jobId, waitMs),
     'job:result': ({ jobId }) => session.jobResult(jobId),
-    'job:cancel': ({ jobId }) => session.cancel(jobId),
+    'job:cancel': ({ jobId }) => session.jobs.cancel(jobId),
   }
 }

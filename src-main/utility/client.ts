@@ -1,8 +1,11 @@
 // The app's side of the worker process: calls with ids over a HostTransport, a cache of every job's
-// latest status (pushed by the worker), and recovery. If the worker dies (a crash, a CUDA fault, a
-// kill), every pending call rejects with a WorkerExitedError that says how it ended and what it was
-// doing, its running jobs read as failed with the same words, and the next call starts a fresh one.
+// latest status (pushed by the worker, which `job:status` is answered from, waiting as the
+// worker's registry would: services/jobs.ts), and recovery. If the worker dies (a crash, a CUDA
+// fault, a kill), every pending call rejects with a WorkerExitedError that says how it ended and
+// what it was doing, its running jobs read as failed with the same words, and the next call starts
+// a fresh one; closed on purpose, its jobs read cancelled.
 import { specOf, type BundleChannel, type Channel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
+import { isLive, waitSettled } from '../services/jobs.ts'
 import type { BundleFile } from './bundle-file.ts'
 import type { HostTransport, SessionRequest, WorkerExit, WorkerInit, WorkerMessage, WorkerRequest } from './protocol.ts'
 
@@ -39,6 +42,16 @@ interface Worker {
 interface KnownJob {
   generation: number
   status: JobStatus
+  /** Resolves once a status that is not live arrives (or the worker ends). */
+  settled: Promise<void>
+  settle: () => void
+}
+
+function knownJob(generation: number, status: JobStatus): KnownJob {
+  let settle = () => {}
+  const settled = new Promise<void>((resolve) => (settle = resolve))
+  if (!isLive(status)) settle()
+  return { generation, status, settled, settle }
 }
 
 export interface WorkerClientOptions {
@@ -90,7 +103,10 @@ export class WorkerClient {
     this.checkAlive(channel, a)
     if (channel === 'job:status') {
       const known = this.jobs.get(a['jobId'] as string)
-      if (known) return { ...known.status } as WorkerResult<C>
+      if (known) {
+        if (isLive(known.status)) await waitSettled(known.settled, a['waitMs'] as number | undefined)
+        return { ...known.status } as WorkerResult<C>
+      }
     }
     const worker = this.ensureWorker()
     const value = await this.send(worker, (id) => ({ type: 'call', id, channel, arg, ...(page !== undefined && { page }) }))
@@ -152,11 +168,11 @@ export class WorkerClient {
     if (!specOf(channel).job) return
     const { jobId } = value as { jobId: string }
     // The worker's first status push may have arrived before this reply.
-    if (!this.jobs.has(jobId)) this.jobs.set(jobId, { generation, status: { jobId, state: 'running', fraction: 0, phase: 'starting' } })
+    if (!this.jobs.has(jobId)) this.jobs.set(jobId, knownJob(generation, { jobId, state: 'running', fraction: 0, phase: 'starting' }))
     if (this.jobs.size > JOBS_KEPT)
       for (const [id, job] of this.jobs) {
         if (this.jobs.size <= JOBS_KEPT) break
-        if (job.status.state !== 'running') this.jobs.delete(id)
+        if (!isLive(job.status)) this.jobs.delete(id)
       }
   }
 
@@ -177,8 +193,11 @@ export class WorkerClient {
         return
       case 'job': {
         const known = this.jobs.get(message.status.jobId)
-        if (known) known.status = message.status
-        else this.jobs.set(message.status.jobId, { generation: worker.generation, status: message.status })
+        if (!known) this.jobs.set(message.status.jobId, knownJob(worker.generation, message.status))
+        else {
+          known.status = message.status
+          if (!isLive(message.status)) known.settle()
+        }
         return
       }
       case 'reply': {
@@ -193,7 +212,7 @@ export class WorkerClient {
 
   private exited(worker: Worker, exit: WorkerExit): void {
     if (this.worker === worker) this.worker = undefined
-    const running = [...this.jobs.values()].filter((j) => j.generation === worker.generation && j.status.state === 'running')
+    const running = [...this.jobs.values()].filter((j) => j.generation === worker.generation && isLive(j.status))
     const doing = running.map((j) => `${j.status.phase} (${Math.round(j.status.fraction * 100)} %)`).join(', ')
     const pid = worker.transport.pid !== undefined ? ` (pid ${worker.transport.pid})` : ''
     const message =
@@ -202,7 +221,13 @@ export class WorkerClient {
       '. Open the trace again: the next request starts a fresh worker.'
     const error = new WorkerExitedError(worker.closing ? `the worker process${pid} was closed` : message, exit)
     this.ended.set(worker.generation, error)
-    for (const job of running) job.status = { ...job.status, state: 'failed', error: { code: error.code, message: error.message } }
+    for (const job of running) {
+      // Closed on purpose (the host is going away), its jobs were cancelled; a crash failed them.
+      job.status = worker.closing
+        ? { ...job.status, state: 'cancelled', error: { code: 'CANCELLED', message: `cancelled: ${error.message}` } }
+        : { ...job.status, state: 'failed', error: { code: error.code, message: error.message } }
+      job.settle()
+    }
     for (const pending of worker.pending.values()) pending.reject(error)
     worker.pending.clear()
     if (!worker.closing) this.options.onCrash?.(error)

@@ -1,18 +1,20 @@
 // The worker's side: one AppSession (and with it the native module) behind a HostPort. Each call
 // is dispatched (src-main/ipc/dispatch.ts: checked against the contract, then the session) and
-// answered with a reply of the same id; every job the session starts is watched and its status
-// pushed to the parent as it changes, so the parent can answer `job:status` itself and still knows
-// how far a job got if this process dies.
+// answered with a reply of the same id; every change of every job's status (the session's job
+// registry tells of each, services/jobs.ts) is pushed to the parent, so the parent can answer
+// `job:status` itself and still knows how far a job got if this process dies. Nothing here looks a
+// job up on a timer: a job that ends while it is watched can make nothing throw.
 import { encodeBundleParts } from '../../src-shared/bundle.ts'
 import { concatBytes } from '../../src-shared/bytes.ts'
 import { CHANNELS, specOf, type Bundle, type Channel, type JobStatus } from '../../src-shared/contract.ts'
 import { dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { AppSession, DEFAULT_PAGE, sessionHandlers } from '../services/app-session.ts'
+import { isLive } from '../services/jobs.ts'
 import { BUNDLE_FILE_MIN_BYTES, writeBundleFile } from './bundle-file.ts'
 import { WORKER_CHANNELS, type HostPort, type SessionRequest, type WorkerInit, type WorkerRequest } from './protocol.ts'
 
-/** How often a running job's status is looked at (and pushed when it changed). */
-const JOB_POLL_MS = 50
+/** Progress of a running job is pushed at most this often; a job's start, wait and end at once. */
+const PROGRESS_PUSH_MS = 50
 
 function errorOf(e: unknown): { code: string; message: string } {
   const error = e as Error & { code?: unknown }
@@ -31,29 +33,36 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
   let everyChannel = false
   const queued: WorkerRequest[] = []
 
-  function watchJob(jobId: string): void {
-    const s = session!
-    let last = ''
-    const push = (status: JobStatus) => {
-      const text = JSON.stringify(status)
-      if (text === last) return
-      last = text
-      port.post({ type: 'job', status })
-    }
-    push(s.jobStatus(jobId))
-    const timer = setInterval(() => push(s.jobStatus(jobId)), JOB_POLL_MS)
-    void s.settled(jobId).then((status) => {
-      clearInterval(timer)
-      push(status)
-    })
+  // Statuses to push: each job's latest, sent together at most every PROGRESS_PUSH_MS while only
+  // progress changed, at once when a job changes state (queued, running, ended).
+  const unsent = new Map<string, JobStatus>()
+  const lastState = new Map<string, JobStatus['state']>()
+  let pushTimer: NodeJS.Timeout | undefined
+  function pushUnsent(): void {
+    clearTimeout(pushTimer)
+    pushTimer = undefined
+    for (const status of unsent.values())
+      try {
+        port.post({ type: 'job', status })
+      } catch {
+        // A parent gone away takes this process with it (worker.ts); nothing to tell it.
+      }
+    unsent.clear()
+  }
+  function jobChanged(status: JobStatus): void {
+    unsent.set(status.jobId, status)
+    const stateChanged = lastState.get(status.jobId) !== status.state
+    if (isLive(status)) lastState.set(status.jobId, status.state)
+    else lastState.delete(status.jobId)
+    if (stateChanged) pushUnsent()
+    else pushTimer ??= setTimeout(pushUnsent, PROGRESS_PUSH_MS)
   }
 
-  /** A call as the contract says it crosses: a job is watched, a bundle goes as its bytes (in pieces: encodeBundleParts). */
+  /** A call as the contract says it crosses: a bundle goes as its bytes (in pieces: encodeBundleParts). */
   async function call(channel: Channel, arg: unknown, page = DEFAULT_PAGE): Promise<{ value: unknown } | { parts: Uint8Array[] }> {
     session!.seen(page)
     const result = await dispatch(workerHandlers(session!, page, everyChannel), channel, arg)
     const spec = specOf(channel)
-    if (spec.job) watchJob((result as { jobId: string }).jobId)
     if (spec.result.kind === 'bundle') return { parts: encodeBundleParts(result as Bundle) }
     return { value: result }
   }
@@ -62,11 +71,8 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
   function sessionRequest(request: SessionRequest): unknown {
     const s = session!
     switch (request.op) {
-      case 'openUploadedFile': {
-        const started = s.openUploadedFile(request.path, request.name, request.page)
-        watchJob(started.jobId)
-        return started
-      }
+      case 'openUploadedFile':
+        return s.openUploadedFile(request.path, request.name, request.page)
       case 'prefetchInitial':
       case 'prefetchPath': {
         const before = s.prefetchedJob
@@ -74,7 +80,6 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
         else s.prefetchInitial()
         const after = s.prefetchedJob
         if (after === undefined || after === before) return null
-        watchJob(after)
         // The open started (a host may note it); null when an earlier prefetch still waits to be taken.
         return { jobId: after }
       }
@@ -87,6 +92,7 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     if (request.type === 'init') {
       const { everyChannel: every, ...options } = request.options
       session = createSession(options)
+      session.jobs.subscribe(jobChanged)
       everyChannel = every === true
       return
     }

@@ -372,8 +372,10 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
         if (e instanceof ArgumentError) return sendJson(res, 400, { ok: false, error: { code: e.code, message: e.problems } })
         const error = e as Error & { code?: string }
         // By code, not class: an error from the worker process crosses as its message and code.
-        if (e instanceof ApiError || error.code === 'NOT_FOUND' || error.code === 'BAD_INPUT')
-          return sendJson(res, error.code === 'NOT_FOUND' ? 404 : 400, { ok: false, error: { code: error.code, message: error.message } })
+        if (e instanceof ApiError || error.code === 'NOT_FOUND' || error.code === 'BAD_INPUT' || error.code === 'BUSY') {
+          const status = error.code === 'NOT_FOUND' ? 404 : error.code === 'BUSY' ? 429 : 400
+          return sendJson(res, status, { ok: false, error: { code: error.code!, message: error.message } })
+        }
         // Argument errors of the services (TypeError/RangeError with code INVALID_ARGUMENT) are the caller's.
         if (error.code === 'INVALID_ARGUMENT') return sendJson(res, 400, { ok: false, error: { code: 'BAD_INPUT', message: error.message } })
         sendJson(res, 500, { ok: false, error: { code: 'INTERNAL', message: error.message } })

@@ -6,17 +6,14 @@
 import { rm } from 'node:fs/promises'
 import { dirname } from 'node:path'
 
-import { CHANNELS, type AppInfo, type Channel, type JobStatus } from '../../src-shared/contract.ts'
+import { CHANNELS, type AppInfo, type Channel } from '../../src-shared/contract.ts'
 import type { Handlers } from '../ipc/dispatch.ts'
 import type { SessionOptions } from '../services/app-session.ts'
+import { isLive } from '../services/jobs.ts'
 import { WorkerClient } from '../utility/client.ts'
 import { forkNodeWorker } from '../utility/node-transport.ts'
 import type { WebSession } from './server.ts'
 
-/** The longest a `job:status` call with waitMs holds its answer back (as AppSession does). */
-const MAX_STATUS_WAIT_MS = 1000
-/** How often a held `job:status` looks at the status the worker pushes. */
-const STATUS_LOOK_MS = 20
 /** How often uploads handed to the worker are looked at, to remove those it left behind. */
 const UPLOAD_WATCH_MS = 1000
 
@@ -31,10 +28,9 @@ export class WorkerSession implements WebSession {
 
   handlers(page: string): Partial<Handlers> {
     const forwarded: Partial<Record<Channel, (arg: unknown) => Promise<unknown>>> = {}
+    // The client answers `job:status` from what the worker pushed, held until the job settles or
+    // waitMs passes, as the worker would: a page that polls without pausing does not spin.
     for (const channel of CHANNELS) forwarded[channel] = (arg) => this.client.call(channel, arg, page)
-    // The client answers a job's status from what the worker pushed, at once: held here until the
-    // job settles or waitMs passes, so a page that polls without pausing does not spin.
-    forwarded['job:status'] = (arg) => this.statusAfter(arg as { jobId: string; waitMs?: number }, page)
     forwarded['app:info'] = () => this.info()
     return forwarded as Partial<Handlers>
   }
@@ -63,15 +59,6 @@ export class WorkerSession implements WebSession {
     return this.lastInfo !== undefined ? Promise.resolve(this.lastInfo) : this.refreshingInfo!
   }
 
-  private async statusAfter({ jobId, waitMs }: { jobId: string; waitMs?: number }, page: string): Promise<JobStatus> {
-    const until = Date.now() + Math.min(waitMs ?? 0, MAX_STATUS_WAIT_MS)
-    for (;;) {
-      const status = await this.client.call('job:status', { jobId }, page)
-      if (status.state !== 'running' || Date.now() >= until) return status
-      await new Promise((r) => setTimeout(r, STATUS_LOOK_MS))
-    }
-  }
-
   /** Calls carry their page to the worker, which notes it there. */
   seen(): void {}
 
@@ -92,7 +79,10 @@ export class WorkerSession implements WebSession {
 
   /** Removes the folders of uploads whose open has settled (the worker removes them too; this is for one that died). */
   private async removeSettledUploads(all = false): Promise<void> {
-    const settled = [...this.uploads].filter(([jobId]) => all || this.client.knownJob(jobId)?.state !== 'running')
+    const settled = [...this.uploads].filter(([jobId]) => {
+      const known = all ? undefined : this.client.knownJob(jobId)
+      return known === undefined || !isLive(known)
+    })
     for (const [jobId] of settled) this.uploads.delete(jobId)
     if (this.uploads.size === 0) {
       clearInterval(this.uploadWatch)

@@ -50,8 +50,6 @@ export interface Client {
    * as it arrives, no hop through the page's thread. Plain data, so it can be posted to a worker.
    */
   replayResultRequest?(arg: { jobId: string; strategy?: number; preview?: boolean }): FetchRequest
-  /** Whether `job:status` honours waitMs (then polling needs no pause between calls). */
-  readonly statusWaits: boolean
 }
 
 /** What the Electron preload exposes: one method per channel, bundles as ArrayBuffers. */
@@ -110,7 +108,6 @@ function httpClient(): Client {
         body: JSON.stringify(arg),
       },
     }),
-    statusWaits: true,
   }
 }
 
@@ -118,8 +115,6 @@ function bridgeClient(bridge: BridgeApi): Client {
   return {
     call: (channel, ...[arg]) => (bridge[channel] as (arg: unknown) => Promise<never>)(arg),
     openFile: async (file) => bridge['trace:openBytes']({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) }),
-    // The desktop app's main process answers from the status its worker pushes: no waiting there.
-    statusWaits: false,
   }
 }
 
@@ -132,17 +127,21 @@ export function createClient(): Client {
  * Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. With
  * `until` (a performance.now() time), returns its last status, still running, once that has passed.
  */
+/** A job's progress in words: its phase, with how far it got once it runs (a waiting job's phase says what it waits for). */
+export function progressText(job: JobStatus): string {
+  return job.state === 'queued' ? job.phase : `${job.phase} · ${Math.round(job.fraction * 100)} %`
+}
+
 export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80, until?: number): Promise<JobStatus> {
-  // A host that holds the answer until the job ends (or an interval passes, for the progress bar)
-  // is asked again at once: the page learns of the end when it happens. Otherwise polls soon at
-  // first, then every intervalMs: a short job (a small file, the first strategy of a replay) is
-  // not kept waiting for a full interval, a long one costs no more requests.
-  for (let wait = 5; ; wait = Math.min(intervalMs, wait * 2)) {
-    const status = await client.call('job:status', { jobId, ...(client.statusWaits && { waitMs: intervalMs }) })
+  // Every host holds the answer until the job ends or an interval passes (for the progress bar),
+  // so it is asked again at once: the page learns of the end when it happens. A job waiting for a
+  // slot (queued) is waited for as a running one; its phase says what it waits behind.
+  for (;;) {
+    const status = await client.call('job:status', { jobId, waitMs: intervalMs })
     onStatus(status)
     if (status.state === 'done') return status
-    if (status.state !== 'running') throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
+    if (status.state !== 'running' && status.state !== 'queued')
+      throw new ApiCallError(status.error?.message ?? status.state, status.error?.code ?? status.state.toUpperCase())
     if (until !== undefined && performance.now() >= until) return status
-    if (!client.statusWaits) await new Promise((r) => setTimeout(r, wait))
   }
 }

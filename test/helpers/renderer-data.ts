@@ -13,12 +13,12 @@ function wire(bundle: Bundle): ArrayBuffer {
 export async function rendererData(path: string, strategies: string): Promise<{ trace: TraceData; views: StrategyView[] }> {
   const session = new AppSession({ version: 'test', host: 'web', samplesDir: '/nonexistent' })
   const open = session.openPath(path)
-  const opened = await session.settled(open.jobId)
+  const opened = await session.jobs.settled(open.jobId)
   if (opened.state !== 'done') throw new Error(`opening ${path}: ${JSON.stringify(opened)}`)
   const summary = session.jobResult(open.jobId)
   const trace = decodeTraceData(wire(session.traceData(summary.traceId)))
   const replay = session.startReplay({ traceId: summary.traceId, strategies })
-  const replayed = await session.settled(replay.jobId)
+  const replayed = await session.jobs.settled(replay.jobId)
   if (replayed.state !== 'done') throw new Error(`replaying ${path}: ${JSON.stringify(replayed)}`)
   return { trace, views: decodeReplay(wire(session.replayResult(replay.jobId))) }
 }

@@ -14,13 +14,6 @@ import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
 import { listedStrategies } from '../../src-shared/wire.ts'
 import { AppSession, DEFAULT_STRATEGIES } from '../../src-main/services/app-session.ts'
 
-interface HeldJob {
-  status: { state: string }
-  done: Promise<void>
-  result: unknown
-  page: string
-}
-
 /** An RMM log of `n` allocations of varied sizes, freed in waves, so pools grow, split and are reused. */
 function rmmLog(n: number): string {
   const lines = ['Thread,Time,Action,Pointer,Size,Stream']
@@ -48,7 +41,8 @@ describe('replays started ahead of the page', () => {
   after(() => rm(dir, { recursive: true, force: true }))
 
   const started = () => new AppSession({ version: 'test', host: 'web', samplesDir: dir, initialFile: file, allowedPaths: new Set([file]) })
-  const jobsOf = (s: AppSession) => (s as unknown as { jobs: Map<string, HeldJob> }).jobs
+  /** Jobs the session knows (its registry's count): a page's request that took a job started ahead adds none. */
+  const known = (s: AppSession) => s.jobs.counts().known
 
   /** The page's open of the initial file, taken from the prefetch: its summary. */
   async function opened(s: AppSession): Promise<TraceSummary> {
@@ -56,39 +50,34 @@ describe('replays started ahead of the page', () => {
     const info = await s.info()
     const { jobId } = s.openRecent(info.initialFile!, 'page-1')
     assert.equal(jobId, s.prefetchedJob)
-    const job = jobsOf(s).get(jobId)!
-    await job.done
-    assert.equal(job.status.state, 'done')
-    return job.result as TraceSummary
+    assert.equal((await s.jobs.settled(jobId)).state, 'done')
+    return s.jobResult(jobId)
   }
 
   it("gives the page the first map's replay, then the others' cut where it peaked, each started before the page asked", async () => {
     const s = started()
     const summary = await opened(s)
     assert.deepEqual(summary.stored, [], 'an RMM log records no layout')
-    const jobs = jobsOf(s)
-    const held = jobs.size
+    const held = known(s)
     const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
-    assert.equal(jobs.size, held, 'the page took the job started ahead')
-    const firstJob = jobs.get(first.jobId)!
-    assert.equal(firstJob.page, 'page-1', 'now the page’s: closing the page cancels it')
-    await firstJob.done
-    assert.equal(firstJob.status.state, 'done')
+    assert.equal(known(s), held, 'the page took the job started ahead')
+    assert.equal((await s.jobs.settled(first.jobId)).state, 'done')
     // The first map's preview says where it was cut: the event the page moves the playhead to.
     const preview = s.replayResult(first.jobId, undefined, true)
     const cut = listedStrategies(preview.meta)[0]!
     assert.ok(Number.isInteger(cut.previewAt), 'the first map was cut at its peak')
-    assert.equal(jobs.size, held + 1, 'the others are replaying ahead of the page')
+    assert.equal(known(s), held + 1, 'the others are replaying ahead of the page')
     const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
-    assert.equal(jobs.size, held + 1, 'the page took that job too')
-    const restJob = jobs.get(rest.jobId)!
-    await restJob.done
-    assert.equal(restJob.status.state, 'done')
+    assert.equal(known(s), held + 1, 'the page took that job too')
+    assert.equal((await s.jobs.settled(rest.jobId)).state, 'done')
     const names = listedStrategies(s.replayResult(rest.jobId).meta).map((l) => l.name)
     assert.equal(names.length, DEFAULT_STRATEGIES.split(',').length - 1, 'every default strategy after the first')
     // Taken once: the same request again is a replay of its own.
     s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
-    assert.equal(jobs.size, held + 2)
+    assert.equal(known(s), held + 2)
+    // Now the page's: closing the page ends both jobs it took, finished as they are.
+    s.closePage('page-1')
+    for (const jobId of [first.jobId, rest.jobId]) assert.equal(s.jobs.status(jobId).state, 'cancelled')
   })
 
   it("on a real PyTorch snapshot, cuts the recorded map at its peak and replays the others there, the page's request taking them", async () => {
@@ -97,20 +86,18 @@ describe('replays started ahead of the page', () => {
     const summary = await opened(s)
     assert.equal(summary.stored.length, 1, 'the recorded layout')
     assert.equal(summary.oom, undefined, 'no out-of-memory: the maps open at the peak')
-    const jobs = jobsOf(s)
-    const held = jobs.size
+    const held = known(s)
     const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
-    assert.equal(jobs.size, held, 'the page took the first job started ahead')
-    await jobs.get(first.jobId)!.done
+    assert.equal(known(s), held, 'the page took the first job started ahead')
+    await s.jobs.settled(first.jobId)
     const recorded = listedStrategies(s.replayResult(first.jobId, undefined, true).meta)
     assert.equal(recorded.length, 1)
     assert.ok(recorded[0]!.previewAt! > 0 && recorded[0]!.previewAt! < summary.events - 1, `the recorded map cut at its peak (${recorded[0]!.previewAt})`)
     // The page puts the playhead where that cut is and asks for the others there: started ahead.
-    assert.equal(jobs.size, held + 1, 'the others are replaying ahead of the page')
+    assert.equal(known(s), held + 1, 'the others are replaying ahead of the page')
     const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, recorded[0]!.previewAt!), 'page-1')
-    assert.equal(jobs.size, held + 1, 'the page took that job too')
-    await jobs.get(rest.jobId)!.done
-    assert.equal(jobs.get(rest.jobId)!.status.state, 'done')
+    assert.equal(known(s), held + 1, 'the page took that job too')
+    assert.equal((await s.jobs.settled(rest.jobId)).state, 'done')
     const cuts = listedStrategies(s.replayResult(rest.jobId, undefined, true).meta)
     assert.equal(cuts.length, DEFAULT_STRATEGIES.split(',').length, 'every default strategy')
     assert.ok(
@@ -123,20 +110,18 @@ describe('replays started ahead of the page', () => {
     const s = new AppSession({ version: 'test', host: 'electron', samplesDir: dir })
     s.prefetchPath(file)
     const prefetched = s.prefetchedJob
-    const jobs = jobsOf(s)
     const { jobId } = s.openPath(file, 'page-1')
     assert.equal(jobId, prefetched, "the page's open took the prefetched job")
-    await jobs.get(jobId)!.done
-    const summary = jobs.get(jobId)!.result as TraceSummary
-    const held = jobs.size
+    await s.jobs.settled(jobId)
+    const summary = s.jobResult(jobId)
+    const held = known(s)
     const first = s.startReplay(firstReplay(summary, DEFAULT_STRATEGIES), 'page-1')
-    assert.equal(jobs.size, held, 'the first map, replayed ahead')
-    await jobs.get(first.jobId)!.done
+    assert.equal(known(s), held, 'the first map, replayed ahead')
+    await s.jobs.settled(first.jobId)
     const cut = listedStrategies(s.replayResult(first.jobId, undefined, true).meta)[0]!
     const rest = s.startReplay(restReplay(summary, DEFAULT_STRATEGIES, cut.previewAt!), 'page-1')
-    assert.equal(jobs.size, held + 1, 'the others, replayed ahead')
-    await jobs.get(rest.jobId)!.done
-    assert.equal(jobs.get(rest.jobId)!.status.state, 'done')
+    assert.equal(known(s), held + 1, 'the others, replayed ahead')
+    assert.equal((await s.jobs.settled(rest.jobId)).state, 'done')
     // Another open of the file is one of its own.
     assert.notEqual(s.openPath(file, 'page-2').jobId, prefetched)
     assert.throws(() => s.prefetchPath(''), /path: a file path is needed/)
@@ -144,18 +129,20 @@ describe('replays started ahead of the page', () => {
 
   it('cancels what it started ahead when the page asks for another replay of the trace', async () => {
     const s = started()
+    const seen = new Map<string, string>()
+    s.jobs.subscribe((status) => seen.set(status.jobId, status.state))
     const summary = await opened(s)
-    const jobs = jobsOf(s)
-    const ahead = [...jobs.values()].filter((j) => j.status.state === 'running')
+    const ahead = [...seen].filter(([, state]) => state === 'running').map(([id]) => id)
     assert.equal(ahead.length, 1, "the first map's replay, started ahead")
     const own = s.startReplay({ ...firstReplay(summary, DEFAULT_STRATEGIES), cap: '64MiB' }, 'page-1')
-    assert.ok(!ahead.includes(jobs.get(own.jobId)!), 'a request under a cap is not the one started ahead')
-    await ahead[0]!.done
-    assert.equal(ahead[0]!.status.state, 'cancelled')
-    await jobs.get(own.jobId)!.done
-    assert.equal(jobs.get(own.jobId)!.status.state, 'done')
+    assert.notEqual(own.jobId, ahead[0], 'a request under a cap is not the one started ahead')
+    assert.equal((await s.jobs.settled(ahead[0]!)).state, 'cancelled')
+    assert.equal((await s.jobs.settled(own.jobId)).state, 'done')
     // Nothing more is started ahead for it: the cancelled first job cut nothing.
-    assert.equal([...jobs.values()].filter((j) => j.status.state === 'running').length, 0)
+    assert.deepEqual(
+      [...seen.values()].filter((state) => state === 'running' || state === 'queued'),
+      [],
+    )
   })
 
   it('keys a request by what the host reads from it, defaults filled in', () => {

@@ -31,7 +31,7 @@ const json = (r: Reply) => JSON.parse(r.body) as { ok: boolean; result?: any; er
 async function settle(host: WebHost, jobId: string): Promise<JobStatus> {
   for (;;) {
     const status = json(await post(host, 'job:status', JSON.stringify({ jobId }))).result as JobStatus
-    if (status.state !== 'running') return status
+    if (status.state !== 'running' && status.state !== 'queued') return status
     await new Promise((r) => setTimeout(r, 10))
   }
 }

@@ -29,7 +29,7 @@ async function settle(jobId: string, seen: JobStatus[] = []): Promise<JobStatus>
   for (;;) {
     const status = json(await post('job:status', { jobId, waitMs: 100 })).result as JobStatus
     seen.push(status)
-    if (status.state !== 'running') return status
+    if (status.state !== 'running' && status.state !== 'queued') return status
   }
 }
 

@@ -33,7 +33,7 @@ const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; resul
 async function settle(jobId: string): Promise<JobStatus> {
   for (;;) {
     const status = json(await post('job:status', JSON.stringify({ jobId, waitMs: 500 }))).result as JobStatus
-    if (status.state !== 'running') return status
+    if (status.state !== 'running' && status.state !== 'queued') return status
   }
 }
 

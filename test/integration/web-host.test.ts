@@ -57,7 +57,7 @@ const json = (r: Reply) => JSON.parse(r.body.toString('utf8')) as { ok: boolean;
 async function settle(host: WebHost, jobId: string): Promise<JobStatus> {
   for (;;) {
     const status = json(await api(host, 'job:status', { jobId })).result as JobStatus
-    if (status.state !== 'running') return status
+    if (status.state !== 'running' && status.state !== 'queued') return status
     await new Promise((r) => setTimeout(r, 20))
   }
 }
@@ -330,7 +330,7 @@ describe('recording in the session process (the desktop worker)', () => {
     if (info.recording.available) return t.skip('this machine has a GPU: the recording would run')
     if (info.workloads.length === 0) return t.skip('this build has no workloads (no CUDA)')
     const { jobId } = session.recordWorkload({ workload: 'inference', strategy: 'buddy', params: { requests: '3' } })
-    const status = await session.settled(jobId)
+    const status = await session.jobs.settled(jobId)
     assert.equal(status.state, 'failed')
     assert.match(status.error!.message, /recording needs an NVIDIA GPU and driver; import and replay work without one/)
   })

@@ -37,7 +37,11 @@ async function bytesOf(result: ArrayBuffer | BundleFile): Promise<ArrayBuffer> {
   return isBundleFile(result) ? takeBundleFile(result) : result
 }
 
-async function settle(client: WorkerClient, jobId: string, until: (s: JobStatus) => boolean = (s) => s.state !== 'running'): Promise<JobStatus> {
+async function settle(
+  client: WorkerClient,
+  jobId: string,
+  until: (s: JobStatus) => boolean = (s) => s.state !== 'running' && s.state !== 'queued',
+): Promise<JobStatus> {
   const deadline = Date.now() + 120_000
   for (;;) {
     const status = await client.call('job:status', { jobId })

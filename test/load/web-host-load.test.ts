@@ -64,7 +64,7 @@ const json = (r: Reply) => JSON.parse(r.body.toString('utf8')) as { ok: boolean;
 async function settle(agent: Agent, jobId: string): Promise<JobStatus> {
   for (;;) {
     const status = json(await post(agent, 'job:status', JSON.stringify({ jobId }))).result as JobStatus
-    if (status.state !== 'running') return status
+    if (status.state !== 'running' && status.state !== 'queued') return status
     await new Promise((r) => setTimeout(r, 10))
   }
 }
@@ -233,7 +233,7 @@ it(
       const done = async (jobId: string, page: string) => {
         for (;;) {
           const status = json(await call('job:status', JSON.stringify({ jobId, waitMs: 500 }), page)).result as JobStatus
-          if (status.state !== 'running') return status
+          if (status.state !== 'running' && status.state !== 'queued') return status
         }
       }
       const abortedUpload = () =>
@@ -297,6 +297,128 @@ it(
         await exited
       }
       await rm(uploadDir, { recursive: true, force: true })
+    }
+  },
+)
+
+// One job lifecycle under load against a real `vramscope serve` (loopback only): 4 pages each run
+// open / what-if / close cycles, most closing the trace while its what-if still runs, one in five
+// after it ended. The worker never restarts (the same process answers throughout, no crash is
+// logged), every closed trace's what-if reads cancelled, and memory stays flat.
+// VRAMSCOPE_LOAD_CYCLES sets how many cycles in all (default 40; npm run test:load: 1,000).
+const CYCLES = Number(process.env['VRAMSCOPE_LOAD_CYCLES'] ?? 40)
+const CYCLE_PAGES = 4
+/** The whole run's bound: every cycle, however slow the machine, well inside it. */
+const CYCLES_BUDGET_MS = 60_000 + CYCLES * 1_000
+
+it(
+  `vramscope serve: ${CYCLES} open / what-if / close cycles from ${CYCLE_PAGES} pages keep one worker, cancel every closed trace's what-if and leave memory flat`,
+  { timeout: CYCLES_BUDGET_MS + 60_000 },
+  async (t) => {
+    const child = spawn(process.execPath, [join(ROOT, 'bin', 'vramscope.mjs'), 'serve', '--json'], { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] })
+    let stderr = ''
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()))
+    const agent = new Agent({ keepAlive: true, maxSockets: CYCLE_PAGES * 2 })
+    try {
+      const served = await new Promise<{ url: string; port: number; token: string }>((resolve, reject) => {
+        createInterface({ input: child.stdout! }).once('line', (line) => resolve(JSON.parse(line)))
+        child.once('exit', (code) => reject(new Error(`vramscope serve exited ${code}:\n${stderr}`)))
+      })
+      assert.equal(new URL(served.url).hostname, '127.0.0.1', 'serve listens on loopback only')
+      const call = async (channel: string, arg: unknown, page: string) => {
+        const reply = await new Promise<Reply>((resolve, reject) => {
+          const req = request(
+            {
+              host: '127.0.0.1',
+              port: served.port,
+              method: 'POST',
+              path: `/api/${channel}`,
+              agent,
+              headers: { authorization: `Bearer ${served.token}`, 'x-vramscope-page': page, 'content-type': 'application/json' },
+            },
+            (res) => {
+              const chunks: Buffer[] = []
+              res.on('data', (c: Buffer) => chunks.push(c))
+              res.on('end', () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks) }))
+            },
+          )
+          req.on('error', reject)
+          req.end(arg === undefined ? '' : JSON.stringify(arg))
+        })
+        const body = json(reply)
+        assert.ok(body.ok, `${channel}: ${reply.status} ${JSON.stringify(body.error)}`)
+        return body.result
+      }
+      const settled = async (jobId: string, page: string): Promise<JobStatus> => {
+        for (;;) {
+          const status = (await call('job:status', { jobId, waitMs: 500 }, page)) as JobStatus
+          if (status.state !== 'running' && status.state !== 'queued') return status
+        }
+      }
+      // serve's worker processes: its children running the worker's entry (esbuild's service is another child).
+      const workers = () => {
+        try {
+          const children = readFileSync(`/proc/${child.pid}/task/${child.pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean).map(Number)
+          return children.filter((pid) => /worker\.(mjs|ts)/.test(readFileSync(`/proc/${pid}/cmdline`, 'utf8')))
+        } catch {
+          return []
+        }
+      }
+      let cycles = 0
+      const states: Record<string, number> = {}
+      const cycle = async (page: string, n: number) => {
+        const open = await call('trace:openSample', { name: 'convnet_varimg.pickle' }, page)
+        assert.equal((await settled(open.jobId, page)).state, 'done')
+        const { traceId } = await call('job:result', { jobId: open.jobId }, page)
+        const { jobId } = await call('whatif:start', { traceId, confs: ['recorded', 'expandable_segments:True', 'max_split_size_mb:128'] }, page)
+        // One cycle in five lets the lab finish; the others close the trace while it runs.
+        if (n % 5 === 4) assert.equal((await settled(jobId, page)).state, 'done')
+        assert.deepEqual(await call('trace:close', { traceId }, page), { closed: true })
+        const after = (await call('job:status', { jobId }, page)) as JobStatus
+        states[after.state] = (states[after.state] ?? 0) + 1
+        assert.equal(after.state, 'cancelled', `after its trace was closed: ${JSON.stringify(after)}`)
+        assert.equal((await call('job:cancel', { jobId }, page)).cancelled, false, 'a second cancel cancels nothing')
+        cycles++
+      }
+      const lane = async (lane: number, from: number, to: number) => {
+        for (let n = from + lane; n < to; n += CYCLE_PAGES) await cycle(`cycles-${lane}`, n)
+      }
+      const started = performance.now()
+      const warm = Math.min(CYCLES, Math.max(CYCLE_PAGES * 2, Math.round(CYCLES / 10)))
+      await Promise.all(Array.from({ length: CYCLE_PAGES }, (_, i) => lane(i, 0, warm)))
+      const worker = workers()
+      assert.equal(worker.length, 1, 'one worker process')
+      const warmRss = rssOf(child.pid!)
+      let peakRss = warmRss
+      const sampler = setInterval(() => (peakRss = Math.max(peakRss, rssOf(child.pid!))), 200)
+      let overrun: NodeJS.Timeout | undefined
+      try {
+        await Promise.race([
+          Promise.all(Array.from({ length: CYCLE_PAGES }, (_, i) => lane(i, warm, CYCLES))),
+          new Promise(
+            (_, reject) => (overrun = setTimeout(() => reject(new Error(`${cycles} of ${CYCLES} cycles in ${CYCLES_BUDGET_MS / 1000} s`)), CYCLES_BUDGET_MS)),
+          ),
+        ])
+      } finally {
+        clearInterval(sampler)
+        clearTimeout(overrun)
+      }
+      const endRss = rssOf(child.pid!)
+      const mb = (n: number) => `${(n / 1024 ** 2).toFixed(0)} MB`
+      t.diagnostic(
+        `${cycles} cycles in ${((performance.now() - started) / 1000).toFixed(1)} s from ${CYCLE_PAGES} pages (what-if after close: ${JSON.stringify(states)}); server RSS (with its worker) ${mb(warmRss)} after ${warm} cycles, ${mb(peakRss)} at peak, ${mb(endRss)} at the end`,
+      )
+      assert.equal(cycles, CYCLES)
+      assert.deepEqual(workers(), worker, 'the same worker process throughout: it never restarted')
+      assert.doesNotMatch(stderr, /worker process .*(exited|killed)/, 'no worker crash was logged')
+      assert.ok(endRss - warmRss < RSS_GROWTH_LIMIT, `RSS grew ${mb(endRss - warmRss)} (from ${mb(warmRss)} to ${mb(endRss)})`)
+    } finally {
+      agent.destroy()
+      if (child.exitCode === null) {
+        const exited = new Promise((r) => child.once('exit', r))
+        child.kill('SIGTERM')
+        await exited
+      }
     }
   },
 )
