@@ -92,6 +92,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
         notRanked: r.notRanked ?? null,
         replays: r.replays,
       })),
+      leftOut: result.leftOut,
       fidelity: result.fidelity ?? null,
       replays: result.replays,
       eventsReplayed: result.eventsReplayed,
@@ -138,6 +139,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
   lines.push(renderTable(header, table))
   lines.push('')
   for (const r of result.rows) if (r.notRanked) lines.push(`not ranked: ${r.label}: ${r.notRanked}`)
+  for (const r of result.leftOut) lines.push(`left out: ${r.label}: ${r.reason}`)
   lines.push(words.best)
   for (const note of words.notes) lines.push(note)
   const f = result.fidelity

@@ -18,12 +18,15 @@ import type { OpenedInput } from '../import/open-input.ts'
 import { buildModel, placementFor, recordedConf, startFor, withOomRequests } from '../replay/replay-input.ts'
 import { windowOpenState, type WindowOpen } from '../replay/initial-state.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
+import { sizedForTrace } from '../replay/sized-defaults.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
 export const DEFAULT_DEVICE_BYTES = 85_017_493_504
 /** The smallest-limit search stops when the bracket is this narrow, relative to its top. */
 const SEARCH_TOLERANCE = 0.01
+/** Steps of a quarter the search takes above a top that does not fit before it tries the whole device. */
+const GROWTH_STEPS = 4
 
 export interface WhatifOptions {
   /** PYTORCH_ALLOC_CONF strings ('recorded': the trace's own settings). None: the grid. */
@@ -65,7 +68,13 @@ export type WhatifRow = Omit<WhatifReportRow, 'replay' | 'fragmentationAtPeak'> 
 export type WhatifFidelity = NonNullable<WhatifReport['fidelity']>
 export type ImpliedLimit = NonNullable<WhatifReport['implied']>
 
-export type WhatifResult = Omit<WhatifReport, 'rows'> & { rows: WhatifRow[]; eventsReplayed: number; eventsPerSecondPerCore: number }
+export type WhatifResult = Omit<WhatifReport, 'rows'> & {
+  rows: WhatifRow[]
+  /** Strategy rows the trace's sizes leave out, each with its reason. */
+  leftOut: LeftOutRow[]
+  eventsReplayed: number
+  eventsPerSecondPerCore: number
+}
 
 /** A bad argument of the lab: `argument` names it (--conf, --cap), and the message starts with it. */
 export class WhatifError extends Error {
@@ -171,25 +180,45 @@ export const GRID_CONFS: readonly string[] = [
   'backend:cudaMallocAsync',
 ]
 
-/** Further rows: vramscope's other strategies, which PyTorch cannot be told to use, sized from the trace. */
-function strategyRows(peakRequested: number): Config[] {
-  let pool = 1
-  while (pool < peakRequested * 2) pool *= 2
+/** A strategy row the trace's sizes leave out, and why (sized-defaults.ts). */
+export interface LeftOutRow {
+  strategy: string
+  label: string
+  reason: string
+}
+
+/**
+ * Further rows: vramscope's other strategies, which PyTorch cannot be told to use, sized from the
+ * trace by the one rule the app and the CLI use (sizedForTrace). A row no size holds is left out
+ * with its reason, never failing the run.
+ */
+function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOutRow[] } {
   const rows: [string, Record<string, string>, string][] = [
     ['cuda_malloc', {}, 'cudaMalloc per request (PYTORCH_NO_CUDA_MEMORY_CACHING=1)'],
     ['vmm_growable', {}, 'one growing virtual-memory region'],
-    ['buddy', { pool_size: String(Math.max(pool, 1 << 30)) }, 'buddy allocator'],
+    ['buddy', {}, 'buddy allocator'],
     ['caching', { preset: 'pow2' }, 'caching, power-of-two classes'],
   ]
-  return rows.map(([strategy, params, label]) => ({
-    conf: strategySpecText(strategy, params),
-    kind: 'strategy',
-    label,
-    strategy,
-    params,
-    notModelled: [],
-    ...(strategy === 'cuda_malloc' && { line: 'PYTORCH_NO_CUDA_MEMORY_CACHING=1' }),
-  }))
+  const configs: Config[] = []
+  const leftOut: LeftOutRow[] = []
+  for (const [strategy, written, label] of rows) {
+    const sizing = sizedForTrace({ label, strategy, params: written }, trace)
+    if (sizing.unsized !== undefined) {
+      leftOut.push({ strategy, label, reason: sizing.unsized })
+      continue
+    }
+    const params = sizing.spec.params
+    configs.push({
+      conf: strategySpecText(strategy, params),
+      kind: 'strategy',
+      label,
+      strategy,
+      params,
+      notModelled: [],
+      ...(strategy === 'cuda_malloc' && { line: 'PYTORCH_NO_CUDA_MEMORY_CACHING=1' }),
+    })
+  }
+  return { configs, leftOut }
 }
 
 /** Why a strategy row stands beside the ranking rather than in it. */
@@ -361,17 +390,22 @@ async function evaluate(
       counted(config.label)
       return r.summary.failures === 0
     }
+    // A few steps of a quarter up (each at least 2 MiB, so a top of 0 B moves), then the whole
+    // device: at most GROWTH_STEPS + 1 probes to bracket, and the halving below then takes at most
+    // log2(1 / SEARCH_TOLERANCE) + 1 more, since the bracket is never wider than its top. Bounded at
+    // any size up to 2^53, each probe one replay.
+    let growth = 0
     while (!(await fits(hi))) {
       lo = hi
       if (hi >= deviceBytes) {
         hi = -1
         break
       }
-      hi = Math.min(deviceBytes, Math.ceil(hi * 1.25))
+      hi = ++growth < GROWTH_STEPS ? Math.min(deviceBytes, Math.max(Math.ceil(hi * 1.25), hi + (2 << 20))) : deviceBytes
     }
     if (hi > 0) {
       while (hi - lo > Math.max(SEARCH_TOLERANCE * hi, 2 << 20)) {
-        const mid = Math.floor((lo + hi) / 2)
+        const mid = lo + Math.floor((hi - lo) / 2)
         if (await fits(mid)) hi = mid
         else lo = mid
       }
@@ -520,6 +554,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   const { trace, ooms } = withOomRequests(input.trace)
 
   const configs: Config[] = []
+  const leftOut: LeftOutRow[] = []
   const seen = new Set<string>()
   const add = (c: Config): void => {
     const key = c.kind === 'strategy' ? `${c.strategy}|${JSON.stringify(c.params)}` : c.conf
@@ -539,18 +574,11 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     if (recordedText !== undefined) add(pytorchConfig(recordedText, 'recorded', deviceBytes))
     for (const text of GRID_CONFS) add(pytorchConfig(text, 'pytorch', deviceBytes))
     if (options.strategies !== false) {
-      let peakRequested = 0
-      let live = 0
-      const sizes = new Map<number, number>()
-      const e = trace.events
-      for (let i = 0; i < e.kind.length; i++) {
-        if (e.kind[i] === EventKind.alloc) {
-          sizes.set(e.id[i]!, e.size[i]!)
-          live += e.size[i]!
-          if (live > peakRequested) peakRequested = live
-        } else if (e.kind[i] === EventKind.free) live -= sizes.get(e.id[i]!) ?? 0
-      }
-      for (const c of strategyRows(peakRequested)) add(c)
+      // Sized from the recorded requests: a recorded out-of-memory's request is not one a pool
+      // must hold (each row fails it, or shows that it would have fitted).
+      const strategies = strategyRows(input.trace)
+      for (const c of strategies.configs) add(c)
+      leftOut.push(...strategies.leftOut)
     }
   }
 
@@ -609,6 +637,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     device,
     endsAtOom: endsAtOom(input.trace),
     rows,
+    leftOut,
     ...(fidelity && { fidelity }),
     elapsedMs,
     replays: runner.replays,

@@ -1,0 +1,84 @@
+// The what-if grid's strategy rows are sized by the one rule the app and the CLI use
+// (sized-defaults.ts), and a row no size holds is left out with its reason: the grid never fails
+// as a whole on a trace's sizes, up to 2^53 - 1 B. Real addon, real replays.
+import assert from 'node:assert/strict'
+import { join } from 'node:path'
+import { describe, it } from 'node:test'
+
+import { openInput } from '../../../../src-main/services/import/open-input.ts'
+import { sizedForTrace } from '../../../../src-main/services/replay/sized-defaults.ts'
+import { allocateEvents, EventKind, type RequestTrace } from '../../../../src-main/services/trace/model.ts'
+import { runWhatif } from '../../../../src-main/services/whatif/whatif.ts'
+
+const MiB = 2 ** 20
+const HUGE = 2 ** 53 - 1
+
+/** A request trace built in code: [kind, id, size] rows on stream 0, one a microsecond. */
+function traceOf(rows: [kind: number, id: number, size: number][]): RequestTrace {
+  const events = allocateEvents(rows.length)
+  rows.forEach(([kind, id, size], i) => {
+    events.kind[i] = kind
+    events.id[i] = id
+    events.size[i] = size
+    events.time[i] = i * 1000
+    events.stack[i] = -1
+    events.tag[i] = -1
+  })
+  return {
+    meta: { source: 'synthetic', origin: 'test', warnings: [], properties: {} },
+    events,
+    tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+  } as unknown as RequestTrace
+}
+
+/** A few hundred requests of 1 to 64 MiB, half of them freed as they go. */
+function ordinaryRows(): [number, number, number][] {
+  const rows: [number, number, number][] = []
+  for (let id = 0; id < 300; id++) {
+    rows.push([EventKind.alloc, id, (1 + ((id * 37) % 64)) * MiB])
+    if (id % 2 === 1) rows.push([EventKind.free, id - 1, 0])
+  }
+  return rows
+}
+
+const quick = { search: false, concurrency: 2 } as const
+
+describe('what-if grid: strategy rows sized by the one rule', () => {
+  it('sizes the buddy and vmm_growable rows of the grid as sizedForTrace does for the app and the CLI', async () => {
+    const input = await openInput(join(import.meta.dirname, '../../../fixtures/pytorch/synthetic.pickle'))
+    const result = await runWhatif(input, quick)
+    for (const strategy of ['buddy', 'vmm_growable']) {
+      const row = result.rows.find((r) => r.kind === 'strategy' && r.strategy === strategy)
+      assert.ok(row, `a ${strategy} row`)
+      const rule = sizedForTrace({ label: strategy, strategy, params: {} }, input.trace).spec.params
+      assert.deepEqual(row.params, rule, `${strategy}: the rule's sizes`)
+    }
+    assert.deepEqual(result.leftOut, [])
+  })
+
+  it('runs the whole grid on a trace whose recorded out-of-memory asked for 2^53 - 1 B', async () => {
+    const trace = traceOf([...ordinaryRows(), [EventKind.oom, 0, HUGE]])
+    const result = await runWhatif({ trace, strategies: [] }, quick)
+    const buddy = result.rows.find((r) => r.strategy === 'buddy')
+    assert.ok(buddy, 'the buddy row is there')
+    // Sized from the requests the program made: the out-of-memory's request fails in every row.
+    assert.deepEqual(buddy.params, sizedForTrace({ label: 'buddy', strategy: 'buddy', params: {} }, traceOf(ordinaryRows())).spec.params)
+    assert.ok(Number(buddy.params['pool_size']) < 2 ** 32)
+    for (const r of result.rows) assert.equal(r.oomReproduced, 1, `${r.label} fails the 2^53 - 1 B request`)
+    assert.deepEqual(result.leftOut, [])
+  })
+
+  it('leaves out, with the reason, the rows no pool can hold a 2^53 - 1 B block in, and runs the rest', async () => {
+    const trace = traceOf([...ordinaryRows(), [EventKind.alloc, 300, HUGE], [EventKind.free, 300, 0]])
+    const result = await runWhatif({ trace, strategies: [] }, quick)
+    const left = new Map(result.leftOut.map((r) => [r.strategy, r.reason]))
+    assert.match(left.get('buddy') ?? '', /largest request \(9007199254740991 B\).*2\^52/)
+    assert.match(left.get('vmm_growable') ?? '', /peak requested \(\d+ B\).*2\^52/)
+    assert.ok(!result.rows.some((r) => r.strategy === 'buddy' || r.strategy === 'vmm_growable'), 'left out of the rows')
+    assert.ok(
+      result.rows.some((r) => r.strategy === 'cuda_malloc'),
+      'the other rows ran',
+    )
+    assert.ok(result.rows.filter((r) => r.kind === 'pytorch').length >= 20)
+  })
+})
