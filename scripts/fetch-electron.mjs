@@ -26,7 +26,11 @@ const download = spawnSync(process.execPath, [installScript], {
   timeout: 10 * 60 * 1000,
 })
 if (download.status !== 0) {
-  const reason = (download.stderr || String(download.error ?? '')).trim().split('\n')[0]
+  // install.js prints a stack; its first line is the error. 'TypeError: fetch failed' (no route to
+  // the host) says it in words, naming the host it tried.
+  const first = (download.stderr || String(download.error ?? '')).trim().split('\n')[0] ?? ''
+  const host = process.env.ELECTRON_MIRROR || 'github.com'
+  const reason = /fetch failed/.test(first) ? `no connection to ${host}` : first.replace(/^(Type)?Error:\s*/, '')
   console.warn(
     `vramscope: the Electron binary could not be downloaded (${reason || 'no reason given'}).\n` +
       '  The install goes on: the native library and the tests work without it;\n' +

@@ -4,6 +4,7 @@
 // `vramscope serve`, and starts exactly that on the sample, so the README's first command always
 // shows the app: open the printed URL.
 import { spawn, spawnSync } from 'node:child_process'
+import { existsSync, readFileSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
@@ -12,18 +13,21 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..')
 const require = createRequire(import.meta.url)
 const SAMPLE = join('resources', 'samples', 'transformer_varseq.pickle')
 
+// Found the way electron's index.js finds it (path.txt names it under dist/), but never by
+// requiring that file: where the binary is missing, it starts a download whose failure (no route
+// to GitHub) prints a raw stack before anything this script can say. Downloading is the install
+// step's job (scripts/fetch-electron.mjs).
 function electronBinary() {
+  let dir
   try {
-    // electron's index.js returns the binary's path, and throws when the binary was never fetched.
-    return { path: require('electron') }
+    dir = dirname(require.resolve('electron/package.json'))
   } catch {
-    try {
-      require.resolve('electron/package.json')
-      return { missing: "Electron's binary was not downloaded" + (process.env.ELECTRON_SKIP_BINARY_DOWNLOAD ? ' (ELECTRON_SKIP_BINARY_DOWNLOAD is set)' : '') }
-    } catch {
-      return { missing: 'the electron package is not installed' }
-    }
+    return { missing: 'the electron package is not installed' }
   }
+  const pathFile = join(dir, 'path.txt')
+  const binary = existsSync(pathFile) ? join(process.env.ELECTRON_OVERRIDE_DIST_PATH ?? join(dir, 'dist'), readFileSync(pathFile, 'utf8').trim()) : undefined
+  if (binary !== undefined && existsSync(binary)) return { path: binary }
+  return { missing: "Electron's binary was not downloaded" + (process.env.ELECTRON_SKIP_BINARY_DOWNLOAD ? ' (ELECTRON_SKIP_BINARY_DOWNLOAD is set)' : '') }
 }
 
 function run(command, args) {
@@ -32,10 +36,20 @@ function run(command, args) {
   child.on('exit', (code, signal) => process.exit(code ?? (signal ? 0 : 1)))
 }
 
-// Files named after `--` are taken from where npm was run; options (--port, --host) go to serve.
-const args = process.argv.slice(2)
-const files = args.filter((a) => !a.startsWith('-')).map((f) => resolve(process.env.INIT_CWD ?? process.cwd(), f))
-const options = args.filter((a) => a.startsWith('-'))
+// Files named after `--` are taken from where npm was run; options (--port 8080, --host=...) go
+// to serve, each with its value.
+const VALUE_OPTIONS = new Set(['--port', '--host', '-p'])
+const files = []
+const options = []
+const args = process.argv.slice(2).filter((a) => a !== '--')
+for (let i = 0; i < args.length; i++) {
+  const a = args[i]
+  if (!a.startsWith('-')) files.push(resolve(process.env.INIT_CWD ?? process.cwd(), a))
+  else {
+    options.push(a)
+    if (VALUE_OPTIONS.has(a) && i + 1 < args.length) options.push(args[++i])
+  }
+}
 const electron = electronBinary()
 if (electron.path) {
   // out/ is rebuilt every time: a start never shows a stale app.
