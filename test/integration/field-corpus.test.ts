@@ -4,6 +4,7 @@
 // addresses, private pools, sizes up to 2^53 - 1 B) ends in bounded time and memory with the
 // figures its generator knows exactly. Shapes run two at a time (this machine has two cores).
 import assert from 'node:assert/strict'
+import { execFileSync } from 'node:child_process'
 import { mkdtemp, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -74,6 +75,34 @@ function assertInfo(info: any, f: ShapeFigures, what: string): void {
 
 /** The cap for a shape's replays: none, or for sizes past any GPU, the device the file implies. */
 const capFor = (f: ShapeFigures): string[] => (HUGE.has(f.shape) ? ['--cap', String(f.peakReserved + (f.oomDeviceFree ?? 0))] : [])
+
+function hasPython(): boolean {
+  try {
+    execFileSync('python3', ['--version'], { stdio: 'ignore' })
+    return true
+  } catch {
+    return false
+  }
+}
+
+// Python's own unpickler reads each pickle the generator writes as the same snapshot as its JSON
+// (tuples as lists): the corpus is made of pickles as torch writes them, not of what our reader accepts.
+it('the corpus pickles are what Python unpickles to the JSON snapshots', { skip: !hasPython() && 'python3 is needed' }, () => {
+  const pairs = [...figures.values()].filter((f) => f.files.pickle && f.files.json).map((f) => [f.files.pickle!, f.files.json!])
+  assert.ok(pairs.length >= 8, `${pairs.length} shapes in both forms`)
+  const script = [
+    'import json, pickle, sys',
+    'def plain(x):',
+    '    if isinstance(x, (list, tuple)): return [plain(i) for i in x]',
+    '    if isinstance(x, dict): return {k: plain(v) for k, v in x.items()}',
+    '    return x',
+    'pairs = json.loads(sys.argv[1])',
+    'bad = [p for p, j in pairs if plain(pickle.load(open(p, "rb"))) != json.load(open(j))]',
+    'print(json.dumps(bad))',
+  ].join('\n')
+  const differing = JSON.parse(execFileSync('python3', ['-c', script, JSON.stringify(pairs)], { encoding: 'utf8', timeout: COMMAND_MS })) as string[]
+  assert.deepEqual(differing, [], 'pickles Python reads differently from their JSON')
+})
 
 describe('the field corpus through the CLI', { concurrency: 2 }, () => {
   for (const shape of Object.keys(SHAPES)) {
