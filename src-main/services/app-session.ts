@@ -519,12 +519,6 @@ export class AppSession {
     return { closed }
   }
 
-  /** Ends the session: every trace closed and every job cancelled (the host is going away). */
-  close(reason = 'the session was closed'): void {
-    for (const id of [...this.traces.keys()]) this.closeTrace(id, reason)
-    this.jobs.close(reason)
-  }
-
   /** Closes every page not heard from for `idleMs` (a browser tab closed without saying so). */
   closeIdlePages(idleMs: number): void {
     const now = Date.now()

@@ -220,13 +220,6 @@ export class JobRegistry {
     return changed
   }
 
-  /** Ends every job: the session is going away. */
-  close(reason = 'the session was closed'): void {
-    for (const job of this.jobs.values())
-      if (isLive(job.status)) this.stop(job, reason)
-      else if (job.status.state === 'done') this.tombstone(job, reason)
-  }
-
   /** Hands a job to `page` (a prefetched open, a replay started ahead); false if it has ended other than done. */
   handTo(jobId: string, page: string): boolean {
     const job = this.jobs.get(jobId)

@@ -221,13 +221,17 @@ export class WorkerClient {
       '. Open the trace again: the next request starts a fresh worker.'
     const error = new WorkerExitedError(worker.closing ? `the worker process${pid} was closed` : message, exit)
     this.ended.set(worker.generation, error)
+    const cancelled = { code: 'CANCELLED', message: `cancelled: ${error.message}` }
     for (const job of running) {
       // Closed on purpose (the host is going away), its jobs were cancelled; a crash failed them.
       job.status = worker.closing
-        ? { ...job.status, state: 'cancelled', error: { code: 'CANCELLED', message: `cancelled: ${error.message}` } }
+        ? { ...job.status, state: 'cancelled', error: cancelled }
         : { ...job.status, state: 'failed', error: { code: error.code, message: error.message } }
       job.settle()
     }
+    // A finished job's result went with the worker: it is no longer done.
+    for (const job of this.jobs.values())
+      if (job.generation === worker.generation && job.status.state === 'done') job.status = { ...job.status, state: 'cancelled', error: cancelled }
     for (const pending of worker.pending.values()) pending.reject(error)
     worker.pending.clear()
     if (!worker.closing) this.options.onCrash?.(error)

@@ -194,6 +194,26 @@ describe('one job lifecycle in the web host', () => {
     await call('job:cancel', { jobId: fresh }, 'many-0')
   })
 
+  it('a job of a worker closed on purpose (the host going away) reads cancelled', async () => {
+    const own = workerSession({ version: 'test', host: 'web', samplesDir: join(ROOT, 'resources', 'samples'), allowedPaths: new Set() })
+    try {
+      const { jobId: openJob } = await own.client.call('trace:openSample', { name: SAMPLE }, 'p')
+      let opened = await own.client.call('job:status', { jobId: openJob }, 'p')
+      while (opened.state === 'running') opened = await own.client.call('job:status', { jobId: openJob, waitMs: 1000 }, 'p')
+      assert.equal(opened.state, 'done')
+      const { traceId } = await own.client.call('job:result', { jobId: openJob }, 'p')
+      const { jobId } = await own.client.call('whatif:start', { traceId }, 'p')
+      await own.close()
+      for (const id of [jobId, openJob]) {
+        const s = await own.client.call('job:status', { jobId: id }, 'p')
+        assert.equal(s.state, 'cancelled', JSON.stringify(s))
+        assert.match(s.error!.message, /^cancelled: the worker process \(pid \d+\) was closed$/)
+      }
+    } finally {
+      await own.close()
+    }
+  })
+
   it('a second cancel says the job was not running any more', async () => {
     const traceId = await open('canceller')
     const jobId = await whatif(traceId, 'canceller')

@@ -66,7 +66,6 @@ describe('job registry', () => {
       (e: ApiError) => e.code === 'BUSY' && /3 jobs waiting/.test(e.message),
     )
     assert.deepEqual(jobs.counts(), { queued: 3, running: 3, known: 6 })
-    jobs.close()
   })
 
   it('says a cancel once: a second cancel, or one of a finished job, cancels nothing and says why', async () => {
