@@ -81,6 +81,12 @@ export interface WhatifReport {
   /** The recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound. */
   endsAtOom: boolean
   rows: WhatifReportRow[]
+  /**
+   * A late or overflowed recording: the state its window opened on, and the rows (labels) that
+   * replayed from it: PyTorch configurations whose segments are of the recorded kind. The other
+   * rows started empty, with the blocks then live allocated at t = 0.
+   */
+  recordedState?: { segments: number; blocks: number; expandable: boolean; rows: string[] }
   /** The recorded settings replayed against the recorded layout. */
   fidelity?: {
     conf: string
@@ -153,13 +159,16 @@ function percent(r: number): string {
   return `${r > 0 ? '+' : ''}${(r * 100).toFixed(0)} %`
 }
 
-/** The report's recommendation and findings in words, the same on every side. */
 /** What the words read of a report: the host's result and the page's report both have it. */
 export type WordsOf = Pick<WhatifReport, 'endsAtOom' | 'limit' | 'deviceBytes' | 'device'> & {
   rows: readonly Pick<WhatifReportRow, 'rank' | 'failures' | 'smallestFittingBytes' | 'line' | 'label' | 'kind' | 'conf' | 'peakReserved'>[]
 }
 
-export function whatifWords(report: WordsOf, bytes: (n: number) => string): WhatifWords {
+/**
+ * The report's recommendation and findings in words, the same on every side; `deviceArgument`
+ * names where the device's memory is given (the CLI's --gpu, the app's field).
+ */
+export function whatifWords(report: WordsOf, bytes: (n: number) => string, deviceArgument = '--gpu'): WhatifWords {
   const atLeast = report.endsAtOom ? 'at least ' : ''
   const smallest = (row: Pick<WhatifReportRow, 'smallestFittingBytes'>): string =>
     row.smallestFittingBytes === null ? 'none' : `${atLeast}${bytes(row.smallestFittingBytes)}`
@@ -181,10 +190,10 @@ export function whatifWords(report: WordsOf, bytes: (n: number) => string): What
     d.source === 'option'
       ? `device: ${bytes(d.bytes)} (--gpu)`
       : d.source === 'oom'
-        ? `device: at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (the file names no GPU; --gpu sets it)`
+        ? `device: at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (the file names no GPU; ${deviceArgument} sets it)`
         : d.source === 'recorded-peak'
-          ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; --gpu sets it)`
-          : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; --gpu sets it)`
+          ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; ${deviceArgument} sets it)`
+          : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; ${deviceArgument} sets it)`
   const notes: string[] = []
   if (report.limit.bytes !== null && report.limit.bytes > report.deviceBytes)
     notes.push(`the ${bytes(report.limit.bytes)} limit is more than the device's ${bytes(report.deviceBytes)}: no row uses more than the device has`)
@@ -212,7 +221,10 @@ export function whatifWords(report: WordsOf, bytes: (n: number) => string): What
     const by = (a: number, b: number): string => (a === b ? 'the same as' : `${percent((a - b) / b)} against`)
     let text = `the recorded settings (${recorded.conf}) reserve ${bytes(recorded.peakReserved)} at the peak, ${by(recorded.peakReserved, defaults.peakReserved)} PyTorch's defaults (${bytes(defaults.peakReserved)})`
     if (recorded.smallestFittingBytes !== null && defaults.smallestFittingBytes !== null)
-      text += `; they fit in ${smallest(recorded)}, the defaults in ${smallest(defaults)}`
+      text +=
+        Math.abs(recorded.smallestFittingBytes - defaults.smallestFittingBytes) <= SEARCH_PRECISION * defaults.smallestFittingBytes
+          ? `; both fit in ${smallest(defaults)}`
+          : `; they fit in ${smallest(recorded)}, the defaults in ${smallest(defaults)}`
     if (recorded.failures !== defaults.failures) text += `; ${recorded.failures} failures against ${defaults.failures} under ${limitText}`
     notes.push(text)
   }

@@ -139,6 +139,15 @@ describe('the what-if panel in the browser', { skip }, () => {
     assert.match((await page.getByTestId('whatif-limit').textContent()) ?? '', /GiB \(implied by the recorded out-of-memory\)/)
     const recorded = page.locator('tbody tr[data-kind="recorded"]')
     assert.match((await recorded.locator('td').nth(7).textContent()) ?? '', /1 \(recorded OOM\)/)
+    // The CLI's words (src-shared/whatif-report.ts): every row fails under the implied limit, so no best, only more memory.
+    assert.match(
+      (await page.getByTestId('whatif-best').textContent()) ?? '',
+      /^best: none: every configuration fails under the [\d.]+ GiB limit, so no setting helps, only more memory/,
+    )
+    assert.match(
+      (await page.getByTestId('whatif-device').textContent()) ?? '',
+      /^at least [\d.]+ GiB, the free memory plus reserved at the recorded out-of-memory/,
+    )
     await page.screenshot({ path: join(OUTPUT, 'whatif-oom.png'), fullPage: true })
   })
 
