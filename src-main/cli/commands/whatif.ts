@@ -5,6 +5,7 @@
 // to paste. JSON byte counts are integers.
 import { confLine, shownValue } from '../../../src-shared/pytorch-conf.ts'
 import { whatifWords } from '../../../src-shared/whatif-report.ts'
+import { plural } from '../../../src-shared/compare.ts'
 import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
 import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
@@ -94,6 +95,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
       })),
       leftOut: result.leftOut,
       fidelity: result.fidelity ?? null,
+      recordedState: result.recordedState ?? null,
       replays: result.replays,
       eventsReplayed: result.eventsReplayed,
       elapsedMs: Math.round(result.elapsedMs),
@@ -142,6 +144,12 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
   for (const r of result.leftOut) lines.push(`left out: ${r.label}: ${r.reason}`)
   lines.push(words.best)
   for (const note of words.notes) lines.push(note)
+  const state = result.recordedState
+  if (state)
+    lines.push(
+      `recorded state: the recording began with ${plural(state.segments, state.expandable ? 'mapped range' : 'segment')} of ${state.expandable ? 'expandable segments' : 'memory'} in use (${plural(state.blocks, 'live block')}); ` +
+        `${state.rows.length === 0 ? 'no row' : plural(state.rows.length, 'row')} (PyTorch's policy ${state.expandable ? 'with' : 'without'} expandable segments) replayed from it, free space included; the others started empty, with the blocks allocated at t = 0`,
+    )
   const f = result.fidelity
   if (f)
     lines.push(

@@ -299,7 +299,7 @@ class Runner {
     private readonly trace: RequestTrace,
     private readonly stored: readonly StrategyResult[],
     private readonly deviceBytes: number,
-    private readonly open: WindowOpen = windowOpenState(trace, stored),
+    readonly open: WindowOpen = windowOpenState(trace, stored),
   ) {}
 
   async run(config: Config, o: RunOptions): Promise<ReplayResult> {
@@ -628,6 +628,16 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   ])
   rank(rows)
   const elapsedMs = performance.now() - started
+  const open = runner.open
+  const recordedState =
+    open.kind === 'state'
+      ? {
+          segments: open.open.segments,
+          blocks: open.open.blocks,
+          expandable: open.open.expandable,
+          rows: rows.filter((r) => startFor(open, { strategy: r.strategy, params: r.params, label: r.label })?.seeded).map((r) => r.label),
+        }
+      : undefined
   return {
     events: input.trace.events.kind.length,
     ...(recordedText !== undefined && { recordedConf: recordedText }),
@@ -638,6 +648,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     endsAtOom: endsAtOom(input.trace),
     rows,
     leftOut,
+    ...(recordedState && { recordedState }),
     ...(fidelity && { fidelity }),
     elapsedMs,
     replays: runner.replays,

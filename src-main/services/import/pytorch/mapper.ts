@@ -842,6 +842,9 @@ export class SnapshotMapper implements DecodedEventSink {
     const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
 
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
+    // The stand-ins for the window-open state come first: in the request events and in each layout.
+    const standInEvents = ordered.reduce((n, s) => n + s.synthEvents.length, 0)
+    const standInRows = ordered.map((s) => s.synthLayout.length)
     yield
     let events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
     events = keepTrims(events, partialReleases(plainSettings))
@@ -851,9 +854,6 @@ export class SnapshotMapper implements DecodedEventSink {
       yield
       // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
       // build); the first layout takes them, any other its own copy.
-    // The stand-ins for the window-open state come first: in the request events and in each layout.
-    const standInEvents = ordered.reduce((n, s) => n + s.synthEvents.length, 0)
-    const standInRows = ordered.map((s) => s.synthLayout.length)
       recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings, this.budget), ordered.length > 1))
     }
 
@@ -1007,18 +1007,6 @@ export class SnapshotMapper implements DecodedEventSink {
   /** Blocks and segments live at the snapshot that the trace never saw created (ring buffer overflow). */
   private addLiveAtSnapshot(s: DeviceState, segments: Dict[]): void {
     const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
-    for (const seg of segments) {
-      // A segment, or a blocks list, that the pickle shares is visited at each reference.
-      this.budget.spend(1, `segments (device ${s.device})`)
-      const address = field(seg, 'address')
-      const total = field(seg, 'total_size')
-      if (!isAmount(address) || !isAmount(total))
-        this.fail(
-          `a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`,
-          undefined,
-          `segments (device ${s.device})`,
-        )
-      const given = field(seg, 'stream')
     // Expandable segments' mappings first: the blocks below lie in them.
     const listedMaps: ListedMapping[] = []
     for (const seg of segments) {
@@ -1033,6 +1021,18 @@ export class SnapshotMapper implements DecodedEventSink {
         s.synthLayout.push(LayoutOp.map, m.address, m.size, m.size, m.stream, NaN, m.pool)
         s.overflow.synthesizedSegments++
       }
+    for (const seg of segments) {
+      // A segment, or a blocks list, that the pickle shares is visited at each reference.
+      this.budget.spend(1, `segments (device ${s.device})`)
+      const address = field(seg, 'address')
+      const total = field(seg, 'total_size')
+      if (!isAmount(address) || !isAmount(total))
+        this.fail(
+          `a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`,
+          undefined,
+          `segments (device ${s.device})`,
+        )
+      const given = field(seg, 'stream')
       if (unstorableStream(given))
         this.fail(`a segment's 'stream' must be a non-negative integer below 2^53, got ${describe(given)}`, undefined, `segments (device ${s.device})`, 'limit')
       const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
@@ -1148,20 +1148,6 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 }
 
-/** PyTorch's small-pool segment (kSmallBuffer), and an expandable segment's small-pool page. */
-const SMALL_SEGMENT = 2 * 1024 * 1024
-
-/** What of the recorded settings lets PyTorch release some cached segments to make room: garbage collection, max_split_size. */
-interface PartialReleases {
-  garbageCollection: boolean
-  /** max_split_size in bytes; 0 when unset. */
-  maxSplitSize: number
-}
-
-function partialReleases(settings: [string, unknown][]): PartialReleases {
-  const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
-  const split = value('max_split_size')
-  const gc = value('garbage_collection_threshold')
 /** A mapped range of an expandable segment: its pool's aux (1 small, 2 large, 0 unknown) and stream. */
 interface ListedMapping {
   address: number
@@ -1242,6 +1228,20 @@ export function mappedAtOpen(listed: readonly ListedMapping[], mapRows: readonly
   return out
 }
 
+/** PyTorch's small-pool segment (kSmallBuffer), and an expandable segment's small-pool page. */
+const SMALL_SEGMENT = 2 * 1024 * 1024
+
+/** What of the recorded settings lets PyTorch release some cached segments to make room: garbage collection, max_split_size. */
+interface PartialReleases {
+  garbageCollection: boolean
+  /** max_split_size in bytes; 0 when unset. */
+  maxSplitSize: number
+}
+
+function partialReleases(settings: [string, unknown][]): PartialReleases {
+  const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
+  const split = value('max_split_size')
+  const gc = value('garbage_collection_threshold')
   return { garbageCollection: typeof gc === 'number' && gc > 0, maxSplitSize: typeof split === 'number' && split > 0 ? split : 0 }
 }
 

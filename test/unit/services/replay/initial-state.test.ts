@@ -8,8 +8,8 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, test } from 'node:test'
 
+import { cutSnapshot, plainSnapshot } from '../../../../scripts/fixtures/cut-snapshot.ts'
 import { openInput } from '../../../../src-main/services/import/open-input.ts'
-import { PickleDict, unpickle } from '../../../../src-main/services/import/pytorch/pickle-reader.ts'
 import { RECORDED_LAYOUT_NAME, STAND_IN_ROWS } from '../../../../src-main/services/import/pytorch/types.ts'
 import { withLayoutMetrics } from '../../../../src-main/services/analysis/layout-metrics.ts'
 import { windowOpenState } from '../../../../src-main/services/replay/initial-state.ts'
@@ -22,31 +22,16 @@ const fixtures = join(import.meta.dirname, '../../../fixtures/pytorch')
 const dir = mkdtempSync(join(tmpdir(), 'vramscope-initial-state-'))
 after(() => rmSync(dir, { recursive: true, force: true }))
 
-/** A snapshot as plain JSON data (the importer reads JSON snapshots as it reads pickles). */
-function plain(v: unknown): unknown {
-  if (v instanceof PickleDict) {
-    const o: Record<string, unknown> = {}
-    for (const [k, x] of v.entries()) o[String(k)] = plain(x)
-    return o
-  }
-  if (Array.isArray(v)) return v.map(plain)
-  if (typeof v === 'bigint') return Number(v)
-  return v
-}
-
-interface Snapshot {
-  device_traces: unknown[][]
-  [key: string]: unknown
-}
+type Snapshot = ReturnType<typeof plainSnapshot>
 
 function load(name: string): Snapshot {
-  return plain(unpickle(readFileSync(join(fixtures, name)))) as Snapshot
+  return plainSnapshot(readFileSync(join(fixtures, name)))
 }
 
 /** The snapshot with its first `k` trace entries dropped, as a full ring buffer drops them; the final segments stay. */
 function cut(snapshot: Snapshot, k: number, name: string): string {
   const path = join(dir, name)
-  writeFileSync(path, JSON.stringify({ ...snapshot, device_traces: [snapshot.device_traces[0]!.slice(k)] }))
+  writeFileSync(path, cutSnapshot(snapshot, k))
   return path
 }
 
