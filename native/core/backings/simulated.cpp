@@ -313,6 +313,9 @@ constexpr std::size_t async_block_rounding = 512;
 }
 
 address_t simulated_backing::allocate_async(std::size_t bytes, stream_t) {
+  // Past the device's memory nothing fits (and rounding near 2^64 would wrap).
+  if (bytes > options_.capacity)
+    throw out_of_memory(bytes, available(), "simulated device (cudaMallocAsync)");
   const std::size_t need = align_up(bytes == 0 ? 1 : bytes, async_block_rounding);
   address_t a = 0;
   // First fit: the lowest free range inside the chunks that holds the block.

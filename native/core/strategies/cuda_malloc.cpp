@@ -32,6 +32,8 @@ class cuda_malloc_strategy final : public allocator {
   // Invariant: regions_ holds exactly the live (and pending) blocks; reserved == their sum.
   allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t&) override {
     const std::size_t rounded = align_up(bytes, rounding_);
+    if (VRAMSCOPE_UNLIKELY(rounded < bytes))  // within `rounding` of 2^64: no region that large
+      fail(bytes, 0, "request too large for a region");
     address_t a;
     try {
       a = obtain_region(rounded);

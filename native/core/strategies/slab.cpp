@@ -226,6 +226,8 @@ class slab_allocator final : public allocator {
             " (large=fail)")
                .c_str());
     std::size_t rounded = align_up(bytes, large_alignment);
+    if (VRAMSCOPE_UNLIKELY(rounded < bytes))  // within 512 B of 2^64: no region that large
+      fail(bytes, 0, "request too large for a dedicated region");
     address_t a = obtain_or_fail(rounded, large_kind(), bytes, "no memory for a dedicated region");
     large_.emplace(a, rounded);
     cookie = large_cookie;

@@ -129,6 +129,31 @@ TEST("the largest request of the configuration succeeds; one beyond the device f
   });
 }
 
+TEST("requests of 2^40 B to 2^64 - 1 B fail at once with out_of_memory, the state intact") {
+  // Sizes far past the device: no strategy or backing may loop or size anything by them.
+  each_config([](const suite_config& c) {
+    fixture f(c);
+    void* p = f.allocate(std::min<std::size_t>(c.max_request, 1000));
+    REQUIRE(p != nullptr);
+    auto before = f.alloc->stats();
+    auto layout = snapshot(*f.alloc);
+    int failed = 0;
+    for (std::size_t n : {std::size_t{1} << 40, std::size_t{1} << 50, (std::size_t{1} << 53) - 1,
+                          std::size_t{1} << 53, ~std::size_t{0} - 255, ~std::size_t{0}}) {
+      try {
+        f.alloc->allocate(n);
+      } catch (const out_of_memory&) {
+        ++failed;
+      }
+    }
+    CHECK_EQ(failed, 6);
+    CHECK(same_stats_except_failures(before, f.alloc->stats()));
+    CHECK(same_layout(layout, snapshot(*f.alloc)));
+    f.deallocate(p);
+    CHECK_INVARIANTS(f);
+  });
+}
+
 TEST("exhaustion raises out_of_memory with requested and available, state intact, and recovers") {
   each_config([](const suite_config& c) {
     fixture f(c);
