@@ -36,7 +36,7 @@ import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
-import { placementFor, replaySent, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
+import { placementFor, replayServingOoms, replaySent, servesOomRequests, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
 import { windowOpenState } from './replay/initial-state.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
@@ -612,7 +612,9 @@ export class AppSession {
         const results =
           targets.length === 0
             ? []
-            : await replayTrace(input.trace, targets, {
+            : // Under a limit (a cap, a what-if row's max_reserved) a recorded out-of-memory is served
+              // as its request, as the lab served it: the compare view fails where the row failed.
+              await (servesOomRequests(input.trace, targets, cap) > 0 ? replayServingOoms : replayTrace)(input.trace, targets, {
                 ...(cap !== undefined && { cap }),
                 layout: true,
                 // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.

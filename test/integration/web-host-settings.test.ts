@@ -2,13 +2,15 @@
 // session in a worker process): a snapshot whose allocator_settings PyTorch would refuse opens and
 // runs the lab (never 500 INTERNAL), its report ranked without the bad item; configurations that
 // would fail later (a number past 2^53, a fraction that leaves 0 B) are refused at whatif:start,
-// naming the configuration.
+// naming the configuration; a what-if row opened through replay:start (the compare view) keeps its
+// limit and fails where the row failed, the recorded out-of-memory served as its request.
 import assert from 'node:assert/strict'
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
+import { decodeBundle } from '../../src-shared/bundle.ts'
 import type { JobStatus } from '../../src-shared/contract.ts'
 import type { WhatifReport } from '../../src-shared/whatif-report.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
@@ -64,6 +66,26 @@ describe('recorded settings and the lab over the web host', () => {
     const report = json(await post('whatif:result', { jobId: json(started).result.jobId })).result as WhatifReport
     assert.equal(report.recordedConf, 'garbage_collection_threshold:0.6')
     assert.ok(report.rows.some((r) => r.kind === 'recorded' && r.rank > 0))
+  })
+
+  it("replays a what-if row under its limit with the row's failures: the recorded out-of-memory served as its request", async () => {
+    const started = await post('whatif:start', { traceId, confs: ['', 'expandable_segments:True'] })
+    assert.equal((await settle(json(started).result.jobId)).state, 'done')
+    const report = json(await post('whatif:result', { jobId: json(started).result.jobId })).result as WhatifReport
+    assert.equal(report.limit.source, 'implied')
+    for (const row of report.rows) {
+      assert.ok(row.failures > 0, `${row.label} fails under the implied limit`)
+      const replay = json(await post('replay:start', { traceId, strategies: row.replay.strategies, labels: [row.replay.label], recordedSettings: false }))
+      assert.equal((await settle(replay.result.jobId)).state, 'done')
+      const bundle = await postApi(host, 'replay:result', JSON.stringify({ jobId: replay.result.jobId }), { 'x-vramscope-page': 'page-1' }, 'latin1')
+      const bytes = Buffer.from(bundle.body, 'latin1')
+      const meta = decodeBundle(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)).meta as {
+        strategies: { name: string; summary: Record<string, number> }[]
+      }
+      const replayed = meta.strategies.find((s) => s.name === row.replay.label)!
+      assert.equal(replayed.summary['failures'], row.failures, `${row.label}: ${JSON.stringify(replayed.summary)}`)
+      assert.equal(replayed.summary['firstFailureEvent'], row.firstFailureEvent)
+    }
   })
 
   it('refuses at whatif:start a number past 2^53 and a fraction that leaves 0 B, naming the configuration', async () => {

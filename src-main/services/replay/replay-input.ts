@@ -211,26 +211,105 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     }
     return target
   })
-  // Under a cap the question is whether the program's requests fit, the one that failed when it
-  // was recorded included: each recorded out-of-memory replays as its request, as in the what-if
-  // lab. Without one, it stays the recorded failure it was.
-  const served = options.cap !== undefined ? withOomRequests(input.trace) : { trace: input.trace, ooms: [] }
-  const replayed = await replayTrace(served.trace, targets, {
+  const replayOptions = {
     ...(options.cap !== undefined && { cap: options.cap }),
     layout: options.layout ?? false,
     ...(options.resetAtMarkers !== undefined && { resetAtMarkers: options.resetAtMarkers }),
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
-  })
+  }
+  const serving = servesOomRequests(input.trace, targets, options.cap)
+  const replayed = serving > 0 ? await replayServingOoms(input.trace, targets, replayOptions) : await replayTrace(input.trace, targets, replayOptions)
   return {
-    results: replayed.map((r) => toStrategyResult(r, served.trace)),
+    results: replayed.map((r) => toStrategyResult(r, input.trace)),
     placed,
     recordedSettings,
     sized,
     start,
-    oomRequests: served.ooms.length,
+    oomRequests: serving,
     replays: replayed,
   }
+}
+
+/**
+ * How many recorded out-of-memories a replay serves as requests: all of them under a limit (a
+ * cap, or a target's max_reserved, as a what-if row's replay carries it), where the question is
+ * whether the program's requests fit, the one that failed when it was recorded included, as in
+ * the what-if lab; none without one, where each stays the recorded failure it was.
+ */
+export function servesOomRequests(trace: RequestTrace, targets: readonly Pick<ReplayTarget, 'params'>[], cap: number | string | undefined): number {
+  if (cap === undefined && !targets.some((t) => t.params?.['max_reserved'] !== undefined && t.params['max_reserved'] !== '0')) return 0
+  let count = 0
+  const kind = trace.events.kind
+  for (let i = 0; i < kind.length; i++) if (kind[i] === EventKind.oom) count++
+  return count
+}
+
+/** Index k of the served trace (withOomRequests: `allocs` the served requests' allocs, ascending) on the trace's own events: a request's alloc and free both stand at its out-of-memory. */
+function onOwnEvents(k: number, allocs: readonly number[]): number {
+  // Served frees at or before k: each is one event the trace does not have.
+  let lo = 0
+  let hi = allocs.length
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1
+    if (allocs[mid]! + 1 <= k) lo = mid + 1
+    else hi = mid
+  }
+  return k - lo
+}
+
+/**
+ * replayTrace with each recorded out-of-memory served as its request (withOomRequests), and the
+ * results' event indices (layout events, bucket ends, first failures, the preview's cut) put back
+ * on the trace's own events, so that a page draws them on the trace it has and the CLI's series
+ * are the trace's: the request stands at its out-of-memory event.
+ */
+export async function replayServingOoms(
+  trace: RequestTrace,
+  targets: readonly ReplayTarget[],
+  options: Parameters<typeof replayTrace>[2] = {},
+): Promise<ReplayResult[]> {
+  const served = withOomRequests(trace)
+  const allocs = served.ooms
+  if (allocs.length === 0) return replayTrace(trace, targets, options)
+  const own = (k: number): number => onOwnEvents(k, allocs)
+  // A cut asked at a trace event is made on the served trace at that event's place (an
+  // out-of-memory's: its request, allocated).
+  let previewAt = options.previewAt
+  if (typeof previewAt === 'number') {
+    let before = 0
+    while (before < allocs.length && allocs[before]! - before < previewAt) before++
+    previewAt += before
+  }
+  const results = await replayTrace(served.trace, targets, { ...options, ...(previewAt !== undefined && { previewAt }) })
+  const n = trace.events.kind.length
+  for (const r of results) {
+    const event = r.layout.event
+    for (let j = 0; j < event.length; j++) event[j] = own(event[j]!)
+    // A bucket's end is exclusive: the events before it on the served trace, on the trace's own.
+    const end = r.buckets.end
+    for (let j = 0; j < end.length; j++) end[j] = Math.min(n, own(Math.max(0, end[j]! - 1)) + 1)
+    const failures = r.summary.firstFailures
+    for (let j = 0; j < failures.length; j++) failures[j] = own(failures[j]!)
+    r.summary.recordedFailures = allocs.length
+    if (r.preview) r.preview.event = own(r.preview.event)
+    if (r.full) {
+      // One value per trace event: an out-of-memory's is its served request's, allocated.
+      const full = r.full
+      const at = new Uint32Array(n)
+      for (let i = 0, m = 0; i < n; i++) {
+        while (m < allocs.length && allocs[m]! - m < i) m++
+        at[i] = i + m
+      }
+      for (const key of ['requested', 'rounded', 'reserved', 'deviceCalls'] as const) {
+        const series = full[key]
+        const out = new Float64Array(n)
+        for (let i = 0; i < n; i++) out[i] = series[at[i]!]!
+        full[key] = out
+      }
+    }
+  }
+  return results
 }
 
 /** The trace with each out-of-memory replaced by its request: an alloc of a new id, freed at once. */
