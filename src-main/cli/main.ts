@@ -72,6 +72,10 @@ function buildProgram(io: Io): Command {
     .option('--cap <size>', 'device memory cap such as 24GiB: requests that do not fit fail and are counted')
     .option('-o, --output <out>', 'save the trace with every result (layout, metrics, summary) as a .vramscope file')
     .addOption(placement())
+    .option(
+      '--no-recorded-state',
+      'on a late or overflowed recording, start PyTorch-policy strategies empty, with the blocks live when recording began allocated at t = 0, not from the segments as they stood then',
+    )
     .addOption(resets())
     .option('--json', 'machine-readable output on stdout')
     .action((file: string, options) => replayCommand(io, file, options))

@@ -38,6 +38,8 @@ export interface ReplayingOptions extends CommonOptions {
   conf?: string[]
   cap?: string
   recordedPlacement: boolean
+  /** false: PyTorch-policy strategies of a late recording start empty, not from its recorded state (replay's --no-recorded-state). */
+  recordedState?: boolean
   resetAtMarkers: boolean
 }
 
@@ -185,6 +187,7 @@ async function replayWithProgress(
       ...(cap !== undefined && { cap }),
       layout: keepLayout,
       recordedPlacement: options.recordedPlacement,
+      ...(options.recordedState === false && { recordedState: false }),
       resetAtMarkers: options.resetAtMarkers,
       // Several strategies replay side by side: one bar over all their events.
       onProgress: (p) =>

@@ -231,3 +231,38 @@ describe('vramscope replay', () => {
     )
   })
 })
+
+describe('vramscope replay of an overflowed recording', () => {
+  const file = fixture('pytorch/mlp_varbatch_overflowed.pickle')
+
+  it('starts the PyTorch policy from the recorded state, says so, and reaches the recorded peak and segments', async () => {
+    const run = await vramscope(['replay', file, '-s', 'caching:preset=pytorch,slab'])
+    assert.equal(run.code, 0, shown(run))
+    const text = run.stdout
+    assert.match(
+      text,
+      /caching \(pytorch\): started from the recorded state when recording began: 16 segments with 36 live blocks and the free space between them/,
+    )
+    assert.match(
+      text,
+      /slab: started empty, with the blocks live when recording began allocated at t = 0 \(only the PyTorch policy replays from the recorded segments\)/,
+    )
+    const result = await vramscopeJson<ReplayJson & { start: { label: string; seeded: boolean }[] }>(['replay', file, '-s', 'caching:preset=pytorch'])
+    assert.deepEqual(
+      result.start.map((s) => [s.label, s.seeded]),
+      [['caching (pytorch)', true]],
+    )
+    const f = result.fidelity[0]!
+    assert.equal(f.modelPeakReserved, f.recordedPeakReserved)
+    assert.equal(f.modelSegments, f.recordedSegments)
+  })
+
+  it('--no-recorded-state starts it empty, as before, and says why', async () => {
+    const run = await vramscope(['replay', file, '-s', 'caching:preset=pytorch', '--no-recorded-state'])
+    assert.equal(run.code, 0, shown(run))
+    assert.match(
+      run.stdout,
+      /caching \(pytorch\): started empty, with the blocks live when recording began allocated at t = 0 \(the recorded state was not asked for\)/,
+    )
+  })
+})

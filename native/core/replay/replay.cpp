@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <exception>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -280,6 +281,12 @@ class player {
           {g.address, g.size, replay_stream(g.stream), g.pool, g.small_pool, g.expandable});
     state.blocks.reserve(initial_.blocks.size());
     seeded_events_.reserve(initial_.blocks.size());
+    // Segments by address, for the pool each private-pool block's segment has.
+    std::vector<std::size_t> by_address(initial_.segments.size());
+    for (std::size_t k = 0; k < by_address.size(); ++k) by_address[k] = k;
+    std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) {
+      return initial_.segments[a].address < initial_.segments[b].address;
+    });
     for (std::size_t k = 0; k < initial_.blocks.size(); ++k) {
       const replay_initial_block& b = initial_.blocks[k];
       if (b.event >= e.count || e.kind[b.event] != static_cast<std::uint8_t>(request_kind::alloc) ||
@@ -289,10 +296,13 @@ class player {
       const auto requested = static_cast<std::uint64_t>(e.size[b.event]);
       if (e.pool != nullptr && e.pool[b.event] != 0) {
         // Its segment's pool decides; the request's must agree.
-        bool agrees = false;
-        for (const replay_initial_segment& g : initial_.segments)
-          if (b.address >= g.address && b.address - g.address < g.size)
-            agrees = agrees || g.pool == e.pool[b.event];
+        auto after = std::upper_bound(
+            by_address.begin(), by_address.end(), b.address,
+            [&](address_t a, std::size_t k) { return a < initial_.segments[k].address; });
+        const replay_initial_segment* g =
+            after == by_address.begin() ? nullptr : &initial_.segments[*std::prev(after)];
+        const bool agrees =
+            g != nullptr && b.address - g->address < g->size && g->pool == e.pool[b.event];
         if (!agrees)
           throw invalid_argument("replay: initial block " + std::to_string(k) + " lies in no " +
                                  "segment of its alloc's pool " + std::to_string(e.pool[b.event]));

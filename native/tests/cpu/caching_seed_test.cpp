@@ -112,6 +112,24 @@ TEST("seeded expandable segments: mapped runs at their offsets, free space reuse
   CHECK_EQ(check_invariants(*pool, nullptr), std::string());
 }
 
+TEST("a seeded private pool's free range serves that pool only, as PyTorch's graph pools do") {
+  auto backing = make_simulated_backing();
+  auto pool = make_allocator("caching", *backing, {{"preset", "pytorch"}});
+  seed_state s;
+  s.segments.push_back({recorded_base, 20 * MiB, 1, 7, false, false});  // private pool 7
+  s.blocks.push_back({recorded_base, 6 * MiB, 6 * MiB, 1});
+  const std::vector<address_t> at = pool->seed(s);
+  // The default pools have nothing cached: a new segment.
+  void* outside = pool->allocate(8 * MiB, 1);
+  CHECK(reinterpret_cast<address_t>(outside) != at[0] + 6 * MiB);
+  CHECK_EQ(pool->stats().device_calls.region_alloc, 2u);
+  pool->use_pool(7);
+  void* inside = pool->allocate(8 * MiB, 1);
+  CHECK_EQ(reinterpret_cast<address_t>(inside), at[0] + 6 * MiB);
+  CHECK_EQ(pool->stats().device_calls.region_alloc, 2u);
+  CHECK_EQ(check_invariants(*pool, nullptr), std::string());
+}
+
 TEST(
     "replay with an initial state: the stand-in alloc is not replayed again and its free frees "
     "it") {
