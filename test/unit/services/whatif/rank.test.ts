@@ -1,11 +1,13 @@
 // The what-if lab's ranking (src-main/services/whatif/whatif.ts, rank): rows that run without a
 // failure first, then the smallest fitting limit, where limits within the search's own precision
-// (1 %) of each other are a tie ranked by peak reserved; and the report's words
+// (1 %) of each other are a tie ranked by peak reserved; the device's memory, never guessed
+// silently (deviceOf); and the report's words
 // (src-shared/whatif-report.ts, whatifWords) that say so.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { rank, type WhatifRow } from '../../../../src-main/services/whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES, deviceOf, rank, type WhatifRow } from '../../../../src-main/services/whatif/whatif.ts'
+import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { whatifWords, type WordsOf } from '../../../../src-shared/whatif-report.ts'
 import { formatBytes } from '../../../../src-main/services/units.ts'
 
@@ -86,5 +88,28 @@ describe('whatifWords', () => {
     const words = whatifWords({ ...report([row('', 3 * GiB, 2 * GiB)]), endsAtOom: true }, formatBytes)
     assert.equal(words.smallest({ smallestFittingBytes: 3 * GiB }), 'at least 3.00 GiB')
     assert.equal(words.smallest({ smallestFittingBytes: null }), 'none')
+  })
+})
+
+describe('deviceOf', () => {
+  const recorded = (peakReserved: number) =>
+    ({ name: 'pytorch (recorded)', strategy: 'pytorch', params: {}, summary: { peakReserved } }) as unknown as StrategyResult
+  it('takes an H200-sized recording for at least its recorded peak, never for an H100', () => {
+    assert.deepEqual(deviceOf(undefined, undefined, recorded(120 * GiB)), { bytes: 120 * GiB, source: 'recorded-peak' })
+  })
+  it("takes an out-of-memory's free memory plus reserved, else says the H100 is assumed, and --gpu over both", () => {
+    const implied = {
+      lowBytes: 70 * GiB,
+      reservedBytes: 70 * GiB,
+      highBytes: 71 * GiB,
+      size: GiB,
+      stream: '0',
+      event: 3,
+      deviceFree: 9 * GiB,
+      source: 'fraction' as const,
+    }
+    assert.deepEqual(deviceOf(undefined, implied, recorded(70 * GiB)), { bytes: 79 * GiB, source: 'oom' })
+    assert.deepEqual(deviceOf(undefined, undefined, recorded(3 * GiB)), { bytes: DEFAULT_DEVICE_BYTES, source: 'assumed' })
+    assert.deepEqual(deviceOf(141e9, implied, recorded(120 * GiB)), { bytes: 141e9, source: 'option' })
   })
 })
