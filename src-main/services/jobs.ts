@@ -166,7 +166,7 @@ export class JobRegistry {
     return { ...job.status }
   }
 
-  /** Waits for a job to end (tests, the CLI's serve log, a host's own follow-up). */
+  /** Waits for a job to end (the replays started ahead of a page wait for the open; tests). */
   async settled(jobId: string): Promise<JobStatus> {
     const job = this.job(jobId)
     await job.ended

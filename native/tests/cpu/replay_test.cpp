@@ -5,12 +5,14 @@
 // buckets bound every per-event value; progress is reported and cancel stops the run.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <mutex>
 #include <cstring>
 #include <map>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "check.hpp"
@@ -662,6 +664,24 @@ TEST("replay: progress is reported per interval and target; cancel stops with a 
   cancel = true;
   CHECK_THROWS_AS(replay(t.columns(), {{"a", "caching", {}, {}}}, o, {}, &cancel),
                   replay_cancelled);
+}
+
+TEST("replay: a cancel raised from another thread stops it with no progress report to look at") {
+  // Progress reports past the end: the replay looks at the flag itself, every 64 events.
+  const trace t = random_trace(2000000, 64 * KiB, 3);
+  replay_options o;
+  o.progress_interval = std::size_t{1} << 40;
+  std::atomic<bool> cancel{false};
+  std::thread raiser([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    cancel = true;
+  });
+  const auto started = std::chrono::steady_clock::now();
+  CHECK_THROWS_AS(replay(t.columns(), {{"a", "caching", {}, {}}}, o, {}, &cancel),
+                  replay_cancelled);
+  raiser.join();
+  // Well before two million events: it stopped soon after the flag went up.
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(5));
 }
 
 TEST("replay: targets on several threads give the results of one after another, in order") {
