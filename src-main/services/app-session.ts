@@ -595,7 +595,7 @@ export class AppSession {
     const open = windowOpenState(input.trace, input.strategies)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
-      const seeded = open.kind === 'state' && startFor(open, spec)?.seeded === true ? open.open.state : undefined
+      const seeded = open.kind === 'state' && startFor(open, spec, true, cap)?.seeded === true ? open.open.state : undefined
       return {
         label: spec.label,
         strategy: spec.strategy,

@@ -20,6 +20,8 @@ const LARGE_PAGE = 20 * 1024 * 1024
 export interface WindowOpenState {
   state: ReplayInitialState
   segments: number
+  /** Bytes the segments hold (reserved when the window opened). */
+  bytes: number
   blocks: number
   /** Blocks freed by the program before the window and still waiting for their streams: seeded as free space. */
   pendingAsFree: number
@@ -146,7 +148,8 @@ function buildState(trace: RequestTrace, layout: LayoutTrace, rows: number, stan
     blockSize: Float64Array.from(blockSize),
     blockEvent: Uint32Array.from(blockEvent),
   }
-  return { kind: 'state', open: { state, segments: segAddress.length, blocks: blockAddress.length, pendingAsFree, expandable } }
+  const bytes = segSize.reduce((sum, n) => sum + n, 0)
+  return { kind: 'state', open: { state, segments: segAddress.length, bytes, blocks: blockAddress.length, pendingAsFree, expandable } }
 }
 
 /** The segment (index) whose range holds `address`, by binary search over `order` (ascending addresses); -1 if none. */

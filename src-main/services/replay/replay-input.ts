@@ -21,6 +21,7 @@ import { allocateEvents, copyEventRow, EventKind, type RequestTrace } from '../t
 import { NO_STREAM, replayTrace, toStrategyResult, type ReplayProgressInfo, type ReplayResult, type ReplayTarget } from './replay.ts'
 import { findStrategy } from './allocators.ts'
 import { sizedForTrace } from './sized-defaults.ts'
+import { formatBytes } from '../units.ts'
 import { windowOpenState, type WindowOpen } from './initial-state.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
@@ -84,13 +85,21 @@ export interface ReplayStart {
  * other way round: PyTorch's allocator never turns one kind into the other); every other strategy
  * from empty, with the blocks then live allocated at t = 0. Undefined where the window opened empty.
  */
-export function startFor(open: WindowOpen, spec: Pick<StrategySpec, 'strategy' | 'params' | 'label'>, recordedState = true): ReplayStart | undefined {
+export function startFor(
+  open: WindowOpen,
+  spec: Pick<StrategySpec, 'strategy' | 'params' | 'label'>,
+  recordedState = true,
+  capBytes?: number,
+): ReplayStart | undefined {
   if (open.kind === 'empty') return undefined
   const known = open.kind === 'state' ? open.open : undefined
   const base = { label: spec.label, seeded: false, segments: known?.segments ?? 0, blocks: known?.blocks ?? 0, pendingAsFree: known?.pendingAsFree ?? 0 }
   if (!usesPytorchPolicy(spec)) return { ...base, reason: 'only the PyTorch policy replays from the recorded segments' }
   if (!recordedState) return { ...base, reason: 'the recorded state was not asked for' }
   if (open.kind === 'unusable') return { ...base, reason: open.reason }
+  // A device smaller than what was in use then could never have held that state.
+  if (capBytes !== undefined && open.open.bytes > capBytes)
+    return { ...base, reason: `the ${formatBytes(open.open.bytes)} in use when recording began exceed the device's ${formatBytes(capBytes)}` }
   const expandable = String(spec.params['expandable_segments'] ?? 'false') === 'true'
   if (expandable !== open.open.expandable)
     return {
@@ -204,7 +213,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
       target.regionPlacement = placement
       placed.push({ label: spec.label, regions: placement.length })
     }
-    const began = startFor(open, spec, options.recordedState ?? true)
+    const began = startFor(open, spec, options.recordedState ?? true, options.cap)
     if (began !== undefined) {
       start.push(began)
       if (began.seeded && open.kind === 'state') target.initialState = open.open.state

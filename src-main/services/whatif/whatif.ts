@@ -288,7 +288,8 @@ function targetFor(
   if (placement.length > 0) target.regionPlacement = placement
   // A late or overflowed recording: from its state when the window opened, where that state's
   // segments are of the kind this configuration makes (replay-input.ts, startFor).
-  if (open.kind === 'state' && startFor(open, { strategy: config.strategy, params, label: config.label })?.seeded) target.initialState = open.open.state
+  if (open.kind === 'state' && startFor(open, { strategy: config.strategy, params, label: config.label }, true, cap)?.seeded)
+    target.initialState = open.open.state
   return { target, cap }
 }
 

@@ -163,3 +163,13 @@ describe('the window-open state', () => {
     )
   })
 })
+
+describe('a device smaller than the recorded state', () => {
+  test('starts empty, says why, and counts the requests that do not fit as failures', async () => {
+    const input = await openInput(join(fixtures, 'mlp_varbatch_overflowed.pickle'))
+    const r = await replayInput(input, pytorch, { cap: 64 * 2 ** 20 })
+    assert.equal(r.start[0]!.seeded, false)
+    assert.match(r.start[0]!.reason!, /^the [\d.]+ MiB in use when recording began exceed the device's 64(\.0)? MiB$/)
+    assert.ok(r.results[0]!.summary!['failures']! > 0)
+  })
+})
