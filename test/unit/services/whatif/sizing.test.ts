@@ -2,6 +2,8 @@
 // (sized-defaults.ts), and a row no size holds is left out with its reason: the grid never fails
 // as a whole on a trace's sizes, up to 2^53 - 1 B. Real addon, real replays.
 import assert from 'node:assert/strict'
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs'
+import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { describe, it } from 'node:test'
 
@@ -9,6 +11,7 @@ import { openInput } from '../../../../src-main/services/import/open-input.ts'
 import { sizedForTrace } from '../../../../src-main/services/replay/sized-defaults.ts'
 import { allocateEvents, EventKind, type RequestTrace } from '../../../../src-main/services/trace/model.ts'
 import { runWhatif } from '../../../../src-main/services/whatif/whatif.ts'
+import { shown, vramscope } from '../../../helpers/cli.ts'
 
 const MiB = 2 ** 20
 const HUGE = 2 ** 53 - 1
@@ -80,5 +83,46 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
       'the other rows ran',
     )
     assert.ok(result.rows.filter((r) => r.kind === 'pytorch').length >= 20)
+  })
+
+  it('prints the rows it leaves out, with the reason, in the text and the JSON of `vramscope whatif`', async () => {
+    // A snapshot with a block of 2^52 + 512 B (the largest a pool of 2^52 B cannot hold).
+    const dir = mkdtempSync(join(tmpdir(), 'vramscope-sizing-'))
+    try {
+      const big = 2 ** 52 + 512
+      const entry = (action: string, addr: number, size: number, time: number): object => ({ action, addr, size, stream: 0, time_us: time, frames: [] })
+      const file = join(dir, 'big-block.json')
+      writeFileSync(
+        file,
+        JSON.stringify({
+          segments: [],
+          device_traces: [
+            [
+              entry('alloc', 2 ** 30, MiB, 1),
+              entry('alloc', 2 ** 40, big, 2),
+              entry('free_requested', 2 ** 40, big, 3),
+              entry('free_requested', 2 ** 30, MiB, 4),
+            ],
+          ],
+        }),
+      )
+      const text = await vramscope(['whatif', '--no-search', file])
+      assert.equal(text.code, 0, shown(text))
+      assert.match(text.stdout, /^left out: buddy allocator: buddy: a pool that holds the largest request \(4503599627371008 B\)/m, shown(text))
+      const json = await vramscope(['whatif', '--no-search', '--json', file])
+      assert.equal(json.code, 0, shown(json))
+      const out = JSON.parse(json.stdout) as { leftOut: { strategy: string; reason: string }[]; configs: { strategy: string }[] }
+      // vmm_growable too: the peak (2^52 B and 1 MiB + 512 B) passes the largest reservation.
+      assert.deepEqual(
+        out.leftOut.map((r) => r.strategy),
+        ['vmm_growable', 'buddy'],
+      )
+      assert.ok(
+        out.configs.some((r) => r.strategy === 'cuda_malloc'),
+        'the other rows ran',
+      )
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })
