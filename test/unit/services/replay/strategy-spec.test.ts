@@ -37,3 +37,24 @@ it('refuses a bad configuration, naming it', () => {
       text,
     )
 })
+
+it('keeps a PyTorch configuration as written, so a recorded setting never replaces one that only restates a default', async () => {
+  const { withRecordedSettings } = await import('../../../../src-main/services/replay/replay-input.ts')
+  const [spec] = parseStrategySpecs(['pytorch:[expandable_segments:False]'], '-s', () => {})
+  assert.equal(spec!.conf, 'expandable_segments:False')
+  // A trace recorded with expandable segments: the spec replays as written, without them.
+  const trace = { meta: { source: 'test', warnings: [], properties: { 'pytorch.allocator.PYTORCH_ALLOC_CONF': 'expandable_segments:True' } } }
+  const settled = withRecordedSettings(spec!, trace as never)
+  assert.equal(settled.conf, undefined)
+  assert.equal(settled.spec.params['expandable_segments'], undefined)
+  // Bare `pytorch` names no configuration: the recorded one applies.
+  const [bare] = parseStrategySpecs(['pytorch'], '-s', () => {})
+  assert.equal(withRecordedSettings(bare!, trace as never).spec.params['expandable_segments'], 'true')
+})
+
+it('refuses a per_process_memory_fraction that leaves 0 B, naming the item', () => {
+  assert.throws(
+    () => parseStrategySpecs(['pytorch:[per_process_memory_fraction:1e-12]']),
+    (e: unknown) => e instanceof StrategySpecError && /0 bytes/.test((e as Error).message),
+  )
+})
