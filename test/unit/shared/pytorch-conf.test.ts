@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
 
-import { ConfError, confLine, confModel, confOfSnapshotSettings, formatPytorchConf, parsePytorchConf } from '../../../src-shared/pytorch-conf.ts'
+import { ConfError, confLine, confModel, confOfSnapshotSettings, formatPytorchConf, parsePytorchConf, snapshotConf } from '../../../src-shared/pytorch-conf.ts'
 
 const GiB = 2 ** 30
 
@@ -129,5 +129,53 @@ describe('confOfSnapshotSettings', () => {
       checked++
     }
     assert.equal(checked, 9)
+  })
+})
+
+describe('snapshotConf', () => {
+  it('leaves out each recorded value PyTorch would refuse, naming the key and the value, and keeps the rest', () => {
+    const got = snapshotConf({
+      max_split_size: 2 ** 20,
+      garbage_collection_threshold: 5.0,
+      expandable_segments: true,
+      roundup_power2_divisions: Object.fromEntries(Array.from({ length: 16 }, (_, i) => [String(2 ** i), 3])),
+    })!
+    assert.equal(got.conf, 'expandable_segments:True')
+    assert.equal(got.refused.length, 3, got.refused.join('\n'))
+    assert.match(got.refused[0]!, /^max_split_size = 1048576: max_split_size_mb too small/)
+    assert.match(got.refused[1]!, /^garbage_collection_threshold = 5: /)
+    assert.match(got.refused[2]!, /^roundup_power2_divisions = .*power of 2, got 3/)
+    assert.match(snapshotConf({ max_split_size: 2 ** 70 })!.refused[0]!, /^max_split_size = 1180591620717411303424: /)
+    assert.match(snapshotConf({ max_split_size: -4 * 2 ** 20 })!.refused[0]!, /^max_split_size = -4194304: /)
+    // Unset is -1 (SIZE_MAX): nothing refused.
+    assert.deepEqual(snapshotConf({ max_split_size: -1 }), { conf: '', refused: [] })
+  })
+  it('names a recorded configuration string PyTorch refuses, and reads the values instead', () => {
+    const got = snapshotConf({ PYTORCH_CUDA_ALLOC_CONF: 'max_split_size_mb:1', max_split_size: -1, garbage_collection_threshold: 0.6 })!
+    assert.equal(got.conf, 'garbage_collection_threshold:0.6')
+    assert.match(got.refused[0]!, /^PYTORCH_CUDA_ALLOC_CONF = 'max_split_size_mb:1': max_split_size_mb too small/)
+    // A newer PyTorch's key is no refusal: its values say what it parsed.
+    assert.deepEqual(snapshotConf({ PYTORCH_ALLOC_CONF: 'some_future_key:1', garbage_collection_threshold: 0.6 }), {
+      conf: 'garbage_collection_threshold:0.6',
+      refused: [],
+    })
+  })
+})
+
+describe('numbers at their bounds', () => {
+  it('refuses a whole number past 2^53 by name, echoing it as written (a bounded prefix of a long one)', () => {
+    assert.throws(
+      () => parsePytorchConf('max_split_size_mb:1000000000000000000000000000000'),
+      /max_split_size_mb: '1000000000000000000000000000000' is more than 8589934591/,
+    )
+    const long = `max_split_size_mb:${'9'.repeat(10_000)}`
+    assert.throws(
+      () => parsePytorchConf(long),
+      (e: unknown) => e instanceof ConfError && e.message.length < 200 && /\(10000 characters\)/.test(e.message),
+    )
+  })
+  it('refuses a per_process_memory_fraction that leaves 0 B of the device', () => {
+    assert.throws(() => confModel(parsePytorchConf('per_process_memory_fraction:1e-12'), 0, 85_017_493_504), /0 bytes/)
+    assert.equal(confModel(parsePytorchConf('per_process_memory_fraction:0.5'), 0, 80 * GiB).params['max_reserved'], String(40 * GiB))
   })
 })
