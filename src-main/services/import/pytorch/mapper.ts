@@ -1065,20 +1065,11 @@ export class SnapshotMapper implements DecodedEventSink {
         const blockAddress = isAmount(listed) ? listed : at
         at = blockAddress + size
         const state = field(block, 'state')
-        const requestedValue = field(block, 'requested_size')
-        const requested = isAmount(requestedValue) ? requestedValue : size
+        const { requested, frames } = blockRequest(block, size)
         if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
           const id = this.newId(s, blockAddress, requested, size)
           s.live.set(blockAddress, id)
-          s.synthEvents.push(
-            EventKind.alloc,
-            id,
-            requested,
-            this.stream(streamValue),
-            s.device,
-            NaN,
-            this.stack(field(block, 'frames'), undefined, s.device, -1),
-          )
+          s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(frames, undefined, s.device, -1))
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.overflow.synthesizedAllocs++
           s.overflow.synthesizedBlocks++
@@ -1146,6 +1137,26 @@ export class SnapshotMapper implements DecodedEventSink {
     yield* s.layout.moveTo(layout, synthRows, t0)
     return recordedResult(s.device, layout, settings, several)
   }
+}
+
+/**
+ * What a listed block was asked for and what allocated it, read as memory_viz reads them
+ * (_block_extra): a block with `frames` gives `requested_size`; one without (PyTorch 2.0's
+ * format) gives its newest `history` entry's `real_size` and frames; else the block's size.
+ */
+function blockRequest(block: Dict, size: number): { requested: number; frames: unknown } {
+  const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
+  const frames = field(block, 'frames')
+  if (frames === undefined) {
+    const history = field(block, 'history')
+    const newest = Array.isArray(history) && history.length > 0 ? history[0] : undefined
+    if (isDict(newest)) {
+      const real = field(newest, 'real_size')
+      return { requested: isAmount(real) ? real : size, frames: field(newest, 'frames') }
+    }
+  }
+  const requested = field(block, 'requested_size')
+  return { requested: isAmount(requested) ? requested : size, frames }
 }
 
 /** A mapped range of an expandable segment: its pool's aux (1 small, 2 large, 0 unknown) and stream. */

@@ -176,3 +176,63 @@ describe('sizes, addresses and streams past what a trace stores: refused at impo
     }
   })
 })
+
+describe('a 2023-format snapshot (PyTorch 2.0): blocks carry a history list, not requested_size and frames', () => {
+  // One 8 MiB segment tiled by blocks without addresses, as PyTorch 2.0 wrote them: each block's
+  // `history` lists the allocations made in it, the newest first (memory_viz reads history[0]).
+  const frame = (name: string, line: number): Record<string, PickleInput> => ({ name, filename: 'train.py', line })
+  const snapshot = {
+    segments: [
+      {
+        device: 0,
+        address: BASE,
+        total_size: 8 * MiB,
+        stream: 0,
+        segment_type: 'large',
+        allocated_size: 7 * MiB,
+        active_size: 7 * MiB,
+        blocks: [
+          { size: 2 * MiB, state: 'active_allocated', history: [{ addr: BASE, real_size: 1_500_001, frames: [frame('forward', 10), frame('main', 1)] }] },
+          // Freed: its history stays, but nothing of it is live.
+          { size: MiB, state: 'inactive', history: [{ addr: BASE + 2 * MiB, real_size: 700_000, frames: [frame('old', 3)] }] },
+          {
+            size: 3 * MiB,
+            state: 'active_allocated',
+            history: [
+              { addr: BASE + 3 * MiB, real_size: 2_999_808, frames: [frame('backward', 20)] },
+              { addr: BASE + 3 * MiB, real_size: 1_000_000, frames: [frame('earlier', 5)] },
+            ],
+          },
+          // A history entry recorded without its context: the size still counts, no stack.
+          { size: 2 * MiB, state: 'active_allocated', history: [{ addr: BASE + 6 * MiB, real_size: 1_048_000 }] },
+        ],
+      },
+    ],
+    device_traces: [[{ action: 'snapshot', addr: 0, size: 0, stream: 0 }]],
+  }
+
+  it("counts each live block's history[0].real_size as its request and its frames as its stack, as memory_viz does, in every lane", () => {
+    for (const result of everyLane(snapshot, 'format-2023')) {
+      const { events, tables } = result.trace
+      const allocs = [...events.kind.keys()].filter((i) => events.kind[i] === EventKind.alloc)
+      assert.deepEqual(
+        allocs.map((i) => events.size[i]),
+        [1_500_001, 2_999_808, 1_048_000],
+        'the requests are the newest history entries, not the block sizes',
+      )
+      const stackNames = allocs.map((i) => (events.stack[i]! < 0 ? null : Array.from(tables.stacks[events.stack[i]!]!, (f) => tables.frames[f]!.name)))
+      assert.deepEqual(stackNames, [['forward', 'main'], ['backward'], null], "each block's stack is what allocated it")
+      const layout = result.recorded[0]!.layout!
+      const allocRows = [...layout.op.keys()].filter((i) => layout.op[i] === LayoutOp.alloc)
+      assert.deepEqual(
+        allocRows.map((i) => [layout.size[i], layout.requested[i]]),
+        [
+          [2 * MiB, 1_500_001],
+          [3 * MiB, 2_999_808],
+          [2 * MiB, 1_048_000],
+        ],
+        'the recorded layout keeps the block sizes and the requests',
+      )
+    }
+  })
+})
