@@ -85,6 +85,16 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
     assert.ok(result.rows.filter((r) => r.kind === 'pytorch').length >= 20)
   })
 
+  it('searches each smallest fitting limit in a bounded number of replays, whatever the sizes', async () => {
+    // A trace of blocks up to 2^51 B beside small ones, on a device of 2^53 - 1 B.
+    const rows: [number, number, number][] = ordinaryRows()
+    rows.push([EventKind.alloc, 300, 2 ** 51], [EventKind.alloc, 301, 3 * 2 ** 49], [EventKind.free, 300, 0], [EventKind.free, 301, 0])
+    const result = await runWhatif({ trace: traceOf(rows), strategies: [] }, { concurrency: 2, deviceBytes: HUGE })
+    // A run under no limit, at most five to bracket, at most eight halvings (1 % of the top).
+    for (const r of result.rows) assert.ok(r.replays <= 14, `${r.label}: ${r.replays} replays`)
+    assert.ok(result.rows.some((r) => r.smallestFittingBytes !== null && r.smallestFittingBytes >= 2 ** 51))
+  })
+
   it('prints the rows it leaves out, with the reason, in the text and the JSON of `vramscope whatif`', async () => {
     // A snapshot with a block of 2^52 + 512 B (the largest a pool of 2^52 B cannot hold).
     const dir = mkdtempSync(join(tmpdir(), 'vramscope-sizing-'))
