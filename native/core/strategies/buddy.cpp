@@ -2,9 +2,9 @@
 // is a tree of power-of-two blocks from pool_size down to min_block; a request takes the smallest
 // order that fits, splitting larger free blocks in halves, and a freed block merges with its buddy
 // while the buddy is free, so the pool returns to one free block when everything is freed. Nodes
-// exist only where a split made them: one hash table holds every free and live block by (address,
-// order), and each order keeps a stack of its free blocks, so memory and time follow the blocks
-// and events, never pool_size / min_block.
+// exist only where a split made them: one hash table holds the free and live blocks by (address,
+// order), except each order's oldest free block, kept beside its stack, so memory and time follow
+// the blocks and events, never pool_size / min_block.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -46,8 +46,8 @@ class buddy_allocator final : public allocator {
   }
 
  private:
-  // A node's state in nodes_. A node that is in neither state (absent) is split in two, or lies
-  // inside a larger free or live block.
+  // A node's state in nodes_. A node that is in neither state (absent), and not its order's solo,
+  // is split in two, or lies inside a larger free or live block.
   static constexpr std::uint8_t node_free = 1;
   static constexpr std::uint8_t node_live = 2;
 
@@ -55,17 +55,18 @@ class buddy_allocator final : public allocator {
   struct level {
     // Addresses that were free when pushed: a LIFO stack checked against nodes_ on pop, so that a
     // merge erases one entry instead of searching the stack. Emptied whenever free_count drops to
-    // 0, compacted when stale entries outnumber the free ones. An order's first free block goes to
-    // `solo` instead (the common case in split and merge cascades: one free block an order), and
-    // joins the stack when a second one comes: while the stack is empty and the count is 1, the
-    // free block is solo.
+    // 0, compacted when stale entries outnumber the free ones. A free block that comes to an
+    // order with none goes to `solo` instead, outside nodes_ (the common case in split and merge
+    // cascades: one free block an order, so a cascade touches no table); it is the order's oldest
+    // free block, popped after every block on the stack.
     std::vector<address_t> candidates;
     std::uint64_t free_count = 0;
     address_t solo = 0;
+    bool has_solo = false;  // solo is a free block
   };
-  // Invariants, per pool: levels[k].free_count counts the free nodes of order k in nodes_, each of
-  // them is among levels[k].candidates (or is its solo), and bit k of non_empty is set iff that
-  // count is not 0. The free and live nodes tile the pool; no free block's buddy is free at the
+  // Invariants, per pool: levels[k].free_count counts the free blocks of order k: those free in
+  // nodes_, each among levels[k].candidates, and the solo where has_solo; bit k of non_empty is set
+  // iff that count is not 0. The free and live nodes tile the pool; no free block's buddy is free at the
   // same order. non_empty_orders_ is the OR of every pool's non_empty.
   struct pool {
     address_t base;
@@ -105,12 +106,16 @@ class buddy_allocator final : public allocator {
     std::uint64_t order_bit = std::uint64_t{1} << order;
     std::uint64_t emptied = 0;
     while (order < max_order) {
-      const std::uint64_t size = block_size(order);
-      const address_t buddy = p.base + ((a - p.base) ^ size);
-      const std::size_t at = nodes_.locate(key(buddy, order));
-      if (at == decltype(nodes_)::npos || nodes_.value_at(at) != node_free) break;
-      nodes_.erase_at(at);  // the buddy is taken into the merge
       level& l = levels[order];
+      const address_t buddy = p.base + ((a - p.base) ^ block_size(order));
+      if (l.has_solo && l.solo == buddy) {
+        l.has_solo = false;  // the buddy is taken into the merge
+      } else {
+        if (l.free_count == 0) break;
+        const std::size_t at = nodes_.locate(key(buddy, order));
+        if (at == decltype(nodes_)::npos || nodes_.value_at(at) != node_free) break;
+        nodes_.erase_at(at);  // the buddy is taken into the merge
+      }
       if (--l.free_count == 0) {
         l.candidates.clear();  // whatever is left is stale
         emptied |= order_bit;
@@ -133,34 +138,36 @@ class buddy_allocator final : public allocator {
   // Addresses are multiples of min_block (at least 256), so the order fits in the low bits: a
   // node's key is unique, and the table's hash (made for multiples of 256) still spreads them.
   static std::uint64_t key(address_t a, unsigned order) { return a | order; }
-  bool is_free(address_t a, unsigned order) const {
+  bool is_free_in_table(address_t a, unsigned order) const {
     const std::uint8_t* state = nodes_.find(key(a, order));
     return state != nullptr && *state == node_free;
+  }
+  bool is_free(const pool& p, address_t a, unsigned order) const {
+    const level& l = p.levels[order];
+    return (l.has_solo && l.solo == a) || is_free_in_table(a, order);
   }
 
   void give(pool& p, unsigned order, address_t a) {
     level& l = p.levels[order];
     VRAMSCOPE_ASSERT(nodes_.find(key(a, order)) == nullptr);
-    nodes_.insert_new(key(a, order), node_free);
     if (l.free_count == 0) {
-      VRAMSCOPE_ASSERT(l.candidates.empty());
+      VRAMSCOPE_ASSERT(l.candidates.empty() && !l.has_solo);
       l.solo = a;
+      l.has_solo = true;
       l.free_count = 1;
       mark_non_empty(p, std::uint64_t{1} << order);
       return;
     }
-    if (l.candidates.empty()) {
-      l.candidates.push_back(l.solo);  // a second free block: the first joins the stack
-    } else if (VRAMSCOPE_UNLIKELY(l.candidates.size() >= 2 * l.free_count + 32)) {
-      compact(l, order);
-    }
+    nodes_.insert_new(key(a, order), node_free);
+    if (VRAMSCOPE_UNLIKELY(l.candidates.size() >= 2 * l.free_count + 32)) compact(l, order);
     l.candidates.push_back(a);
     ++l.free_count;
   }
-  // Counts the free node (order, a), already erased from nodes_, out of its level.
+  // Counts a free block of the order, already taken from nodes_ or its solo, out of its level.
   void taken(pool& p, unsigned order) {
     level& l = p.levels[order];
     if (--l.free_count == 0) {
+      VRAMSCOPE_ASSERT(!l.has_solo);
       l.candidates.clear();  // whatever is left is stale
       mark_empty(p, std::uint64_t{1} << order);
     }
@@ -182,17 +189,7 @@ class buddy_allocator final : public allocator {
   // Takes the order's most recently freed block out of nodes_ and its level.
   address_t pop_free(pool& p, unsigned order) {
     level& l = p.levels[order];
-    if (l.candidates.empty()) {
-      VRAMSCOPE_ASSERT(l.free_count == 1);
-      const address_t a = l.solo;
-      const bool erased = nodes_.erase(key(a, order));
-      VRAMSCOPE_ASSERT(erased);
-      (void)erased;
-      taken(p, order);
-      return a;
-    }
-    while (true) {
-      VRAMSCOPE_ASSERT(!l.candidates.empty());
+    while (!l.candidates.empty()) {
       const address_t a = l.candidates.back();
       l.candidates.pop_back();
       const std::size_t at = nodes_.locate(key(a, order));
@@ -202,13 +199,17 @@ class buddy_allocator final : public allocator {
         return a;
       }
     }
+    VRAMSCOPE_ASSERT(l.has_solo);
+    l.has_solo = false;
+    taken(p, order);
+    return l.solo;
   }
   // Drops the stale entries. There are no duplicates: a block merged away (leaving a stale entry)
   // is free at its order again only after a split re-creates it, and a split only reaches orders
   // that have no free block, whose stacks were emptied when their count dropped to 0.
   VRAMSCOPE_NOINLINE void compact(level& l, unsigned order) {
     l.candidates.erase(std::remove_if(l.candidates.begin(), l.candidates.end(),
-                                      [&](address_t a) { return !is_free(a, order); }),
+                                      [&](address_t a) { return !is_free_in_table(a, order); }),
                        l.candidates.end());
     VRAMSCOPE_ASSERT(l.candidates.size() == l.free_count);
   }
@@ -217,16 +218,16 @@ class buddy_allocator final : public allocator {
   // the lowest part at order `to` keeps address a. Traced as one split of the block (aux = its
   // order) with the part kept; the upper halves it freed are the rest of it. Every order in
   // [to, from) has no free block in any pool (from is the lowest that has one), so each upper half
-  // is its order's only free block, its solo: one mask update for all of them.
+  // is its order's only free block, its solo (no table entry): one mask update for all of them.
   void split_down(pool& p, address_t a, unsigned from, unsigned to) {
     trace(trace_op::split, a, block_size(to), 0, 0, from);
     level* const levels = p.levels.data();
     for (unsigned j = from; j > to; --j) {
       level& l = levels[j - 1];
       const address_t upper = a + block_size(j - 1);
-      VRAMSCOPE_ASSERT(l.free_count == 0 && l.candidates.empty());
-      nodes_.insert_new(key(upper, j - 1), node_free);
+      VRAMSCOPE_ASSERT(l.free_count == 0 && l.candidates.empty() && !l.has_solo);
       l.solo = upper;
+      l.has_solo = true;
       l.free_count = 1;
     }
     mark_non_empty(p, ((std::uint64_t{1} << from) - 1) & ~((std::uint64_t{1} << to) - 1));
@@ -292,8 +293,10 @@ class buddy_allocator final : public allocator {
     // A pool whose root is free holds nothing: it goes back to the device.
     for (std::size_t i = pools_.size(); i-- > 0;) {
       pool& p = *pools_[i];
-      if (!is_free(p.base, max_order_)) continue;
-      nodes_.erase(key(p.base, max_order_));
+      if (!is_free(p, p.base, max_order_)) continue;
+      level& root = p.levels[max_order_];
+      if (root.has_solo && root.solo == p.base) root.has_solo = false;
+      else nodes_.erase(key(p.base, max_order_));
       taken(p, max_order_);
       const address_t base = p.base;
       pools_.erase(pools_.begin() + static_cast<std::ptrdiff_t>(i));
@@ -304,20 +307,23 @@ class buddy_allocator final : public allocator {
   void do_walk(layout_visitor& v) const override {
     for (std::size_t i = 0; i < pools_.size(); ++i) {
       v.region({pools_[i]->base, pool_size_, true, static_cast<std::uint32_t>(i)});
-      walk_node(v, max_order_, pools_[i]->base);
+      walk_node(v, *pools_[i], max_order_, pools_[i]->base);
     }
   }
 
   // A node is free, live, or else split in two (recurse): the walk visits the split tree only.
-  void walk_node(layout_visitor& v, unsigned order, address_t a) const {
+  void walk_node(layout_visitor& v, const pool& p, unsigned order, address_t a) const {
     const std::uint8_t* state = nodes_.find(key(a, order));
+    const level& l = p.levels[order];
     if (state != nullptr) {
       v.block({a, block_size(order), *state == node_free ? block_state::free : block_state::live,
                order});
+    } else if (l.has_solo && l.solo == a) {
+      v.block({a, block_size(order), block_state::free, order});
     } else {
       VRAMSCOPE_ASSERT(order > 0);
-      walk_node(v, order - 1, a);
-      walk_node(v, order - 1, a + block_size(order - 1));
+      walk_node(v, p, order - 1, a);
+      walk_node(v, p, order - 1, a + block_size(order - 1));
     }
   }
 
@@ -326,7 +332,7 @@ class buddy_allocator final : public allocator {
     const pool* p = find_pool(a);
     if (p == nullptr || (a - p->base) % min_block_ != 0) return false;
     for (unsigned order = 0; order <= max_order_; ++order)
-      if (is_free(p->base + ((a - p->base) & ~(block_size(order) - 1)), order)) return true;
+      if (is_free(*p, p->base + ((a - p->base) & ~(block_size(order) - 1)), order)) return true;
     return false;
   }
 
@@ -337,7 +343,7 @@ class buddy_allocator final : public allocator {
   unsigned max_order_;
   std::vector<std::unique_ptr<pool>> pools_;  // sorted by base address
   std::uint64_t non_empty_orders_ = 0;        // bit k: some pool has a free block of order k
-  address_map<std::uint8_t> nodes_;           // key(address, order) -> node_free or node_live
+  address_map<std::uint8_t> nodes_;  // key(address, order) -> node_free or node_live; no solo
 };
 
 const strategy_registration registration{
