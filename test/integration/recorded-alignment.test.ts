@@ -10,6 +10,7 @@ import { describe, it } from 'node:test'
 import { encodeBundle } from '../../src-shared/bundle.ts'
 import { replayBundle } from '../../src-main/services/replay/replay-input.ts'
 import { openInput, recordedRegionPlacement } from '../../src-main/services/import/open-input.ts'
+import { windowOpenState } from '../../src-main/services/replay/initial-state.ts'
 import { replayTrace } from '../../src-main/services/replay/replay.ts'
 import { decodeReplay } from '../../src-renderer/viz/data.ts'
 import { figuresAt } from '../../src-renderer/viz/model.ts'
@@ -35,4 +36,35 @@ describe('recorded PyTorch layout against the replayed PyTorch policy, event by 
       }
     })
   }
+})
+
+describe('an overflowed recording replayed from the recorded state, event by event', () => {
+  it('mlp_varbatch_overflowed: the seeded segments and blocks are in the map from event 0, and the same reserved bytes after every event', async () => {
+    const input = await openInput(join(FIXTURES, 'mlp_varbatch_overflowed.pickle'))
+    const open = windowOpenState(input.trace, input.strategies)
+    assert.equal(open.kind, 'state')
+    if (open.kind !== 'state') return
+    const results = await replayTrace(
+      input.trace,
+      [
+        {
+          label: 'caching (pytorch)',
+          strategy: 'caching',
+          params: { preset: 'pytorch' },
+          regionPlacement: recordedRegionPlacement(input.strategies),
+          initialState: open.open.state,
+        },
+      ],
+      { layout: true },
+    )
+    const bytes = encodeBundle(replayBundle(input.trace, input.strategies, results))
+    const [recorded, replayed] = decodeReplay(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength) as ArrayBuffer)
+    const n = input.trace.events.kind.length
+    for (let e = 0; e < n; e++) {
+      const a = figuresAt(recorded!.model, e).reserved
+      const b = figuresAt(replayed!.model, e).reserved
+      if (a !== b) assert.fail(`after event ${e}: recorded ${a} B, replayed ${b} B`)
+    }
+    assert.equal(figuresAt(replayed!.model, 0).liveBlocks >= open.open.blocks, true, 'the seeded blocks are live at event 0')
+  })
 })

@@ -23,6 +23,7 @@ import { findStrategy } from './allocators.ts'
 import { sizedForTrace } from './sized-defaults.ts'
 import { formatBytes } from '../units.ts'
 import { windowOpenState, type WindowOpen } from './initial-state.ts'
+import { RECORDED_LAYOUT_NAME, STAND_IN_ROWS } from '../import/pytorch/types.ts'
 import type { StrategySpec } from './strategy-spec.ts'
 
 export interface ReplayInputOptions {
@@ -389,6 +390,14 @@ function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>, ops?: Arra
   return out
 }
 
+/** The leading rows of a recorded layout that are its trace's window-open state (one device's layout); 0 if none. */
+function standInRowsOf(trace: RequestTrace, stored: StrategyResult): number {
+  const rows = trace.meta.properties[STAND_IN_ROWS]
+  if (rows === undefined || rows.includes(',') || stored.name !== RECORDED_LAYOUT_NAME) return 0
+  const n = Number(rows)
+  return Number.isSafeInteger(n) && n > 0 ? n : 0
+}
+
 /**
  * A recorded layout (a snapshot's `pytorch (recorded)`, a recording's) placed on the request
  * events it stands beside, by time, with PyTorch's timing rule above, and its metrics as buckets
@@ -405,7 +414,11 @@ export function recordedOnEvents(trace: RequestTrace, stored: StrategyResult): S
   const n = l.op.length
   const stream = new Uint32Array(n)
   for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
-  const layout = { op: l.op, address: l.address, size: l.size, requested: l.requested, stream, event: eventsAt(times, l.time, l.op) }
+  const event = eventsAt(times, l.time, l.op)
+  // The window-open state (initial-state.ts) was there before the first event, as a replay from it
+  // draws it: at event 0, not after the stand-in allocs that share its time.
+  event.fill(0, 0, Math.min(standInRowsOf(trace, stored), n))
+  const layout = { op: l.op, address: l.address, size: l.size, requested: l.requested, stream, event }
   const m = stored.metrics
   let metrics: MetricsSent | undefined
   if (m) {
