@@ -98,7 +98,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
 export function startLine(b: ReplayStart): string {
   if (b.seeded)
     return (
-      `${b.label}: started from the recorded state when recording began: ${plural(b.segments, 'segment')} with ${plural(b.blocks, 'live block')} and the free space between them` +
+      `${b.label}: started from the recorded state when recording began: ${plural(b.segments, b.expandable ? 'mapped range' : 'segment')}${b.expandable ? ' of expandable segments' : ''} with ${plural(b.blocks, 'live block')} and the free space between them` +
       (b.pendingAsFree > 0
         ? ` (${plural(b.pendingAsFree, 'block')} then waiting for ${b.pendingAsFree === 1 ? 'its stream' : 'their streams'} counted as free)`
         : '')

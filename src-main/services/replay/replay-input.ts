@@ -72,6 +72,8 @@ export interface ReplayStart {
   /** true: from the recorded segments, blocks and free space at the window's opening. */
   seeded: boolean
   segments: number
+  /** The segments are mapped ranges of expandable segments. */
+  expandable: boolean
   blocks: number
   /** Blocks pending at the opening (freed, waiting for their streams), seeded as free space. */
   pendingAsFree: number
@@ -94,7 +96,14 @@ export function startFor(
 ): ReplayStart | undefined {
   if (open.kind === 'empty') return undefined
   const known = open.kind === 'state' ? open.open : undefined
-  const base = { label: spec.label, seeded: false, segments: known?.segments ?? 0, blocks: known?.blocks ?? 0, pendingAsFree: known?.pendingAsFree ?? 0 }
+  const base = {
+    label: spec.label,
+    seeded: false,
+    segments: known?.segments ?? 0,
+    expandable: known?.expandable ?? false,
+    blocks: known?.blocks ?? 0,
+    pendingAsFree: known?.pendingAsFree ?? 0,
+  }
   if (!usesPytorchPolicy(spec)) return { ...base, reason: 'only the PyTorch policy replays from the recorded segments' }
   if (!recordedState) return { ...base, reason: 'the recorded state was not asked for' }
   if (open.kind === 'unusable') return { ...base, reason: open.reason }
