@@ -211,7 +211,7 @@ class buddy_allocator final : public allocator {
     l.candidates.erase(std::remove_if(l.candidates.begin(), l.candidates.end(),
                                       [&](address_t a) { return !is_free_in_table(a, order); }),
                        l.candidates.end());
-    VRAMSCOPE_ASSERT(l.candidates.size() == l.free_count);
+    VRAMSCOPE_ASSERT(l.candidates.size() + (l.has_solo ? 1 : 0) == l.free_count);
   }
 
   // Splits the free block (from, a), already taken, down to order `to`, freeing the upper halves;
