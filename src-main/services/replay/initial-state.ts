@@ -138,6 +138,20 @@ function buildState(trace: RequestTrace, layout: LayoutTrace, rows: number, stan
       segStreamKnown[s] = true
     }
   }
+  // Mapped runs of one expandable segment lie whole pages apart (what a hostile file may break).
+  if (expandable) {
+    const lowest = new Map<string, bigint>()
+    for (const i of order) {
+      const key = `${segFlags[i]! & 1}:${segStream[i]}:${segPool[i]}`
+      if (!lowest.has(key)) lowest.set(key, segAddress[i]!)
+      const page = BigInt((segFlags[i]! & 1) !== 0 ? SMALL_SEGMENT : LARGE_PAGE)
+      if ((segAddress[i]! - lowest.get(key)!) % page !== 0n || BigInt(segSize[i]!) % page !== 0n)
+        return {
+          kind: 'unusable',
+          reason: `the mapped range at 0x${segAddress[i]!.toString(16)} is not whole ${page >> 20n} MiB pages of its expandable segment`,
+        }
+    }
+  }
   const state: ReplayInitialState = {
     segmentAddress: BigUint64Array.from(segAddress),
     segmentSize: Float64Array.from(segSize),
@@ -147,6 +161,12 @@ function buildState(trace: RequestTrace, layout: LayoutTrace, rows: number, stan
     blockAddress: BigUint64Array.from(blockAddress),
     blockSize: Float64Array.from(blockSize),
     blockEvent: Uint32Array.from(blockEvent),
+  }
+  // What replay would refuse (segments that overlap, blocks across their ends) leaves the state unused.
+  try {
+    checkInitialState('the recorded state', state)
+  } catch (error) {
+    return { kind: 'unusable', reason: (error as Error).message }
   }
   const bytes = segSize.reduce((sum, n) => sum + n, 0)
   return { kind: 'state', open: { state, segments: segAddress.length, bytes, blocks: blockAddress.length, pendingAsFree, expandable } }

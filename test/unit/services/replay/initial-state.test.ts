@@ -173,3 +173,19 @@ describe('a device smaller than the recorded state', () => {
     assert.ok(r.results[0]!.summary!['failures']! > 0)
   })
 })
+
+describe('a window-open state replay would refuse', () => {
+  test('two listed segments that overlap: every target starts empty, and says why', async () => {
+    const snapshot = load('mlp_varbatch.pickle') as Snapshot & { segments: { address: number; total_size: number }[] }
+    // A second copy of a segment 512 B further on: a file no allocator wrote.
+    const first = snapshot.segments[0]!
+    snapshot.segments.push({ ...first, address: first.address + 512 })
+    const input = await openInput(cut(snapshot, 1000, 'mlp-overlapping.json'))
+    const open = windowOpenState(input.trace, input.strategies)
+    assert.equal(open.kind, 'unusable')
+    const r = await replayInput(input, pytorch)
+    assert.equal(r.start[0]!.seeded, false)
+    assert.match(r.start[0]!.reason!, /segments \d+ and \d+ overlap/)
+    assert.ok(r.results[0]!.summary!['peakReserved']! > 0)
+  })
+})
