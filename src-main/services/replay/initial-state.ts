@@ -27,6 +27,8 @@ export interface WindowOpenState {
   pendingAsFree: number
   /** The segments are mapped runs of expandable segments (all of them are, or none). */
   expandable: boolean
+  /** Expandable: the most address space the runs of one pool and stream span (what one segment must reserve). */
+  span: number
 }
 
 export type WindowOpen = { kind: 'empty' } | { kind: 'state'; open: WindowOpenState } | { kind: 'unusable'; reason: string }
@@ -139,11 +141,13 @@ function buildState(trace: RequestTrace, layout: LayoutTrace, rows: number, stan
     }
   }
   // Mapped runs of one expandable segment lie whole pages apart (what a hostile file may break).
+  let span = 0
   if (expandable) {
     const lowest = new Map<string, bigint>()
     for (const i of order) {
       const key = `${segFlags[i]! & 1}:${segStream[i]}:${segPool[i]}`
       if (!lowest.has(key)) lowest.set(key, segAddress[i]!)
+      span = Math.max(span, Number(segAddress[i]! - lowest.get(key)!) + segSize[i]!)
       const page = BigInt((segFlags[i]! & 1) !== 0 ? SMALL_SEGMENT : LARGE_PAGE)
       if ((segAddress[i]! - lowest.get(key)!) % page !== 0n || BigInt(segSize[i]!) % page !== 0n)
         return {
@@ -169,7 +173,7 @@ function buildState(trace: RequestTrace, layout: LayoutTrace, rows: number, stan
     return { kind: 'unusable', reason: (error as Error).message }
   }
   const bytes = segSize.reduce((sum, n) => sum + n, 0)
-  return { kind: 'state', open: { state, segments: segAddress.length, bytes, blocks: blockAddress.length, pendingAsFree, expandable } }
+  return { kind: 'state', open: { state, segments: segAddress.length, bytes, blocks: blockAddress.length, pendingAsFree, expandable, span } }
 }
 
 /** The segment (index) whose range holds `address`, by binary search over `order` (ascending addresses); -1 if none. */

@@ -66,6 +66,9 @@ export interface ReplayedInput {
   replays: ReplayResult[]
 }
 
+/** The simulated device a replay runs on unless capped (native simulated_options). */
+const DEFAULT_DEVICE_BYTES = 80 * 2 ** 30
+
 /** How one target started a trace that began with memory in use (ReplayedInput.start). */
 export interface ReplayStart {
   label: string
@@ -107,9 +110,17 @@ export function startFor(
   if (!usesPytorchPolicy(spec)) return { ...base, reason: 'only the PyTorch policy replays from the recorded segments' }
   if (!recordedState) return { ...base, reason: 'the recorded state was not asked for' }
   if (open.kind === 'unusable') return { ...base, reason: open.reason }
-  // A device smaller than what was in use then could never have held that state.
+  // A device smaller than what was in use then could never have held that state; nor could an
+  // expandable segment span more than the address space PyTorch reserves for one (1 1/8 of the
+  // device's memory; the replay's device is 80 GiB unless capped).
   if (capBytes !== undefined && open.open.bytes > capBytes)
     return { ...base, reason: `the ${formatBytes(open.open.bytes)} in use when recording began exceed the device's ${formatBytes(capBytes)}` }
+  const device = capBytes ?? DEFAULT_DEVICE_BYTES
+  if (open.open.expandable && open.open.span > device + device / 8)
+    return {
+      ...base,
+      reason: `an expandable segment's mapped ranges spanned ${formatBytes(open.open.span)}, more than one reserves on a ${formatBytes(device)} device`,
+    }
   const expandable = String(spec.params['expandable_segments'] ?? 'false') === 'true'
   if (expandable !== open.open.expandable)
     return {
