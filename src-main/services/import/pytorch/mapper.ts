@@ -864,7 +864,19 @@ export class SnapshotMapper implements DecodedEventSink {
       overflow.synthesizedBlocks += s.overflow.synthesizedBlocks
       overflow.synthesizedSegments += s.overflow.synthesizedSegments
     }
-    const result = this.assemble(events, recorded, overflow, present, selected, settings, plainSettings, format, protocol, oomDeviceFree(events, ordered), pools)
+    const result = this.assemble(
+      events,
+      recorded,
+      overflow,
+      present,
+      selected,
+      settings,
+      plainSettings,
+      format,
+      protocol,
+      oomDeviceFree(events, ordered),
+      pools,
+    )
     if (standInRows.some((n) => n > 0)) {
       result.trace.meta.properties[STAND_IN_EVENTS] = String(standInEvents)
       result.trace.meta.properties[STAND_IN_ROWS] = standInRows.join(',')
