@@ -51,6 +51,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       fidelity,
       recordedSettings: replayed.recordedSettings,
       sized: replayed.sized,
+      unsized: replayed.unsized,
       start: replayed.start,
       oomRequests: replayed.oomRequests,
       warnings: input.trace.meta.warnings,
@@ -84,6 +85,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
         (r.notModelled.length > 0 ? `; not modelled: ${r.notModelled.join(', ')}` : ''),
     )
   for (const z of replayed.sized) lines.push(`${z.label}: pools sized from the trace, ${z.params} (give sizes to replay others)`)
+  for (const z of replayed.unsized) lines.push(`${z.label}: not sized from the trace, ${z.reason}; replayed with its own defaults`)
   for (const b of replayed.start) lines.push(startLine(b))
   if (replayed.oomRequests > 0)
     lines.push(

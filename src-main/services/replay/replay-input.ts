@@ -55,6 +55,8 @@ export interface ReplayedInput {
   placed: { label: string; regions: number }[]
   /** Labels of pool strategies named without sizes, and the pool sizes chosen from the trace (sized-defaults.ts). */
   sized: { label: string; params: string }[]
+  /** Labels of pool strategies named without sizes that no size holds the trace in, and why: they replay with their own defaults. */
+  unsized: { label: string; reason: string }[]
   /**
    * Where the trace began with memory in use (a late or overflowed recording): which targets
    * started from the recorded state at the window's opening, and which from empty and why.
@@ -219,11 +221,13 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
   const placed: ReplayedInput['placed'] = []
   const recordedSettings: ReplayedInput['recordedSettings'] = []
   const sized: ReplayedInput['sized'] = []
+  const unsized: ReplayedInput['unsized'] = []
   const start: ReplayStart[] = []
   const open = windowOpenState(input.trace, input.strategies)
   const targets = specs.map((written): ReplayTarget => {
     const pooled = sizedUnlessRecorded(written, input)
     if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
+    if (pooled.unsized !== undefined) unsized.push({ label: written.label, reason: pooled.unsized })
     const given = pooled.spec
     const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)
     const spec = settled.spec
@@ -255,6 +259,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     placed,
     recordedSettings,
     sized,
+    unsized,
     start,
     oomRequests: serving,
     replays: replayed,

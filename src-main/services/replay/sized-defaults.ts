@@ -155,7 +155,7 @@ export function sizedForTrace(spec: StrategySpec, trace: RequestTrace | TraceSiz
   const sizes = 'events' in trace ? traceSizesCached(trace) : trace
   const sizing = sizeStrategy(spec.strategy, sizes)
   if (!sizing) return { spec }
-  if ('unsized' in sizing) return { spec, unsized: `${spec.strategy}: ${sizing.unsized}` }
+  if ('unsized' in sizing) return { spec, unsized: sizing.unsized }
   const params = sizing.params
   return {
     spec: { ...spec, params },

@@ -95,7 +95,7 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
     assert.ok(result.rows.some((r) => r.smallestFittingBytes !== null && r.smallestFittingBytes >= 2 ** 51))
   })
 
-  it('prints the rows it leaves out, with the reason, in the text and the JSON of `vramscope whatif`', async () => {
+  it('prints the rows it leaves out, with the reason, in the text and the JSON of `vramscope whatif`, and `replay` says why it could not size', async () => {
     // A snapshot with a block of 2^52 + 512 B (the largest a pool of 2^52 B cannot hold).
     const dir = mkdtempSync(join(tmpdir(), 'vramscope-sizing-'))
     try {
@@ -118,7 +118,7 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
       )
       const text = await vramscope(['whatif', '--no-search', file])
       assert.equal(text.code, 0, shown(text))
-      assert.match(text.stdout, /^left out: buddy allocator: buddy: a pool that holds the largest request \(4503599627371008 B\)/m, shown(text))
+      assert.match(text.stdout, /^left out: buddy allocator: a pool that holds the largest request \(4503599627371008 B\)/m, shown(text))
       const json = await vramscope(['whatif', '--no-search', '--json', file])
       assert.equal(json.code, 0, shown(json))
       const out = JSON.parse(json.stdout) as { leftOut: { strategy: string; reason: string }[]; configs: { strategy: string }[] }
@@ -130,6 +130,14 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
       assert.ok(
         out.configs.some((r) => r.strategy === 'cuda_malloc'),
         'the other rows ran',
+      )
+      // `replay -s buddy` says why it could not size the pools, and replays with buddy's own.
+      const replay = await vramscope(['replay', '-s', 'buddy', file])
+      assert.equal(replay.code, 0, shown(replay))
+      assert.match(
+        replay.stdout,
+        /^buddy: not sized from the trace, a pool that holds the largest request \(4503599627371008 B\).*; replayed with its own defaults$/m,
+        shown(replay),
       )
     } finally {
       rmSync(dir, { recursive: true, force: true })
