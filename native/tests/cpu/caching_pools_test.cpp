@@ -308,6 +308,77 @@ TEST("expandable: a private pool grows a segment of its own, never unmapped by r
   CHECK(t.consistent());
 }
 
+TEST(
+    "expandable: on a device of 2^53 - 1 B every pool and stream of 64 streams gets a segment, "
+    "each reserving a bounded address space, not 1 1/8 of the device") {
+  pool_under_test t = expandable({}, (std::size_t{1} << 53) - 1);
+  for (stream_t s = 0; s < 64; ++s) {
+    CHECK(t.allocate(100, s) != nullptr);      // the small pool's segment
+    CHECK(t.allocate(5 * MiB, s) != nullptr);  // the large pool's
+  }
+  CHECK_EQ(t.calls().va_reserve, 128u);
+  CHECK_EQ(t.reserved(), 64 * (2 * MiB + 20 * MiB));
+  // 2^43 B a segment, rounded up to its pages.
+  CHECK(t.alloc->stats().address_space <= 128 * ((std::uint64_t{1} << 43) + 20 * MiB));
+  CHECK(t.consistent());
+}
+
+TEST(
+    "expandable: where PyTorch's 1 1/8 of the device fits the address space, a segment reserves "
+    "it, even past 2^43 B") {
+  const std::uint64_t device = std::uint64_t{1} << 51;
+  pool_under_test t = expandable({}, device);
+  CHECK(t.allocate(std::uint64_t{1} << 50) != nullptr);
+  CHECK(t.allocate(std::uint64_t{1} << 49) != nullptr);  // the same segment grows
+  CHECK_EQ(t.calls().va_reserve, 1u);
+  CHECK_EQ(t.alloc->stats().address_space, align_up(device + device / 8, 20 * MiB));
+  CHECK(t.consistent());
+}
+
+TEST(
+    "expandable: a request past a segment's bounded address space maps a segment that holds it, "
+    "and the next one in a segment of its own") {
+  pool_under_test t = expandable({}, (std::size_t{1} << 53) - 1);
+  const std::uint64_t big = std::uint64_t{1} << 50;
+  void* a = t.allocate(100);
+  void* b = t.allocate(big);
+  void* c = t.allocate(big);
+  void* d = t.allocate(std::uint64_t{1} << 51);
+  CHECK(a != nullptr && b != nullptr && c != nullptr && d != nullptr);
+  CHECK_EQ(t.reserved(), 2 * MiB + 2 * align_up(big, 20 * MiB) + align_up(2 * big, 20 * MiB));
+  CHECK(t.consistent());
+  t.deallocate(c);
+  void* e = t.allocate(big);  // the freed block's mapped pages serve it again
+  CHECK_EQ(t.at(e), t.at(c));
+  CHECK(t.consistent());
+}
+
+TEST(
+    "expandable: a late recording's ranges of two streams and both pools seed on a device of 3 PB "
+    "(was: address space exhausted at the third segment)") {
+  pool_under_test t = expandable({}, 3'000'000'000'000'000);
+  const address_t base = 0x7f0000000000;
+  const std::uint64_t far = 20 * MiB * (std::uint64_t{1} << 22);  // 5 * 2^44 B: past 2^43
+  seed_state s;
+  for (stream_t stream : {stream_t{1}, stream_t{2}}) {
+    const address_t at = base + (stream - 1) * 2 * far;
+    s.segments.push_back({at, 20 * MiB, stream, 0, false, true});          // large pool
+    s.segments.push_back({at + far, 20 * MiB, stream, 0, false, true});    // the same range, far on
+    s.segments.push_back({at + 4 * far, 2 * MiB, stream, 0, true, true});  // small pool
+    s.blocks.push_back({at, 10 * MiB, 10 * MiB, stream});
+    s.blocks.push_back({at + far, 20 * MiB, 20 * MiB, stream});
+    s.blocks.push_back({at + 4 * far, 512, 512, stream});
+  }
+  const std::vector<address_t> at = t.alloc->seed(s);
+  CHECK_EQ(at.size(), 6u);
+  CHECK_EQ(at[1] - at[0], far);  // one segment holds both runs of a pool and stream
+  CHECK_EQ(t.reserved(), 2 * (40 * MiB + 2 * MiB));
+  CHECK(t.allocate(10 * MiB, 1) != nullptr);  // the free 10 MiB of the first run
+  CHECK_EQ(t.reserved(), 2 * (40 * MiB + 2 * MiB));
+  CHECK(t.allocate(100, 3) != nullptr);  // a third stream: a segment of its own
+  CHECK(t.consistent());
+}
+
 TEST("expandable: only the pytorch preset takes it; the layout trace shows maps and unmaps") {
   auto backing = make_simulated_backing({});
   CHECK_THROWS_AS(make_allocator("caching", *backing, {{"expandable_segments", "true"}}),
