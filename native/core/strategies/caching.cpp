@@ -13,8 +13,7 @@
 // out-of-memory retry, which PyTorch skips altogether while a pool is current.
 //
 // Expandable segments (expandable_segments, PyTorch's ExpandableSegment): one segment per pool and
-// stream, a reservation of address space 1 1/8 times the device's memory (less where the simulated
-// address space has no room for that: new_expandable_segment), into which pages (2 MiB
+// stream, a reservation of address space 1 1/8 times the device's memory, into which pages (2 MiB
 // for a small pool, 20 MiB for a large one) are mapped as it grows and unmapped again by the
 // release paths. A segment's blocks are live, free (mapped) or unmapped; reserved memory is the
 // mapped bytes.
@@ -104,6 +103,7 @@ class caching final : public allocator {
     }
     const std::uint32_t n = index.take_exact(size);
     if (VRAMSCOPE_LIKELY(n != no_block)) {
+      releasable_known_ = false;
       block_node& b = nodes_[n];
       b.state = live;
       cookie = n;
@@ -117,6 +117,7 @@ class caching final : public allocator {
     block_node& b = nodes_[n];
     VRAMSCOPE_ASSERT(b.state == live && b.address == address);
     (void)address;
+    releasable_known_ = false;
     b.state = cached;
     // Both paths are tail calls, so that this function needs no stack frame: the registers the
     // index insert needs would otherwise be saved and restored here around free_slow as well.
@@ -142,6 +143,7 @@ class caching final : public allocator {
     }
     std::uint32_t n = get_free_block(index, size);
     if (n == no_block) n = alloc_block(bytes, size, pool, stream, index);
+    releasable_known_ = false;  // a failure throws before here, changing nothing
     cookie = n;
     return alloc_found_block(n, size, index);
   }
@@ -178,7 +180,7 @@ class caching final : public allocator {
       // What release_available_cached_blocks would release, then what release_cached_blocks would.
       const release_plan available = plan_release_available(index, size);
       const bool retry_all = current_pools_ == 0;
-      const std::uint64_t releasable = retry_all ? releasable_bytes() : 0;
+      const std::uint64_t releasable = retry_all ? releasable_now() : 0;
       if (!(available.enough && fits(alloc_size, available.bytes)) &&
           !(retry_all && fits(alloc_size, releasable))) {
         const std::uint64_t freed = retry_all ? releasable : available.bytes;
@@ -193,11 +195,13 @@ class caching final : public allocator {
         fail(bytes, backing_available() + freed, why.c_str());
       }
     }
-    if (collect_garbage_) garbage_collect_cached_blocks();
+    releasable_known_ = false;
+    if (collect_garbage_) garbage_collect_cached_blocks(&index);
     address_t address;
     if (try_obtain(alloc_size, pool, address) ||
         (release_available_cached_blocks(index, size) && try_obtain(alloc_size, pool, address)) ||
-        (current_pools_ == 0 && (release_cached_blocks(0), try_obtain(alloc_size, pool, address))))
+        (current_pools_ == 0 &&
+         (release_cached_blocks(0, &index), try_obtain(alloc_size, pool, address))))
       return new_segment(address, alloc_size, pool, stream);
     // Only a real device that fragments its own memory gets here.
     fail(bytes, backing_available(),
@@ -215,7 +219,7 @@ class caching final : public allocator {
     const std::uint64_t need = map_bytes(find_expandable_block(pool, stream, size), size, pool);
     if (exceeds_max_reserved(alloc_size) || need > backing_available()) {
       const bool retry_all = current_pools_ == 0;
-      const std::uint64_t releasable = retry_all ? releasable_bytes() : 0;
+      const std::uint64_t releasable = retry_all ? releasable_now() : 0;
       const bool fits_cap =
           max_reserved_ == 0 || reserved_ - releasable + alloc_size <= max_reserved_;
       const bool fits_device = retry_all && map_bytes_after_release(pool, stream, size) <=
@@ -231,10 +235,13 @@ class caching final : public allocator {
         fail(bytes, backing_available() + releasable, why.c_str());
       }
     }
-    if (collect_garbage_) garbage_collect_cached_blocks();
+    releasable_known_ = false;
+    // The caller holds this request's index: the release paths must not drop it.
+    const free_index* held = &index_for(pool, stream);
+    if (collect_garbage_) garbage_collect_cached_blocks(held);
     std::uint32_t n;
     if (try_allocate_expandable_block(size, alloc_size, pool, stream, n) ||
-        (current_pools_ == 0 && (release_cached_blocks(0),
+        (current_pools_ == 0 && (release_cached_blocks(0, held),
                                  try_allocate_expandable_block(size, alloc_size, pool, stream, n))))
       return n;
     // Only a real device that fragments its own memory gets here.
@@ -357,11 +364,12 @@ class caching final : public allocator {
   // (release_blocks) the whole pages inside each free block are unmapped instead, in the same
   // order, and a segment left with nothing mapped is released. Stops once reserved memory is down
   // to `keep` bytes. Returns the bytes released.
-  std::uint64_t release_cached_blocks(std::uint64_t keep) {
+  std::uint64_t release_cached_blocks(std::uint64_t keep, const free_index* held = nullptr) {
     std::uint64_t released = 0;
     std::vector<free_index::entry> blocks;
     std::vector<std::uint32_t> to_unmap;
     for (unsigned pool : {large_pool, small_pool}) {
+      prune_empty_indexes(pool, held);
       to_unmap.clear();
       for (auto& [stream, index] : pools_[pool].indexes) {
         index.ascending(blocks);
@@ -391,11 +399,12 @@ class caching final : public allocator {
   // PyTorch garbage_collect_cached_blocks: once reserved memory passes the threshold fraction of
   // the cap, release whole cached segments of the default large pool whose age (free-block
   // searches since they were cached) is at least the average, repeating until enough is reclaimed.
-  void garbage_collect_cached_blocks() {
+  void garbage_collect_cached_blocks(const free_index* held) {
     const auto threshold = static_cast<std::uint64_t>(policy_.garbage_collection_threshold *
                                                       static_cast<double>(max_reserved_));
     if (reserved_ <= threshold) return;
     const std::uint64_t target = reserved_ - threshold;
+    prune_empty_indexes(large_pool, held);
     pool_state& large = pools_[large_pool];
     auto freeable = [&] {
       std::vector<std::pair<free_index::entry, free_index*>> out;
@@ -473,6 +482,36 @@ class caching final : public allocator {
     free_nodes_.push_back(e.node);
   }
 
+  // Drops the pool's per-stream indexes that hold no block, but `held` (a caller's): the release
+  // paths walk every index, and a trace of many streams (each its own index) leaves most of them
+  // empty, which would make each release cost every stream ever seen. A dropped stream's next
+  // block makes its index again (bucket hints are checked, so old ones only miss).
+  void prune_empty_indexes(unsigned pool, const free_index* held) {
+    auto& indexes = pools_[pool].indexes;
+    bool dropped = false;
+    for (auto it = indexes.begin(); it != indexes.end();) {
+      if (it->second.count() != 0 || &it->second == held) {
+        ++it;
+        continue;
+      }
+      it = indexes.erase(it);
+      dropped = true;
+    }
+    if (dropped)
+      for (last_index& last : last_index_) last = last_index{};
+  }
+
+  // releasable_bytes() as of now. It walks every segment (or every stream's free blocks), and a
+  // replay past its limit asks it once per failed request: a failure changes nothing, so the figure
+  // is kept until the next change of the cache (releasable_known_ is cleared on every one).
+  std::uint64_t releasable_now() {
+    if (!releasable_known_) {
+      releasable_ = releasable_bytes();
+      releasable_known_ = true;
+    }
+    return releasable_;
+  }
+
   // What release_cached_blocks would give back: the whole cached segments of the default pools,
   // or with expandable segments the whole pages inside their free blocks.
   std::uint64_t releasable_bytes() const {
@@ -517,7 +556,10 @@ class caching final : public allocator {
   // free block just before it) from which free and unmapped blocks add up to `size`; no_block when
   // there is none, for which a new segment is reserved.
   std::uint32_t find_expandable_block(unsigned pool, stream_t stream, std::uint64_t size) {
-    for (auto& [address, u] : pools_[pool].unmapped[stream]) {
+    // Looked up, not inserted: a stream with no expandable segment in the pool costs no entry.
+    const auto blocks = pools_[pool].unmapped.find(stream);
+    if (blocks == pools_[pool].unmapped.end()) return no_block;
+    for (auto& [address, u] : blocks->second) {
       std::uint32_t c = u;
       if (allocatable(nodes_[c].prev)) c = nodes_[c].prev;
       std::uint64_t bytes = 0;
@@ -557,6 +599,8 @@ class caching final : public allocator {
       std::uint64_t size;
       std::uint8_t state;
     };
+    // A stream that never had an expandable segment in the pool gets a new one: no walk.
+    if (pools_[pool].unmapped.count(stream) == 0) return align_up(size, page);
     std::vector<part> parts;
     for (auto& [base, seg] : segments_) {  // in address order, as PyTorch's unmapped set
       if (!seg.expandable || seg.pool != pool || nodes_[seg.head].stream != stream) continue;
@@ -611,7 +655,7 @@ class caching final : public allocator {
     if (exceeds_max_reserved(alloc_size)) return false;
     std::uint32_t c = find_expandable_block(pool, stream, size);
     if (map_bytes(c, size, pool) > backing_available()) return false;
-    if (c == no_block) c = new_expandable_segment(pool, stream, size);
+    if (c == no_block) c = new_expandable_segment(pool, stream);
     if (nodes_[c].state == unmapped) c = map_block(c, std::min(nodes_[c].size, size));
     while (nodes_[c].size < size) {
       const std::uint32_t u = nodes_[c].next;  // free is followed by unmapped
@@ -623,35 +667,13 @@ class caching final : public allocator {
     return true;
   }
 
-  // The address space an expandable segment falls back to where PyTorch's size no longer fits:
-  // 2^43 B, 1/1024 of the simulated address space (which ends at 2^53). Every real device's
-  // 1 1/8 is below it, so on a real device the fallback is never taken.
-  static constexpr std::uint64_t fallback_expandable_reservation = std::uint64_t{1} << 43;
-
-  // A new ExpandableSegment: address space for 1 1/8 times the device's memory (PyTorch's size),
-  // in whole pages, all of it one unmapped block. On a device of petabytes (a large cap) the
-  // simulated address space holds a few ranges that large, one per pool and stream, and the next
-  // segment would fail requests the device holds; where PyTorch's size no longer fits, a segment
-  // reserves the fallback instead. Either is at least `at_least` (the request it is made for, or
-  // the recorded ranges it is seeded with), and a request that a segment's unmapped rest cannot
-  // hold gets a new segment, as in PyTorch when find_expandable_block finds none. Two tries at
-  // most: no cost grows with bytes.
-  std::uint32_t new_expandable_segment(unsigned pool, stream_t stream, std::uint64_t at_least = 0) {
+  // A new ExpandableSegment: address space for 1 1/8 times the device's memory, in whole pages,
+  // all of it one unmapped block.
+  std::uint32_t new_expandable_segment(unsigned pool, stream_t stream) {
     const std::uint64_t page = page_of(pool);
     const std::uint64_t total = get_backing().capacity();
-    // Past 2^60 B no address space holds it anyway (and 1 1/8 of it would wrap).
-    const std::uint64_t pytorch = total >> 60 != 0 ? std::uint64_t{1} << 60 : total + total / 8;
-    std::uint64_t bytes = align_up(std::max(pytorch, at_least), page);
-    address_t base;
-    try {
-      base = reserve_address_space(bytes, get_backing().granularity());
-    } catch (const out_of_memory&) {
-      const std::uint64_t fallback =
-          align_up(std::max(std::min(pytorch, fallback_expandable_reservation), at_least), page);
-      if (fallback == bytes) throw;
-      bytes = fallback;
-      base = reserve_address_space(bytes, get_backing().granularity());
-    }
+    const std::uint64_t bytes = align_up(total + total / 8, page);
+    const address_t base = reserve_address_space(bytes, get_backing().granularity());
     const std::uint32_t n = new_node();
     block_node& b = nodes_[n];
     b.address = base;
@@ -793,6 +815,7 @@ class caching final : public allocator {
   }
 
   void do_trim() override {
+    releasable_known_ = false;
     std::uint64_t released = release_cached_blocks(release_threshold_);
     if (released != 0) trace(trace_op::trim, 0, released);
   }
@@ -809,6 +832,7 @@ class caching final : public allocator {
   void do_seed(const seed_state& state, std::vector<seeded_block>& out) override {
     if (policy_.kind != preset::pytorch)
       throw unsupported("caching: only preset pytorch starts from a recorded state");
+    releasable_known_ = false;
     std::vector<std::size_t> order(state.blocks.size());
     for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
     std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -851,9 +875,7 @@ class caching final : public allocator {
       std::sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
         return state.segments[a].address < state.segments[b].address;
       });
-      const seed_segment& last = state.segments[members.back()];
-      const std::uint32_t u = new_expandable_segment(
-          pool, stream, last.address + last.size - state.segments[members.front()].address);
+      const std::uint32_t u = new_expandable_segment(pool, stream);
       const address_t base = nodes_[u].address;
       const std::uint64_t span = nodes_[u].size;
       const address_t origin = state.segments[members.front()].address;
@@ -1130,6 +1152,9 @@ class caching final : public allocator {
   } last_index_[2];
   // Invariant: the sum of the sizes of segments_ not expandable and of mapped expandable blocks.
   std::uint64_t reserved_ = 0;
+  // releasable_bytes() while releasable_known_ (releasable_now); every change of the cache clears it.
+  std::uint64_t releasable_ = 0;
+  bool releasable_known_ = false;
 };
 
 const strategy_registration registration{

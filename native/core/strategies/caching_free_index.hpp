@@ -308,7 +308,9 @@ class free_index {
   };
   front_entry front_{0, 0, no_block, no_bucket};
   std::map<std::uint64_t, std::uint32_t> by_size_;
-  address_map<std::uint32_t> exact_;
+  // Small at first: a caching allocator keeps an index per pool and stream, and a trace may have
+  // many streams of a few sizes each.
+  address_map<std::uint32_t> exact_{8};
   std::vector<bucket> buckets_;
   std::vector<std::uint32_t> spare_buckets_;
   std::uint64_t count_ = 0;

@@ -27,7 +27,9 @@ class address_map {
  public:
   static constexpr std::size_t npos = ~std::size_t{0};
 
-  address_map() { rehash(64); }
+  // `capacity` slots to start with (a power of two, at least 4): a map made for each of many
+  // streams starts small.
+  explicit address_map(std::size_t capacity = 64) { rehash(capacity); }
 
   // The front slot's position (for value_at / erase_at).
   static constexpr std::size_t front_position = npos - 1;
