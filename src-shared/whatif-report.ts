@@ -81,6 +81,8 @@ export interface WhatifReport {
   /** The recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound. */
   endsAtOom: boolean
   rows: WhatifReportRow[]
+  /** vramscope's strategies the trace's sizes leave out of the rows (no pool holds them), each with why. */
+  leftOut?: { strategy: string; label: string; reason: string }[]
   /**
    * A late or overflowed recording: the state its window opened on, and the rows (labels) that
    * replayed from it: PyTorch configurations whose segments are of the recorded kind. The other

@@ -97,6 +97,43 @@ describe('the what-if lab over the web host', () => {
     assert.deepEqual(names, ['pytorch (recorded)', first.replay.label])
   })
 
+  it('leaves out, with the reason, the strategy rows no pool holds a 2^52 + 512 B block in', async () => {
+    const big = 2 ** 52 + 512
+    const entry = (action: string, addr: number, size: number, time: number) => ({ action, addr, size, stream: 0, time_us: time, frames: [] })
+    const snapshot = JSON.stringify({
+      segments: [],
+      device_traces: [
+        [
+          entry('alloc', 2 ** 30, 2 ** 20, 1),
+          entry('alloc', 2 ** 40, big, 2),
+          entry('free_requested', 2 ** 40, big, 3),
+          entry('free_requested', 2 ** 30, 2 ** 20, 4),
+        ],
+      ],
+    })
+    const open = json(
+      await postApi(host, 'trace:openBytes', Buffer.from(snapshot), {
+        'x-vramscope-page': 'page-1',
+        'x-file-name': 'big-block.json',
+        'content-type': 'application/octet-stream',
+      }),
+    )
+    assert.ok(open.ok, JSON.stringify(open))
+    assert.equal((await settle(open.result.jobId)).state, 'done')
+    const bigTrace = json(await post('job:result', { jobId: open.result.jobId })).result.traceId
+    const started = json(await post('whatif:start', { traceId: bigTrace }))
+    assert.ok(started.ok, JSON.stringify(started))
+    assert.equal((await settle(started.result.jobId)).state, 'done')
+    const report = json(await post('whatif:result', { jobId: started.result.jobId })).result as WhatifReport
+    assert.deepEqual(
+      report.leftOut?.map((r) => r.strategy),
+      ['vmm_growable', 'buddy'],
+    )
+    assert.match(report.leftOut![1]!.reason, /largest request \(4503599627371008 B\)/)
+    assert.ok(report.rows.length >= 20, 'the other rows ran')
+    await post('trace:close', { traceId: bigTrace })
+  })
+
   it('cancels a run', async () => {
     const started = json(await post('whatif:start', { traceId }))
     assert.ok(json(await post('job:cancel', { jobId: started.result.jobId })).result.cancelled)
