@@ -13,7 +13,8 @@
 // out-of-memory retry, which PyTorch skips altogether while a pool is current.
 //
 // Expandable segments (expandable_segments, PyTorch's ExpandableSegment): one segment per pool and
-// stream, a reservation of address space 1 1/8 times the device's memory, into which pages (2 MiB
+// stream, a reservation of address space 1 1/8 times the device's memory (less where the simulated
+// address space has no room for that: new_expandable_segment), into which pages (2 MiB
 // for a small pool, 20 MiB for a large one) are mapped as it grows and unmapped again by the
 // release paths. A segment's blocks are live, free (mapped) or unmapped; reserved memory is the
 // mapped bytes.
@@ -482,6 +483,17 @@ class caching final : public allocator {
     free_nodes_.push_back(e.node);
   }
 
+  // releasable_bytes() as of now. It walks every segment (or every stream's free blocks), and a
+  // replay past its limit asks it once per failed request: a failure changes nothing, so the figure
+  // is kept until the next change of the cache (releasable_known_ is cleared on every one).
+  std::uint64_t releasable_now() {
+    if (!releasable_known_) {
+      releasable_ = releasable_bytes();
+      releasable_known_ = true;
+    }
+    return releasable_;
+  }
+
   // Drops the pool's per-stream indexes that hold no block, but `held` (a caller's): the release
   // paths walk every index, and a trace of many streams (each its own index) leaves most of them
   // empty, which would make each release cost every stream ever seen. A dropped stream's next
@@ -499,17 +511,6 @@ class caching final : public allocator {
     }
     if (dropped)
       for (last_index& last : last_index_) last = last_index{};
-  }
-
-  // releasable_bytes() as of now. It walks every segment (or every stream's free blocks), and a
-  // replay past its limit asks it once per failed request: a failure changes nothing, so the figure
-  // is kept until the next change of the cache (releasable_known_ is cleared on every one).
-  std::uint64_t releasable_now() {
-    if (!releasable_known_) {
-      releasable_ = releasable_bytes();
-      releasable_known_ = true;
-    }
-    return releasable_;
   }
 
   // What release_cached_blocks would give back: the whole cached segments of the default pools,
@@ -655,7 +656,7 @@ class caching final : public allocator {
     if (exceeds_max_reserved(alloc_size)) return false;
     std::uint32_t c = find_expandable_block(pool, stream, size);
     if (map_bytes(c, size, pool) > backing_available()) return false;
-    if (c == no_block) c = new_expandable_segment(pool, stream);
+    if (c == no_block) c = new_expandable_segment(pool, stream, size);
     if (nodes_[c].state == unmapped) c = map_block(c, std::min(nodes_[c].size, size));
     while (nodes_[c].size < size) {
       const std::uint32_t u = nodes_[c].next;  // free is followed by unmapped
@@ -667,13 +668,35 @@ class caching final : public allocator {
     return true;
   }
 
-  // A new ExpandableSegment: address space for 1 1/8 times the device's memory, in whole pages,
-  // all of it one unmapped block.
-  std::uint32_t new_expandable_segment(unsigned pool, stream_t stream) {
+  // The address space an expandable segment falls back to where PyTorch's size no longer fits:
+  // 2^43 B, 1/1024 of the simulated address space (which ends at 2^53). Every real device's
+  // 1 1/8 is below it, so on a real device the fallback is never taken.
+  static constexpr std::uint64_t fallback_expandable_reservation = std::uint64_t{1} << 43;
+
+  // A new ExpandableSegment: address space for 1 1/8 times the device's memory (PyTorch's size),
+  // in whole pages, all of it one unmapped block. On a device of petabytes (a large cap) the
+  // simulated address space holds a few ranges that large, one per pool and stream, and the next
+  // segment would fail requests the device holds; where PyTorch's size no longer fits, a segment
+  // reserves the fallback instead. Either is at least `at_least` (the request it is made for, or
+  // the recorded ranges it is seeded with), and a request that a segment's unmapped rest cannot
+  // hold gets a new segment, as in PyTorch when find_expandable_block finds none. Two tries at
+  // most: no cost grows with bytes.
+  std::uint32_t new_expandable_segment(unsigned pool, stream_t stream, std::uint64_t at_least = 0) {
     const std::uint64_t page = page_of(pool);
     const std::uint64_t total = get_backing().capacity();
-    const std::uint64_t bytes = align_up(total + total / 8, page);
-    const address_t base = reserve_address_space(bytes, get_backing().granularity());
+    // Past 2^60 B no address space holds it anyway (and 1 1/8 of it would wrap).
+    const std::uint64_t pytorch = total >> 60 != 0 ? std::uint64_t{1} << 60 : total + total / 8;
+    std::uint64_t bytes = align_up(std::max(pytorch, at_least), page);
+    address_t base;
+    try {
+      base = reserve_address_space(bytes, get_backing().granularity());
+    } catch (const out_of_memory&) {
+      const std::uint64_t fallback =
+          align_up(std::max(std::min(pytorch, fallback_expandable_reservation), at_least), page);
+      if (fallback == bytes) throw;
+      bytes = fallback;
+      base = reserve_address_space(bytes, get_backing().granularity());
+    }
     const std::uint32_t n = new_node();
     block_node& b = nodes_[n];
     b.address = base;
@@ -875,7 +898,9 @@ class caching final : public allocator {
       std::sort(members.begin(), members.end(), [&](std::size_t a, std::size_t b) {
         return state.segments[a].address < state.segments[b].address;
       });
-      const std::uint32_t u = new_expandable_segment(pool, stream);
+      const seed_segment& last = state.segments[members.back()];
+      const std::uint32_t u = new_expandable_segment(
+          pool, stream, last.address + last.size - state.segments[members.front()].address);
       const address_t base = nodes_[u].address;
       const std::uint64_t span = nodes_[u].size;
       const address_t origin = state.segments[members.front()].address;
