@@ -12,7 +12,9 @@ import { after, before, describe, it } from 'node:test'
 
 import { readTrace, writeTrace } from '../../src-main/services/trace/file.ts'
 import { allocateEvents, EventKind } from '../../src-main/services/trace/model.ts'
+import { runBounded } from '../helpers/bounded-child.ts'
 import { BIN, fixture, shown, vramscope, type CliRun } from '../helpers/cli.ts'
+import { pickle, type PickleInput } from '../helpers/pickle-writer.ts'
 
 let scratch: string
 before(async () => {
@@ -278,5 +280,98 @@ describe('bad options', () => {
     assert.equal(version.code, 0)
     const { version: expected } = JSON.parse(await readFile(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
     assert.equal(version.stdout.trim(), expected)
+  })
+})
+
+describe('hostile snapshot shapes: each command ends within bounds, with the answer or a message naming the file and the value', () => {
+  /** The bounds of every run (on a loaded 2-core machine; the figure of each run is printed). */
+  const TIME_LIMIT_MS = 30_000
+  const MEMORY_LIMIT = 1.5 * 2 ** 30
+  const MiB = 2 ** 20
+  const BASE = 0x7f00_0000_0000
+  const at = (time_us: number, fields: Record<string, PickleInput>): Record<string, PickleInput> => ({ stream: 0, time_us, ...fields })
+  const write = async (name: string, snapshot: Record<string, PickleInput>): Promise<string> => {
+    const path = join(scratch, name)
+    await writeFile(path, pickle(snapshot))
+    return path
+  }
+  const bounded = async (t: { diagnostic: (m: string) => void }, args: string[]): Promise<CliRun> => {
+    const run = await runBounded([BIN, ...args], TIME_LIMIT_MS, MEMORY_LIMIT)
+    t.diagnostic(`${args.join(' ')}: ${run.ms.toFixed(0)} ms, peak ${(run.peakRss / MiB).toFixed(0)} MiB resident`)
+    assert.equal(run.killed, null, `vramscope ${args.join(' ')} ran past its ${run.killed === 'time' ? `${TIME_LIMIT_MS} ms` : 'memory limit'}`)
+    return { code: run.code ?? -1, stdout: run.stdout, stderr: run.stderr }
+  }
+  const ok = (run: CliRun) => {
+    assert.equal(run.code, 0, shown(run))
+    assert.doesNotMatch(run.stderr, /internal error|\n\s+at /, 'no crash, no stack')
+  }
+
+  it('frees written as free_completed alone: info counts them, nothing is live at the end', async (t) => {
+    const events: PickleInput[] = [at(0, { action: 'segment_alloc', addr: BASE, size: 64 * MiB })]
+    for (let k = 0; k < 520; k++) {
+      events.push(at(2 * k + 1, { action: 'alloc', addr: BASE + (k % 8) * MiB, size: MiB }))
+      events.push(at(2 * k + 2, { action: 'free_completed', addr: BASE + (k % 8) * MiB, size: MiB }))
+    }
+    const run = await bounded(t, ['info', await write('free-completed-only.pickle', { segments: [], device_traces: [events] })])
+    ok(run)
+    assert.match(run.stdout, /520 allocs, 520 frees/)
+    assert.match(run.stdout, /0 blocks \(0 B\) live at the end/)
+  })
+
+  for (const [name, ops] of [
+    ['a 2^52-byte segment_map', [{ action: 'segment_map', addr: BASE, size: 2 ** 52 }]],
+    [
+      'an unmap of 2^52 bytes over a 2 MiB mapping',
+      [
+        { action: 'segment_map', addr: BASE, size: 2 * MiB },
+        { action: 'segment_unmap', addr: BASE, size: 2 ** 52 },
+      ],
+    ],
+  ] as const)
+    it(`${name}, then an out-of-memory: info and top answer, with the out-of-memory summary`, async (t) => {
+      const events = [...ops.map((op, k) => at(k, op)), at(ops.length, { action: 'oom', addr: 0, size: 2 * MiB, device_free: 0 })]
+      const path = await write(`${name.replace(/\W+/g, '-')}.pickle`, { segments: [], device_traces: [events] })
+      const info = await bounded(t, ['info', path])
+      ok(info)
+      assert.match(info.stdout, /at the failure/)
+      ok(await bounded(t, ['top', path]))
+    })
+
+  it('100,000 segments at descending addresses, one in a private pool: info in seconds', async (t) => {
+    const n = 100_000
+    const events: PickleInput[] = []
+    const segments: PickleInput[] = []
+    for (let k = 0; k < n; k++) {
+      const address = BASE + (n - k) * 2 * MiB
+      events.push(at(k, { action: 'segment_alloc', addr: address, size: 2 * MiB }))
+      segments.push({ device: 0, address, total_size: 2 * MiB, stream: 0, segment_type: 'small', segment_pool_id: [k === n / 2 ? 1 : 0, 0], blocks: [] })
+    }
+    const run = await bounded(t, ['info', await write('descending-pool.pickle', { segments, device_traces: [events] })])
+    ok(run)
+    assert.match(run.stdout, /100,000 regions/)
+  })
+
+  for (const [name, fields, problem] of [
+    ['a block of 2^53 - 1 bytes', { size: 2 ** 53 - 1 }, /'size' of a block must be at most 9007199254740480 .*got 9007199254740991/],
+    ['a stream of 2^53', { stream: 2n ** 53n }, /'stream' must be a non-negative integer below 2\^53, got 9007199254740992n/],
+    ['a stream of -1', { stream: -1 }, /'stream' must be a non-negative integer below 2\^53, got -1/],
+  ] as [string, Record<string, PickleInput>, RegExp][])
+    it(`${name}: import -o refuses it naming the file, the event, the field and the value, and writes nothing`, async (t) => {
+      const path = await write(`${name.replace(/\W+/g, '-')}.pickle`, {
+        segments: [],
+        device_traces: [[at(1, { action: 'alloc', addr: BASE, size: 512, ...fields })]],
+      })
+      const output = join(scratch, 'never-written.vramscope')
+      const run = await bounded(t, ['import', path, '-o', output])
+      refused(run, new RegExp(`^vramscope: ${escape(path)}: byte \\d+, device_traces\\[0\\]\\[0\\]: ${problem.source}`, 'm'))
+      assert.equal(existsSync(output), false, 'nothing written')
+    })
+
+  it('100,000 streams of one block each: whatif ranks the grid in seconds', async (t) => {
+    const events: PickleInput[] = []
+    for (let k = 0; k < 100_000; k++) events.push(at(k, { action: 'alloc', addr: BASE + k * 512, size: 512, stream: k }))
+    const run = await bounded(t, ['whatif', await write('many-streams.pickle', { segments: [], device_traces: [events] })])
+    ok(run)
+    assert.match(run.stdout, /replays of 100,000 events/)
   })
 })
