@@ -5,7 +5,7 @@
 // checked by the contract's schemas through the one dispatcher, as on the Electron side:
 // ipc-router.test.ts.
 import assert from 'node:assert/strict'
-import { mkdtemp, rm, writeFile } from 'node:fs/promises'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { request } from 'node:http'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -39,6 +39,21 @@ function send(host: WebHost, path: string, body: string | Buffer | undefined, he
 }
 
 const message = (r: Reply) => (JSON.parse(r.body) as { error?: { message: string } }).error?.message ?? ''
+
+interface Status {
+  state: string
+  error?: { message: string }
+}
+
+/** A job's status once it is no longer running. */
+async function settle(host: WebHost, jobId: string): Promise<Status> {
+  for (;;) {
+    const r = await send(host, '/api/job:status', JSON.stringify({ jobId }), { 'content-type': 'application/json' })
+    const status = (JSON.parse(r.body) as { result: Status }).result
+    if (status.state !== 'running' && status.state !== 'queued') return status
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
+}
 
 describe('web host: hostile requests', () => {
   let host: WebHost
@@ -114,5 +129,31 @@ describe('web host: hostile requests', () => {
     assert.equal(name.status, 400, name.body)
     assert.match(message(name), /x-file-name/)
     assert.equal((await send(host, '/api/app:info', '')).status, 200)
+  })
+
+  it('hostile snapshot shapes uploaded (scripts/fixtures/make_hostile_pickles.py): opened or refused in seconds, naming the file and the value, and the host keeps answering', async () => {
+    const cases: [string, RegExp | null][] = [
+      ['sizes-huge-map-then-oom.pickle', null],
+      ['sizes-unmap-past-map-then-oom.pickle', null],
+      ['sizes-block-rounds-to-2-53.pickle', /sizes-block-rounds-to-2-53\.pickle: .*'size' of a block must be at most .*got 9007199254740991/],
+      ['sizes-stream-2-53.pickle', /sizes-stream-2-53\.pickle: .*'stream' must be .*got 9007199254740992n/],
+      ['sizes-stream-negative.pickle', /sizes-stream-negative\.pickle: .*'stream' must be .*got -1/],
+      ['sizes-segment-stream-2-64.pickle', /sizes-segment-stream-2-64\.pickle: .*'stream' must be .*got 18446744073709551616n/],
+    ]
+    for (const [name, problem] of cases) {
+      const bytes = await readFile(join(ROOT, 'test', 'fixtures', 'hostile', name))
+      const started = performance.now()
+      const r = await send(host, '/api/trace:openBytes', bytes, { 'content-type': 'application/octet-stream', 'x-file-name': name })
+      assert.equal(r.status, 200, `${name}: ${r.body}`)
+      const status = await settle(host, (JSON.parse(r.body) as { result: { jobId: string } }).result.jobId)
+      const ms = performance.now() - started
+      assert.ok(ms < 10_000, `${name}: settled after ${ms.toFixed(0)} ms`)
+      if (problem === null) assert.equal(status.state, 'done', `${name}: ${JSON.stringify(status)}`)
+      else {
+        assert.equal(status.state, 'failed', name)
+        assert.match(status.error!.message, problem)
+      }
+      assert.equal((await send(host, '/api/app:info', '')).status, 200)
+    }
   })
 })
