@@ -60,6 +60,7 @@ export interface WhatifReport {
   limit: { bytes: number | null; source: 'option' | 'implied' | 'none' }
   /** What a recorded out-of-memory says of the limit the program ran under. */
   implied?: {
+    /** The most the run reached without a failure, as PyTorch's cap check counts it: reserved memory before a request plus its whole allocation size. */
     lowBytes: number
     /** Reserved memory at the out-of-memory, after PyTorch released what it could. */
     reservedBytes: number
@@ -162,9 +163,10 @@ function percent(r: number): string {
 }
 
 /** What the words read of a report: the host's result and the page's report both have it. */
-export type WordsOf = Pick<WhatifReport, 'endsAtOom' | 'limit' | 'deviceBytes' | 'device'> & {
-  rows: readonly Pick<WhatifReportRow, 'rank' | 'failures' | 'smallestFittingBytes' | 'line' | 'label' | 'kind' | 'conf' | 'peakReserved'>[]
-}
+export type WordsOf = Pick<WhatifReport, 'endsAtOom' | 'limit' | 'deviceBytes' | 'device'> &
+  Partial<Pick<WhatifReport, 'implied'>> & {
+    rows: readonly Pick<WhatifReportRow, 'rank' | 'failures' | 'smallestFittingBytes' | 'line' | 'label' | 'kind' | 'conf' | 'peakReserved'>[]
+  }
 
 /**
  * The report's recommendation and findings in words, the same on every side; `deviceArgument`
@@ -199,6 +201,12 @@ export function whatifWords(report: WordsOf, bytes: (n: number) => string, devic
   const notes: string[] = []
   if (report.limit.bytes !== null && report.limit.bytes > report.deviceBytes)
     notes.push(`the ${bytes(report.limit.bytes)} limit is more than the device's ${bytes(report.deviceBytes)}: no row uses more than the device has`)
+  const i = report.implied
+  // The limit is never silently below what the run reached (whatif.ts, impliedLimitBytes).
+  if (report.limit.source === 'implied' && i?.source === 'device' && i.deviceFree !== undefined && i.reservedBytes + i.deviceFree < i.lowBytes)
+    notes.push(
+      `the out-of-memory's free memory plus reserved at it, ${bytes(i.reservedBytes + i.deviceFree)}, is less than the run reached before it, ${bytes(i.lowBytes)} (reserved plus a request's whole allocation size, as PyTorch's check counts it): the limit is ${bytes(i.lowBytes)}`,
+    )
   if (report.endsAtOom)
     notes.push(
       'the recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound (at least that much)',

@@ -99,10 +99,12 @@ export function allocationSize(size: number): number {
 }
 
 /**
- * The device limit a recording's first out-of-memory implies: reserved memory reached `low` with
- * no failure, and at the failure (after PyTorch released what it could) reserved memory plus the
- * segment the request needed was more than the limit. Undefined without an out-of-memory or a
- * recorded layout.
+ * The device limit a recording's first out-of-memory implies: the run reached `low` with no
+ * failure, as PyTorch's cap check counts it (reserved memory before a request that obtained
+ * memory plus the request's whole allocation size: with expandable segments more than the pages
+ * mapped where a free tail served part of it), and at the failure (after PyTorch released what it
+ * could) reserved memory plus the segment the request needed was more than the limit. Undefined
+ * without an out-of-memory or a recorded layout.
  */
 export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | undefined): ImpliedLimit | undefined {
   const e = trace.events
@@ -116,14 +118,24 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
   if (oom < 0 || !layout) return undefined
   const time = e.time[oom]!
   let reserved = 0
-  let peak = 0
+  let reached = 0
+  // Reserved memory before the maps of the request they serve (its alloc follows them), or -1.
+  let beforeMaps = -1
   for (let k = 0; k < layout.op.length; k++) {
     const t = layout.time[k]!
     if (t > time) break
     const op = layout.op[k]
+    if (op === LayoutOp.map && beforeMaps < 0) beforeMaps = reserved
     if (op === LayoutOp.regionReserve || op === LayoutOp.map) reserved += layout.size[k]!
     else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) reserved -= layout.size[k]!
-    if (reserved > peak) peak = reserved
+    else if (op === LayoutOp.alloc && beforeMaps >= 0) {
+      // alloc_block checks total_allocated_memory + alloc_size against the limit before it maps
+      // only what the free tail lacks; an expandable block is never left unsplit by 512 B or more,
+      // so its recorded size is the request's round_size.
+      reached = Math.max(reached, beforeMaps + allocationSize(layout.size[k]!))
+      beforeMaps = -1
+    } else if (op === LayoutOp.failure) beforeMaps = -1
+    if (reserved > reached) reached = reserved
   }
   const size = e.size[oom]!
   const freeText = trace.meta.properties['pytorch.oom.device_free']
@@ -131,7 +143,7 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
   const need = allocationSize(size)
   const device = deviceFree !== undefined && Number.isFinite(deviceFree) && deviceFree < need
   return {
-    lowBytes: peak,
+    lowBytes: reached,
     reservedBytes: reserved,
     highBytes: device ? reserved + deviceFree! + 1 : reserved + need,
     size,
@@ -140,6 +152,18 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
     ...(deviceFree !== undefined && Number.isFinite(deviceFree) && { deviceFree }),
     source: device ? 'device' : 'fraction',
   }
+}
+
+/**
+ * The limit the lab replays a recording that ended in an out-of-memory under: where the device was
+ * full, what the file says it held (reserved at the out-of-memory plus its device_free); else the
+ * least the recording allows. Never below what the run reached (`lowBytes`): a file whose figures
+ * say less (another process took memory between) gives that, and the report says so
+ * (`whatifWords`).
+ */
+export function impliedLimitBytes(implied: ImpliedLimit): number {
+  if (implied.source === 'device' && implied.deviceFree !== undefined) return Math.max(implied.reservedBytes + implied.deviceFree, implied.lowBytes)
+  return implied.lowBytes
 }
 
 // --- the configurations ----------------------------------------------------------------------------
@@ -595,8 +619,8 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
       throw new WhatifError(`--cap: ${options.capBytes} bytes: a limit must be a whole number of bytes from 1 to 2^53 - 1`, '--cap')
     limit = { bytes: options.capBytes, source: 'option' }
   }
-  // The least limit the recording allows: reserved memory reached it without a failure.
-  else if (implied) limit = { bytes: implied.lowBytes, source: 'implied' }
+  // The limit the recording implies: the full device's, else the least the recording allows.
+  else if (implied) limit = { bytes: impliedLimitBytes(implied), source: 'implied' }
 
   const runner = new Runner(trace, input.strategies, deviceBytes)
   const search = options.search !== false
@@ -623,7 +647,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   const [fidelity] = await Promise.all([
     // The recorded settings under the recording's own limit (the one an out-of-memory implies), never the limit asked for.
     fidelityConfig
-      ? fidelityOf(fidelityConfig, trace, input.strategies, implied ? implied.lowBytes : null, deviceBytes, signal).finally(() => tick('fidelity'))
+      ? fidelityOf(fidelityConfig, trace, input.strategies, implied ? impliedLimitBytes(implied) : null, deviceBytes, signal).finally(() => tick('fidelity'))
       : Promise.resolve(undefined),
     ...Array.from({ length: Math.min(cores, configs.length) }, worker),
   ])
