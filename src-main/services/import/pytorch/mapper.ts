@@ -380,6 +380,8 @@ export class SnapshotMapper implements DecodedEventSink {
     if (unstorableStream(streamValue))
       this.fail(`'stream' must be a non-negative integer below 2^53, got ${describe(streamValue)}`, offset, where(device, index), 'limit')
     if (typeof time !== 'number' || !Number.isFinite(time)) {
+      // An integer of 2^53 or more reads as a bigint: no clock a snapshot keeps (microseconds since 1970 are below 2^51).
+      if (typeof time === 'bigint') this.fail(`'time_us' must be a number of microseconds below 2^53, got ${describe(time)}`, offset, where(device, index))
       if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
       this.missingTimes++
       time = s.nextIndex // no clock: keep the order

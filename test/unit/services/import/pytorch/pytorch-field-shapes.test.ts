@@ -138,6 +138,11 @@ describe('sizes, addresses and streams past what a trace stores: refused at impo
       /segments \(device 0\): a segment's 'stream' must be .*got 9007199254740992n/,
     ],
     [
+      'an alloc at time_us 2^62',
+      { segments: [], device_traces: [[alloc({ time_us: 2n ** 62n })]] },
+      /'time_us' must be a number of microseconds below 2\^53, got 4611686018427387904n/,
+    ],
+    [
       'a listed segment on stream -7',
       { segments: [segment({ stream: -7 })], device_traces: [[]] },
       /segments \(device 0\): a segment's 'stream' must be .*got -7/,
