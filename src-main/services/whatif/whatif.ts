@@ -466,18 +466,19 @@ async function evaluate(
 
 /**
  * Ranks the PyTorch configurations in place: no failures first, then the smallest fitting limit,
- * then peak reserved. Smallest fitting limits within the search's own precision (1 %) of the
+ * then fewer failures (where nothing fits the device, that is what tells rows apart), then peak
+ * reserved. Smallest fitting limits within the search's own precision (1 %) of the
  * first of a run of them are a tie, ranked by peak reserved: a row that fits in 0.5 % less is not
  * better than one that reserves 40 % less. Strategy rows and settings the model leaves out
  * follow, unranked.
  */
 export function rank(rows: WhatifRow[]): void {
   const ranked = rows.filter((r) => r.notRanked === undefined)
-  const key = (r: WhatifRow): [number, number, number] => [r.failures > 0 ? 1 : 0, r.smallestFittingBytes ?? Infinity, r.peakReserved]
+  const key = (r: WhatifRow): [number, number, number, number] => [r.failures > 0 ? 1 : 0, r.smallestFittingBytes ?? Infinity, r.failures, r.peakReserved]
   ranked.sort((a, b) => {
     const ka = key(a)
     const kb = key(b)
-    return ka[0] - kb[0] || ka[1] - kb[1] || ka[2] - kb[2]
+    return ka[0] - kb[0] || ka[1] - kb[1] || ka[2] - kb[2] || ka[3] - kb[3]
   })
   // Runs of ties, each anchored at its first (smallest) fitting limit, re-sorted by peak reserved.
   for (let start = 0; start < ranked.length;) {
@@ -490,7 +491,7 @@ export function rank(rows: WhatifRow[]): void {
         if (r.failures > 0 !== first.failures > 0 || r.smallestFittingBytes === null || r.smallestFittingBytes > anchor * (1 + SEARCH_TOLERANCE)) break
         end++
       }
-    const tied = ranked.slice(start, end).sort((a, b) => a.peakReserved - b.peakReserved || a.smallestFittingBytes! - b.smallestFittingBytes!)
+    const tied = ranked.slice(start, end).sort((a, b) => a.failures - b.failures || a.peakReserved - b.peakReserved || a.smallestFittingBytes! - b.smallestFittingBytes!)
     ranked.splice(start, tied.length, ...tied)
     start = end
   }

@@ -72,6 +72,21 @@ describe('rank', () => {
       ['c', 'b', 'a'],
     )
   })
+
+  it('ranks failing rows that fit nowhere on the device by fewer failures before lower peak reserved', () => {
+    // As on a snapshot of 2^45-2^52 B blocks: no row fits the device, and a row that fails two
+    // requests reserves less than one that fails only the recorded out-of-memory.
+    const rows = [row('roundup_power2_divisions:2', null, 1184 * GiB, 2), row('', null, 3232 * GiB, 1), row('max_split_size_mb:64', null, 3248 * GiB, 1)]
+    rank(rows)
+    assert.deepEqual(
+      rows.map((r) => [r.conf, r.rank]),
+      [
+        ['', 1],
+        ['max_split_size_mb:64', 2],
+        ['roundup_power2_divisions:2', 3],
+      ],
+    )
+  })
 })
 
 describe('whatifWords', () => {
