@@ -491,7 +491,9 @@ export function rank(rows: WhatifRow[]): void {
         if (r.failures > 0 !== first.failures > 0 || r.smallestFittingBytes === null || r.smallestFittingBytes > anchor * (1 + SEARCH_TOLERANCE)) break
         end++
       }
-    const tied = ranked.slice(start, end).sort((a, b) => a.failures - b.failures || a.peakReserved - b.peakReserved || a.smallestFittingBytes! - b.smallestFittingBytes!)
+    const tied = ranked
+      .slice(start, end)
+      .sort((a, b) => a.failures - b.failures || a.peakReserved - b.peakReserved || a.smallestFittingBytes! - b.smallestFittingBytes!)
     ranked.splice(start, tied.length, ...tied)
     start = end
   }
