@@ -10,10 +10,9 @@ import { randomUUID } from 'node:crypto'
 
 import { ApiError } from '../../src-shared/api-error.ts'
 import type { JobStatus } from '../../src-shared/contract.ts'
+import { isLive, waitSettled } from '../../src-shared/job-wait.ts'
 import { InputError } from './input-error.ts'
 
-/** The longest a `job:status` call with waitMs holds its answer back, whichever host answers it. */
-export const MAX_STATUS_WAIT_MS = 1000
 /** Jobs of one page that run at once (DEFAULT_PAGE's are bounded only in all); the next wait. */
 export const MAX_RUNNING_PER_PAGE = 3
 /** Jobs that run at once in a session, every page together. */
@@ -28,24 +27,6 @@ export const ENDED_KEPT = 4096
 
 /** The words a waiting job's phase starts with (describeQueue). */
 const WAITING = /^waiting for \d+ jobs? to end: /
-
-/** Whether a job has yet to end: waiting for a slot or running. */
-export function isLive(status: Pick<JobStatus, 'state'>): boolean {
-  return status.state === 'queued' || status.state === 'running'
-}
-
-/**
- * Waits until `settled` resolves or `waitMs` passes (at most MAX_STATUS_WAIT_MS), whichever comes
- * first: the one wait behind every `job:status` with waitMs, so a poller learns of a job's end
- * the moment it happens, where polling at intervals learns it up to an interval late.
- */
-export async function waitSettled(settled: Promise<unknown>, waitMs: number | undefined): Promise<void> {
-  const ms = Math.min(Math.max(0, waitMs ?? 0), MAX_STATUS_WAIT_MS)
-  if (!(ms > 0)) return
-  let timer: NodeJS.Timeout | undefined
-  await Promise.race([settled, new Promise<void>((resolve) => (timer = setTimeout(resolve, ms)))])
-  clearTimeout(timer)
-}
 
 /** What a job's work sees of its job. */
 export interface JobContext {

@@ -5,7 +5,7 @@
 // what it was doing, its running jobs read as failed with the same words, and the next call starts
 // a fresh one; closed on purpose, its jobs read cancelled.
 import { specOf, type BundleChannel, type Channel, type ChannelResult, type JobStatus, type TraceSummary } from '../../src-shared/contract.ts'
-import { isLive, waitSettled } from '../services/jobs.ts'
+import { isLive, waitSettled } from '../../src-shared/job-wait.ts'
 import type { BundleFile } from './bundle-file.ts'
 import type { HostTransport, SessionRequest, WorkerExit, WorkerInit, WorkerMessage, WorkerRequest } from './protocol.ts'
 

@@ -9,7 +9,7 @@ import { concatBytes } from '../../src-shared/bytes.ts'
 import { CHANNELS, specOf, type Bundle, type Channel, type JobStatus } from '../../src-shared/contract.ts'
 import { dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { AppSession, DEFAULT_PAGE, sessionHandlers } from '../services/app-session.ts'
-import { isLive } from '../services/jobs.ts'
+import { isLive } from '../../src-shared/job-wait.ts'
 import { BUNDLE_FILE_MIN_BYTES, writeBundleFile } from './bundle-file.ts'
 import { WORKER_CHANNELS, type HostPort, type SessionRequest, type WorkerInit, type WorkerRequest } from './protocol.ts'
 

@@ -8,7 +8,8 @@ import { describe, it } from 'node:test'
 
 import { ApiError } from '../../../src-shared/api-error.ts'
 import type { JobStatus } from '../../../src-shared/contract.ts'
-import { JobRegistry, MAX_STATUS_WAIT_MS, type JobContext } from '../../../src-main/services/jobs.ts'
+import { JobRegistry, type JobContext } from '../../../src-main/services/jobs.ts'
+import { MAX_STATUS_WAIT_MS } from '../../../src-shared/job-wait.ts'
 
 /** Work that runs until released (or aborted), so a test decides when each job ends. */
 function gate<T>(value: T) {
