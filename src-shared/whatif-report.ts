@@ -3,6 +3,7 @@
 // replay that configuration in the compare view. The lab itself runs on the host
 // (src-main/services/whatif/whatif.ts); this is the JSON a page reads, with no NaN in it (a figure
 // the replay could not measure is null).
+import { deviceWords, type Device } from './device.ts'
 
 /** One configuration's row. Byte counts are whole numbers. */
 export interface WhatifReportRow {
@@ -78,7 +79,7 @@ export interface WhatifReport {
    * memory plus reserved at a recorded out-of-memory (`oom`) or the recorded peak reserved
    * (`recorded-peak`); else `assumed`: an H100 80GB, the file naming no GPU.
    */
-  device: { bytes: number; source: 'option' | 'oom' | 'recorded-peak' | 'assumed' }
+  device: Device
   /** The recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound. */
   endsAtOom: boolean
   rows: WhatifReportRow[]
@@ -141,8 +142,7 @@ export function rowReplay(row: Pick<WhatifReportRow, 'kind' | 'strategy' | 'para
 
 // --- the report in words: one text for the CLI and the app ---------------------------------------
 
-/** An H100 80GB's memory as cudaMemGetInfo reports it: the device assumed where a file implies none. */
-export const ASSUMED_DEVICE = 'an H100 80GB'
+export { ASSUMED_DEVICE } from './device.ts'
 /** The smallest-limit search's precision, relative to the limit found (the lab's SEARCH_TOLERANCE). */
 export const SEARCH_PRECISION = 0.01
 
@@ -189,15 +189,7 @@ export function whatifWords(report: WordsOf, bytes: (n: number) => string, devic
       `best: none: every configuration fails under ${limitText}, so no setting helps, only more memory` +
       (fitting ? `: the least that runs it is ${smallest(fitting)} (${fitting.line ?? fitting.label})` : ' (none runs it within the device)')
   }
-  const d = report.device
-  const device =
-    d.source === 'option'
-      ? `device: ${bytes(d.bytes)} (--gpu)`
-      : d.source === 'oom'
-        ? `device: at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (the file names no GPU; ${deviceArgument} sets it)`
-        : d.source === 'recorded-peak'
-          ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; ${deviceArgument} sets it)`
-          : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; ${deviceArgument} sets it)`
+  const device = deviceWords(report.device, bytes, deviceArgument)
   const notes: string[] = []
   if (report.limit.bytes !== null && report.limit.bytes > report.deviceBytes)
     notes.push(`the ${bytes(report.limit.bytes)} limit is more than the device's ${bytes(report.deviceBytes)}: no row uses more than the device has`)

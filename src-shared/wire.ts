@@ -5,6 +5,7 @@
 import { AddressTable, hashOf } from './address-table.ts'
 import { BundleError } from './bundle.ts'
 import type { Bundle, BundleArray, TraceSummary } from './contract.ts'
+import type { Device } from './device.ts'
 import { LayoutOp, reuseKindOf, type ReuseKind } from './layout.ts'
 
 // ---------------------------------------------------------------------------------------------
@@ -425,7 +426,7 @@ function putLayout(arrays: Record<string, BundleArray>, i: number, l: LayoutOnEv
 }
 
 /** The replay:result bundle of `strategies`, in order; `piece`: layout events a piece (tests make it small). */
-export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT_PIECE): Bundle {
+export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT_PIECE, device?: Device): Bundle {
   const arrays: Record<string, BundleArray> = {}
   const listed: ListedStrategy[] = strategies.map((s, i) => {
     if (s.metrics) for (const name of METRICS) arrays[`s${i}.m.${name}`] = s.metrics[name]
@@ -440,7 +441,8 @@ export function packReplay(strategies: readonly StrategyToSend[], piece = LAYOUT
       layout,
     }
   })
-  return { meta: { strategies: listed }, arrays }
+  // The device the replays ran on without a cap (src-shared/device.ts), for the compare view's header.
+  return { meta: { strategies: listed, ...(device && { device }) }, arrays }
 }
 
 /**
@@ -648,11 +650,18 @@ export function previewOf(s: StrategyToSend, at: number): StrategyToSend {
  */
 export function strategyBundle(bundle: Bundle, i: number): Bundle {
   const listed = listedStrategies(bundle.meta)
-  if (i >= listed.length) return { meta: { strategies: [] }, arrays: {} }
+  const device = replayDevice(bundle.meta)
+  const meta = (strategies: ListedStrategy[]) => ({ strategies, ...(device && { device }) })
+  if (i >= listed.length) return { meta: meta([]), arrays: {} }
   const prefix = `s${i}.`
   const arrays: Record<string, BundleArray> = {}
   for (const [key, array] of Object.entries(bundle.arrays)) if (key.startsWith(prefix)) arrays[`s0.${key.slice(prefix.length)}`] = array
-  return { meta: { strategies: [listed[i]!] }, arrays }
+  return { meta: meta([listed[i]!]), arrays }
+}
+
+/** The device a replay bundle's replays ran on (packReplay), where it says. */
+export function replayDevice(meta: unknown): Device | undefined {
+  return (meta as { device?: Device }).device
 }
 
 /** The strategies a replay bundle's metadata lists. */

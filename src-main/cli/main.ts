@@ -70,6 +70,7 @@ function buildProgram(io: Io): Command {
       collect,
     )
     .option('--cap <size>', 'device memory cap such as 24GiB: requests that do not fit fail and are counted')
+    .option('--gpu <size>', "the device's memory, what the strategies run on without --cap (default: what the file implies, else 79.18 GiB, an H100 80GB)")
     .option('-o, --output <out>', 'save the trace with every result (layout, metrics, summary) as a .vramscope file')
     .addOption(placement())
     .option(

@@ -37,6 +37,8 @@ export interface ReplayingOptions extends CommonOptions {
   /** PYTORCH_ALLOC_CONF strings, each a PyTorch-model target ('recorded': the snapshot's own). */
   conf?: string[]
   cap?: string
+  /** The device's memory (replay's --gpu); default: what the file implies, else an assumed H100 80GB. */
+  gpu?: string
   recordedPlacement: boolean
   /** false: PyTorch-policy strategies of a late recording start empty, not from its recorded state (replay's --no-recorded-state). */
   recordedState?: boolean
@@ -126,11 +128,15 @@ export interface ReplayRequest {
   /** --conf values, checked ('recorded' resolved once the file is open). */
   confs: string[]
   cap: number | undefined
+  /** --gpu: the device's memory in bytes. */
+  gpu: number | undefined
 }
 
-/** --strategies, --conf and --cap, checked before any file is read so that a bad option fails first. */
+/** --strategies, --conf, --cap and --gpu, checked before any file is read so that a bad option fails first. */
 export function parseReplayOptions(options: ReplayingOptions): ReplayRequest {
-  return { specs: parseStrategiesOption(options.strategies), confs: parseConfOptions(options.conf), cap: parseCap(options.cap) }
+  // --gpu is parsed as whatif parses it.
+  const gpu = parseCapOption('--gpu', options.gpu)
+  return { specs: parseStrategiesOption(options.strategies), confs: parseConfOptions(options.conf, gpu), cap: parseCap(options.cap), gpu }
 }
 
 /** A --conf value as a target of the PyTorch model, labelled with the configuration as written. */
@@ -180,11 +186,13 @@ async function replayWithProgress(
   specs: StrategySpec[],
   cap: number | undefined,
   keepLayout = false,
+  gpu?: number,
 ): Promise<ReplayedInput> {
   const progress = progressFor(io, options)
   try {
     return await replayInput(input, specs, {
       ...(cap !== undefined && { cap }),
+      ...(gpu !== undefined && { deviceBytes: gpu }),
       layout: keepLayout,
       recordedPlacement: options.recordedPlacement,
       ...(options.recordedState === false && { recordedState: false }),
@@ -224,7 +232,7 @@ export async function openAndReplay(io: Io, options: ReplayingOptions, file: str
   const input = await openWithProgress(io, options, file)
   const specs = [...(request.specs ?? []), ...request.confs.map((c) => confSpec(input, c))]
   if (specs.length === 0) return { input, replayed: undefined, kept: input.strategies, strategies: input.strategies }
-  const replayed = await replayWithProgress(io, options, input, specs, request.cap, keepLayout)
+  const replayed = await replayWithProgress(io, options, input, specs, request.cap, keepLayout, request.gpu)
   const kept = input.strategies.filter((s) => !replayed.results.some((r) => r.name === s.name))
   return { input, replayed, kept, strategies: [...kept, ...replayed.results] }
 }

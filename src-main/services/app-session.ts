@@ -41,6 +41,7 @@ import { windowOpenState } from './replay/initial-state.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
+import { deviceOfInput } from './replay/device.ts'
 import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
@@ -589,17 +590,21 @@ export class AppSession {
     // (recordedSettings false) are PyTorch's own. Pool strategies named without sizes get pools
     // sized from the trace (sized-defaults.ts).
     specs = chosenTargets(specs, request.targets).map((spec) => sizedUnlessRecorded(spec, input).spec)
-    if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace).spec)
+    // One rule for the device, the CLI's and the lab's (replay/device.ts): with no cap every target
+    // runs on the memory the file implies, else an assumed H100 80GB; the bundle says which.
+    const device = deviceOfInput(input)
+    if (request.recordedSettings !== false) specs = specs.map((spec) => withRecordedSettings(spec, input.trace, cap ?? device.bytes).spec)
     // PyTorch-policy targets of a late or overflowed recording start from its state at the window's
     // opening (initial-state.ts); their summaries' seededSegments say so to the map header.
     const open = windowOpenState(input.trace, input.strategies)
     const targets = specs.map((spec): ReplayTarget => {
       const placement = placementFor(input.strategies, spec)
-      const seeded = open.kind === 'state' && startFor(open, spec, true, cap)?.seeded === true ? open.open.state : undefined
+      const seeded = open.kind === 'state' && startFor(open, spec, true, cap, device.bytes)?.seeded === true ? open.open.state : undefined
       return {
         label: spec.label,
         strategy: spec.strategy,
         params: spec.params,
+        device: { capacity: device.bytes },
         ...(placement.length > 0 && { regionPlacement: placement }),
         ...(seeded !== undefined && { initialState: seeded }),
       }
@@ -614,7 +619,7 @@ export class AppSession {
             ? []
             : // Under a limit (a cap, a what-if row's max_reserved) a recorded out-of-memory is served
               // as its request, as the lab served it: the compare view fails where the row failed.
-              await (servesOomRequests(input.trace, targets, cap) > 0 ? replayServingOoms : replayTrace)(input.trace, targets, {
+              await (servesOomRequests(input.trace, targets, cap, device) > 0 ? replayServingOoms : replayTrace)(input.trace, targets, {
                 ...(cap !== undefined && { cap }),
                 layout: true,
                 // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.
@@ -632,10 +637,10 @@ export class AppSession {
         // made now: it is asked for first. The whole bundle is packed when it is asked for.
         const at = request.previewAt === 'peak' ? openingPeak(sent[0], input.trace.events.kind.length) : request.previewAt
         const cuts = at !== undefined && at < input.trace.events.kind.length ? sent.map((s) => previewOf(s, at)) : undefined
-        const preview = cuts && packReplay(cuts)
+        const preview = cuts && packReplay(cuts, undefined, device)
         let bundle: Bundle | undefined
         return {
-          bundle: () => (bundle ??= packReplay(sent)),
+          bundle: () => (bundle ??= packReplay(sent, undefined, device)),
           ...(preview && { preview }),
           ...(cuts?.some((c) => c.previewAt !== undefined) && { cutAt: at }),
         }

@@ -8,6 +8,7 @@ import {
   layoutPiece,
   layoutPieceEnd,
   listedStrategies,
+  replayDevice,
   readTraceData,
   strategyMetrics,
   type Frame,
@@ -15,6 +16,7 @@ import {
   type StrategyMetrics,
   type TraceDataSent,
 } from '../../src-shared/wire.ts'
+import type { Device } from '../../src-shared/device.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from '../../src-shared/requested.ts'
@@ -41,6 +43,8 @@ export interface StrategyView {
    * layoutAt): a map drawn before its history has crossed, right at that event and no other.
    */
   previewAt?: number
+  /** A replay's: the device it ran on without a cap and where its memory came from (src-shared/device.ts). */
+  device?: Device
 }
 
 export function decodeTraceData(buffer: ArrayBuffer): TraceData {
@@ -67,6 +71,7 @@ export class ReplayDecoder {
   private bytes: Uint8Array | undefined
   private received = 0
   private listed: ListedStrategy[] = []
+  private device: Device | undefined
   private arrays: Bundle['arrays'] = {}
   private builders: StrategyModelBuilder[] = []
   /** Pieces of layout in bundle order, each with the byte its last column ends at. */
@@ -106,6 +111,7 @@ export class ReplayDecoder {
     const { meta, arrays } = decodeBundle(this.bytes!.buffer as ArrayBuffer)
     this.arrays = arrays
     this.listed = listedStrategies(meta)
+    this.device = replayDevice(meta)
     this.listed.forEach((s, i) => {
       this.builders.push(new StrategyModelBuilder(reuseKindOf(s.strategy, s.params), s.layout.allocs, s.layout.regionEvents))
       for (let k = 0; k < s.layout.pieces; k++) this.pieces.push({ strategy: i, piece: k, end: layoutPieceEnd(arrays, i, k) })
@@ -124,7 +130,7 @@ export class ReplayDecoder {
       throw new BundleError(`bundle: ended after ${this.bytes ? this.received : this.headBytes} bytes, short of its header's length`)
     return this.listed.map(({ layout: _, ...s }, i) => {
       const model = this.builders[i]!.finish()
-      const view: StrategyView = { ...s, model, placed: placeModel(model) }
+      const view: StrategyView = { ...s, model, placed: placeModel(model), ...(this.device && !s.recorded && { device: this.device }) }
       const metrics = strategyMetrics(this.arrays, i)
       if (metrics) view.metrics = metrics
       return view

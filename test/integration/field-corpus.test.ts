@@ -26,7 +26,7 @@ const COMMAND_MS = 30_000
 const MAX_RSS = 1.5 * 2 ** 30
 /** Replays of the recorded settings land within 1 % of the recorded peak (the model's stated precision). */
 const WITHIN = 0.01
-/** Sizes past any GPU: their replays run under a cap that holds what the file reserved. */
+/** Sizes past any GPU: their replays run with no cap on the device the file's out-of-memory implies (replay/device.ts). */
 const HUGE = new Set(['huge-sizes', 'huge-expandable'])
 
 let dir: string
@@ -78,9 +78,6 @@ const FAR_CAPS = new Map([
   ['expandable-random', '2000000000000000'],
   ['late-expandable', '3000000000000000'],
 ])
-
-/** The cap for a shape's replays: none, or for sizes past any GPU, the device the file implies. */
-const capFor = (f: ShapeFigures): string[] => (HUGE.has(f.shape) ? ['--cap', String(f.peakReserved + (f.oomDeviceFree ?? 0))] : [])
 
 function hasPython(): boolean {
   try {
@@ -159,7 +156,7 @@ describe('the field corpus through the CLI', { concurrency: 2 }, () => {
           within(replayed.summary.peakReserved, f().peakReserved, `replay ${shape}: peak reserved`)
           return
         }
-        const replay = await cli(['replay', file(), '--conf', 'recorded', ...capFor(f())])
+        const replay = await cli(['replay', file(), '--conf', 'recorded'])
         const replayed = (replay.strategies as any[]).find((s) => !s.recorded)
         assert.ok(replayed, 'replay: a replayed strategy')
         assert.equal(replayed.summary.peakRequested, f().peakRequested, `replay ${shape}: peak requested`)
@@ -260,8 +257,7 @@ describe('the field corpus through the served app', () => {
       assert.equal(summary.oom !== undefined, f.ooms > 0, 'the out-of-memory, where there is one')
       const traceId = summary.traceId
       try {
-        const cap = HUGE.has(shape) ? { cap: String(f.peakReserved + (f.oomDeviceFree ?? 0)) } : {}
-        const replay = json(await post('replay:start', { traceId, strategies: 'caching:preset=pytorch', ...cap }))
+        const replay = json(await post('replay:start', { traceId, strategies: 'caching:preset=pytorch' }))
         assert.ok(replay.ok, JSON.stringify(replay))
         assert.equal((await settle(replay.result.jobId)).state, 'done', 'replay')
         const bundle = await post('replay:result', { jobId: replay.result.jobId })

@@ -4,6 +4,7 @@
 import { compareResults, isRecorded, plural, unrankedReason } from '../../../src-shared/compare.ts'
 import { usesPytorchPolicy, type ReplayedInput, type ReplayStart } from '../../services/replay/replay-input.ts'
 import { confLine } from '../../../src-shared/pytorch-conf.ts'
+import { deviceWords } from '../../../src-shared/device.ts'
 import { writeTrace } from '../../services/trace/file.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { formatBytes } from '../../services/units.ts'
@@ -37,6 +38,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       kind: input.kind,
       events: input.trace.events.kind.length,
       cap: cap ?? null,
+      device: replayed.device,
       output: options.output ?? null,
       strategies: shown.map((s) => ({
         name: s.name,
@@ -67,6 +69,8 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
   table.push(rankedRow(shown))
   const lines = [
     `${file}: ${formatValue(input.trace.events.kind.length, 'count')} events${cap !== undefined ? `, device capped at ${formatBytes(cap)}` : ''}`,
+    // The device the strategies ran on and where its memory came from; a cap replaces it.
+    cap !== undefined ? `${deviceWords(replayed.device, formatBytes)}; the cap replaces it` : deviceWords(replayed.device, formatBytes),
     '',
     renderTable(header, table),
     '',
@@ -89,7 +93,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
   for (const b of replayed.start) lines.push(startLine(b))
   if (replayed.oomRequests > 0)
     lines.push(
-      `${plural(replayed.oomRequests, 'recorded out-of-memory', 'recorded out-of-memories')} replayed as the request${replayed.oomRequests === 1 ? '' : 's'} the program made, under the cap (as whatif replays ${replayed.oomRequests === 1 ? 'it' : 'them'})`,
+      `${plural(replayed.oomRequests, 'recorded out-of-memory', 'recorded out-of-memories')} replayed as the request${replayed.oomRequests === 1 ? '' : 's'} the program made, ${cap !== undefined ? 'under the cap' : 'on the device'} (as whatif replays ${replayed.oomRequests === 1 ? 'it' : 'them'})`,
     )
   for (const w of input.trace.meta.warnings) lines.push(`warning: ${w}`)
   if (options.output !== undefined) lines.push(`results saved to ${options.output}`)

@@ -25,10 +25,14 @@ import { formatBytes } from '../units.ts'
 import { windowOpenState, type WindowOpen } from './initial-state.ts'
 import { RECORDED_LAYOUT_NAME, STAND_IN_ROWS } from '../import/pytorch/types.ts'
 import type { StrategySpec } from './strategy-spec.ts'
+import { DEFAULT_DEVICE_BYTES, deviceOfInput } from './device.ts'
+import type { Device } from '../../../src-shared/device.ts'
 
 export interface ReplayInputOptions {
-  /** Device memory cap in bytes for every strategy. */
+  /** Device memory cap in bytes for every strategy: it replaces the device's memory. */
   cap?: number
+  /** The device's memory in bytes (--gpu); default: what the file implies, else an assumed H100 80GB (device.ts, deviceOf). */
+  deviceBytes?: number
   /** Keep the layout events (to store them); off is faster when only figures are wanted. */
   layout?: boolean
   /** Give PyTorch-policy targets the recorded segment addresses (default true). */
@@ -66,10 +70,9 @@ export interface ReplayedInput {
   oomRequests: number
   /** The replays as the native replay returned them (layouts placed on request events). */
   replays: ReplayResult[]
+  /** The device every target ran on without a cap (deviceOf), and where its memory came from. */
+  device: Device
 }
-
-/** The simulated device a replay runs on unless capped (native simulated_options). */
-const DEFAULT_DEVICE_BYTES = 80 * 2 ** 30
 
 /** How one target started a trace that began with memory in use (ReplayedInput.start). */
 export interface ReplayStart {
@@ -98,6 +101,7 @@ export function startFor(
   spec: Pick<StrategySpec, 'strategy' | 'params' | 'label'>,
   recordedState = true,
   capBytes?: number,
+  deviceBytes = DEFAULT_DEVICE_BYTES,
 ): ReplayStart | undefined {
   if (open.kind === 'empty') return undefined
   const known = open.kind === 'state' ? open.open : undefined
@@ -114,10 +118,10 @@ export function startFor(
   if (open.kind === 'unusable') return { ...base, reason: open.reason }
   // A device smaller than what was in use then could never have held that state; nor could an
   // expandable segment span more than the address space PyTorch reserves for one (1 1/8 of the
-  // device's memory; the replay's device is 80 GiB unless capped).
-  if (capBytes !== undefined && open.open.bytes > capBytes)
-    return { ...base, reason: `the ${formatBytes(open.open.bytes)} in use when recording began exceed the device's ${formatBytes(capBytes)}` }
-  const device = capBytes ?? DEFAULT_DEVICE_BYTES
+  // device's memory; the replay's device is the one deviceOf gives unless capped).
+  const device = capBytes ?? deviceBytes
+  if (open.open.bytes > device)
+    return { ...base, reason: `the ${formatBytes(open.open.bytes)} in use when recording began exceed the device's ${formatBytes(device)}` }
   if (open.open.expandable && open.open.span > device + device / 8)
     return {
       ...base,
@@ -155,13 +159,17 @@ const NEUTRAL_PARAMS = new Set(['preset', 'thread_safe'])
  * pytorch:[...], even one that only restates a default), keeps the spec as written. Settings this build's
  * model lacks are left out and listed in `notModelled`.
  */
-export function withRecordedSettings(spec: StrategySpec, trace: RequestTrace): { spec: StrategySpec; conf?: string; notModelled?: string[] } {
+export function withRecordedSettings(
+  spec: StrategySpec,
+  trace: RequestTrace,
+  deviceBytes = DEFAULT_DEVICE_BYTES,
+): { spec: StrategySpec; conf?: string; notModelled?: string[] } {
   if (!usesPytorchPolicy(spec) || spec.conf !== undefined || Object.keys(spec.params).some((k) => !NEUTRAL_PARAMS.has(k))) return { spec }
   const conf = recordedConf(trace)
   if (!conf) return { spec }
   // garbage_collection_threshold is a fraction of the limit, which a snapshot does not record:
-  // here of the simulated device (80 GiB), unless the spec gives max_reserved.
-  const model = buildModel(parsePytorchConf(conf), 0, 80 * 2 ** 30)
+  // here of the device the replay runs on (deviceOf), unless the spec gives max_reserved.
+  const model = buildModel(parsePytorchConf(conf), 0, deviceBytes)
   const notModelled = model.notModelled
   return {
     spec: { ...spec, params: { ...spec.params, ...model.params }, label: `${spec.label} [${conf}]` },
@@ -224,21 +232,25 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
   const unsized: ReplayedInput['unsized'] = []
   const start: ReplayStart[] = []
   const open = windowOpenState(input.trace, input.strategies)
+  // One rule for the device (device.ts): with no cap every target runs on its memory, never on a
+  // size guessed silently; a cap replaces it.
+  const device = deviceOfInput(input, options.deviceBytes)
+  const deviceBytes = options.cap ?? device.bytes
   const targets = specs.map((written): ReplayTarget => {
     const pooled = sizedUnlessRecorded(written, input)
     if (pooled.sized !== undefined) sized.push({ label: written.label, params: pooled.sized })
     if (pooled.unsized !== undefined) unsized.push({ label: written.label, reason: pooled.unsized })
     const given = pooled.spec
-    const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace)
+    const settled = options.recordedSettings === false ? { spec: given } : withRecordedSettings(given, input.trace, deviceBytes)
     const spec = settled.spec
     if (settled.conf !== undefined) recordedSettings.push({ label: spec.label, conf: settled.conf, notModelled: settled.notModelled ?? [] })
-    const target: ReplayTarget = { label: spec.label, strategy: spec.strategy, params: spec.params }
+    const target: ReplayTarget = { label: spec.label, strategy: spec.strategy, params: spec.params, device: { capacity: device.bytes } }
     const placement = options.recordedPlacement === false ? [] : placementFor(input.strategies, spec)
     if (placement.length > 0) {
       target.regionPlacement = placement
       placed.push({ label: spec.label, regions: placement.length })
     }
-    const began = startFor(open, spec, options.recordedState ?? true, options.cap)
+    const began = startFor(open, spec, options.recordedState ?? true, options.cap, device.bytes)
     if (began !== undefined) {
       start.push(began)
       if (began.seeded && open.kind === 'state') target.initialState = open.open.state
@@ -252,7 +264,7 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     ...(options.onProgress && { onProgress: options.onProgress }),
     ...(options.signal && { signal: options.signal }),
   }
-  const serving = servesOomRequests(input.trace, targets, options.cap)
+  const serving = servesOomRequests(input.trace, targets, options.cap, device)
   const replayed = serving > 0 ? await replayServingOoms(input.trace, targets, replayOptions) : await replayTrace(input.trace, targets, replayOptions)
   return {
     results: replayed.map((r) => toStrategyResult(r, input.trace)),
@@ -263,17 +275,26 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
     start,
     oomRequests: serving,
     replays: replayed,
+    device,
   }
 }
 
 /**
  * How many recorded out-of-memories a replay serves as requests: all of them under a limit (a
- * cap, or a target's max_reserved, as a what-if row's replay carries it), where the question is
- * whether the program's requests fit, the one that failed when it was recorded included, as in
- * the what-if lab; none without one, where each stays the recorded failure it was.
+ * cap, or a target's max_reserved, as a what-if row's replay carries it) or on a device whose
+ * memory is known (given, or the free memory plus reserved at the recorded out-of-memory:
+ * deviceOf), where the question is whether the program's requests fit, the one that failed when
+ * it was recorded included, as in the what-if lab; none on an assumed device, where each stays
+ * the recorded failure it was.
  */
-export function servesOomRequests(trace: RequestTrace, targets: readonly Pick<ReplayTarget, 'params'>[], cap: number | string | undefined): number {
-  if (cap === undefined && !targets.some((t) => t.params?.['max_reserved'] !== undefined && t.params['max_reserved'] !== '0')) return 0
+export function servesOomRequests(
+  trace: RequestTrace,
+  targets: readonly Pick<ReplayTarget, 'params'>[],
+  cap: number | string | undefined,
+  device?: Device,
+): number {
+  const known = device !== undefined && (device.source === 'oom' || device.source === 'option')
+  if (cap === undefined && !known && !targets.some((t) => t.params?.['max_reserved'] !== undefined && t.params['max_reserved'] !== '0')) return 0
   let count = 0
   const kind = trace.events.kind
   for (let i = 0; i < kind.length; i++) if (kind[i] === EventKind.oom) count++

@@ -15,14 +15,15 @@ import { ConfError, confLine, formatPytorchConf, parsePytorchConf, shownValue, t
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { strategySpecText, type WhatifReport, type WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import type { OpenedInput } from '../import/open-input.ts'
+import { deviceOf, impliedLimit, impliedLimitBytes } from '../replay/device.ts'
 import { buildModel, placementFor, recordedConf, startFor, withOomRequests } from '../replay/replay-input.ts'
 import { windowOpenState, type WindowOpen } from '../replay/initial-state.ts'
 import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } from '../replay/replay.ts'
 import { sizedForTrace } from '../replay/sized-defaults.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 
-/** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
-export const DEFAULT_DEVICE_BYTES = 85_017_493_504
+// The device and the limit a recording implies are the replay's (replay/device.ts), shared with it.
+export { allocationSize, DEFAULT_DEVICE_BYTES, deviceOf, impliedLimit, impliedLimitBytes } from '../replay/device.ts'
 /** The smallest-limit search stops when the bracket is this narrow, relative to its top. */
 const SEARCH_TOLERANCE = 0.01
 /** Steps of a quarter the search takes above a top that does not fit before it tries the whole device. */
@@ -86,84 +87,6 @@ export class WhatifError extends Error {
   ) {
     super(message)
   }
-}
-
-// --- the recorded configuration and the implied limit --------------------------------------------
-
-/** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
-export function allocationSize(size: number): number {
-  const rounded = size < 512 ? 512 : Math.ceil(size / 512) * 512
-  if (rounded <= 1 << 20) return 2 << 20
-  if (rounded < 10 << 20) return 20 << 20
-  return Math.ceil(rounded / (2 << 20)) * (2 << 20)
-}
-
-/**
- * The device limit a recording's first out-of-memory implies: the run reached `low` with no
- * failure, as PyTorch's cap check counts it (reserved memory before a request that obtained
- * memory plus the request's whole allocation size: with expandable segments more than the pages
- * mapped where a free tail served part of it), and at the failure (after PyTorch released what it
- * could) reserved memory plus the segment the request needed was more than the limit. Undefined
- * without an out-of-memory or a recorded layout.
- */
-export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | undefined): ImpliedLimit | undefined {
-  const e = trace.events
-  let oom = -1
-  for (let i = 0; i < e.kind.length; i++)
-    if (e.kind[i] === EventKind.oom) {
-      oom = i
-      break
-    }
-  const layout = recorded?.layout
-  if (oom < 0 || !layout) return undefined
-  const time = e.time[oom]!
-  let reserved = 0
-  let reached = 0
-  // Reserved memory before the maps of the request they serve (its alloc follows them), or -1.
-  let beforeMaps = -1
-  for (let k = 0; k < layout.op.length; k++) {
-    const t = layout.time[k]!
-    if (t > time) break
-    const op = layout.op[k]
-    if (op === LayoutOp.map && beforeMaps < 0) beforeMaps = reserved
-    if (op === LayoutOp.regionReserve || op === LayoutOp.map) reserved += layout.size[k]!
-    else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) reserved -= layout.size[k]!
-    else if (op === LayoutOp.alloc && beforeMaps >= 0) {
-      // alloc_block checks total_allocated_memory + alloc_size against the limit before it maps
-      // only what the free tail lacks; an expandable block is never left unsplit by 512 B or more,
-      // so its recorded size is the request's round_size.
-      reached = Math.max(reached, beforeMaps + allocationSize(layout.size[k]!))
-      beforeMaps = -1
-    } else if (op === LayoutOp.failure) beforeMaps = -1
-    if (reserved > reached) reached = reserved
-  }
-  const size = e.size[oom]!
-  const freeText = trace.meta.properties['pytorch.oom.device_free']
-  const deviceFree = freeText ? Number(freeText.split(',')[0]) : undefined
-  const need = allocationSize(size)
-  const device = deviceFree !== undefined && Number.isFinite(deviceFree) && deviceFree < need
-  return {
-    lowBytes: reached,
-    reservedBytes: reserved,
-    highBytes: device ? reserved + deviceFree! + 1 : reserved + need,
-    size,
-    stream: trace.tables.streams[e.stream[oom]!] ?? String(e.stream[oom]),
-    event: oom,
-    ...(deviceFree !== undefined && Number.isFinite(deviceFree) && { deviceFree }),
-    source: device ? 'device' : 'fraction',
-  }
-}
-
-/**
- * The limit the lab replays a recording that ended in an out-of-memory under: where the device was
- * full, what the file says it held (reserved at the out-of-memory plus its device_free); else the
- * least the recording allows. Never below what the run reached (`lowBytes`): a file whose figures
- * say less (another process took memory between) gives that, and the report says so
- * (`whatifWords`).
- */
-export function impliedLimitBytes(implied: ImpliedLimit): number {
-  if (implied.source === 'device' && implied.deviceFree !== undefined) return Math.max(implied.reservedBytes + implied.deviceFree, implied.lowBytes)
-  return implied.lowBytes
 }
 
 // --- the configurations ----------------------------------------------------------------------------
@@ -499,20 +422,6 @@ export function rank(rows: WhatifRow[]): void {
   }
   ranked.forEach((r, i) => (r.rank = i + 1))
   rows.sort((a, b) => (a.rank || Infinity) - (b.rank || Infinity) || (a.smallestFittingBytes ?? Infinity) - (b.smallestFittingBytes ?? Infinity))
-}
-
-/**
- * The device's memory: given; else what the file implies, the larger of an out-of-memory's free
- * memory plus reserved at it (the device held at least that) and a recorded peak reserved above
- * the assumed GPU; else assumed, an H100 80GB. A snapshot does not name its GPU.
- */
-export function deviceOf(given: number | undefined, implied: ImpliedLimit | undefined, recorded: StrategyResult | undefined): WhatifResult['device'] {
-  if (given !== undefined) return { bytes: given, source: 'option' }
-  const atOom = implied?.deviceFree !== undefined && implied.deviceFree >= 0 ? implied.reservedBytes + implied.deviceFree : 0
-  const recordedPeak = recorded?.summary?.['peakReserved'] ?? 0
-  if (atOom > 0) return { bytes: Math.max(atOom, recordedPeak), source: 'oom' }
-  if (recordedPeak > DEFAULT_DEVICE_BYTES) return { bytes: recordedPeak, source: 'recorded-peak' }
-  return { bytes: DEFAULT_DEVICE_BYTES, source: 'assumed' }
 }
 
 /** The recording ended at an out-of-memory: no request follows its last one (frees may, as the exception unwinds). */

@@ -1,0 +1,112 @@
+// The device a replay runs on (docs/architecture.md, "The device"): one rule for the CLI's replay,
+// the app's replay jobs and the what-if lab. Given (--gpu, the app's field); else what the file
+// implies (a recorded out-of-memory's free memory plus reserved, a recorded peak above the assumed
+// GPU); else an assumed H100 80GB, said so (src-shared/device.ts words it). Also the limit a
+// recorded out-of-memory implies, which the device rule reads.
+import { isRecorded } from '../../../src-shared/compare.ts'
+import { ASSUMED_DEVICE_BYTES, type Device } from '../../../src-shared/device.ts'
+import { LayoutOp } from '../../../src-shared/layout.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
+import type { WhatifReport } from '../../../src-shared/whatif-report.ts'
+import { EventKind, type RequestTrace } from '../trace/model.ts'
+
+/** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
+export const DEFAULT_DEVICE_BYTES = ASSUMED_DEVICE_BYTES
+
+export type ImpliedLimit = NonNullable<WhatifReport['implied']>
+
+/** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
+export function allocationSize(size: number): number {
+  const rounded = size < 512 ? 512 : Math.ceil(size / 512) * 512
+  if (rounded <= 1 << 20) return 2 << 20
+  if (rounded < 10 << 20) return 20 << 20
+  return Math.ceil(rounded / (2 << 20)) * (2 << 20)
+}
+
+/**
+ * The device limit a recording's first out-of-memory implies: the run reached `low` with no
+ * failure, as PyTorch's cap check counts it (reserved memory before a request that obtained
+ * memory plus the request's whole allocation size: with expandable segments more than the pages
+ * mapped where a free tail served part of it), and at the failure (after PyTorch released what it
+ * could) reserved memory plus the segment the request needed was more than the limit. Undefined
+ * without an out-of-memory or a recorded layout.
+ */
+export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | undefined): ImpliedLimit | undefined {
+  const e = trace.events
+  let oom = -1
+  for (let i = 0; i < e.kind.length; i++)
+    if (e.kind[i] === EventKind.oom) {
+      oom = i
+      break
+    }
+  const layout = recorded?.layout
+  if (oom < 0 || !layout) return undefined
+  const time = e.time[oom]!
+  let reserved = 0
+  let reached = 0
+  // Reserved memory before the maps of the request they serve (its alloc follows them), or -1.
+  let beforeMaps = -1
+  for (let k = 0; k < layout.op.length; k++) {
+    const t = layout.time[k]!
+    if (t > time) break
+    const op = layout.op[k]
+    if (op === LayoutOp.map && beforeMaps < 0) beforeMaps = reserved
+    if (op === LayoutOp.regionReserve || op === LayoutOp.map) reserved += layout.size[k]!
+    else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) reserved -= layout.size[k]!
+    else if (op === LayoutOp.alloc && beforeMaps >= 0) {
+      // alloc_block checks total_allocated_memory + alloc_size against the limit before it maps
+      // only what the free tail lacks; an expandable block is never left unsplit by 512 B or more,
+      // so its recorded size is the request's round_size.
+      reached = Math.max(reached, beforeMaps + allocationSize(layout.size[k]!))
+      beforeMaps = -1
+    } else if (op === LayoutOp.failure) beforeMaps = -1
+    if (reserved > reached) reached = reserved
+  }
+  const size = e.size[oom]!
+  const freeText = trace.meta.properties['pytorch.oom.device_free']
+  const deviceFree = freeText ? Number(freeText.split(',')[0]) : undefined
+  const need = allocationSize(size)
+  const device = deviceFree !== undefined && Number.isFinite(deviceFree) && deviceFree < need
+  return {
+    lowBytes: reached,
+    reservedBytes: reserved,
+    highBytes: device ? reserved + deviceFree! + 1 : reserved + need,
+    size,
+    stream: trace.tables.streams[e.stream[oom]!] ?? String(e.stream[oom]),
+    event: oom,
+    ...(deviceFree !== undefined && Number.isFinite(deviceFree) && { deviceFree }),
+    source: device ? 'device' : 'fraction',
+  }
+}
+
+/**
+ * The limit the lab replays a recording that ended in an out-of-memory under: where the device was
+ * full, what the file says it held (reserved at the out-of-memory plus its device_free); else the
+ * least the recording allows. Never below what the run reached (`lowBytes`): a file whose figures
+ * say less (another process took memory between) gives that, and the report says so
+ * (`whatifWords`).
+ */
+export function impliedLimitBytes(implied: ImpliedLimit): number {
+  if (implied.source === 'device' && implied.deviceFree !== undefined) return Math.max(implied.reservedBytes + implied.deviceFree, implied.lowBytes)
+  return implied.lowBytes
+}
+
+/**
+ * The device's memory: given; else what the file implies, the larger of an out-of-memory's free
+ * memory plus reserved at it (the device held at least that) and a recorded peak reserved above
+ * the assumed GPU; else assumed, an H100 80GB. A snapshot does not name its GPU.
+ */
+export function deviceOf(given: number | undefined, implied: ImpliedLimit | undefined, recorded: StrategyResult | undefined): Device {
+  if (given !== undefined) return { bytes: given, source: 'option' }
+  const atOom = implied?.deviceFree !== undefined && implied.deviceFree >= 0 ? implied.reservedBytes + implied.deviceFree : 0
+  const recordedPeak = recorded?.summary?.['peakReserved'] ?? 0
+  if (atOom > 0) return { bytes: Math.max(atOom, recordedPeak), source: 'oom' }
+  if (recordedPeak > DEFAULT_DEVICE_BYTES) return { bytes: recordedPeak, source: 'recorded-peak' }
+  return { bytes: DEFAULT_DEVICE_BYTES, source: 'assumed' }
+}
+
+/** The device an opened input's replay runs on: `given` bytes, else what its trace and recorded layout imply, else assumed. */
+export function deviceOfInput(input: { trace: RequestTrace; strategies: readonly StrategyResult[] }, given?: number): Device {
+  const recorded = input.strategies.find(isRecorded)
+  return deviceOf(given, impliedLimit(input.trace, recorded), recorded)
+}
