@@ -101,6 +101,22 @@ allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
   throw first;
 }
 
+allocation allocator::try_after_refusal(std::size_t bytes, stream_t stream, std::uint32_t& cookie) {
+  if (!pending_.empty()) {
+    for (auto& p : pending_)
+      for (event_t e : p.events) backing_.wait_event(e);
+    ++own_calls_.synchronize;
+    process_deferred_unlocked();
+    if (stream != reuse_stream_) switch_reuse_stream(stream);  // blocks just completed
+    cookie = 0;
+    const allocation a = try_do_allocate(bytes, stream, cookie);
+    if (a.address != refused) return a;
+  }
+  ++failures_;
+  trace(trace_op::failure, 0, bytes, bytes, stream);
+  return {refused, 0};
+}
+
 void allocator::reject_free(address_t address) const {
   if (pending_index_.find(address) != nullptr || do_was_freed(address)) throw double_free(address);
   throw invalid_free(address);

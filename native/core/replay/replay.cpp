@@ -348,15 +348,18 @@ class player {
           slot = {0, epoch_, id_state::zero_size};
           return;
         }
-        try {
-          slot.address =
-              reinterpret_cast<address_t>(allocator_->allocate(bytes, replay_stream(e.stream[i])));
-          slot.epoch = epoch_;
-          slot.state = id_state::live;
-          ++live_;
-        } catch (const out_of_memory&) {
+        // A request that does not fit is an answer here, not an error: no exception per failure
+        // (under a limit most requests of a large trace may fail, each grid cell many times).
+        const address_t address = reinterpret_cast<address_t>(
+            allocator_->try_allocate(bytes, replay_stream(e.stream[i])));
+        if (VRAMSCOPE_UNLIKELY(address == 0)) {
           note_failure(i, bytes, slot, s);
+          return;
         }
+        slot.address = address;
+        slot.epoch = epoch_;
+        slot.state = id_state::live;
+        ++live_;
         return;
       }
       case request_kind::free: {

@@ -138,13 +138,17 @@ class caching final : public allocator {
                                               stream_t stream, free_index& index,
                                               std::uint32_t& cookie) {
     if (size == 0) {
-      if (policy_.kind == preset::pow2)
-        fail(bytes, 0, "the pow2 preset's largest size class is 2 GiB");
-      fail(bytes, 0, "request too large to round");
+      const bool pow2 = policy_.kind == preset::pow2;
+      return refuse(bytes, 0, [pow2] {
+        return pow2 ? "the pow2 preset's largest size class is 2 GiB"
+                    : "request too large to round";
+      });
     }
     std::uint32_t n = get_free_block(index, size);
     if (n == no_block) n = alloc_block(bytes, size, pool, stream, index);
-    releasable_known_ = false;  // a failure throws before here, changing nothing
+    // A refusal (no_block, or a throw) comes before any change.
+    if (VRAMSCOPE_UNLIKELY(n == no_block)) return {refused, 0};
+    releasable_known_ = false;
     cookie = n;
     return alloc_found_block(n, size, index);
   }
@@ -172,7 +176,7 @@ class caching final : public allocator {
   // allocation size, then release_available_cached_blocks and retry, then (unless a private pool
   // is current, as PyTorch skips it during a capture) release_cached_blocks and retry. Unlike
   // PyTorch this first checks that a retry could succeed at all, and fails with nothing released
-  // when none could (the interface's strong guarantee).
+  // when none could (the interface's strong guarantee). no_block where refused (refuse).
   std::uint32_t alloc_block(std::size_t bytes, std::uint64_t size, unsigned pool, stream_t stream,
                             free_index& index) {
     const std::uint64_t alloc_size = policy_.allocation_size(size);
@@ -186,14 +190,15 @@ class caching final : public allocator {
           !(retry_all && fits(alloc_size, releasable))) {
         const std::uint64_t freed = retry_all ? releasable : available.bytes;
         const bool fits_device = alloc_size <= backing_available() + freed;
-        std::string why = "no cached block fits and a new " + format_bytes(alloc_size) +
-                          " segment " +
-                          (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
-                                       : std::string("does not fit on the device")) +
-                          (retry_all ? " even with every unused segment released"
-                                     : " (a private pool is current: PyTorch releases no other "
-                                       "cached segments then)");
-        fail(bytes, backing_available() + freed, why.c_str());
+        refuse(bytes, backing_available() + freed, [&] {
+          return "no cached block fits and a new " + format_bytes(alloc_size) + " segment " +
+                 (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
+                              : std::string("does not fit on the device")) +
+                 (retry_all ? " even with every unused segment released"
+                            : " (a private pool is current: PyTorch releases no other "
+                              "cached segments then)");
+        });
+        return no_block;
       }
     }
     releasable_known_ = false;
@@ -205,8 +210,9 @@ class caching final : public allocator {
          (release_cached_blocks(0, &index), try_obtain(alloc_size, pool, address))))
       return new_segment(address, alloc_size, pool, stream);
     // Only a real device that fragments its own memory gets here.
-    fail(bytes, backing_available(),
-         "the device refused a new segment after the cache was released");
+    refuse(bytes, backing_available(),
+           [] { return "the device refused a new segment after the cache was released"; });
+    return no_block;
   }
 
   // alloc_block with expandable segments: the cap is checked against the allocation size, as for a
@@ -226,14 +232,16 @@ class caching final : public allocator {
       const bool fits_device = retry_all && map_bytes_after_release(pool, stream, size) <=
                                                 backing_available() + releasable;
       if (!retry_all || !fits_cap || !fits_device) {
-        std::string why = "no cached block fits and " + format_bytes(size) +
-                          " more in an expandable segment " +
-                          (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
-                                       : std::string("does not fit on the device")) +
-                          (retry_all ? " even with every free page unmapped"
-                                     : " (a private pool is current: PyTorch unmaps no other "
-                                       "cached pages then)");
-        fail(bytes, backing_available() + releasable, why.c_str());
+        refuse(bytes, backing_available() + releasable, [&] {
+          return "no cached block fits and " + format_bytes(size) +
+                 " more in an expandable segment " +
+                 (fits_device ? "would exceed max_reserved " + format_bytes(max_reserved_)
+                              : std::string("does not fit on the device")) +
+                 (retry_all ? " even with every free page unmapped"
+                            : " (a private pool is current: PyTorch unmaps no other "
+                              "cached pages then)");
+        });
+        return no_block;
       }
     }
     releasable_known_ = false;
@@ -246,8 +254,10 @@ class caching final : public allocator {
                                  try_allocate_expandable_block(size, alloc_size, pool, stream, n))))
       return n;
     // Only a real device that fragments its own memory gets here.
-    fail(bytes, backing_available(),
-         "the device refused the request's pages after every free page was unmapped");
+    refuse(bytes, backing_available(), [] {
+      return "the device refused the request's pages after every free page was unmapped";
+    });
+    return no_block;
   }
 
   // Whether `bytes` more fit the device and the cap once `released` bytes are given back.

@@ -124,6 +124,16 @@ class allocator {
     return allocate_unlocked(bytes, stream);
   }
 
+  // As allocate, but a request that does not fit returns nullptr (counted in failures and traced
+  // as one) instead of throwing: for loops that expect many failures, as a replay under a limit
+  // does, where an exception per failed request would cost more than the replay itself. Any other
+  // error still throws. nullptr for 0 bytes as well.
+  void* try_allocate(std::size_t bytes, stream_t stream = 0) {
+    if (!thread_safe_) return try_allocate_unlocked(bytes, stream);
+    std::lock_guard<spin_lock> guard(mutex_);
+    return try_allocate_unlocked(bytes, stream);
+  }
+
   // Freeing on the stream the block was allocated on makes it reusable at once on that stream;
   // another stream's next allocation first waits for the freeing stream's queued work. Freeing on
   // another stream records an event there: the block stays pending until that event completes.
@@ -223,6 +233,17 @@ class allocator {
 
   // Throws out_of_memory for `requested` bytes, with what the strategy could still offer.
   [[noreturn]] void fail(std::size_t requested, std::size_t available, const char* why) const;
+
+  // A do_allocate that cannot serve a request returns refuse(...): under allocate it throws as
+  // fail does (`why()`, a callable giving the message, is called only then); under try_allocate
+  // it returns the empty allocation (address 0) that says "refused", with nothing built or thrown.
+  // A strategy that throws instead is still right, only slower under try_allocate.
+  template <class Why>
+  allocation refuse(std::size_t requested, std::size_t available, Why&& why) const {
+    if (VRAMSCOPE_UNLIKELY(!refusing_quietly_)) fail(requested, available, to_c_str(why()));
+    return {0, 0};
+  }
+  static constexpr address_t refused = 0;  // the address of refuse's allocation
 
   // Bytes available inside reserved memory and the largest contiguous run of them.
   struct free_summary {
@@ -329,6 +350,49 @@ class allocator {
     trace(trace_op::free, address, rounded, requested, stream);
   }
 
+  // allocate_unlocked's path with failures reported, not thrown (try_allocate). Inline as
+  // allocate_unlocked is: the replay loop calls it for every request.
+  void* try_allocate_unlocked(std::size_t bytes, stream_t stream) {
+    if (VRAMSCOPE_UNLIKELY(bytes == 0)) return nullptr;
+    if (VRAMSCOPE_UNLIKELY(pending_bytes_ != 0)) process_deferred_unlocked();
+    if (VRAMSCOPE_UNLIKELY(stream != reuse_stream_)) switch_reuse_stream(stream);
+    std::uint32_t cookie = 0;
+    allocation a = try_do_allocate(bytes, stream, cookie);
+    if (VRAMSCOPE_UNLIKELY(a.address == refused)) {
+      a = try_after_refusal(bytes, stream, cookie);
+      if (a.address == refused) return nullptr;
+    }
+    live_.insert_new(a.address, live_block{bytes, a.rounded, stream, 0, cookie});
+    requested_live_ += bytes;
+    rounded_live_ += a.rounded;
+    if (requested_live_ > requested_peak_) requested_peak_ = requested_live_;
+    if (rounded_live_ > rounded_peak_) rounded_peak_ = rounded_live_;
+    ++allocations_;
+    trace(trace_op::alloc, a.address, a.rounded, bytes, stream);
+    return reinterpret_cast<void*>(a.address);
+  }
+  // do_allocate with refuse() quiet and a thrown out_of_memory caught: address 0 when refused.
+  allocation try_do_allocate(std::size_t bytes, stream_t stream, std::uint32_t& cookie) {
+    refusing_quietly_ = true;
+    allocation a;
+    try {
+      a = do_allocate(bytes, stream, cookie);
+    } catch (const out_of_memory&) {
+      a = {refused, 0};
+    } catch (...) {
+      refusing_quietly_ = false;
+      throw;
+    }
+    refusing_quietly_ = false;
+    return a;
+  }
+  // After a refusal: as allocate_after_failure, pending frees completed and one more try; counted
+  // and traced as a failure when that is refused too (address 0).
+  VRAMSCOPE_NOINLINE allocation try_after_refusal(std::size_t bytes, stream_t stream,
+                                                  std::uint32_t& cookie);
+  static const char* to_c_str(const char* s) noexcept { return s; }
+  static const char* to_c_str(const std::string& s) noexcept { return s.c_str(); }
+
   VRAMSCOPE_NOINLINE allocation allocate_after_failure(std::size_t bytes, stream_t stream,
                                                        const out_of_memory& first,
                                                        std::uint32_t& cookie);
@@ -375,6 +439,7 @@ class allocator {
   std::uint64_t frees_at_switch_ = 0;       // deallocations when last_reuse_stream_ was chosen
   std::vector<stream_t> unfenced_streams_;  // other streams freed on since their last fence
   bool fence_stream_switches_ = true;
+  bool refusing_quietly_ = false;  // inside try_allocate: refuse() returns rather than throws
 
   std::uint64_t requested_live_ = 0, requested_peak_ = 0;
   std::uint64_t rounded_live_ = 0, rounded_peak_ = 0;
