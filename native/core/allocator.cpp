@@ -78,16 +78,21 @@ void allocator::fail(std::size_t requested, std::size_t available, const char* w
 
 // --- slow paths of allocate / deallocate ----------------------------------------------------------
 
+bool allocator::complete_pending_frees(stream_t stream) {
+  // Blocks waiting on other streams' events may be what stands between a request and success: wait
+  // for them (as PyTorch does before reporting out-of-memory), so that the caller can try once more.
+  if (pending_.empty()) return false;
+  for (auto& p : pending_)
+    for (event_t e : p.events) backing_.wait_event(e);
+  ++own_calls_.synchronize;
+  process_deferred_unlocked();
+  if (stream != reuse_stream_) switch_reuse_stream(stream);  // blocks just completed
+  return true;
+}
+
 allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
                                              const out_of_memory& first, std::uint32_t& cookie) {
-  // Blocks waiting on other streams' events may be what stands between this request and success:
-  // wait for them (as PyTorch does before reporting out-of-memory), then try once more.
-  if (!pending_.empty()) {
-    for (auto& p : pending_)
-      for (event_t e : p.events) backing_.wait_event(e);
-    ++own_calls_.synchronize;
-    process_deferred_unlocked();
-    if (stream != reuse_stream_) switch_reuse_stream(stream);  // blocks just completed
+  if (complete_pending_frees(stream)) {
     try {
       return do_allocate(bytes, stream, cookie);
     } catch (const out_of_memory& again) {
@@ -102,12 +107,7 @@ allocation allocator::allocate_after_failure(std::size_t bytes, stream_t stream,
 }
 
 allocation allocator::try_after_refusal(std::size_t bytes, stream_t stream, std::uint32_t& cookie) {
-  if (!pending_.empty()) {
-    for (auto& p : pending_)
-      for (event_t e : p.events) backing_.wait_event(e);
-    ++own_calls_.synchronize;
-    process_deferred_unlocked();
-    if (stream != reuse_stream_) switch_reuse_stream(stream);  // blocks just completed
+  if (complete_pending_frees(stream)) {
     cookie = 0;
     const allocation a = try_do_allocate(bytes, stream, cookie);
     if (a.address != refused) return a;

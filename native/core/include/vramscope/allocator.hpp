@@ -393,6 +393,8 @@ class allocator {
   static const char* to_c_str(const char* s) noexcept { return s; }
   static const char* to_c_str(const std::string& s) noexcept { return s.c_str(); }
 
+  // Waits for every pending free's events and completes them; false when none was pending.
+  VRAMSCOPE_NOINLINE bool complete_pending_frees(stream_t stream);
   VRAMSCOPE_NOINLINE allocation allocate_after_failure(std::size_t bytes, stream_t stream,
                                                        const out_of_memory& first,
                                                        std::uint32_t& cookie);
