@@ -3,7 +3,7 @@
 import { InputError } from '../services/input-error.ts'
 import { openInput, type OpenedInput } from '../services/import/open-input.ts'
 import { buildModel, recordedConf, replayInput, type ReplayedInput } from '../services/replay/replay-input.ts'
-import { DEFAULT_DEVICE_BYTES } from '../services/whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES } from '../services/replay/device.ts'
 import { ConfError, confModel, formatPytorchConf, parsePytorchConf, shownValue, type PytorchConf } from '../../src-shared/pytorch-conf.ts'
 import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
 import type { StrategyResult } from '../../src-shared/results.ts'

@@ -42,7 +42,8 @@ import { replayTrace, type ReplayTarget } from './replay/replay.ts'
 import { parseStrategySpecs } from './replay/strategy-spec.ts'
 import { parseByteSize } from './units.ts'
 import { deviceOfInput } from './replay/device.ts'
-import { DEFAULT_DEVICE_BYTES, runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES } from './replay/device.ts'
+import { runWhatif, WhatifError, type WhatifResult } from './whatif/whatif.ts'
 
 export const PRIVACY_STATEMENT = 'Nothing leaves this machine: traces are read and replayed locally, and vramscope makes no network requests of its own.'
 

@@ -7,7 +7,7 @@ import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
 import { headlineFrame, type OomSummary } from '../../../src-shared/oom.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
-import { allocationSize, impliedLimit } from '../whatif/whatif.ts'
+import { allocationSize, impliedLimit } from '../replay/device.ts'
 
 /** The granule expandable segments map memory in (PyTorch's 2 MiB pages). */
 const PAGE = 2 << 20

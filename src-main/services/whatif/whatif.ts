@@ -22,8 +22,6 @@ import { cancelledError, replayTrace, type ReplayResult, type ReplayTarget } fro
 import { sizedForTrace } from '../replay/sized-defaults.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 
-// The device and the limit a recording implies are the replay's (replay/device.ts), shared with it.
-export { allocationSize, DEFAULT_DEVICE_BYTES, deviceOf, impliedLimit, impliedLimitBytes } from '../replay/device.ts'
 /** The smallest-limit search stops when the bracket is this narrow, relative to its top. */
 const SEARCH_TOLERANCE = 0.01
 /** Steps of a quarter the search takes above a top that does not fit before it tries the whole device. */

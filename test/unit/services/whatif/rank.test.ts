@@ -6,7 +6,8 @@
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
-import { DEFAULT_DEVICE_BYTES, deviceOf, rank, type WhatifRow } from '../../../../src-main/services/whatif/whatif.ts'
+import { DEFAULT_DEVICE_BYTES, deviceOf } from '../../../../src-main/services/replay/device.ts'
+import { rank, type WhatifRow } from '../../../../src-main/services/whatif/whatif.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { whatifWords, type WordsOf } from '../../../../src-shared/whatif-report.ts'
 import { formatBytes } from '../../../../src-main/services/units.ts'
