@@ -2,6 +2,8 @@
 // sends them: the API at /api/CHANNEL with the host's token, on loopback.
 import { request, type Agent, type IncomingHttpHeaders } from 'node:http'
 
+import type { JobStatus } from '../../src-shared/contract.ts'
+
 export interface HostAddress {
   port: number
   token: string
@@ -44,4 +46,34 @@ export async function postApi(
 ): Promise<{ status: number; body: string }> {
   const reply = await httpCall(host, 'POST', `/api/${channel}`, { body, headers })
   return { status: reply.status, body: reply.body.toString(encoding) }
+}
+
+/** An answer of the API: its `ok`, and `result` or `error`. */
+export interface ApiReply {
+  ok: boolean
+  /** Each channel's own result type: the tests read what they need. */
+  result?: any
+  error?: { code: string; message: string }
+}
+
+/**
+ * The API as one page calls it (`x-vramscope-page`): `post` a channel's argument, `json` its
+ * reply, and `settle` a job: ask `job:status` with a wait until it is neither queued nor running,
+ * cancelling it and failing past `timeoutMs`. `host` is read at each call (tests start it in before()).
+ */
+export function pageApi(host: () => HostAddress, page = 'page-1') {
+  const post = (channel: string, arg: unknown) => postApi(host(), channel, JSON.stringify(arg), { 'x-vramscope-page': page }, 'latin1')
+  const json = (r: { body: string }) => JSON.parse(r.body) as ApiReply
+  async function settle(jobId: string, timeoutMs = 120_000): Promise<JobStatus> {
+    const until = performance.now() + timeoutMs
+    for (;;) {
+      const status = json(await post('job:status', { jobId, waitMs: 100 })).result as JobStatus
+      if (status.state !== 'running' && status.state !== 'queued') return status
+      if (performance.now() > until) {
+        await post('job:cancel', { jobId })
+        throw new Error(`job ${jobId} (${status.phase}) did not end in ${timeoutMs / 1000} s`)
+      }
+    }
+  }
+  return { post, json, settle }
 }

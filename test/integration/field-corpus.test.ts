@@ -18,7 +18,7 @@ import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
 import { runBounded } from '../helpers/bounded-child.ts'
 import { BIN } from '../helpers/cli.ts'
-import { postApi } from '../helpers/web-host.ts'
+import { pageApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 /** The issue's bound for any input: a command ends in seconds, under 1.5 GB. Generous in time for a loaded machine. */
@@ -214,21 +214,10 @@ describe('the field corpus through the served app', () => {
   let host: WebHost
   let session: WorkerSession
   let staticDir: string
-  const post = (channel: string, arg: unknown) => postApi(host, channel, JSON.stringify(arg), { 'x-vramscope-page': 'page-1' }, 'latin1')
-  const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
+  const { post, json, settle: settleWithin } = pageApi(() => host)
 
   /** Waits for a job, at most COMMAND_MS. */
-  async function settle(jobId: string): Promise<JobStatus> {
-    const until = performance.now() + COMMAND_MS
-    for (;;) {
-      const status = json(await post('job:status', { jobId, waitMs: 100 })).result as JobStatus
-      if (status.state !== 'running') return status
-      if (performance.now() > until) {
-        await post('job:cancel', { jobId })
-        assert.fail(`job ${jobId} (${status.phase}) did not end in ${COMMAND_MS / 1000} s`)
-      }
-    }
-  }
+  const settle = (jobId: string): Promise<JobStatus> => settleWithin(jobId, COMMAND_MS)
 
   before(async () => {
     staticDir = await mkdtemp(join(tmpdir(), 'vramscope-field-host-'))

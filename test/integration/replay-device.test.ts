@@ -12,13 +12,12 @@ import { after, before, describe, it } from 'node:test'
 
 import { writeFieldCorpus, type ShapeFigures } from '../../scripts/fixtures/field-corpus.ts'
 import { decodeBundle } from '../../src-shared/bundle.ts'
-import type { JobStatus } from '../../src-shared/contract.ts'
 import type { Device } from '../../src-shared/device.ts'
 import { ASSUMED_DEVICE_BYTES } from '../../src-shared/device.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
 import { fixture, shown, vramscope, vramscopeJson } from '../helpers/cli.ts'
-import { postApi } from '../helpers/web-host.ts'
+import { pageApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const WITHIN = 0.01
@@ -96,14 +95,7 @@ describe('the served app replays with no cap on the device the file implies', ()
   let host: WebHost
   let session: WorkerSession
   let staticDir: string
-  const post = (channel: string, arg: unknown) => postApi(host, channel, JSON.stringify(arg), { 'x-vramscope-page': 'page-1' }, 'latin1')
-  const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
-  async function settle(jobId: string): Promise<JobStatus> {
-    for (;;) {
-      const status = json(await post('job:status', { jobId, waitMs: 100 })).result as JobStatus
-      if (status.state !== 'running' && status.state !== 'queued') return status
-    }
-  }
+  const { post, json, settle } = pageApi(() => host)
 
   before(async () => {
     staticDir = await mkdtemp(join(tmpdir(), 'vramscope-replay-device-host-'))

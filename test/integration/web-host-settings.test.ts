@@ -11,11 +11,10 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import { decodeBundle } from '../../src-shared/bundle.ts'
-import type { JobStatus } from '../../src-shared/contract.ts'
 import type { WhatifReport } from '../../src-shared/whatif-report.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 import { workerSession, type WorkerSession } from '../../src-main/web/worker-session.ts'
-import { postApi } from '../helpers/web-host.ts'
+import { pageApi, postApi } from '../helpers/web-host.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const REAL_JSON = join(ROOT, 'test/fixtures/pytorch/real/forms/oom_fraction__default.json')
@@ -25,15 +24,7 @@ let session: WorkerSession
 let dir: string
 let file: string
 
-const post = (channel: string, arg: unknown) => postApi(host, channel, JSON.stringify(arg), { 'x-vramscope-page': 'page-1' }, 'latin1')
-const json = (r: { body: string }) => JSON.parse(r.body) as { ok: boolean; result?: any; error?: { code: string; message: string } }
-
-async function settle(jobId: string): Promise<JobStatus> {
-  for (;;) {
-    const status = json(await post('job:status', { jobId, waitMs: 100 })).result as JobStatus
-    if (status.state !== 'running' && status.state !== 'queued') return status
-  }
-}
+const { post, json, settle } = pageApi(() => host)
 
 describe('recorded settings and the lab over the web host', () => {
   let traceId: string
