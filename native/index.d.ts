@@ -412,7 +412,7 @@ export interface CancelFlag {
   readonly __cancelFlag: never
 }
 export declare function cancelFlag(): CancelFlag
-/** Raises the flag: every replay given it stops at its next check, whatever this thread is doing. */
+/** Raises the flag: every replay (and recording) given it stops at its next check, whatever this thread is doing. */
 export declare function raiseCancelFlag(flag: CancelFlag): void
 export declare const runOpCodes: {
   kinds: { alloc: number; free: number; setTime: number }
@@ -439,6 +439,11 @@ export interface WorkloadRecordSpec {
   device: number
   /** Bytes the backing may hand out; 0: the device's free memory. */
   capacity: number
+  /**
+   * A flag from cancelFlag(): once raiseCancelFlag() raises it, the run stops at its next step or
+   * allocation and resolves with stoppedBy "cancelled", what it recorded until then streamed.
+   */
+  cancelFlag?: CancelFlag
 }
 
 /** What a recording run streams, in order, a chunk at a time (about every 50 ms). */
@@ -470,7 +475,7 @@ export interface WorkloadRecordResult {
   verifiedBytes: number
   corruptedBytes: number
   outOfMemory: boolean
-  /** The out-of-memory or CUDA error that ended the run early; "" when it ran to its end. */
+  /** The out-of-memory or CUDA error that ended the run early, or "cancelled"; "" when it ran to its end. */
   stoppedBy: string
 }
 

@@ -1,10 +1,15 @@
 // recordWorkload: runs a built-in GPU workload (native/cuda/workloads/) on a worker thread and
 // streams what it records to JavaScript in chunks, at most every 50 ms (or 8192 events), so the
 // TraceWriter on the other side writes as it goes and a crash loses little. The worker only fills
-// plain vectors; the JavaScript thread turns each chunk into typed arrays (columns.hpp).
+// plain vectors; the JavaScript thread turns each chunk into typed arrays (columns.hpp). The run
+// reads a cancel flag at every step and allocation: the caller's (spec.cancelFlag, made by
+// cancelFlag() and raised by raiseCancelFlag(), replay_wrap.hpp) or its own, which a throwing chunk
+// callback raises; a raised flag ends the run with stoppedBy "cancelled" and what was recorded kept.
 #include "record_wrap.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -13,6 +18,7 @@
 #include "columns.hpp"
 #include "convert.hpp"
 #include "errors.hpp"
+#include "replay_wrap.hpp"
 #include "../cuda/include/vramscope/workloads.hpp"
 
 namespace vramscope::binding {
@@ -129,11 +135,13 @@ class chunking_sink final : public workload_sink {
 
 class record_worker final : public Napi::AsyncProgressQueueWorker<chunk*> {
  public:
-  record_worker(Napi::Env env, workload_options options, Napi::Function on_chunk)
+  record_worker(Napi::Env env, workload_options options, Napi::Function on_chunk,
+                shared_cancel_flag cancel)
       : Napi::AsyncProgressQueueWorker<chunk*>(env, "vramscope.recordWorkload"),
         deferred_(Napi::Promise::Deferred::New(env)),
         options_(std::move(options)),
-        on_chunk_(Napi::Persistent(on_chunk)) {}
+        on_chunk_(Napi::Persistent(on_chunk)),
+        cancel_(cancel ? std::move(cancel) : std::make_shared<std::atomic<bool>>(false)) {}
 
   Napi::Promise promise() const { return deferred_.Promise(); }
 
@@ -145,7 +153,7 @@ class record_worker final : public Napi::AsyncProgressQueueWorker<chunk*> {
       progress.Send(&owned, 1);
     });
     try {
-      result_ = run_workload(options_, sink, &cancel_);
+      result_ = run_workload(options_, sink, cancel_.get());
       sink.flush();
     } catch (const std::exception& e) {
       sink.flush();
@@ -164,7 +172,7 @@ class record_worker final : public Napi::AsyncProgressQueueWorker<chunk*> {
         on_chunk_.Call({chunk_object(env, *c)});
       } catch (const Napi::Error& e) {
         callback_error_ = Napi::Persistent(e.Value());
-        cancel_ = true;
+        *cancel_ = true;
       }
     }
   }
@@ -193,7 +201,9 @@ class record_worker final : public Napi::AsyncProgressQueueWorker<chunk*> {
   workload_options options_;
   Napi::FunctionReference on_chunk_;
   Napi::ObjectReference callback_error_;
-  std::atomic<bool> cancel_{false};
+  // The caller's flag (spec.cancelFlag) where it gave one, else the worker's own; shared with the
+  // JavaScript flag, which may be raised after this worker is gone.
+  shared_cancel_flag cancel_;
   workload_result result_;
   bool failed_ = false;
   error_record failure_;
@@ -256,13 +266,18 @@ Napi::Value record_workload_js(const Napi::CallbackInfo& info) {
     o.workload_params = string_params(spec.Get("workloadParams"), "spec.workloadParams");
     o.device = static_cast<int>(to_uint64_or(spec.Get("device"), "spec.device", 0));
     o.capacity = to_uint64_or(spec.Get("capacity"), "spec.capacity", 0);
+    shared_cancel_flag cancel;
+    Napi::Value given_flag = spec.Get("cancelFlag");
+    if (!given_flag.IsUndefined()) cancel = cancel_flag_of(given_flag, "spec.cancelFlag");
 #ifdef VRAMSCOPE_WITH_CUDA
-    auto* worker = new record_worker(env, std::move(o), info[1].As<Napi::Function>());
+    auto* worker =
+        new record_worker(env, std::move(o), info[1].As<Napi::Function>(), std::move(cancel));
     Napi::Promise promise = worker->promise();
     worker->Queue();
     return promise;
 #else
     (void)chunk_object;
+    (void)cancel;
     throw unsupported("recordWorkload: this build of vramscope has no CUDA (rebuild where nvcc is found)");
 #endif
   });

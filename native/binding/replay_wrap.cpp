@@ -159,6 +159,8 @@ struct callbacks {
   shared_cancel_flag cancel_flag;
 };
 
+}  // namespace
+
 // Tells a cancel flag (cancelFlag()) from any other external.
 constexpr napi_type_tag cancel_flag_tag = {0x7672616d73636f70ULL, 0x63616e63656c3031ULL};
 
@@ -168,6 +170,8 @@ shared_cancel_flag cancel_flag_of(const Napi::Value& value, const char* what) {
     throw coded_type_error(value.Env(), std::string(what) + " must be a flag made by cancelFlag()");
   return *value.As<Napi::External<shared_cancel_flag>>().Data();
 }
+
+namespace {
 
 replay_options read_options(const Napi::Value& value, callbacks& cb) {
   replay_options o;

@@ -18,9 +18,14 @@ using shared_cancel_flag = std::shared_ptr<std::atomic<bool>>;
 //        onProgress?) -> Promise<ReplayResult[]> (native/index.d.ts has the shapes).
 Napi::Value replay_js(const Napi::CallbackInfo& info);
 
-// cancelFlag() -> a flag for options.cancelFlag; raiseCancelFlag(flag): every replay given it stops
-// at its next check (every few dozen events), whatever the JavaScript thread is doing.
+// cancelFlag() -> a flag for options.cancelFlag (and recordWorkload's spec.cancelFlag);
+// raiseCancelFlag(flag): every replay given it stops at its next check (every few dozen events),
+// and every recording at its next step or allocation, whatever the JavaScript thread is doing.
 Napi::Value cancel_flag_js(const Napi::CallbackInfo& info);
 Napi::Value raise_cancel_flag_js(const Napi::CallbackInfo& info);
+
+// The flag held by `value`, a flag made by cancelFlag(); a TypeError naming `what` for anything
+// else. A recording (record_wrap.cpp) reads the same flags as replays do.
+shared_cancel_flag cancel_flag_of(const Napi::Value& value, const char* what);
 
 }  // namespace vramscope::binding

@@ -211,6 +211,8 @@ export class AppSession {
    * Records a built-in workload on the GPU: the recorder runs in a child process (a CUDA fault or
    * crash there never takes this one down) and streams into a file that opens whatever happens;
    * the job's result is the recording, opened like any file (and listed among the recent ones).
+   * Cancelling the job stops the recorder at its next step or allocation (the job's signal reaches
+   * the native run); the job reads cancelled and the partial recording stays on disk.
    */
   recordWorkload(request: RecordRequest, page = DEFAULT_PAGE): { jobId: string } {
     const known = this.workloads()
@@ -244,7 +246,7 @@ export class AppSession {
       const name = `${workload.name}-${spec.strategy ?? 'caching'}-${stamp}.vramscope`
       const path = join(dir, name)
       const record = this.options.recordInProcess ? recordWorkloadInProcess : recordWorkloadInChild
-      const run = await record(spec, path, (events) => job.progress(`recording ${workload.name}: ${events} events`))
+      const run = await record(spec, path, (events) => job.progress(`recording ${workload.name}: ${events} events`), job.signal)
       switch (run.kind) {
         case 'no-device':
           throw new ApiError('BAD_INPUT', `recording needs an NVIDIA GPU and driver; import and replay work without one (${run.reason})`)
@@ -252,6 +254,10 @@ export class AppSession {
           throw new ApiError('BAD_INPUT', run.message)
         case 'crashed':
           throw new Error(`the recorder failed: ${run.message}; what it recorded until then is in ${path}`)
+        case 'cancelled':
+          // The job reads cancelled already (the registry ended it when it aborted the signal, and
+          // keeps its own message); the partial recording, a valid file, stays at run.output.
+          throw new ApiError('CANCELLED', `the recording was cancelled; what it recorded until then is in ${run.output}`)
         case 'done':
           return this.open(path, name, job, true)
       }

@@ -107,6 +107,9 @@ async function recordWorkloadCommand(io: Io, options: RecordOptions): Promise<vo
     case 'crashed':
       // The trace streamed so far is kept: it opens (complete: false) up to the last flush.
       throw new RecorderCrashError(`vramscope record: ${run.message}; the partial recording is in ${options.output}`)
+    case 'cancelled':
+      // The CLI gives no signal, so only a recorder whose stdin closed early ends here.
+      throw new RecorderCrashError(`vramscope record: the recording was cancelled; the partial recording is in ${run.output}`)
     case 'done': {
       const o = run.outcome
       if (options.json) return printJson(io, { output: options.output, workload: options.workload, ...o })

@@ -1,7 +1,9 @@
 // Records a built-in GPU workload into a trace file: loads the addon, runs the workload through
 // recordWorkload and streams each chunk into a TraceWriter, so the file opens even when the
 // recording process dies. Runs in the recorder process (workload-child.ts) or, in the desktop app's
-// worker, in process (workload.ts chooses).
+// worker, in process (workload.ts chooses). An abort of its signal raises the addon's cancel flag,
+// which the native run reads at every step and allocation: it ends there, and the file, closed as
+// usual, is a valid partial recording with a warning that says it was cancelled.
 import type { StrategyParams, WorkloadChunk, WorkloadRecordResult } from '../../../native/index.js'
 import { loadNative } from '../../native.ts'
 import { TraceWriter } from '../trace/file.ts'
@@ -26,6 +28,8 @@ export interface WorkloadOutcome extends WorkloadRecordResult {
 
 export type WorkloadRun =
   | { kind: 'done'; outcome: WorkloadOutcome }
+  /** The signal aborted mid-run: `output` holds what was recorded until then, closed and valid. */
+  | { kind: 'cancelled'; outcome: WorkloadOutcome; output: string }
   /** No GPU or driver (or a build without CUDA): nothing was recorded. */
   | { kind: 'no-device'; reason: string }
   /** A bad workload, strategy or parameter: nothing was recorded. */
@@ -42,7 +46,7 @@ export type RecorderMessage = WorkloadRun | { progress: number }
  * CLI and the web host run it in a child process (workload-child.ts); the desktop app's worker, itself
  * a utility process that main restarts if it dies, runs it directly.
  */
-export async function recordWorkloadHere(spec: WorkloadSpec, output: string, send: (message: RecorderMessage) => void): Promise<void> {
+export async function recordWorkloadHere(spec: WorkloadSpec, output: string, send: (message: RecorderMessage) => void, signal?: AbortSignal): Promise<void> {
   const native = loadNative()
   if (!native.builtWithCuda()) return send({ kind: 'no-device', reason: 'this build of vramscope has no CUDA backings' })
   const device = native.cudaDeviceAvailable()
@@ -92,6 +96,11 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
     }
     send({ progress: writer.eventCount })
   }
+  // Raised on abort, or at once if the signal has aborted already: the run stops at its first check.
+  const cancelFlag = signal && native.cancelFlag()
+  const cancel = () => native.raiseCancelFlag(cancelFlag!)
+  if (signal?.aborted) cancel()
+  else signal?.addEventListener('abort', cancel, { once: true })
   let result
   try {
     result = await native.recordWorkload(
@@ -102,6 +111,7 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
         workloadParams: spec.workloadParams ?? {},
         device: spec.device ?? 0,
         capacity: spec.capacity ?? 0,
+        ...(cancelFlag && { cancelFlag }),
       },
       onChunk,
     )
@@ -112,11 +122,15 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
     if (error.code === 'INVALID_ARGUMENT') return send({ kind: 'bad-input', message: error.message })
     if (error.code === 'NO_CUDA_DEVICE') return send({ kind: 'no-device', reason: error.message })
     return send({ kind: 'crashed', message: error.message })
+  } finally {
+    signal?.removeEventListener('abort', cancel)
   }
+  const cancelled = result.stoppedBy === 'cancelled'
   writer.property('gpu_step_ns', stepGpuNs.map((n) => Math.round(n)).join(','))
   writer.property('host_step_ns', stepHostNs.map((n) => Math.round(n)).join(','))
   writer.property('device', result.device)
-  if (result.outOfMemory) writer.warn(`the workload ran out of memory and ended there: ${result.stoppedBy}`)
+  if (cancelled) writer.warn('the recording was cancelled')
+  else if (result.outOfMemory) writer.warn(`the workload ran out of memory and ended there: ${result.stoppedBy}`)
   else if (result.stoppedBy) writer.warn(`the workload stopped early: ${result.stoppedBy}`)
   if (result.corruptedBytes > 0)
     writer.warn(`${result.corruptedBytes} bytes did not hold their pattern when verified: blocks overlapped or were reused too early`)
@@ -130,5 +144,6 @@ export async function recordWorkloadHere(spec: WorkloadSpec, output: string, sen
     gpuTimeNs: stepGpuNs.reduce((a, b) => a + b, 0),
   })
   await writer.close()
-  send({ kind: 'done', outcome: { ...result, events: writer.eventCount, layoutEvents } })
+  const outcome = { ...result, events: writer.eventCount, layoutEvents }
+  send(cancelled ? { kind: 'cancelled', outcome, output } : { kind: 'done', outcome })
 }
