@@ -161,7 +161,19 @@ function buildProgram(io: Io): Command {
       'record real GPU memory use: any CUDA program (-- python train.py) through an LD_PRELOAD interposer, or a built-in workload (--workload); needs an NVIDIA GPU and driver',
     )
     .argument('[command...]', 'the program to run and record, after --')
-    .requiredOption('-o, --output <out>', 'the .vramscope file to stream the recording into (it opens even if the program crashes or is killed)')
+    .option(
+      '-o, --output <out>',
+      'the .vramscope file to stream the recording into (it opens even if the program crashes or is killed); with --pytorch, the folder (default vramscope-SCRIPT-TIME)',
+    )
+    .option(
+      '--pytorch',
+      "with a program: record it at tensor level too: PyTorch's memory history in every process that initialises CUDA (one snapshot per rank under torchrun, written at an out-of-memory, every --snapshot-every seconds and at exit), torch.cuda.memory_stats() beside each, and the driver's calls of each",
+    )
+    .option('--max-entries <n>', "with --pytorch: the history's ring size (max_entries); default PyTorch's, every event")
+    .option(
+      '--snapshot-every <seconds>',
+      'with --pytorch: seconds between snapshots while the program runs, so a kill leaves a recent one (default 60; 0: at an out-of-memory, SIGTERM and exit only)',
+    )
     .option(
       '-w, --workload <name>',
       'run a built-in workload instead: async_pipeline, cross_stream, slab_mix, buddy_mix, arena_steps, growable_buffer, device_bump, training, inference, fragmentation',

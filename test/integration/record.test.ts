@@ -58,7 +58,7 @@ describe('arguments and the no-GPU message', () => {
     }
     const missing = await vramscope(['record', '--', 'true'])
     assert.equal(missing.code, 2)
-    assert.match(missing.stderr, /required option '-o, --output <out>'/)
+    assert.match(missing.stderr, /-o, --output: required: the \.vramscope file to record into/)
     assert.equal(existsSync(out), false, 'nothing written for bad arguments')
   })
 

@@ -2,12 +2,14 @@
 // whatever happens to the program or the recorder.
 //   vramscope record -o run.vramscope -- python train.py      any CUDA program, through the interposer
 //   vramscope record --workload training [--strategy S] [-p KEY=VALUE]... -o run.vramscope
+//   vramscope record --pytorch [-o DIR] -- python train.py    a PyTorch program at tensor level too (pytorch.ts)
 // Without an NVIDIA GPU and driver it says so and exits 2.
 import { InputError } from '../../services/input-error.ts'
 import { findInterceptLibrary, nvidiaDriverPresent, recordProgram } from '../../services/record/program.ts'
+import { defaultPytorchOutDir, recordPytorch, type PytorchRecording } from '../../services/record/pytorch.ts'
 import { recordWorkloadInChild, type WorkloadSpec } from '../../services/record/workload.ts'
 import { parseStrategySpecs } from '../../services/replay/strategy-spec.ts'
-import { parseByteSize } from '../../services/units.ts'
+import { formatBytes, parseByteSize } from '../../services/units.ts'
 import { OptionError, printJson, type CommonOptions, type Io } from '../shared.ts'
 
 export const NO_GPU_MESSAGE = 'recording needs an NVIDIA GPU and driver; import and replay work without one'
@@ -20,7 +22,10 @@ export class NoGpuError extends Error {
 }
 
 export interface RecordOptions extends CommonOptions {
-  output: string
+  output?: string
+  pytorch?: boolean
+  maxEntries?: string
+  snapshotEvery?: string
   workload?: string
   strategy?: string
   param?: string[]
@@ -47,20 +52,30 @@ function parseCount(option: string, text: string | undefined, max: number): numb
 }
 
 export async function recordCommand(io: Io, command: string[], options: RecordOptions): Promise<void> {
+  if (options.pytorch && options.workload !== undefined)
+    throw new OptionError('--pytorch', `records a PyTorch program given after --, not a built-in workload (got --workload ${options.workload})`)
   if (options.workload !== undefined && command.length > 0)
     throw new OptionError('--workload', `records a built-in workload; give either it or a program after --, not both (got '${command.join(' ')}')`)
   if (options.workload === undefined && command.length === 0)
     throw new OptionError('record', 'nothing to record: give a program after -- (vramscope record -o run.vramscope -- python train.py) or --workload NAME')
-  if (options.workload !== undefined) return recordWorkloadCommand(io, options)
+  if (!options.pytorch)
+    for (const [flag, value] of [
+      ['--max-entries', options.maxEntries],
+      ['--snapshot-every', options.snapshotEvery],
+    ] as const)
+      if (value !== undefined) throw new OptionError(flag, 'applies to --pytorch only')
+  if (options.workload !== undefined) return recordWorkloadCommand(io, { ...options, output: requireOutput(options) })
   if (options.strategy !== undefined || options.param !== undefined || options.cap !== undefined)
     throw new OptionError(
       options.strategy !== undefined ? '--strategy' : options.param !== undefined ? '--param' : '--cap',
       'applies to --workload only; a program uses its own allocator',
     )
   const stackDepth = parseCount('--stack', options.stack, 32)
+  if (options.pytorch) return recordPytorchCommand(io, command, options, stackDepth)
+  const output = requireOutput(options)
   if (!options.skipDriverCheck && !nvidiaDriverPresent()) throw new NoGpuError('no /dev/nvidiactl, no /proc/driver/nvidia')
   const library = findInterceptLibrary()
-  const recording = await recordProgram({ command, output: options.output, library, stackDepth })
+  const recording = await recordProgram({ command, output, library, stackDepth, stdio: options.json ? 'stderr' : 'inherit' })
   const ended = recording.signal ? `was ended by ${recording.signal}` : `exited with code ${recording.exitCode}`
   if (options.json) {
     printJson(io, {
@@ -82,7 +97,55 @@ export async function recordCommand(io: Io, command: string[], options: RecordOp
   )
 }
 
-async function recordWorkloadCommand(io: Io, options: RecordOptions): Promise<void> {
+function requireOutput(options: RecordOptions): string {
+  if (options.output === undefined)
+    throw new OptionError('-o, --output', 'required: the .vramscope file to record into (only --pytorch has a default, a folder)')
+  return options.output
+}
+
+async function recordPytorchCommand(io: Io, command: string[], options: RecordOptions, stackDepth: number | undefined): Promise<void> {
+  const maxEntries = parseCount('--max-entries', options.maxEntries, Number.MAX_SAFE_INTEGER)
+  if (maxEntries === 0) throw new OptionError('--max-entries', 'must be at least 1 (leave it out for every event)')
+  const everySeconds = parseCount('--snapshot-every', options.snapshotEvery, 86_400)
+  if (!options.skipDriverCheck && !nvidiaDriverPresent()) throw new NoGpuError('no /dev/nvidiactl, no /proc/driver/nvidia')
+  let library: string | undefined
+  try {
+    library = findInterceptLibrary()
+  } catch {
+    library = undefined // recordPytorch warns: snapshots only
+  }
+  const outDir = options.output ?? defaultPytorchOutDir(command)
+  const stdio = options.json ? 'stderr' : 'inherit'
+  const recording = await recordPytorch({ command, outDir, library, maxEntries, everySeconds, stackDepth, stdio })
+  if (options.json) return printJson(io, pytorchRecordingJson(recording))
+  io.stderr.write(pytorchRecordingText(recording))
+}
+
+export function pytorchRecordingJson(r: PytorchRecording) {
+  return { output: r.outDir, job: r.job, command: r.command, exitCode: r.exit.exitCode, signal: r.exit.signal, processes: r.processes, warnings: r.warnings }
+}
+
+export function pytorchRecordingText(r: PytorchRecording): string {
+  const ended = r.exit.signal ? `was ended by ${r.exit.signal}` : `exited with code ${r.exit.exitCode}`
+  const lines = [`vramscope record --pytorch: the program ${ended}; ${r.outDir}:`]
+  for (const p of r.processes) {
+    const what = [
+      p.snapshot ? `${p.snapshot} (written at ${p.reason ?? 'an unknown moment'})` : 'no snapshot',
+      p.oomSnapshot && p.oomSnapshot !== p.snapshot ? `${p.oomSnapshot} (at its out-of-memory)` : p.outOfMemory ? 'ran out of memory' : '',
+      p.peakReservedBytes !== null ? `peak reserved ${formatBytes(p.peakReservedBytes)}` : '',
+      p.conf ? `PYTORCH_ALLOC_CONF=${p.conf}` : '',
+      p.driver ? `${p.driver}${p.driverEvents !== null ? ` (${p.driverEvents} driver events)` : ''}` : '',
+    ].filter(Boolean)
+    lines.push(`  ${p.name}: ${what.join('; ')}`)
+  }
+  if (r.processes.length === 0) lines.push('  nothing: no process initialised CUDA through torch')
+  for (const w of r.warnings) lines.push(`  warning: ${w}`)
+  const first = r.processes.find((p) => p.snapshot)
+  if (first) lines.push(`open one with: vramscope top ${JSON.stringify(`${r.outDir}/${first.snapshot}`)} (or the app); the list is in ${r.job}`)
+  return `${lines.join('\n')}\n`
+}
+
+async function recordWorkloadCommand(io: Io, options: RecordOptions & { output: string }): Promise<void> {
   const spec: WorkloadSpec = { workload: options.workload!, workloadParams: parseParams(options.param) }
   if (options.strategy !== undefined) {
     const specs = parseStrategySpecs([options.strategy], '--strategy')

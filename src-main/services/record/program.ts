@@ -75,8 +75,8 @@ export interface RecordProgramOptions {
   stackDepth?: number
   /** How often the log is read (ms); default 100. */
   pollMs?: number
-  /** The program's stdio: 'inherit' (the CLI) or 'ignore'. */
-  stdio?: 'inherit' | 'ignore'
+  /** The program's stdio: 'inherit' (the CLI), 'stderr' (its stdout onto this one's stderr, where stdout carries JSON) or 'ignore'. */
+  stdio?: RecordedStdio
   onProgress?: (events: number) => void
 }
 
@@ -95,64 +95,112 @@ export interface ProgramRecording {
   summary: InterceptSummary
 }
 
-export async function recordProgram(options: RecordProgramOptions): Promise<ProgramRecording> {
-  const [command, ...args] = options.command
-  if (command === undefined) throw new InputError('record', '', 'no program given after --')
-  const executable = await resolveCommand(command)
-  const scratch = await mkdtemp(join(tmpdir(), 'vramscope-record-'))
-  const logPath = join(scratch, 'calls.log')
-  const writer = await TraceWriter.create(options.output, {
-    source: 'recording',
-    warnings: [],
-    properties: { recorder: INTERCEPT_LIBRARY_NAME, command: options.command.join(' ') },
-  })
-  const converter = new InterceptConverter(writer)
-  const reader = new InterceptLogReader(logPath)
-  let started = false
-  let offset = 0
-  let handle: Awaited<ReturnType<typeof open>> | undefined
-  const piece = new Uint8Array(1 << 20)
+/**
+ * Follows one interposer log as its program appends to it, into one trace file: `drain()` reads
+ * what is new (nothing until the log exists), `finish()` closes the trace with what the log
+ * showed. The log's records are whole or, at its very end, a record cut short (dropped, warned).
+ */
+export class InterceptLogFollower {
+  readonly writer: TraceWriter
+  private readonly converter: InterceptConverter
+  private readonly reader: InterceptLogReader
+  private started = false
+  private offset = 0
+  private handle: Awaited<ReturnType<typeof open>> | undefined
+  private readonly piece = new Uint8Array(1 << 20)
 
-  const drain = async () => {
-    if (!handle) {
+  private constructor(
+    readonly logPath: string,
+    writer: TraceWriter,
+  ) {
+    this.writer = writer
+    this.converter = new InterceptConverter(writer)
+    this.reader = new InterceptLogReader(logPath)
+  }
+
+  static async create(logPath: string, output: string, properties: Record<string, string>): Promise<InterceptLogFollower> {
+    const writer = await TraceWriter.create(output, { source: 'recording', warnings: [], properties: { recorder: INTERCEPT_LIBRARY_NAME, ...properties } })
+    return new InterceptLogFollower(logPath, writer)
+  }
+
+  /** Whether the log has shown its header (the program made a CUDA memory call). */
+  get recorded(): boolean {
+    return this.started
+  }
+  get events(): number {
+    return this.writer.eventCount
+  }
+
+  async drain(): Promise<void> {
+    if (!this.handle) {
       try {
-        handle = await open(logPath, 'r')
+        this.handle = await open(this.logPath, 'r')
       } catch {
         return // the program has made no CUDA memory call yet
       }
     }
     for (;;) {
-      const { bytesRead } = await handle.read(piece, 0, piece.length, offset)
+      const { bytesRead } = await this.handle.read(this.piece, 0, this.piece.length, this.offset)
       if (bytesRead === 0) break
-      offset += bytesRead
-      const records = reader.push(piece.subarray(0, bytesRead))
-      if (!started && reader.header) {
-        converter.start(reader.header)
-        started = true
+      this.offset += bytesRead
+      const records = this.reader.push(this.piece.subarray(0, bytesRead))
+      if (!this.started && this.reader.header) {
+        this.converter.start(this.reader.header)
+        this.started = true
       }
-      converter.add(records)
+      this.converter.add(records)
     }
-    options.onProgress?.(writer.eventCount)
   }
 
-  const preload = [options.library, process.env['LD_PRELOAD']].filter(Boolean).join(' ')
-  const child = spawn(executable, args, {
-    stdio: options.stdio ?? 'inherit',
-    env: {
-      ...process.env,
-      LD_PRELOAD: preload,
-      VRAMSCOPE_INTERCEPT_LOG: logPath,
-      VRAMSCOPE_INTERCEPT_STACK: String(options.stackDepth ?? 0),
-    },
-  })
-  // Ctrl-C reaches the program (same process group); the recorder stays to finish the file.
+  /** Reads the rest of the log and closes the trace, with the program's end (`exit`: a code or a signal). */
+  async finish(exit: string, signal: NodeJS.Signals | null): Promise<{ summary: InterceptSummary; logBytes: number; tornBytes: number }> {
+    await this.drain()
+    await this.handle?.close()
+    this.handle = undefined
+    if (!this.started)
+      this.writer.warn(
+        'no CUDA memory call was recorded: the program made none, or reached CUDA in a way the interposer does not see (a statically linked driver, another process)',
+      )
+    if (signal) this.writer.warn(`the program was ended by ${signal}: calls in its last 50 ms may be missing`)
+    if (this.reader.pendingBytes > 0) this.writer.warn(`the interposer log ends with ${this.reader.pendingBytes} bytes of a record cut short; dropped`)
+    this.writer.property('exit', exit)
+    const summary = this.converter.finish()
+    await this.writer.close()
+    return { summary, logBytes: this.reader.bytes, tornBytes: this.reader.pendingBytes }
+  }
+}
+
+export type RecordedStdio = 'inherit' | 'stderr' | 'ignore'
+
+export interface ProgramExit {
+  pid: number | undefined
+  exitCode: number | null
+  signal: NodeJS.Signals | null
+}
+
+/**
+ * Runs a program to its end with `env` added to this process's environment, calling `tick` every
+ * `pollMs` (one at a time) while it runs. Ctrl-C reaches the program (same process group) and the
+ * recorder stays to finish its files; a SIGTERM to the recorder is passed on to the program.
+ */
+export async function runRecorded(
+  command: readonly string[],
+  env: Record<string, string>,
+  options: { stdio?: RecordedStdio; pollMs?: number },
+  tick: () => Promise<void>,
+): Promise<ProgramExit> {
+  const [name, ...args] = command
+  if (name === undefined) throw new InputError('record', '', 'no program given after --')
+  const executable = await resolveCommand(name)
+  const stdio = options.stdio === 'stderr' ? (['inherit', 2, 'inherit'] as const) : (options.stdio ?? 'inherit')
+  const child = spawn(executable, args, { stdio: [...(typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio)], env: { ...process.env, ...env } })
   const keep = () => undefined
   const forward = (signal: NodeJS.Signals) => child.kill(signal)
   process.on('SIGINT', keep)
   process.on('SIGTERM', forward)
   let reading = Promise.resolve()
   const timer = setInterval(() => {
-    reading = reading.then(drain).catch(() => undefined)
+    reading = reading.then(tick).catch(() => undefined)
   }, options.pollMs ?? 100)
   let exitCode: number | null = null
   let signal: NodeJS.Signals | null = null
@@ -167,28 +215,36 @@ export async function recordProgram(options: RecordProgramOptions): Promise<Prog
     process.off('SIGTERM', forward)
   }
   await reading
-  await drain()
-  await handle?.close()
-  if (!started)
-    writer.warn(
-      'no CUDA memory call was recorded: the program made none, or reached CUDA in a way the interposer does not see (a statically linked driver, another process)',
+  return { pid: child.pid, exitCode, signal }
+}
+
+export async function recordProgram(options: RecordProgramOptions): Promise<ProgramRecording> {
+  const scratch = await mkdtemp(join(tmpdir(), 'vramscope-record-'))
+  const logPath = join(scratch, 'calls.log')
+  try {
+    const follower = await InterceptLogFollower.create(logPath, options.output, { command: options.command.join(' ') })
+    const preload = [options.library, process.env['LD_PRELOAD']].filter(Boolean).join(' ')
+    const exit = await runRecorded(
+      options.command,
+      { LD_PRELOAD: preload, VRAMSCOPE_INTERCEPT_LOG: logPath, VRAMSCOPE_INTERCEPT_STACK: String(options.stackDepth ?? 0) },
+      options,
+      async () => {
+        await follower.drain()
+        options.onProgress?.(follower.events)
+      },
     )
-  if (signal) writer.warn(`the program was ended by ${signal}: calls in its last 50 ms may be missing`)
-  if (reader.pendingBytes > 0) writer.warn(`the interposer log ends with ${reader.pendingBytes} bytes of a record cut short; dropped`)
-  writer.property('exit', signal ?? String(exitCode))
-  const summary = converter.finish()
-  await writer.close()
-  await rm(scratch, { recursive: true, force: true })
-  return {
-    output: options.output,
-    command: [...options.command],
-    pid: child.pid,
-    exitCode,
-    signal,
-    recorded: started,
-    events: writer.eventCount,
-    logBytes: reader.bytes,
-    tornBytes: reader.pendingBytes,
-    summary,
+    const { summary, logBytes, tornBytes } = await follower.finish(exit.signal ?? String(exit.exitCode), exit.signal)
+    return {
+      output: options.output,
+      command: [...options.command],
+      ...exit,
+      recorded: follower.recorded,
+      events: follower.events,
+      logBytes,
+      tornBytes,
+      summary,
+    }
+  } finally {
+    await rm(scratch, { recursive: true, force: true })
   }
 }
