@@ -10,7 +10,9 @@
 // from the recorded state at the window's opening, beside the same replay started empty (the
 // blocks live then allocated at t = 0, as before the recorded state was replayed), against the
 // recorded layout of the window (the whole run's peak may lie in the entries dropped).
-//   npx tsx scripts/bench/fidelity.ts [--only PROGRAM,...]
+//   npx tsx scripts/bench/fidelity.ts [--only PROGRAM,...] [--dir DIR]
+// --dir: the runs in DIR (PROGRAM__SETTING.pickle beside PROGRAM__SETTING.stats.json, as
+// scripts/gpu/field-runs.sh gathers `record --pytorch` recordings) instead of the bundled data set.
 import { execFileSync } from 'node:child_process'
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
@@ -24,6 +26,7 @@ import { cutSnapshot, plainSnapshot } from '../fixtures/cut-snapshot.ts'
 
 const ROOT = join(import.meta.dirname, '..', '..')
 const only = process.argv.includes('--only') ? process.argv[process.argv.indexOf('--only') + 1]!.split(',') : undefined
+const givenDir = process.argv.includes('--dir') ? process.argv[process.argv.indexOf('--dir') + 1] : undefined
 
 interface Stats {
   conf: string
@@ -43,8 +46,8 @@ const refusal = (e: unknown): string => `refused: ${((e as { problem?: string })
 
 const dir = mkdtempSync(join(tmpdir(), 'vramscope-fidelity-'))
 try {
-  execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir])
-  const runs = join(dir, 'whatif')
+  if (!givenDir) execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir])
+  const runs = givenDir ?? join(dir, 'whatif')
   const names = readdirSync(runs)
     .filter((f) => f.endsWith('.pickle'))
     .map((f) => f.slice(0, -'.pickle'.length))
