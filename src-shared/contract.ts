@@ -33,6 +33,11 @@ export interface AppInfo {
   workloads: WorkloadChoice[]
   /** Whether this host can record (an NVIDIA GPU and driver, a CUDA build); why not when it cannot. */
   recording: { available: boolean; reason?: string }
+  /**
+   * Whether `record:pytorch` may run a program on this host: the desktop app, or `vramscope serve
+   * --allow-record-commands`; why not when it may not.
+   */
+  recordCommand: { available: boolean; reason?: string }
 }
 
 export interface WorkloadChoice {
@@ -49,6 +54,18 @@ export interface RecordRequest {
   strategy?: string
   /** Workload parameters, as text ("steps" → "50"). */
   params?: Record<string, string>
+}
+
+/** A PyTorch program to record at tensor level (`vramscope record --pytorch`), started on this host. */
+export interface RecordPytorchRequest {
+  /** The command line, split as a shell splits words (quotes and backslashes; no expansion). */
+  command: string
+  /** The folder it runs in (default the host's home). */
+  cwd?: string
+  /** max_entries of PyTorch's history ring; default PyTorch's (every event). */
+  maxEntries?: number
+  /** Seconds between snapshots while it runs (default 60; 0: at an out-of-memory, a cancel and exit). */
+  snapshotEvery?: number
 }
 
 export interface SampleInfo {
@@ -298,6 +315,23 @@ export const CONTRACT = {
         workload: zod.string().min(1).max(64),
         strategy: zod.string().min(1).max(1024).optional(),
         params: zod.record(zod.string().max(64), zod.string().max(256)).optional(),
+      }),
+    result: started,
+    job: 'trace',
+    runs: 'utility',
+  },
+  /**
+   * Records a PyTorch program at tensor level (record --pytorch) into a folder of the recordings
+   * directory; the job's result is the snapshot of its process with the highest peak reserved
+   * (the only one, outside torchrun), opened as a trace. Refused unless info's recordCommand allows it.
+   */
+  'record:pytorch': {
+    arg: (zod): ZodType<RecordPytorchRequest> =>
+      zod.strictObject({
+        command: zod.string().min(1).max(4096),
+        cwd: zod.string().min(1).max(4096).optional(),
+        maxEntries: zod.number().int().min(1).max(Number.MAX_SAFE_INTEGER).optional(),
+        snapshotEvery: zod.number().int().min(0).max(86_400).optional(),
       }),
     result: started,
     job: 'trace',

@@ -193,6 +193,11 @@ function buildProgram(io: Io): Command {
     .argument('[file]', 'a trace, PyTorch snapshot or RMM log to open at start (the page opens it and nothing else from disk)')
     .option('--host <host>', 'interface to listen on (0.0.0.0: every interface, guarded by the token only)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: a free one)', '0')
+    .option(
+      '--allow-record-commands',
+      "let the page record a PyTorch program here (the Record panel's command line, run as this user): anyone holding the URL's token can then run commands on this host",
+    )
+    .addOption(new Option('--skip-driver-check', 'record programs even where no NVIDIA driver shows (tests with a stand-in torch)').hideHelp())
     .option('--json', 'print {url, port, token} as JSON')
     .option('--upload-dir <dir>', 'where uploads are written while they arrive (default: the temp directory)')
     .addOption(new Option('--page-idle-ms <ms>', 'close a page that makes no request for this long').hideHelp())

@@ -32,6 +32,8 @@ const DEV_SERVER_URL = devServerUrlOf(app.isPackaged, process.env)
  */
 const ADDON = join(HERE, '..', 'native', 'vramscope.node').replace(`app.asar${sep}`, `app.asar.unpacked${sep}`)
 const SAMPLES_DIR = app.isPackaged ? join(process.resourcesPath, 'samples') : join(HERE, '..', '..', 'resources', 'samples')
+/** The PyTorch hook that record --pytorch puts on a program's PYTHONPATH (electron-builder.yml's extraResources). */
+const PYTORCH_HOOK_DIR = app.isPackaged ? join(process.resourcesPath, 'pytorch') : join(HERE, '..', '..', 'resources', 'pytorch')
 
 // Before ready: app:// privileged, every renderer sandboxed, every web contents held to the app's pages.
 secureApp(app, protocol, DEV_SERVER_URL)
@@ -54,6 +56,9 @@ const worker = new WorkerClient({
     host: 'electron',
     samplesDir: SAMPLES_DIR,
     recordInProcess: true,
+    // The page is the user's own window: the Record panel may start a program (record --pytorch).
+    recordCommands: true,
+    pytorchHookDir: PYTORCH_HOOK_DIR,
     recordingsDir: join(app.getPath('userData'), 'recordings'),
   },
   onCrash: (error) => broadcast({ command: 'error', message: error.message }),

@@ -6,13 +6,14 @@
 // by src-shared/wire.ts. Nothing here knows about HTTP or Electron.
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
-import { tmpdir } from 'node:os'
+import { homedir, tmpdir } from 'node:os'
 import { basename, dirname, join, sep } from 'node:path'
 
 import type {
   AppInfo,
   Bundle,
   RecentFile,
+  RecordPytorchRequest,
   RecordRequest,
   ReplayRequest,
   SampleInfo,
@@ -30,7 +31,9 @@ import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
 import { loadNative } from '../native.ts'
-import { nvidiaDriverPresent } from './record/program.ts'
+import { splitCommandLine } from './record/command-line.ts'
+import { findInterceptLibrary, nvidiaDriverPresent } from './record/program.ts'
+import { recordPytorch } from './record/pytorch.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
@@ -113,6 +116,16 @@ export interface SessionOptions {
   maxTracesOpen?: number
   /** Jobs run at once per page and in all, waiting, and kept (jobs.ts has the defaults). */
   jobs?: JobLimits
+  /**
+   * Whether a page may start a program on this host (`record:pytorch`): the desktop app, whose
+   * page is the user's own; `vramscope serve` only with --allow-record-commands, since anyone
+   * holding its token could then run commands here.
+   */
+  recordCommands?: boolean
+  /** The folder of the PyTorch hook (sitecustomize.py); default pytorch.ts's pytorchHookDir(). */
+  pytorchHookDir?: string
+  /** Record a program where no NVIDIA driver shows (tests, with a stand-in torch and driver). */
+  skipDriverCheck?: boolean
 }
 
 /**
@@ -186,7 +199,78 @@ export class AppSession {
       privacy: PRIVACY_STATEMENT,
       workloads: this.workloads(),
       recording: this.recordingAvailable(),
+      recordCommand: this.recordCommandAvailable(),
     }
+  }
+
+  private recordCommandAvailable(): AppInfo['recordCommand'] {
+    if (!this.options.recordCommands)
+      return {
+        available: false,
+        reason:
+          'this host does not run programs for its pages: start it with `vramscope serve --allow-record-commands`, or run `vramscope record --pytorch -- python train.py` in a shell there',
+      }
+    if (!this.options.skipDriverCheck && !nvidiaDriverPresent())
+      return { available: false, reason: 'recording needs an NVIDIA GPU and driver; import and replay work without one' }
+    return { available: true }
+  }
+
+  /**
+   * Records a PyTorch program at tensor level (record --pytorch, services/record/pytorch.ts) into a
+   * folder of the recordings directory, its output in the folder's output.log; the job's result is
+   * the snapshot of the process that reserved the most, opened like any file. A cancel ends the
+   * program with SIGTERM, which the hook answers with a last snapshot.
+   */
+  recordPytorchProgram(request: RecordPytorchRequest, page = DEFAULT_PAGE): { jobId: string } {
+    const allowed = this.recordCommandAvailable()
+    if (!allowed.available && !this.options.recordCommands) throw new ApiError('BAD_INPUT', allowed.reason!)
+    let command: string[]
+    try {
+      command = splitCommandLine(request.command)
+    } catch (e) {
+      throw new ApiError('BAD_INPUT', `command: ${(e as Error).message}`)
+    }
+    if (command.length === 0 || command[0] === '') throw new ApiError('BAD_INPUT', 'command: no program given')
+    const cwd = request.cwd ?? homedir()
+    return this.startJob<TraceSummary>(page, `recording ${command.join(' ').slice(0, 80)}`, async (job) => {
+      if (!allowed.available) throw new ApiError('BAD_INPUT', allowed.reason!)
+      const where = await stat(cwd).catch(() => undefined)
+      if (!where?.isDirectory()) throw new ApiError('BAD_INPUT', `cwd: ${cwd} is not a folder on this host`)
+      const dir = this.options.recordingsDir ?? join(tmpdir(), 'vramscope-recordings')
+      await mkdir(dir, { recursive: true })
+      const script = command.find((w, i) => i > 0 && w.endsWith('.py')) ?? command[0]!
+      const stem =
+        basename(script)
+          .replace(/\.py$/, '')
+          .replace(/[^A-Za-z0-9_.-]+/g, '_') || 'program'
+      const outDir = join(dir, `pytorch-${stem}-${new Date().toISOString().replace(/[:.]/g, '-')}`)
+      let library: string | undefined
+      try {
+        library = findInterceptLibrary()
+      } catch {
+        library = undefined // snapshots only; the job.json of the folder says so
+      }
+      const recording = await recordPytorch({
+        command,
+        outDir,
+        library,
+        cwd,
+        outputToFile: true,
+        ...(this.options.pytorchHookDir !== undefined && { hookDir: this.options.pytorchHookDir }),
+        signal: job.signal,
+        ...(request.maxEntries !== undefined && { maxEntries: request.maxEntries }),
+        ...(request.snapshotEvery !== undefined && { everySeconds: request.snapshotEvery }),
+        onProgress: ({ processes, driverEvents }) =>
+          job.progress(`recording ${stem}: ${processes} process${processes === 1 ? '' : 'es'} recording, ${driverEvents} driver calls`),
+      })
+      const withSnapshot = recording.processes.filter((p) => p.snapshot !== null)
+      if (withSnapshot.length === 0) {
+        const ended = recording.exit.signal ? `was ended by ${recording.exit.signal}` : `exited with code ${recording.exit.exitCode}`
+        throw new Error(`the program ${ended} and wrote no snapshot (${recording.warnings.join('; ')}); its output is in ${join(outDir, 'output.log')}`)
+      }
+      const worst = withSnapshot.reduce((a, b) => ((b.peakReservedBytes ?? 0) > (a.peakReservedBytes ?? 0) ? b : a))
+      return this.open(join(outDir, worst.snapshot!), `${basename(outDir)}/${worst.snapshot}`, job, true)
+    })
   }
 
   private workloads(): WorkloadChoice[] {
@@ -783,6 +867,7 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'whatif:start': (request) => session.startWhatif(request, page),
     'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'record:workload': (request) => session.recordWorkload(request, page),
+    'record:pytorch': (request) => session.recordPytorchProgram(request, page),
     'job:status': ({ jobId, waitMs }) => session.jobs.statusAfter(jobId, waitMs),
     'job:result': ({ jobId }) => session.jobResult(jobId),
     'job:cancel': ({ jobId }) => session.jobs.cancel(jobId),

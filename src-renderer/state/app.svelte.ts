@@ -1,6 +1,6 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
+import type { AppInfo, JobStatus, RecentFile, RecordPytorchRequest, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
 import { firstCount, firstReplay, restReplay } from '../../src-shared/opening.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
 import { ApiCallError, createClient, waitForJob, type Client, type FetchRequest } from '../api/client.ts'
@@ -358,6 +358,11 @@ export class AppState {
   recordWorkload(request: RecordRequest) {
     this.showRecord = false
     return this.open(() => this.client.call('record:workload', request))
+  }
+  /** Records a PyTorch program at tensor level on this host (record --pytorch), then opens its snapshot. */
+  recordPytorch(request: RecordPytorchRequest) {
+    this.showRecord = false
+    return this.open(() => this.client.call('record:pytorch', request))
   }
   openRecent(key: string) {
     return this.open(() => this.client.call('trace:openRecent', { key }))

@@ -15,6 +15,8 @@ export interface ServeOptions {
   json?: boolean
   uploadDir?: string
   pageIdleMs?: string
+  allowRecordCommands?: boolean
+  skipDriverCheck?: boolean
 }
 
 export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
@@ -43,6 +45,9 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
       version,
       host: 'web',
       samplesDir: resolve(REPO_ROOT, 'resources', 'samples'),
+      pytorchHookDir: resolve(REPO_ROOT, 'resources', 'pytorch'),
+      ...(options.allowRecordCommands && { recordCommands: true }),
+      ...(options.skipDriverCheck && { skipDriverCheck: true }),
       ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
       ...(initial === undefined && { allowedPaths: new Set<string>() }),
     },

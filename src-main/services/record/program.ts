@@ -47,7 +47,7 @@ export function nvidiaDriverPresent(): boolean {
   return existsSync('/dev/nvidiactl') || existsSync('/proc/driver/nvidia/version')
 }
 
-async function resolveCommand(command: string): Promise<string> {
+async function resolveCommand(command: string, cwd?: string): Promise<string> {
   const executable = async (path: string) => {
     try {
       await access(path, constants.X_OK)
@@ -57,7 +57,7 @@ async function resolveCommand(command: string): Promise<string> {
     }
   }
   if (command.includes('/')) {
-    const path = isAbsolute(command) ? command : resolve(command)
+    const path = isAbsolute(command) ? command : resolve(cwd ?? '.', command)
     if (await executable(path)) return path
     throw new InputError(command, '', 'no such executable')
   }
@@ -186,18 +186,50 @@ export interface ProgramExit {
 export async function runRecorded(
   command: readonly string[],
   env: Record<string, string>,
-  options: { stdio?: RecordedStdio; pollMs?: number },
+  options: {
+    stdio?: RecordedStdio
+    pollMs?: number
+    /** The program's working directory (default this process's). */
+    cwd?: string
+    /** The program's stdout and stderr into this file (stdin closed), in place of `stdio`. */
+    outputFile?: string
+    /** Aborting sends the program SIGTERM (and SIGKILL 10 s later if it is still running). */
+    signal?: AbortSignal
+  },
   tick: () => Promise<void>,
 ): Promise<ProgramExit> {
   const [name, ...args] = command
   if (name === undefined) throw new InputError('record', '', 'no program given after --')
-  const executable = await resolveCommand(name)
-  const stdio = options.stdio === 'stderr' ? (['inherit', 2, 'inherit'] as const) : (options.stdio ?? 'inherit')
-  const child = spawn(executable, args, { stdio: [...(typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio)], env: { ...process.env, ...env } })
+  const executable = await resolveCommand(name, options.cwd)
+  const output = options.outputFile !== undefined ? await open(options.outputFile, 'a') : undefined
+  const stdio =
+    output !== undefined
+      ? (['ignore', output.fd, output.fd] as const)
+      : options.stdio === 'stderr'
+        ? (['inherit', 2, 'inherit'] as const)
+        : (options.stdio ?? 'inherit')
+  let child
+  try {
+    child = spawn(executable, args, {
+      stdio: [...(typeof stdio === 'string' ? [stdio, stdio, stdio] : stdio)],
+      env: { ...process.env, ...env },
+      ...(options.cwd !== undefined && { cwd: options.cwd }),
+    })
+  } finally {
+    await output?.close() // the child holds its own copy
+  }
   const keep = () => undefined
   const forward = (signal: NodeJS.Signals) => child.kill(signal)
   process.on('SIGINT', keep)
   process.on('SIGTERM', forward)
+  let killer: NodeJS.Timeout | undefined
+  const abort = () => {
+    child.kill('SIGTERM')
+    killer = setTimeout(() => child.kill('SIGKILL'), 10_000)
+    killer.unref()
+  }
+  if (options.signal?.aborted) abort()
+  else options.signal?.addEventListener('abort', abort, { once: true })
   let reading = Promise.resolve()
   const timer = setInterval(() => {
     reading = reading.then(tick).catch(() => undefined)
@@ -211,6 +243,8 @@ export async function runRecorded(
     })
   } finally {
     clearInterval(timer)
+    clearTimeout(killer)
+    options.signal?.removeEventListener('abort', abort)
     process.off('SIGINT', keep)
     process.off('SIGTERM', forward)
   }

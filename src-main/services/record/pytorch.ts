@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url'
 import { InputError } from '../input-error.ts'
 import { InterceptLogFollower, runRecorded, type ProgramExit, type RecordedStdio } from './program.ts'
 
-/** The folder holding sitecustomize.py: $VRAMSCOPE_PYTORCH_HOOK, else resources/pytorch of this checkout or app. */
+/** The folder holding sitecustomize.py: $VRAMSCOPE_PYTORCH_HOOK, else resources/pytorch of this checkout (the desktop app passes its own). */
 export function pytorchHookDir(): string {
   const fromEnv = process.env['VRAMSCOPE_PYTORCH_HOOK']
   if (fromEnv) return resolve(fromEnv)
@@ -40,6 +40,14 @@ export interface PytorchRecordOptions {
   stackDepth?: number
   stdio?: RecordedStdio
   pollMs?: number
+  /** The program's working directory. */
+  cwd?: string
+  /** The folder holding sitecustomize.py (default pytorchHookDir()). */
+  hookDir?: string
+  /** The program's stdout and stderr into OUT_DIR/output.log rather than `stdio` (the app). */
+  outputToFile?: boolean
+  /** Aborting ends the program with SIGTERM, which the hook answers with a last snapshot. */
+  signal?: AbortSignal
   onProgress?: (progress: { processes: number; driverEvents: number }) => void
 }
 
@@ -73,6 +81,8 @@ export interface PytorchRecording {
 }
 
 export const JOB_FILE = 'job.json'
+/** The program's output, where the recorder was asked to keep it (the app: no terminal). */
+export const OUTPUT_LOG = 'output.log'
 
 /** The default folder: vramscope-<script>-<time> in the working directory. */
 export function defaultPytorchOutDir(command: readonly string[], now = new Date()): string {
@@ -108,7 +118,7 @@ const DRIVER_SUFFIX = '.driver.vramscope'
 export async function recordPytorch(options: PytorchRecordOptions): Promise<PytorchRecording> {
   const outDir = resolve(options.outDir)
   await refuseEarlierRecording(outDir)
-  const hook = pytorchHookDir()
+  const hook = options.hookDir ?? pytorchHookDir()
   await mkdir(outDir, { recursive: true })
   const warnings: string[] = []
   const followers = new Map<string, InterceptLogFollower>()
@@ -142,7 +152,18 @@ export async function recordPytorch(options: PytorchRecordOptions): Promise<Pyto
     env['VRAMSCOPE_INTERCEPT_STACK'] = String(options.stackDepth ?? 0)
   } else warnings.push("the interposer is not built: the driver's calls are not recorded, only PyTorch's snapshots")
 
-  const exit = await runRecorded(options.command, env, options, tick)
+  const exit = await runRecorded(
+    options.command,
+    env,
+    {
+      ...(options.stdio !== undefined && { stdio: options.stdio }),
+      ...(options.pollMs !== undefined && { pollMs: options.pollMs }),
+      ...(options.cwd !== undefined && { cwd: options.cwd }),
+      ...(options.outputToFile && { outputFile: join(outDir, OUTPUT_LOG) }),
+      ...(options.signal !== undefined && { signal: options.signal }),
+    },
+    tick,
+  )
   await tick()
   const ended = exit.signal ?? String(exit.exitCode)
   const driverEvents = new Map<string, number>()
