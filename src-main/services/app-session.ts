@@ -1,9 +1,10 @@
 // The app's API (src-shared/contract.ts) over the services, for any host: sessionHandlers() gives
 // the dispatcher (src-main/ipc/dispatch.ts) one handler per channel, and the web host and the
-// desktop app's worker process carry calls to it. It keeps the opened traces of one session; long
-// work (opening, replaying, the what-if lab, recording) runs as a job of its registry (jobs.ts),
-// with progress and cancel, so no host ever waits on it; the bundles it answers with are packed
-// by src-shared/wire.ts. Nothing here knows about HTTP or Electron.
+// desktop app's worker process carry calls to it. It keeps the opened traces of one session
+// (their registry: traces.ts); long work (opening, replaying, the what-if lab, recording) runs as
+// a job of its registry (jobs.ts), with progress and cancel, so no host ever waits on it; the
+// bundles it answers with are packed by src-shared/wire.ts. Nothing here knows about HTTP or
+// Electron.
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { homedir, tmpdir } from 'node:os'
@@ -38,7 +39,8 @@ import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } fro
 import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
-import { openInput, type OpenedInput } from './import/open-input.ts'
+import { DEFAULT_PAGE, MAX_TRACES_OPEN, MAX_TRACES_PER_PAGE, TraceRegistry, type OpenedTrace } from './traces.ts'
+import { openInput } from './import/open-input.ts'
 import { placementFor, replayServingOoms, replaySent, servesOomRequests, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
 import { windowOpenState } from './replay/initial-state.ts'
 import { replayTrace, type ReplayTarget } from './replay/replay.ts'
@@ -76,25 +78,8 @@ function openingPeak(first: StrategyToSend | undefined, events: number): number 
   return peak !== undefined && Number.isInteger(peak) && peak >= 0 ? peak : undefined
 }
 
-interface OpenedTrace {
-  summary: TraceSummary
-  input: OpenedInput
-  page: string
-  /** When it was last used, in calls to the session (the least recently used is closed first). */
-  lastUsed: number
-}
-
-/**
- * The page of a host that does not tell its pages apart (the desktop app, whose windows share one
- * worker): only the session's limit applies to it, and it is never closed as idle.
- */
-export const DEFAULT_PAGE = ''
-/** Traces a page keeps open: the one shown, a second for the diff, one being replaced. */
-export const MAX_TRACES_PER_PAGE = 3
-/** Traces the session keeps open in all. */
-export const MAX_TRACES_OPEN = 24
-/** Why closed traces were closed, kept for this many, for the error a later request about one gets. */
-const CLOSED_REMEMBERED = 4096
+// The page of hosts that do not tell pages apart, and the limits on open traces (traces.ts).
+export { DEFAULT_PAGE, MAX_TRACES_OPEN, MAX_TRACES_PER_PAGE }
 
 export interface SessionOptions {
   version: string
@@ -152,14 +137,12 @@ export function uploadName(name: unknown): string {
 }
 
 export class AppSession {
-  private readonly traces = new Map<string, OpenedTrace>()
-  /** Why each recently closed trace was closed. */
-  private readonly closed = new Map<string, string>()
+  /** The open traces, their pages and limits, and why the recently closed ones were closed (traces.ts). */
+  private readonly traces: TraceRegistry
   /** Every job of the session: start, status, cancel and end (jobs.ts). */
   readonly jobs: JobRegistry
   /** When each page was last heard from (Date.now()). */
   private readonly pages = new Map<string, number>()
-  private uses = 0
   private readonly recent: (RecentFile & { path: string })[] = []
 
   /** Recent-file key of the file named on the command line. */
@@ -178,6 +161,10 @@ export class AppSession {
 
   constructor(private readonly options: SessionOptions) {
     this.jobs = new JobRegistry(options.jobs, DEFAULT_PAGE)
+    // A closed trace's jobs, running or finished, read cancelled saying why.
+    this.traces = new TraceRegistry({ perPage: options.maxTracesPerPage, inAll: options.maxTracesOpen }, (traceId, reason) =>
+      this.jobs.endFor({ traceId }, reason === 'it was closed' ? 'its trace was closed' : `its trace was closed: ${reason}`),
+    )
     if (options.initialFile !== undefined) {
       this.remember(options.initialFile, basename(options.initialFile))
       this.initialKey = this.recent[0]!.key
@@ -469,7 +456,7 @@ export class AppSession {
     // An open that failed, or whose trace has been closed since, is no use: the page opens afresh.
     if (!this.jobs.handTo(p.openJobId, page)) return undefined
     const traceId = this.jobs.resultIfDone<TraceSummary>(p.openJobId)?.traceId
-    const trace = traceId !== undefined ? this.traces.get(traceId) : undefined
+    const trace = traceId !== undefined ? this.traces.peek(traceId) : undefined
     if (trace) trace.page = page
     return { jobId: p.openJobId }
   }
@@ -488,7 +475,7 @@ export class AppSession {
     if (first === undefined) return
     await this.jobs.settled(first)
     const at = this.jobs.resultIfDone<ReplayOutcome>(first)?.cutAt
-    if (at !== undefined && this.traces.has(summary.traceId)) this.startAhead(restReplay(summary, DEFAULT_STRATEGIES, at))
+    if (at !== undefined && this.traces.peek(summary.traceId)) this.startAhead(restReplay(summary, DEFAULT_STRATEGIES, at))
   }
 
   private startAhead(request: ReplayRequest): string | undefined {
@@ -556,28 +543,11 @@ export class AppSession {
     }
     // A page closed while this opened has no use for it.
     job.signal.throwIfAborted()
-    this.admit(traceId, { summary, input, page: job.page, lastUsed: ++this.uses })
+    this.traces.admit(traceId, { summary, input, page: job.page })
     // The open's result names the trace: once the trace is closed, the open reads cancelled too.
     this.jobs.dependOn(job.jobId, traceId)
     if (remember) this.remember(path, shown)
     return summary
-  }
-
-  /** Keeps a newly opened trace, closing the least recently used beyond the page's and the session's limits. */
-  private admit(traceId: string, trace: OpenedTrace): void {
-    this.traces.set(traceId, trace)
-    const byAge = (page?: string) =>
-      [...this.traces].filter(([id, t]) => id !== traceId && (page === undefined || t.page === page)).sort((a, b) => a[1].lastUsed - b[1].lastUsed)
-    const perPage = this.options.maxTracesPerPage ?? MAX_TRACES_PER_PAGE
-    if (trace.page !== DEFAULT_PAGE) {
-      const older = byAge(trace.page)
-      for (const [id] of older.slice(0, Math.max(0, older.length + 1 - perPage)))
-        this.closeTrace(id, `vramscope keeps at most ${perPage} open traces a page (maxTracesPerPage) and this page opened newer ones`)
-    }
-    const inAll = this.options.maxTracesOpen ?? MAX_TRACES_OPEN
-    const older = byAge()
-    for (const [id] of older.slice(0, Math.max(0, older.length + 1 - inAll)))
-      this.closeTrace(id, `vramscope keeps at most ${inAll} open traces in all (maxTracesOpen) and newer ones were opened`)
   }
 
   /** How many traces are open (all pages). */
@@ -590,11 +560,7 @@ export class AppSession {
    * cancelled saying why; a later request about it fails with `reason`.
    */
   closeTrace(traceId: string, reason = 'it was closed'): { closed: boolean } {
-    if (!this.traces.delete(traceId)) return { closed: false }
-    this.closed.set(traceId, reason)
-    if (this.closed.size > CLOSED_REMEMBERED) this.closed.delete(this.closed.keys().next().value!)
-    this.jobs.endFor({ traceId }, reason === 'it was closed' ? 'its trace was closed' : `its trace was closed: ${reason}`)
-    return { closed: true }
+    return { closed: this.traces.close(traceId, reason) }
   }
 
   /** A page was heard from (any call it makes): it is not idle. */
@@ -605,8 +571,7 @@ export class AppSession {
   /** Closes a page: its traces and jobs are freed, its jobs reading cancelled saying why. */
   closePage(page: string, reason = 'its page was closed'): { closed: number } {
     this.pages.delete(page)
-    let closed = 0
-    for (const [id, trace] of this.traces) if (trace.page === page && this.closeTrace(id, reason).closed) closed++
+    const closed = this.traces.closePage(page, reason)
     this.jobs.endFor({ page }, reason)
     return { closed }
   }
@@ -626,19 +591,9 @@ export class AppSession {
     this.recent.length = Math.min(this.recent.length, 10)
   }
 
+  /** The open trace, now the most recently used; NOT_FOUND saying why if it was closed (traces.ts). */
   private trace(traceId: string): OpenedTrace {
-    const t = this.traces.get(traceId)
-    if (!t) {
-      const closed = this.closed.get(traceId)
-      throw new ApiError(
-        'NOT_FOUND',
-        closed !== undefined
-          ? `trace: ${JSON.stringify(traceId)} was closed: ${closed}; open the file again`
-          : `trace: no open trace ${JSON.stringify(traceId)}`,
-      )
-    }
-    t.lastUsed = ++this.uses
-    return t
+    return this.traces.use(traceId)
   }
 
   /** The request trace's columns, with its tables in the metadata (src-shared/wire.ts). */
