@@ -8,13 +8,17 @@ export const ASSUMED_DEVICE = 'an H100 80GB'
 export const ASSUMED_DEVICE_BYTES = 85_017_493_504
 
 /**
- * The device's memory and where it came from: given (`option`); implied by the file, at least the
+ * The device's memory and where it came from: given (`option`); named beside the file (`file`:
+ * the stats record --pytorch writes with each snapshot, torch's total_memory); implied by the file, at least the
  * free memory plus reserved at a recorded out-of-memory (`oom`) or the recorded peak reserved
  * (`recorded-peak`); else `assumed`: an H100 80GB, the file naming no GPU.
  */
 export interface Device {
   bytes: number
-  source: 'option' | 'oom' | 'recorded-peak' | 'assumed'
+  source: 'option' | 'file' | 'oom' | 'recorded-peak' | 'assumed'
+  /** Where `file`: the GPU's name and the file that names it (record --pytorch's NAME.stats.json beside a snapshot). */
+  name?: string
+  from?: string
 }
 
 /**
@@ -24,9 +28,11 @@ export interface Device {
 export function deviceWords(d: Device, bytes: (n: number) => string, deviceArgument = '--gpu'): string {
   return d.source === 'option'
     ? `device: ${bytes(d.bytes)} (${deviceArgument})`
-    : d.source === 'oom'
-      ? `device: at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (the file names no GPU; ${deviceArgument} sets it)`
-      : d.source === 'recorded-peak'
-        ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; ${deviceArgument} sets it)`
-        : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; ${deviceArgument} sets it)`
+    : d.source === 'file'
+      ? `device: ${d.name ? `${d.name}, ` : ''}${bytes(d.bytes)} (as ${d.from ?? 'the file'} names it; ${deviceArgument} sets another)`
+      : d.source === 'oom'
+        ? `device: ${d.name ? `${d.name}, ` : ''}at least ${bytes(d.bytes)}, the free memory plus reserved at the recorded out-of-memory (${d.name ? `${d.from ?? 'the file'} names the GPU` : 'the file names no GPU'}; ${deviceArgument} sets it)`
+        : d.source === 'recorded-peak'
+          ? `device: at least ${bytes(d.bytes)}, the recorded peak reserved (the file names no GPU; ${deviceArgument} sets it)`
+          : `device: assumed ${ASSUMED_DEVICE}, ${bytes(d.bytes)} (the file names no GPU; ${deviceArgument} sets it)`
 }

@@ -101,6 +101,18 @@ describe('record --pytorch', { skip: skipNoPython }, () => {
     assert.equal(kinds.filter((k) => k === EventKind.alloc).length, 3, 'three allocations')
     assert.equal(kinds.filter((k) => k === EventKind.free).length, 1, 'one free')
 
+    // The GPU the stats name is the device the lab answers for, and says so.
+    const lab = await vramscope(['whatif', join(out, 'snapshot.pickle'), '--conf', 'recorded', '--json'])
+    assert.equal(lab.code, 0, shown(lab))
+    assert.deepEqual((JSON.parse(lab.stdout) as { device: unknown }).device, {
+      bytes: 80 * 2 ** 30,
+      source: 'file',
+      name: 'Stand-in GPU',
+      from: 'snapshot.stats.json',
+    })
+    const words = await vramscope(['whatif', join(out, 'snapshot.pickle'), '--conf', 'recorded'])
+    assert.match(words.stdout + words.stderr, /device: Stand-in GPU, 80(\.0)? GiB \(as snapshot\.stats\.json names it; --gpu sets another\)/, shown(words))
+
     const ring = join(scratch, 'ring')
     const bounded = await vramscope(['record', '--pytorch', '--skip-driver-check', '--max-entries', '4', '-o', ring, '--json', '--', python!, script])
     assert.equal(bounded.code, 0, shown(bounded))

@@ -3,8 +3,8 @@
 // content decides what a file is where it can (Arrow's continuation marker, a pickle's PROTO
 // opcode, a JSON object); the name decides only where the content cannot (a protocol 0 pickle is
 // text, an empty file is nothing). Every problem with the file is an InputError naming it.
-import { open, stat } from 'node:fs/promises'
-import { extname } from 'node:path'
+import { open, readFile, stat } from 'node:fs/promises'
+import { basename, extname } from 'node:path'
 
 import { findUnknownFree } from '../analysis/inspect.ts'
 import { InputError, notARegularFile } from '../input-error.ts'
@@ -12,6 +12,7 @@ import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from
 import { importRmmLog, type BadLine } from './rmm.ts'
 import { withLayoutMetrics } from '../analysis/layout-metrics.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
+import { DEVICE_PROPERTIES } from '../replay/device.ts'
 import { readTrace, type TraceFileInfo } from '../trace/file.ts'
 import type { RequestTrace } from '../trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
@@ -152,6 +153,36 @@ function looksLikeCsv(head: Uint8Array): boolean {
  * the file's problem: one warning each, naming the file, the key and the value, once (a trace
  * file saved from the snapshot keeps it); the replays leave them out (snapshotConf).
  */
+/** Stats beside a snapshot larger than this are not stats: left unread. */
+const STATS_MAX_BYTES = 4 << 20
+
+/** `X.stats.json` beside snapshot `X.pickle` (or `X.json`, `X.pkl`...): what record --pytorch writes with each snapshot. */
+export function statsPathOf(path: string): string {
+  return `${path.slice(0, path.length - extname(path).length)}.stats.json`
+}
+
+/**
+ * The GPU named by the stats beside a snapshot (record --pytorch's, and the what-if suite's:
+ * `device_total_bytes`, `device_name`), put on the trace (DEVICE_PROPERTIES) so the device rule
+ * reads it; a missing, large or unreadable file names none, silently (a snapshot needs no stats).
+ */
+async function readDeviceBeside(path: string, trace: RequestTrace): Promise<void> {
+  const statsPath = statsPathOf(path)
+  let stats: { device_total_bytes?: unknown; device_name?: unknown }
+  try {
+    if ((await stat(statsPath)).size > STATS_MAX_BYTES) return
+    stats = JSON.parse(await readFile(statsPath, 'utf8')) as typeof stats
+  } catch {
+    return
+  }
+  const bytes = stats?.device_total_bytes
+  if (typeof bytes !== 'number' || !Number.isSafeInteger(bytes) || bytes <= 0) return
+  const p = trace.meta.properties
+  p[DEVICE_PROPERTIES.bytes] = String(bytes)
+  p[DEVICE_PROPERTIES.from] = basename(statsPath)
+  if (typeof stats.device_name === 'string' && stats.device_name.length > 0 && stats.device_name.length <= 256) p[DEVICE_PROPERTIES.name] = stats.device_name
+}
+
 function warnOfRefusedSettings(trace: RequestTrace): void {
   const refused = snapshotConf(settingsOfProperties(trace.meta.properties))?.refused ?? []
   const file = trace.meta.origin ?? trace.meta.source
@@ -184,6 +215,7 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
         ...(onProgress && { onProgress: (p) => onProgress({ phase: p.phase, bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
       })
       warnOfRefusedSettings(imported.trace)
+      await readDeviceBeside(path, imported.trace)
       return {
         path,
         kind,

@@ -8,6 +8,7 @@ import { ASSUMED_DEVICE_BYTES, type Device } from '../../../src-shared/device.ts
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import type { WhatifReport } from '../../../src-shared/whatif-report.ts'
+import { DEFAULT_SIZE_POLICY, allocationSize as requestAllocationSize } from '../pytorch-size-policy.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 
 /** An H100 80GB's memory as cudaMemGetInfo reports it: the default device size. */
@@ -17,10 +18,7 @@ export type ImpliedLimit = NonNullable<WhatifReport['implied']>
 
 /** PyTorch's round_size and get_allocation_size for a request, default settings: the least a failed request asked of the device. */
 export function allocationSize(size: number): number {
-  const rounded = size < 512 ? 512 : Math.ceil(size / 512) * 512
-  if (rounded <= 1 << 20) return 2 << 20
-  if (rounded < 10 << 20) return 20 << 20
-  return Math.ceil(rounded / (2 << 20)) * (2 << 20)
+  return requestAllocationSize(size, DEFAULT_SIZE_POLICY)
 }
 
 /**
@@ -94,13 +92,20 @@ export function impliedLimitBytes(implied: ImpliedLimit): number {
 /**
  * The device's memory: given; else what the file implies, the larger of an out-of-memory's free
  * memory plus reserved at it (the device held at least that) and a recorded peak reserved above
- * the assumed GPU; else assumed, an H100 80GB. A snapshot does not name its GPU.
+ * the assumed GPU; else assumed, an H100 80GB. A snapshot does not name its GPU; the stats that
+ * record --pytorch writes beside it do (DEVICE_PROPERTIES, read at the import): after a given
+ * size and a recorded out-of-memory's figure, the GPU they name.
  */
-export function deviceOf(given: number | undefined, implied: ImpliedLimit | undefined, recorded: StrategyResult | undefined): Device {
+export function deviceOf(given: number | undefined, implied: ImpliedLimit | undefined, recorded: StrategyResult | undefined, trace?: RequestTrace): Device {
   if (given !== undefined) return { bytes: given, source: 'option' }
+  const named = trace && namedDevice(trace)
   const atOom = implied?.deviceFree !== undefined && implied.deviceFree >= 0 ? implied.reservedBytes + implied.deviceFree : 0
   const recordedPeak = recorded?.summary?.['peakReserved'] ?? 0
-  if (atOom > 0) return { bytes: Math.max(atOom, recordedPeak), source: 'oom' }
+  // What the program could use, measured at its out-of-memory, is nearer the truth than the GPU's
+  // nominal total (the CUDA context and other processes hold some): it stays, named where known.
+  if (atOom > 0)
+    return { bytes: Math.max(atOom, recordedPeak), source: 'oom', ...(named?.name && { name: named.name }), ...(named?.from && { from: named.from }) }
+  if (named) return named
   if (recordedPeak > DEFAULT_DEVICE_BYTES) return { bytes: recordedPeak, source: 'recorded-peak' }
   return { bytes: DEFAULT_DEVICE_BYTES, source: 'assumed' }
 }
@@ -108,5 +113,18 @@ export function deviceOf(given: number | undefined, implied: ImpliedLimit | unde
 /** The device an opened input's replay runs on: `given` bytes, else what its trace and recorded layout imply, else assumed. */
 export function deviceOfInput(input: { trace: RequestTrace; strategies: readonly StrategyResult[] }, given?: number): Device {
   const recorded = input.strategies.find(isRecorded)
-  return deviceOf(given, impliedLimit(input.trace, recorded), recorded)
+  return deviceOf(given, impliedLimit(input.trace, recorded), recorded, input.trace)
+}
+
+/** Trace properties that name the recording's GPU: its memory in bytes, its name, and the file they were read from. */
+export const DEVICE_PROPERTIES = { bytes: 'device.total_bytes', name: 'device.name', from: 'device.from' } as const
+
+/** The GPU the trace's properties name (DEVICE_PROPERTIES), if they name one with a whole positive size. */
+export function namedDevice(trace: RequestTrace): Device | undefined {
+  const p = trace.meta.properties
+  const bytes = Number(p[DEVICE_PROPERTIES.bytes])
+  if (!Number.isSafeInteger(bytes) || bytes <= 0) return undefined
+  const name = p[DEVICE_PROPERTIES.name]
+  const from = p[DEVICE_PROPERTIES.from]
+  return { bytes, source: 'file', ...(name && { name }), ...(from && { from }) }
 }

@@ -293,7 +293,7 @@ export function servesOomRequests(
   cap: number | string | undefined,
   device?: Device,
 ): number {
-  const known = device !== undefined && (device.source === 'oom' || device.source === 'option')
+  const known = device !== undefined && (device.source === 'oom' || device.source === 'option' || device.source === 'file')
   if (cap === undefined && !known && !targets.some((t) => t.params?.['max_reserved'] !== undefined && t.params['max_reserved'] !== '0')) return 0
   let count = 0
   const kind = trace.events.kind

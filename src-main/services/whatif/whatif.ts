@@ -481,7 +481,7 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
   const started = performance.now()
   const recordedLayout = input.strategies.find(isRecorded)
   const implied = impliedLimit(input.trace, recordedLayout)
-  const device = deviceOf(options.deviceBytes, implied, recordedLayout)
+  const device = deviceOf(options.deviceBytes, implied, recordedLayout, input.trace)
   const deviceBytes = device.bytes
   const signal = options.signal
   const cores = Math.max(1, options.concurrency ?? availableParallelism())
