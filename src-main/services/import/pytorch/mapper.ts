@@ -34,6 +34,7 @@ import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
 import { MAX_BLOCK, PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
 import { SegmentOp, poolName, segmentPools, sortPoolNames, type ListedSegment, type SegmentLog } from './pools.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+import { DEFAULT_SIZE_POLICY, roundSize } from '../../pytorch-size-policy.ts'
 import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
 import { STAND_IN_EVENTS, STAND_IN_ROWS, type OverflowCounts, type PytorchImport, type PytorchImportOptions } from './types.ts'
 
@@ -53,9 +54,7 @@ function maxDevices(): number {
 }
 /** First chunk of the columns of every device after the first: a few rows, doubling as they fill. */
 const LATER_DEVICE_ROWS = 4
-/** PyTorch's kMinBlockSize: every block is a multiple of it. */
-const MIN_BLOCK = 512
-/** Actions whose size is a block's request (rounded to MIN_BLOCK in the layout). */
+/** Actions whose size is a block's request (rounded to 512 B in the layout: roundedSize). */
 const BLOCK_ACTIONS = new Set(['alloc', 'free_requested', 'free', 'free_completed'])
 
 /**
@@ -1354,9 +1353,13 @@ interface PoolsFound {
 /** apply()'s stack argument when the stack is still to be found from the frames. */
 const UNRESOLVED_STACK = -2
 
-/** PyTorch's round_size without roundup_power2_divisions: at least 512 bytes, a multiple of 512. */
+/**
+ * A recorded block's size in the layout: PyTorch's round_size under the default settings (at
+ * least 512 bytes, a multiple of 512), without roundup_power2_divisions even where the snapshot
+ * set it (the import warns of that).
+ */
 export function roundedSize(requested: number): number {
-  return requested < MIN_BLOCK ? MIN_BLOCK : Math.ceil(requested / MIN_BLOCK) * MIN_BLOCK
+  return roundSize(requested, DEFAULT_SIZE_POLICY)
 }
 
 /**
