@@ -1,10 +1,10 @@
-// The app's API (src-shared/contract.ts) over the services, for any host: sessionHandlers() gives
-// the dispatcher (src-main/ipc/dispatch.ts) one handler per channel, and the web host and the
-// desktop app's worker process carry calls to it. It keeps the opened traces of one session
-// (their registry: traces.ts); long work (opening, replaying, the what-if lab, recording) runs as
-// a job of its registry (jobs.ts), with progress and cancel, so no host ever waits on it; the
-// bundles it answers with are packed by src-shared/wire.ts. Nothing here knows about HTTP or
-// Electron.
+// The app's API (src-shared/contract.ts) over the services, for any host: the channel table
+// (src-main/ipc/session-handlers.ts) gives the dispatcher one handler per channel, calling the
+// methods here, and the web host and the desktop app's worker process carry calls to it. It keeps
+// the opened traces of one session (their registry: traces.ts); long work (opening, replaying,
+// the what-if lab, recording) runs as a job of its registry (jobs.ts), with progress and cancel,
+// so no host ever waits on it; the bundles it answers with are packed by src-shared/wire.ts.
+// Nothing here knows about HTTP, Electron or the transports (test/unit/architecture.test.ts).
 import { randomUUID } from 'node:crypto'
 import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises'
 import { homedir, tmpdir } from 'node:os'
@@ -28,7 +28,6 @@ import { reservedPeakEvent } from '../../src-shared/reserved-peak.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
 import { packReplay, packTraceData, previewOf, strategyBundle, type StrategyToSend } from '../../src-shared/wire.ts'
-import type { Handlers } from '../ipc/dispatch.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
 import { loadNative } from '../native.ts'
@@ -412,11 +411,6 @@ export class AppSession {
     return this.prefetched?.openJobId
   }
 
-  /** The dispatcher's handlers for calls from `page` (sessionHandlers). */
-  handlers(page = DEFAULT_PAGE): Handlers {
-    return sessionHandlers(this, page)
-  }
-
   /**
    * Opens the file the host was started with ahead of a page's request, and replays its first maps
    * (replayAhead): `vramscope serve` calls this as it starts, and again when a page with the token
@@ -798,33 +792,4 @@ function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
   if (count !== undefined && (!Number.isSafeInteger(count) || count < 0))
     throw new ApiError('BAD_INPUT', `targets.count: must be a whole number from 0, got ${JSON.stringify(count)}`)
   return specs.slice(first, count === undefined ? undefined : first + count)
-}
-
-/**
- * The session as the dispatcher's handlers (src-main/ipc/dispatch.ts): one per channel of the
- * contract, given its checked argument, for calls from `page` (what they open is that page's). The
- * web host serves them all; the desktop app's worker process those that run there.
- */
-export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handlers {
-  return {
-    'app:info': () => session.info(),
-    'trace:openSample': ({ name }) => session.openSample(name, page),
-    'trace:openPath': ({ path }) => session.openPath(path, page),
-    'trace:openBytes': ({ name, bytes }) => session.openBytes(name, bytes, page),
-    'trace:openRecent': ({ key }) => session.openRecent(key, page),
-    'trace:recent': () => session.recentFiles(),
-    'trace:data': ({ traceId }) => session.traceData(traceId),
-    'trace:close': ({ traceId }) => session.closeTrace(traceId),
-    'page:alive': () => ({ ok: true }),
-    'page:close': () => (page === DEFAULT_PAGE ? { closed: 0 } : session.closePage(page)),
-    'replay:start': (request) => session.startReplay(request, page),
-    'replay:result': ({ jobId, strategy, preview }) => session.replayResult(jobId, strategy, preview),
-    'whatif:start': (request) => session.startWhatif(request, page),
-    'whatif:result': ({ jobId }) => session.whatifResult(jobId),
-    'record:workload': (request) => session.recordWorkload(request, page),
-    'record:pytorch': (request) => session.recordPytorchProgram(request, page),
-    'job:status': ({ jobId, waitMs }) => session.jobs.statusAfter(jobId, waitMs),
-    'job:result': ({ jobId }) => session.jobResult(jobId),
-    'job:cancel': ({ jobId }) => session.jobs.cancel(jobId),
-  }
 }

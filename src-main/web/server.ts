@@ -21,11 +21,13 @@ import { specOf, type Bundle, type Channel } from '../../src-shared/contract.ts'
 import { ArgumentError, channelNamed, dispatch, type Handlers } from '../ipc/dispatch.ts'
 import { CONTENT_SECURITY_POLICY, contentTypeOf } from '../ipc/page-policy.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
-import { DEFAULT_PAGE, uploadName } from '../services/app-session.ts'
+import { sessionHandlers } from '../ipc/session-handlers.ts'
+import { AppSession, DEFAULT_PAGE, uploadName } from '../services/app-session.ts'
 
 /**
- * What the web host serves: an AppSession in this process (tests), or one in a worker process
- * (WorkerSession: `vramscope serve`).
+ * What the web host serves: a session in a worker process (WorkerSession: `vramscope serve`), or
+ * an AppSession in this process (tests), whose handlers are the channel table's
+ * (ipc/session-handlers.ts).
  */
 export interface WebSession {
   /** The dispatcher's handlers for calls from `page`. */
@@ -39,7 +41,7 @@ export interface WebSession {
 }
 
 export interface WebHostOptions {
-  session: WebSession
+  session: WebSession | AppSession
   /** Built renderer (index.html and assets/). */
   staticDir: string
   host?: string
@@ -271,7 +273,7 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       throw new HttpError(400, 'BAD_INPUT', `${PAGE_HEADER}: a page id is 1 to 64 letters, digits, - or _`)
     const page = named ?? DEFAULT_PAGE
     session.seen(page)
-    const handlers = session.handlers(page)
+    const handlers = session instanceof AppSession ? sessionHandlers(session, page) : session.handlers(page)
     if (spec.upload) {
       // The bytes are the body: streamed to a private file, which the session opens and deletes.
       const name = uploadName(decoded(String(req.headers['x-file-name'] ?? 'upload'), 'the x-file-name header'))
