@@ -86,7 +86,10 @@ function buildProgram(io: Io): Command {
     .description(
       'which PYTORCH_ALLOC_CONF would fix an out-of-memory, and how much GPU the job needs: replays the trace under many allocator configurations (or those given) and ranks them',
     )
-    .argument('<file>', 'PyTorch snapshot (.pickle or .json), trace or RMM log')
+    .argument(
+      '<files...>',
+      "PyTorch snapshot (.pickle or .json), trace or RMM log; several (one a rank), a folder (record --pytorch's) or a pattern: a job of many ranks",
+    )
     .option(
       '--conf <conf>',
       'a PYTORCH_ALLOC_CONF string such as "expandable_segments:True" (repeatable; "recorded": the snapshot\'s own); none: a grid',
@@ -103,7 +106,7 @@ function buildProgram(io: Io): Command {
       '--json',
       'machine-readable output on stdout: {"configs": [{"conf", "peakReserved", "peakAllocated", "segments", "failures", "smallestFittingBytes", ...}], ...}',
     )
-    .action((file: string, options) => whatifCommand(io, file, options))
+    .action((files: string[], options) => whatifCommand(io, files, options))
 
   program
     .command('top')

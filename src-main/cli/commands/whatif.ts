@@ -3,13 +3,17 @@
 // each row gives peak reserved and allocated, segments, device calls, fragmentation at the peak,
 // failures under the limit and the smallest limit that runs the whole trace, ranked, with the line
 // to paste. JSON byte counts are integers.
+import { stat } from 'node:fs/promises'
+
+import { deviceWords } from '../../../src-shared/device.ts'
 import { confLine, shownValue } from '../../../src-shared/pytorch-conf.ts'
 import { whatifWords } from '../../../src-shared/whatif-report.ts'
 import { plural } from '../../../src-shared/compare.ts'
 import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
 import { DEFAULT_DEVICE_BYTES } from '../../services/replay/device.ts'
-import { runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
+import { expandInputs, jobReport, NOT_RUN, rankFiles, type JobReport, type RankResult } from '../../services/whatif/job.ts'
+import { runWhatif, WhatifError, type WhatifOptions, type WhatifResult } from '../../services/whatif/whatif.ts'
 import { formatValue, renderTable } from '../format.ts'
 import { OptionError, openWithProgress, parseCapOption, parseConfOptions, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
 
@@ -21,7 +25,11 @@ export interface WhatifCommandOptions extends CommonOptions {
   strategies: boolean
 }
 
-export async function whatifCommand(io: Io, file: string, options: WhatifCommandOptions): Promise<void> {
+export async function whatifCommand(io: Io, args: string | string[], options: WhatifCommandOptions): Promise<void> {
+  const given = typeof args === 'string' ? [args] : args
+  // One file: its report. Several, a folder or a pattern: a job of one rank a file (job.ts).
+  const single = given.length === 1 && (await stat(given[0]!).catch(() => undefined))?.isFile()
+  const file = given[0]!
   // Every argument is checked here, before the file is read, naming the argument.
   const gpu = parseCapOption('--gpu', options.gpu)
   const confs = parseConfOptions(options.conf, gpu ?? DEFAULT_DEVICE_BYTES)
@@ -34,6 +42,7 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
       `${shownValue(options.cap!.trim())} of ${gpu !== undefined ? `--gpu's ${gpu} bytes` : `the assumed device's ${DEFAULT_DEVICE_BYTES} bytes`} is 0 bytes, which leaves no room for anything`,
     )
   const cap = fraction !== undefined ? undefined : parseCapOption('--cap', options.cap)
+  if (!single) return whatifJobCommand(io, await expandInputs(given), options, { confs, cap, fraction, gpu })
   const input = await openWithProgress(io, options, file)
   const progress = progressFor(io, options)
   const abort = new AbortController()
@@ -171,4 +180,154 @@ export async function whatifCommand(io: Io, file: string, options: WhatifCommand
 function ordinal(n: number): string {
   const s = n % 100 >= 11 && n % 100 <= 13 ? 'th' : (['th', 'st', 'nd', 'rd'][n % 10] ?? 'th')
   return `${n}${s}`
+}
+
+interface LabArguments {
+  confs: string[]
+  cap: number | undefined
+  fraction: number | undefined
+  gpu: number | undefined
+}
+
+/**
+ * `whatif R0 R1 ...` (or a folder, or a pattern): every rank under every configuration, one rank
+ * open at a time; per configuration whether it fits every rank, the smallest device that fits them
+ * all and the worst rank, ranked on that (services/whatif/job.ts).
+ */
+async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandOptions, lab: LabArguments): Promise<void> {
+  const ranked = await rankFiles(files)
+  const progress = progressFor(io, options)
+  const abort = new AbortController()
+  const onSignal = (): void => abort.abort(new Error('interrupted'))
+  process.once('SIGINT', onSignal)
+  const results: RankResult[] = []
+  try {
+    for (const [i, r] of ranked.entries()) {
+      const input = await openWithProgress(io, options, r.file)
+      const labOptions: WhatifOptions = {
+        ...(lab.confs.length > 0 && { confs: lab.confs }),
+        ...(lab.cap !== undefined && { capBytes: lab.cap }),
+        ...(lab.fraction !== undefined && { capFraction: lab.fraction }),
+        ...(lab.gpu !== undefined && { deviceBytes: lab.gpu }),
+        search: options.search,
+        strategies: options.strategies,
+        signal: abort.signal,
+        onProgress: (p) => progress.update(`rank ${r.rank} (${i + 1} of ${ranked.length}): what-if ${p.label}`, p.done, p.total, 'replays'),
+      }
+      let result: WhatifResult
+      try {
+        result = await runWhatif(input, labOptions)
+      } catch (e) {
+        if (e instanceof WhatifError) throw new OptionError(e.argument, `${r.file}: ${e.message.replace(/^--[a-z]+:? /, '')}`)
+        if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(r.file, '', (e as Error).message)
+        throw e
+      }
+      results.push({
+        file: r.file,
+        rank: r.rank,
+        rankFrom: r.rankFrom,
+        events: result.events,
+        device: result.device,
+        deviceBytes: result.deviceBytes,
+        limit: result.limit,
+        recordedConf: result.recordedConf ?? null,
+        rows: result.rows,
+      })
+    }
+  } finally {
+    progress.clear()
+    process.off('SIGINT', onSignal)
+  }
+  const report = jobReport(results)
+  if (options.json) return printJson(io, jobJson(report))
+  io.stdout.write(jobText(report, options))
+}
+
+function jobJson(report: JobReport) {
+  return {
+    ranks: report.ranks.map((r) => ({
+      file: r.file,
+      rank: r.rank,
+      rankFrom: r.rankFrom,
+      events: r.events,
+      device: r.device,
+      limit: r.limit,
+      recordedConf: r.recordedConf,
+      configs: r.rows.map((row) => ({
+        rank: row.rank,
+        conf: row.conf,
+        kind: row.kind,
+        label: row.label,
+        peakReserved: row.peakReserved,
+        peakAllocated: row.peakAllocated,
+        segments: row.segments,
+        failures: row.failures,
+        smallestFittingBytes: row.smallestFittingBytes,
+        notRanked: row.notRanked ?? null,
+      })),
+    })),
+    worstRank: report.worstRank,
+    configs: report.configs.map((c) => ({
+      rank: c.rank,
+      conf: c.conf,
+      kind: c.kind,
+      label: c.label,
+      line: c.line,
+      fitsEveryRank: c.fitsEveryRank,
+      smallestFittingBytes: c.smallestFittingBytes,
+      worstRank: c.worstRank,
+      perRank: c.perRank,
+    })),
+  }
+}
+
+function jobText(report: JobReport, options: WhatifCommandOptions): string {
+  const lines: string[] = []
+  const from = { stats: 'the stats beside it', name: 'its name', order: 'its place among the files' }
+  lines.push(`a job of ${report.ranks.length} ranks:`)
+  for (const r of report.ranks)
+    lines.push(
+      `  rank ${r.rank}: ${r.file} (rank from ${from[r.rankFrom]}), ${formatValue(r.events, 'count')} events, recorded with ${r.recordedConf === null ? 'no settings' : confLine(r.recordedConf)}`,
+    )
+  const devices = new Set(report.ranks.map((r) => deviceWords({ ...r.device, from: "each rank's stats" }, formatBytes)))
+  if (devices.size === 1) lines.push([...devices][0]!)
+  else for (const r of report.ranks) lines.push(`rank ${r.rank}: ${deviceWords(r.device, formatBytes)}`)
+  const limits = new Set(report.ranks.map((r) => (r.limit.bytes === null ? 'none' : formatBytes(r.limit.bytes))))
+  lines.push(`limit: ${[...limits].join(', ')}${limits.size > 1 ? ' (by rank)' : ''}`)
+  const recorded = report.configs.find((c) => c.key === 'recorded')
+  const worst = recorded?.perRank.find((p) => p.rank === report.worstRank)
+  lines.push(`worst rank: ${report.worstRank}${worst ? ` (peak reserved ${formatBytes(worst.peakReserved)} under its recorded settings)` : ''}`)
+  lines.push('')
+  const header = ['#', 'configuration', 'fits every rank', 'smallest fitting (every rank)', 'worst rank', ...report.ranks.map((r) => `rank ${r.rank} peak`)]
+  const table = report.configs.map((c) => [
+    c.rank > 0 ? String(c.rank) : '-',
+    c.label,
+    c.rank === 0
+      ? 'not ranked'
+      : c.fitsEveryRank
+        ? 'yes'
+        : `no (${c.perRank
+            .filter((p) => p.failures > 0)
+            .map((p) => p.rank)
+            .join(', ')} fail)`,
+    c.smallestFittingBytes === null ? (options.search ? 'none up to the device' : '-') : formatBytes(c.smallestFittingBytes),
+    String(c.worstRank),
+    ...c.perRank.map((p) => (p.notRanked === NOT_RUN ? '-' : formatBytes(p.peakReserved))),
+  ])
+  lines.push(renderTable(header, table))
+  lines.push('')
+  for (const c of report.configs) {
+    const reasons = new Map<string, number[]>()
+    for (const p of c.perRank) if (p.notRanked) reasons.set(p.notRanked, [...(reasons.get(p.notRanked) ?? []), p.rank])
+    for (const [reason, ranks] of reasons)
+      lines.push(`not ranked: ${c.label}${ranks.length === c.perRank.length ? '' : ` on rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`}: ${reason}`)
+  }
+  const best = report.configs.find((c) => c.rank === 1)
+  if (best)
+    lines.push(
+      best.fitsEveryRank
+        ? `best: ${best.line ?? best.label}: fits every rank${best.smallestFittingBytes !== null ? `, on a device of ${formatBytes(best.smallestFittingBytes)} or more` : ''} (rank ${best.worstRank} needs the most)`
+        : `no configuration fits every rank under the limit; the closest: ${best.label}`,
+    )
+  return `${lines.join('\n')}\n`
 }
