@@ -60,7 +60,7 @@ interface Job {
     fitsEveryRank: boolean
     smallestFittingBytes: number | null
     worstRank: number
-    perRank: { rank: number; peakReserved: number; failures: number }[]
+    perRank: { rank: number; peakReserved: number; failures: number; smallestFittingBytes: number | null }[]
   }[]
 }
 const run = async (args: string[]): Promise<Job> => {
@@ -89,7 +89,7 @@ describe('whatif on a job of many ranks', () => {
     for (const c of out.configs) {
       assert.equal(c.perRank.length, 2)
       assert.equal(c.fitsEveryRank, true)
-      assert.equal(c.smallestFittingBytes, Math.max(...c.perRank.map((p) => (p as { smallestFittingBytes: number }).smallestFittingBytes)))
+      assert.equal(c.smallestFittingBytes, Math.max(...c.perRank.map((p) => p.smallestFittingBytes!)))
     }
     const order = out.configs.map((c) => c.smallestFittingBytes!)
     assert.deepEqual(
