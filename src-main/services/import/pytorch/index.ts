@@ -4,7 +4,9 @@
 // modelled ones. The entry: the functions the rest of the code calls. docs/architecture.md has the
 // design; what an event becomes is in mapper.ts.
 //
-// One reader with two lanes and one opcode table (pickle-reader.ts), one mapper (mapper.ts). The fast lane decodes a pickle held whole in memory straight into the
+// One reader with two lanes (pickle-reader.ts: the restricted pickle VM in pickle-vm.ts, the fast
+// lane in pickle-fast-lane.ts), one table of the snapshot's keys (snapshot-keys.ts), one mapper
+// (mapper.ts). The fast lane decodes a pickle held whole in memory straight into the
 // mapper's columns, building no object per event; it takes only what Python's pickler writes for
 // a snapshot. Where it meets anything else in the root, segments, settings or annotations, the
 // general lane (the restricted unpickler, streaming device_traces' events to the same mapper)
@@ -34,7 +36,7 @@
 //
 // Limits on hostile input, each a SnapshotImportError (code 'limit') that names it and where it was
 // met: the pickle reader's own (declared lengths, memo indices, stack height, nesting depth:
-// pickle-reader.ts); the values the snapshot's generic parts expand to, a value shared through the
+// pickle-vm.ts); the values the snapshot's generic parts expand to, a value shared through the
 // memo counted at each use (ExpansionBudget in snapshot-values.ts: 2^20 + 4 per byte of the file,
 // VRAMSCOPE_MAX_EXPANDED_VALUES); devices with events (1024, VRAMSCOPE_MAX_DEVICES, at most 65536:
 // mapper.ts). Streams, stacks and frames each take their own bytes of the file, so their tables
@@ -45,6 +47,7 @@ import { concatBytes } from '../../../../src-shared/bytes.ts'
 import { SnapshotMapper } from './mapper.ts'
 import { LaneRestart, MemoReferenceScanner, Unpickler, decodeFast, decodeFastSteps, type LaneHandoff, type PickleValue } from './pickle-reader.ts'
 import { SnapshotImportError } from './snapshot-error.ts'
+import { KEY } from './snapshot-keys.ts'
 import type { PytorchImport, PytorchImportOptions } from './types.ts'
 
 export { roundedSize } from './mapper.ts'
@@ -177,7 +180,7 @@ function maxDepthOf(options: PytorchImportOptions): number {
 
 /**
  * The fast lane on a whole pickle, the general lane going on from where it gave up if it did; null
- * where it hands the whole input back (see pickle-reader.ts, the fast lane).
+ * where it hands the whole input back (see pickle-fast-lane.ts).
  */
 function importFast(bytes: Uint8Array, file: string, options: PytorchImportOptions): PytorchImport | null {
   const mapper = new SnapshotMapper(file, options, bytes.length)
@@ -303,7 +306,7 @@ function newUnpickler(
     keepMemo: keep,
     ...(options.maxDepth === undefined ? {} : { maxDepth: options.maxDepth }),
     stream: {
-      path: ['device_traces', null],
+      path: [KEY.deviceTraces, null],
       onItem: (keys, index, item, offset) => mapper.event(keys[1] as number, index, item, offset),
     },
   })

@@ -31,9 +31,11 @@ import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
 import { EventKind, allocateEvents, copyEventRow, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
-import { MAX_BLOCK, PickleDict, dictPairs, type DecodedEventSink, type PickleValue } from './pickle-reader.ts'
+import { MAX_BLOCK, type DecodedEventSink } from './pickle-fast-lane.ts'
+import { PickleDict, dictPairs, type PickleValue } from './pickle-vm.ts'
 import { SegmentOp, poolName, segmentPools, sortPoolNames, type ListedSegment, type SegmentLog } from './pools.ts'
 import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts'
+import { ACTION, BLOCK_STATE, KEY } from './snapshot-keys.ts'
 import { DEFAULT_SIZE_POLICY, roundSize } from '../../pytorch-size-policy.ts'
 import { ExpansionBudget, describe, entries, field, isDict, plainSettingsOf, type Dict } from './snapshot-values.ts'
 import { STAND_IN_EVENTS, STAND_IN_ROWS, type OverflowCounts, type PytorchImport, type PytorchImportOptions } from './types.ts'
@@ -55,7 +57,7 @@ function maxDevices(): number {
 /** First chunk of the columns of every device after the first: a few rows, doubling as they fill. */
 const LATER_DEVICE_ROWS = 4
 /** Actions whose size is a block's request (rounded to 512 B in the layout: roundedSize). */
-const BLOCK_ACTIONS = new Set(['alloc', 'free_requested', 'free', 'free_completed'])
+const BLOCK_ACTIONS = new Set<string>([ACTION.alloc, ACTION.freeRequested, ACTION.free, ACTION.freeCompleted])
 
 /**
  * Device address -> id: open addressing with linear probing over typed arrays. Addresses are
@@ -171,14 +173,14 @@ class EventShape {
     for (let i = 0; i < pairs.length; i += 2) {
       const key = pairs[i]
       this.keys[i] = key
-      if (key === 'action') this.action = i + 1
-      else if (key === 'addr') this.addr = i + 1
-      else if (key === 'size') this.size = i + 1
-      else if (key === 'stream') this.stream = i + 1
-      else if (key === 'time_us') this.time = i + 1
-      else if (key === 'frames') this.frames = i + 1
-      else if (key === 'user_metadata') this.metadata = i + 1
-      else if (key === 'device_free') this.deviceFree = i + 1
+      if (key === KEY.action) this.action = i + 1
+      else if (key === KEY.addr) this.addr = i + 1
+      else if (key === KEY.size) this.size = i + 1
+      else if (key === KEY.stream) this.stream = i + 1
+      else if (key === KEY.timeUs) this.time = i + 1
+      else if (key === KEY.frames) this.frames = i + 1
+      else if (key === KEY.userMetadata) this.metadata = i + 1
+      else if (key === KEY.deviceFree) this.deviceFree = i + 1
     }
   }
 }
@@ -336,27 +338,27 @@ export class SnapshotMapper implements DecodedEventSink {
       metadata = shape.metadata < 0 ? undefined : pairs[shape.metadata]
       deviceFree = shape.deviceFree < 0 ? undefined : pairs[shape.deviceFree]
     } else if (isDict(item)) {
-      action = field(item, 'action')
-      addrValue = field(item, 'addr')
-      sizeValue = field(item, 'size')
-      streamValue = field(item, 'stream')
-      time = field(item, 'time_us')
-      frames = field(item, 'frames')
-      metadata = field(item, 'user_metadata')
-      deviceFree = field(item, 'device_free')
+      action = field(item, KEY.action)
+      addrValue = field(item, KEY.addr)
+      sizeValue = field(item, KEY.size)
+      streamValue = field(item, KEY.stream)
+      time = field(item, KEY.timeUs)
+      frames = field(item, KEY.frames)
+      metadata = field(item, KEY.userMetadata)
+      deviceFree = field(item, KEY.deviceFree)
     } else return this.fail(`an event must be a dict, got ${describe(item)}`, offset, where(device, index))
-    if (typeof action !== 'string') this.fail(`'action' must be a string, got ${describe(action)}`, offset, where(device, index))
+    if (typeof action !== 'string') this.fail(`'${KEY.action}' must be a string, got ${describe(action)}`, offset, where(device, index))
     // An oom entry carries the device's free bytes (device_free) where other entries have addr
     // (an older PyTorch wrote it as addr); addr of an oom is that value, -1 when it has neither.
-    let addrKey = 'addr'
-    if (action === 'oom') {
+    let addrKey: string = KEY.addr
+    if (action === ACTION.oom) {
       if (deviceFree !== undefined) {
         addrValue = deviceFree
-        addrKey = 'device_free'
+        addrKey = KEY.deviceFree
       } else addrValue ??= -1
     }
     const addr =
-      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && (addrValue >= 0 || (addrValue === -1 && action === 'oom'))
+      typeof addrValue === 'number' && Number.isSafeInteger(addrValue) && (addrValue >= 0 || (addrValue === -1 && action === ACTION.oom))
         ? addrValue
         : this.badInteger(addrKey, addrValue, offset, device, index)
     const size =
@@ -364,12 +366,12 @@ export class SnapshotMapper implements DecodedEventSink {
         ? sizeValue
         : sizeValue === undefined
           ? 0
-          : this.badInteger('size', sizeValue, offset, device, index)
+          : this.badInteger(KEY.size, sizeValue, offset, device, index)
     // A block's size is PyTorch's 512-byte rounding of the request, which the trace stores as a
     // whole number below 2^53: a request past the last multiple of 512 below it cannot be one.
     if (size > MAX_BLOCK && BLOCK_ACTIONS.has(action as string))
       this.fail(
-        `'size' of a block must be at most ${MAX_BLOCK} (2^53 - 512, the largest block a trace stores), got ${size}`,
+        `'${KEY.size}' of a block must be at most ${MAX_BLOCK} (2^53 - 512, the largest block a trace stores), got ${size}`,
         offset,
         where(device, index),
         'limit',
@@ -377,11 +379,12 @@ export class SnapshotMapper implements DecodedEventSink {
     streamValue ??= 0
     // Streams are cudaStream_t handles (the default stream 0): the trace stores each as a whole number below 2^53.
     if (unstorableStream(streamValue))
-      this.fail(`'stream' must be a non-negative integer below 2^53, got ${describe(streamValue)}`, offset, where(device, index), 'limit')
+      this.fail(`'${KEY.stream}' must be a non-negative integer below 2^53, got ${describe(streamValue)}`, offset, where(device, index), 'limit')
     if (typeof time !== 'number' || !Number.isFinite(time)) {
       // An integer of 2^53 or more reads as a bigint: no clock a snapshot keeps (microseconds since 1970 are below 2^51).
-      if (typeof time === 'bigint') this.fail(`'time_us' must be a number of microseconds below 2^53, got ${describe(time)}`, offset, where(device, index))
-      if (time !== undefined) this.fail(`'time_us' must be a finite number, got ${describe(time)}`, offset, where(device, index))
+      if (typeof time === 'bigint')
+        this.fail(`'${KEY.timeUs}' must be a number of microseconds below 2^53, got ${describe(time)}`, offset, where(device, index))
+      if (time !== undefined) this.fail(`'${KEY.timeUs}' must be a finite number, got ${describe(time)}`, offset, where(device, index))
       this.missingTimes++
       time = s.nextIndex // no clock: keep the order
     }
@@ -389,7 +392,7 @@ export class SnapshotMapper implements DecodedEventSink {
     const t = time as number
     if (t < this.earliest) this.earliest = t
     if (!Number.isInteger(streamValue) && typeof streamValue !== 'bigint')
-      this.fail(`'stream' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
+      this.fail(`'${KEY.stream}' must be an integer, got ${describe(streamValue)}`, offset, where(device, index))
     this.apply(s, device, action as string, addr, size, streamValue, t, frames, UNRESOLVED_STACK, metadata, offset, index)
   }
 
@@ -410,7 +413,7 @@ export class SnapshotMapper implements DecodedEventSink {
   }
 
   /**
-   * One event the fast lane (pickle-reader.ts) read and checked: the same effects as event() for
+   * One event the fast lane (pickle-fast-lane.ts) read and checked: the same effects as event() for
    * a dict with these fields. `time` is NaN when the event has none; `stack` is the interned stack
    * (internStack) for alloc and oom, whatever else for other actions. For oom, `addr` is its
    * device_free (-1 when it has none), as event() reads it.
@@ -450,10 +453,10 @@ export class SnapshotMapper implements DecodedEventSink {
   ): void {
     const streamNumber = Number(streamValue)
 
-    if (s.released > 0 && action !== 'segment_free' && action !== 'segment_unmap')
-      this.pushTrim(s, action === 'segment_alloc' || action === 'segment_map' || action === 'oom')
+    if (s.released > 0 && action !== ACTION.segmentFree && action !== ACTION.segmentUnmap)
+      this.pushTrim(s, action === ACTION.segmentAlloc || action === ACTION.segmentMap || action === ACTION.oom)
     if (s.held >= 0) {
-      if (action === 'free_completed' && addr === s.heldAddress) {
+      if (action === ACTION.freeCompleted && addr === s.heldAddress) {
         s.events.push(EventKind.free, s.held, s.heldSize, s.heldStreamIndex, s.device, s.heldTime)
         s.layout.push(LayoutOp.free, addr, s.roundedById[s.held]!, s.heldSize, s.heldStream, s.heldTime)
         s.held = -1
@@ -463,7 +466,7 @@ export class SnapshotMapper implements DecodedEventSink {
     }
 
     switch (action) {
-      case 'alloc': {
+      case ACTION.alloc: {
         const previous = s.live.get(addr)
         if (previous >= 0) {
           // Allocated twice without a free between: only a damaged trace does this. Free the first.
@@ -486,12 +489,12 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.alloc, addr, s.roundedById[id]!, size, streamNumber, t)
         return
       }
-      case 'free_requested':
-      case 'free': {
+      case ACTION.freeRequested:
+      case ACTION.free: {
         let id = s.live.get(addr)
         if (id < 0) id = this.orphanAlloc(s, addr, size, streamValue)
         s.live.delete(addr)
-        if (action === 'free') {
+        if (action === ACTION.free) {
           s.events.push(EventKind.free, id, s.requestedById[id]!, this.stream(streamValue), device, t)
           s.layout.push(LayoutOp.free, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         } else {
@@ -507,7 +510,7 @@ export class SnapshotMapper implements DecodedEventSink {
         }
         return
       }
-      case 'free_completed': {
+      case ACTION.freeCompleted: {
         const id = s.pending.get(addr)
         if (id < 0 && s.live.get(addr) >= 0) {
           // A free_completed of a live block with no free_requested before it: some writers (the
@@ -535,13 +538,13 @@ export class SnapshotMapper implements DecodedEventSink {
         s.layout.push(LayoutOp.freeCompleted, addr, s.roundedById[id]!, s.requestedById[id]!, streamNumber, t)
         return
       }
-      case 'segment_alloc':
+      case ACTION.segmentAlloc:
         s.segmentLog.push(s.nextId, SegmentOp.reserve, addr, size)
         s.segments.set(addr, size)
         s.reserveRow.set(addr, s.layout.length)
         s.layout.push(LayoutOp.regionReserve, addr, size, size, streamNumber, t)
         return
-      case 'segment_free':
+      case ACTION.segmentFree:
         this.noteRelease(s, size, streamValue, t)
         s.segmentLog.push(s.nextId, SegmentOp.release, addr, size)
         if (!s.segments.has(addr)) {
@@ -552,19 +555,19 @@ export class SnapshotMapper implements DecodedEventSink {
         s.segments.delete(addr)
         s.layout.push(LayoutOp.regionRelease, addr, size, size, streamNumber, t)
         return
-      case 'segment_map':
+      case ACTION.segmentMap:
         s.segmentLog.push(s.nextId, SegmentOp.map, addr, size)
         s.mapped.push(addr)
         s.mapRows.push(addr, s.layout.length)
         s.layout.push(LayoutOp.map, addr, size, size, streamNumber, t)
         return
-      case 'segment_unmap':
+      case ACTION.segmentUnmap:
         this.noteRelease(s, size, streamValue, t)
         s.segmentLog.push(s.nextId, SegmentOp.unmap, addr, size)
         s.mapRows.push(addr, s.layout.length)
         s.layout.push(LayoutOp.unmap, addr, size, size, streamNumber, t)
         return
-      case 'oom':
+      case ACTION.oom:
         s.oomDeviceFree.push(addr)
         s.events.push(
           EventKind.oom,
@@ -578,8 +581,8 @@ export class SnapshotMapper implements DecodedEventSink {
         )
         s.layout.push(LayoutOp.failure, 0, size, size, streamNumber, t)
         return
-      case 'snapshot':
-        this.markers.push('snapshot')
+      case ACTION.snapshot:
+        this.markers.push(ACTION.snapshot)
         s.events.push(EventKind.marker, this.markers.length - 1, 0, this.stream(streamValue), device, t)
         return
       default:
@@ -687,7 +690,7 @@ export class SnapshotMapper implements DecodedEventSink {
   /** Index of the deduplicated stack for a frames list (innermost first, as PyTorch lists them), or -1. */
   private stack(frames: unknown, offset: number | undefined, device: number, index: number): number {
     if (frames === undefined || frames === null) return -1
-    if (!Array.isArray(frames)) return this.fail(`'frames' must be a list, got ${describe(frames)}`, offset, where(device, index))
+    if (!Array.isArray(frames)) return this.fail(`'${KEY.frames}' must be a list, got ${describe(frames)}`, offset, where(device, index))
     if (frames.length === 0) return -1
     // The pickle often shares one list per traceback, so identity answers many lookups.
     if (frames === this.lastFrames) return this.lastStack
@@ -736,9 +739,9 @@ export class SnapshotMapper implements DecodedEventSink {
     if (!isDict(frame)) return this.fail(`a frame must be a dict, got ${describe(frame)}`, offset, where(device, index))
     const known = this.frameByObject.get(frame)
     if (known !== undefined) return known
-    const name = field(frame, 'name')
-    const filename = field(frame, 'filename')
-    const line = field(frame, 'line')
+    const name = field(frame, KEY.name)
+    const filename = field(frame, KEY.filename)
+    const line = field(frame, KEY.line)
     if (typeof name !== 'string' || typeof filename !== 'string' || typeof line !== 'number')
       return this.fail(
         `a frame needs a string name and filename and a number line, got ${describe(name)}, ${describe(filename)}, ${describe(line)}`,
@@ -771,12 +774,12 @@ export class SnapshotMapper implements DecodedEventSink {
 
   private *finishSteps(root: PickleValue | unknown, format: 'pickle' | 'json', protocol: number | undefined): Generator<void, PytorchImport> {
     if (!isDict(root)) this.fail(`the root must be a dict (a memory snapshot), got ${describe(root)}`)
-    const traces = field(root, 'device_traces')
+    const traces = field(root, KEY.deviceTraces)
     if (!Array.isArray(traces))
       this.fail(
         traces === undefined
-          ? "no 'device_traces': not a memory snapshot (torch.cuda.memory._dump_snapshot writes one; record with torch.cuda.memory._record_memory_history)"
-          : `'device_traces' must be a list, got ${describe(traces)}`,
+          ? `no '${KEY.deviceTraces}': not a memory snapshot (torch.cuda.memory._dump_snapshot writes one; record with torch.cuda.memory._record_memory_history)`
+          : `'${KEY.deviceTraces}' must be a list, got ${describe(traces)}`,
       )
     // Events the unpickler kept (JSON, or a list it did not recognise as streamed) go through the same path.
     traces.forEach((list: unknown, device: number) => {
@@ -787,8 +790,8 @@ export class SnapshotMapper implements DecodedEventSink {
       const first = s === undefined ? 0 : s.nextIndex
       for (let i = 0; i < list.length; i++) this.event(device, first + i, list[i] as PickleValue, undefined)
     })
-    const segmentsValue = field(root, 'segments') ?? []
-    if (!Array.isArray(segmentsValue)) this.fail(`'segments' must be a list, got ${describe(segmentsValue)}`)
+    const segmentsValue = field(root, KEY.segments) ?? []
+    if (!Array.isArray(segmentsValue)) this.fail(`'${KEY.segments}' must be a list, got ${describe(segmentsValue)}`)
     const segments: Dict[] = segmentsValue.map((seg: unknown, i: number) => {
       if (!isDict(seg)) this.fail(`segments[${i}] must be a dict, got ${describe(seg)}`)
       return seg
@@ -799,7 +802,7 @@ export class SnapshotMapper implements DecodedEventSink {
       if (count > 0) devices.add(device)
     })
     for (const seg of segments) {
-      const d = field(seg, 'device')
+      const d = field(seg, KEY.device)
       if (typeof d === 'number' && Number.isInteger(d) && d >= 0) devices.add(d)
     }
     const present = [...devices].sort((a, b) => a - b)
@@ -821,11 +824,11 @@ export class SnapshotMapper implements DecodedEventSink {
     for (const [d] of this.states) if (!selectedSet.has(d)) this.states.delete(d)
     this.lastState = null
 
-    const settings = field(root, 'allocator_settings')
+    const settings = field(root, KEY.allocatorSettings)
     const plainSettings = plainSettingsOf(settings, this.budget)
     const segmentsOf = new Map<unknown, Dict[]>()
     for (const seg of segments) {
-      const given = field(seg, 'device')
+      const given = field(seg, KEY.device)
       const d = given === undefined ? 0 : given
       const list = segmentsOf.get(d)
       if (list === undefined) segmentsOf.set(d, [seg])
@@ -839,7 +842,7 @@ export class SnapshotMapper implements DecodedEventSink {
     const markerTimes: number[] = []
     const markerIds: number[] = []
     const markerDevices: number[] = []
-    this.annotationMarkers(field(root, 'external_annotations'), markerTimes, markerIds, markerDevices)
+    this.annotationMarkers(field(root, KEY.externalAnnotations), markerTimes, markerIds, markerDevices)
     const t0 = Number.isFinite(this.earliest) ? this.earliest : 0
 
     const ordered = [...this.states.values()].sort((a, b) => a.device - b.device)
@@ -891,7 +894,7 @@ export class SnapshotMapper implements DecodedEventSink {
    */
   private assignPools(events: TraceEvents, states: DeviceState[], segmentsOf: Map<unknown, Dict[]>): PoolsFound | undefined {
     const names = new Set<string>()
-    for (const s of states) for (const seg of segmentsOf.get(s.device) ?? []) names.add(poolName(field(seg, 'segment_pool_id')))
+    for (const s of states) for (const seg of segmentsOf.get(s.device) ?? []) names.add(poolName(field(seg, KEY.segmentPoolId)))
     names.delete('')
     if (names.size === 0) return undefined
     const table = sortPoolNames(names)
@@ -902,10 +905,10 @@ export class SnapshotMapper implements DecodedEventSink {
     for (const s of states) {
       const listed: ListedSegment[] = []
       for (const seg of segmentsOf.get(s.device) ?? []) {
-        const address = field(seg, 'address')
-        const size = field(seg, 'total_size')
+        const address = field(seg, KEY.address)
+        const size = field(seg, KEY.totalSize)
         // addLiveAtSnapshot checked them: non-negative integers.
-        listed.push({ address: address as number, size: size as number, pool: index.get(poolName(field(seg, 'segment_pool_id'))) ?? 0 })
+        listed.push({ address: address as number, size: size as number, pool: index.get(poolName(field(seg, KEY.segmentPoolId))) ?? 0 })
       }
       const result = segmentPools(s.segmentLog, s.nextId, s.addressById, listed)
       found.unknownSegments += result.unknownSegments
@@ -1004,11 +1007,11 @@ export class SnapshotMapper implements DecodedEventSink {
     if (!Array.isArray(annotations)) return
     for (const a of annotations) {
       if (!isDict(a)) continue
-      const device = field(a, 'device')
-      const time = field(a, 'time_us')
-      const name = field(a, 'name')
+      const device = field(a, KEY.device)
+      const time = field(a, KEY.timeUs)
+      const name = field(a, KEY.name)
       if (typeof time !== 'number' || !Number.isFinite(time) || typeof name !== 'string' || !this.states.has(typeof device === 'number' ? device : 0)) continue
-      const stage = field(a, 'stage')
+      const stage = field(a, KEY.stage)
       this.markers.push(typeof stage === 'string' ? `${name} (${stage.toLowerCase()})` : name)
       markerTimes.push(time)
       markerIds.push(this.markers.length - 1)
@@ -1023,10 +1026,10 @@ export class SnapshotMapper implements DecodedEventSink {
     // Expandable segments' mappings first: the blocks below lie in them.
     const listedMaps: ListedMapping[] = []
     for (const seg of segments) {
-      const address = field(seg, 'address')
-      const total = field(seg, 'total_size')
-      if (field(seg, 'is_expandable') !== true || !isAmount(address) || !isAmount(total) || total === 0) continue
-      const given = field(seg, 'stream')
+      const address = field(seg, KEY.address)
+      const total = field(seg, KEY.totalSize)
+      if (field(seg, KEY.isExpandable) !== true || !isAmount(address) || !isAmount(total) || total === 0) continue
+      const given = field(seg, KEY.stream)
       listedMaps.push({ address, size: total, pool: poolOf(seg), stream: Number(Number.isInteger(given) || typeof given === 'bigint' ? given : 0) })
     }
     if (listedMaps.length > 0 || s.mapRows.length > 0)
@@ -1037,20 +1040,25 @@ export class SnapshotMapper implements DecodedEventSink {
     for (const seg of segments) {
       // A segment, or a blocks list, that the pickle shares is visited at each reference.
       this.budget.spend(1, `segments (device ${s.device})`)
-      const address = field(seg, 'address')
-      const total = field(seg, 'total_size')
+      const address = field(seg, KEY.address)
+      const total = field(seg, KEY.totalSize)
       if (!isAmount(address) || !isAmount(total))
         this.fail(
           `a segment needs a non-negative integer address and total_size, got ${describe(address)}, ${describe(total)}`,
           undefined,
           `segments (device ${s.device})`,
         )
-      const given = field(seg, 'stream')
+      const given = field(seg, KEY.stream)
       if (unstorableStream(given))
-        this.fail(`a segment's 'stream' must be a non-negative integer below 2^53, got ${describe(given)}`, undefined, `segments (device ${s.device})`, 'limit')
+        this.fail(
+          `a segment's '${KEY.stream}' must be a non-negative integer below 2^53, got ${describe(given)}`,
+          undefined,
+          `segments (device ${s.device})`,
+          'limit',
+        )
       const streamValue = Number.isInteger(given) || typeof given === 'bigint' ? given : 0
       const streamNumber = Number(streamValue)
-      const expandable = field(seg, 'is_expandable') === true
+      const expandable = field(seg, KEY.isExpandable) === true
       if (expandable) {
         // The mappings inside the range it lists are its own: their pool too (those unmapped before the end stay unknown).
         const pool = poolOf(seg)
@@ -1065,28 +1073,28 @@ export class SnapshotMapper implements DecodedEventSink {
         const row = s.reserveRow.get(address)
         if (row !== undefined) s.layout.setAux(row, poolOf(seg))
       }
-      const blocks = field(seg, 'blocks')
+      const blocks = field(seg, KEY.blocks)
       if (!Array.isArray(blocks)) continue
       this.budget.spend(blocks.length, `segments (device ${s.device})`)
       let at = address
       for (const block of blocks) {
         if (!isDict(block)) continue
-        const size = field(block, 'size')
+        const size = field(block, KEY.size)
         if (!isAmount(size)) break
         // Older snapshots give no block addresses: blocks tile their segment in order.
-        const listed = field(block, 'address')
+        const listed = field(block, KEY.address)
         const blockAddress = isAmount(listed) ? listed : at
         at = blockAddress + size
-        const state = field(block, 'state')
+        const state = field(block, KEY.state)
         const { requested, frames } = blockRequest(block, size)
-        if (state === 'active_allocated' && s.live.get(blockAddress) < 0) {
+        if (state === BLOCK_STATE.activeAllocated && s.live.get(blockAddress) < 0) {
           const id = this.newId(s, blockAddress, requested, size)
           s.live.set(blockAddress, id)
           s.synthEvents.push(EventKind.alloc, id, requested, this.stream(streamValue), s.device, NaN, this.stack(frames, undefined, s.device, -1))
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.overflow.synthesizedAllocs++
           s.overflow.synthesizedBlocks++
-        } else if (state === 'active_pending_free' && s.pending.get(blockAddress) < 0 && s.live.get(blockAddress) < 0) {
+        } else if (state === BLOCK_STATE.activePendingFree && s.pending.get(blockAddress) < 0 && s.live.get(blockAddress) < 0) {
           // Freed by the program before the window, still waiting for its stream at the end.
           s.synthLayout.push(LayoutOp.alloc, blockAddress, size, requested, streamNumber, NaN)
           s.synthLayout.push(LayoutOp.freePending, blockAddress, size, requested, streamNumber, NaN)
@@ -1159,16 +1167,16 @@ export class SnapshotMapper implements DecodedEventSink {
  */
 function blockRequest(block: Dict, size: number): { requested: number; frames: unknown } {
   const isAmount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
-  const frames = field(block, 'frames')
+  const frames = field(block, KEY.frames)
   if (frames === undefined) {
-    const history = field(block, 'history')
+    const history = field(block, KEY.history)
     const newest = Array.isArray(history) && history.length > 0 ? history[0] : undefined
     if (isDict(newest)) {
-      const real = field(newest, 'real_size')
-      return { requested: isAmount(real) ? real : size, frames: field(newest, 'frames') }
+      const real = field(newest, KEY.realSize)
+      return { requested: isAmount(real) ? real : size, frames: field(newest, KEY.frames) }
     }
   }
-  const requested = field(block, 'requested_size')
+  const requested = field(block, KEY.requestedSize)
   return { requested: isAmount(requested) ? requested : size, frames }
 }
 
@@ -1264,8 +1272,8 @@ interface PartialReleases {
 
 function partialReleases(settings: [string, unknown][]): PartialReleases {
   const value = (key: string): unknown => settings.find(([k]) => k === key)?.[1]
-  const split = value('max_split_size')
-  const gc = value('garbage_collection_threshold')
+  const split = value(KEY.maxSplitSize)
+  const gc = value(KEY.garbageCollectionThreshold)
   return { garbageCollection: typeof gc === 'number' && gc > 0, maxSplitSize: typeof split === 'number' && split > 0 ? split : 0 }
 }
 

@@ -1,8 +1,9 @@
 // Reading a snapshot's values whichever form they came in (a PickleDict from the pickle reader,
 // a plain object from JSON.parse), describing them in errors, and turning them into JSON-ready data
 // for parameters and properties.
-import { PickleDict } from './pickle-reader.ts'
+import { PickleDict } from './pickle-vm.ts'
 import { SnapshotImportError } from './snapshot-error.ts'
+import { KEY } from './snapshot-keys.ts'
 
 export type Dict = PickleDict | Record<string, unknown>
 
@@ -89,7 +90,7 @@ function isArrayIndex(key: string): boolean {
 
 /** A snapshot value as JSON-ready data (for parameters and properties). */
 function plainJson(value: unknown, budget: ExpansionBudget, depth = 0): unknown {
-  budget.spend(1, 'allocator_settings')
+  budget.spend(1, KEY.allocatorSettings)
   if (depth > 20) return null
   if (value instanceof PickleDict) {
     // A loop, not spread and map: the allocator settings go through here on every import.
