@@ -14,6 +14,7 @@ import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
 import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record.ts'
 import { infoCommand } from './commands/info.ts'
+import { ranksCommand } from './commands/ranks.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
 import { topCommand } from './commands/top.ts'
@@ -107,6 +108,15 @@ function buildProgram(io: Io): Command {
       'machine-readable output on stdout: {"configs": [{"conf", "peakReserved", "peakAllocated", "segments", "failures", "smallestFittingBytes", ...}], ...}',
     )
     .action((files: string[], options) => whatifCommand(io, files, options))
+
+  program
+    .command('ranks')
+    .description(
+      "a job's what-if report merged from its ranks' separate `whatif FILE --json` outputs (one a rank, as a cluster runs them): the report `whatif R0 R1 ...` prints",
+    )
+    .argument('<results...>', 'the output of `vramscope whatif FILE --json`, one a rank; a folder of them or a pattern')
+    .option('--json', 'machine-readable output on stdout, as `whatif R0 R1 ... --json`: {"ranks", "worstRank", "configs": [{"fitsEveryRank", "perRank", ...}]}')
+    .action((files: string[], options) => ranksCommand(io, files, options))
 
   program
     .command('top')
