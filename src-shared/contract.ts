@@ -1,9 +1,13 @@
 // The one API the renderer talks to, whoever hosts it: the web host (`vramscope serve`, HTTP on
 // 127.0.0.1 with a token) and the Electron preload both implement it. Every channel is listed here
-// with its argument's schema, its result and where it runs (CONTRACT); no channel name is written
-// anywhere else. One dispatcher (src-main/ipc/dispatch.ts) checks arguments against these schemas
-// for every host. The renderer imports this file for its types and the channel list only: the
-// schemas are functions of the zod functions the dispatcher passes in, so no zod reaches a page.
+// with its argument's schema, its result and where it runs (CONTRACT). Code elsewhere writes channel
+// names where it makes or answers a call (the channel table src-main/ipc/session-handlers.ts, main's
+// ipc-router.ts, the renderer's state and client), typed as Channel (keyof CONTRACT), so a name this
+// file lacks does not compile; the one untyped name is the replay:result URL of
+// src-renderer/api/client.ts. One dispatcher (src-main/ipc/dispatch.ts) checks arguments against
+// these schemas for every host. The renderer imports this file for its types and the channel list
+// only: the schemas are functions of the zod functions the dispatcher passes in, so no zod reaches
+// a page.
 //
 // Long work (opening a file, replaying) is a job: the call returns a job id at once, the renderer
 // polls `job:status` for progress and may `job:cancel`; a finished job's result is fetched once.

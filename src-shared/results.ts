@@ -1,6 +1,7 @@
 // What replaying a request trace through one strategy (or recording a real allocator) yields, as a
 // trace file stores it beside the request trace: the layout events, the metrics time series and a
-// summary. Metric definitions: docs/architecture.md#metrics (one definition, used everywhere).
+// summary. Metric definitions: docs/architecture.md#metrics (defined once there; each place that
+// computes them follows it).
 import type { LayoutTrace } from './layout.ts'
 
 /** One row per sample, all columns the same length, time ascending. */

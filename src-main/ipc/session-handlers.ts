@@ -1,6 +1,6 @@
 // The channel table of the API: each channel of the contract (src-shared/contract.ts) mapped to
-// the AppSession method that answers it, for the dispatcher (dispatch.ts). It lives here, with the
-// transport, so that the services (src-main/services/) know nothing of how they are called: the
+// the AppSession method that answers it, for the dispatcher (dispatch.ts). It lives here, beside the
+// dispatcher, so that the services (src-main/services/) know nothing of how they are called: the
 // worker process (src-main/utility/host.ts) and the web host's in-process session
 // (src-main/web/server.ts) take their handlers from it.
 import { AppSession, DEFAULT_PAGE } from '../services/app-session.ts'

@@ -1,8 +1,9 @@
 // The device a replay runs on (docs/architecture.md, "The device"): one rule for the CLI's replay,
 // the app's replay jobs and the what-if lab. Given (--gpu, the app's field); else what the file
-// implies (a recorded out-of-memory's free memory plus reserved, a recorded peak above the assumed
-// GPU); else an assumed H100 80GB, said so (src-shared/device.ts words it). Also the limit a
-// recorded out-of-memory implies, which the device rule reads.
+// implies (a recorded out-of-memory's free memory plus reserved; else the GPU the stats beside a
+// snapshot name; else a recorded peak above the assumed GPU); else an assumed H100 80GB, said so
+// (src-shared/device.ts words it). Also the limit a recorded out-of-memory implies, which the
+// device rule reads.
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { ASSUMED_DEVICE_BYTES, type Device } from '../../../src-shared/device.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'

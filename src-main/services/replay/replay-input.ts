@@ -282,8 +282,8 @@ export async function replayInput(input: OpenedInput, specs: readonly StrategySp
 /**
  * How many recorded out-of-memories a replay serves as requests: all of them under a limit (a
  * cap, or a target's max_reserved, as a what-if row's replay carries it) or on a device whose
- * memory is known (given, or the free memory plus reserved at the recorded out-of-memory:
- * deviceOf), where the question is whether the program's requests fit, the one that failed when
+ * memory is known (given, the free memory plus reserved at the recorded out-of-memory, or the GPU
+ * the stats beside a snapshot name: deviceOf), where the question is whether the program's requests fit, the one that failed when
  * it was recorded included, as in the what-if lab; none on an assumed device, where each stays
  * the recorded failure it was.
  */
