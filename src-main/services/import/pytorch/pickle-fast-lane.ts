@@ -32,18 +32,19 @@ import {
   HandoffKind,
   MemoReferenceScanner,
   PickleDict,
-  appendPairs,
-  decodeLong,
-  decodeUtf8,
-  float64,
-  float64Bytes,
-  readUint32,
+  appendDictPairs as appendPairs,
+  binFloat,
+  decodeLongAt as decodeLong,
+  decodeUtf8At as decodeUtf8,
+  readUint32LE as readUint32,
   type DeliveredEvents,
   type HandoffValue,
   type LaneHandoff,
   type PickleValue,
 } from './pickle-vm.ts'
 import { ACTION, KEY } from './snapshot-keys.ts'
+
+const { float64, float64Bytes } = binFloat
 
 // The opcodes this lane reads: a subset of the VM's table (pickle-vm.ts), declared again in this
 // file so that they are literal case labels here too (an imported const enum is a property load

@@ -32,8 +32,8 @@ import { SnapshotImportError, type SnapshotErrorCode } from './snapshot-error.ts
 
 export type PickleValue = null | boolean | number | bigint | string | Uint8Array | PickleValue[] | PickleDict
 
-/** Adds stack[from, to) (key, value, key, value...) to a dict; only the unpickler and the fast lane build dicts. */
-export let appendPairs: (dict: PickleDict, source: readonly PickleValue[], from: number, to: number) => void
+/** Adds stack[from, to) (key, value, key, value...) to a dict; only the unpickler and the fast lane (appendDictPairs) build dicts. */
+let appendPairs: (dict: PickleDict, source: readonly PickleValue[], from: number, to: number) => void
 let pairsOf: (dict: PickleDict) => readonly PickleValue[]
 
 /**
@@ -533,7 +533,7 @@ function decodeShortUtf8(b: Uint8Array, start: number, n: number): string {
   return s
 }
 
-export function decodeUtf8(b: Uint8Array, start: number, n: number): string {
+function decodeUtf8(b: Uint8Array, start: number, n: number): string {
   return n <= SHORT_STRING_MAX ? decodeShortUtf8(b, start, n) : utf8.decode(b.subarray(start, start + n))
 }
 
@@ -543,7 +543,7 @@ function decodeLatin1(b: Uint8Array, start: number, n: number): string {
   return s
 }
 
-export function readUint32(b: Uint8Array, p: number): number {
+function readUint32(b: Uint8Array, p: number): number {
   return (b[p]! | (b[p + 1]! << 8) | (b[p + 2]! << 16) | (b[p + 3]! << 24)) >>> 0
 }
 
@@ -557,7 +557,7 @@ function readUint64Exact(b: Uint8Array, p: number): bigint {
 }
 
 /** Little-endian two's complement of n bytes (LONG1, LONG4): a number when safe, else a bigint. */
-export function decodeLong(b: Uint8Array, start: number, n: number): number | bigint {
+function decodeLong(b: Uint8Array, start: number, n: number): number | bigint {
   if (n <= 4) {
     if (n === 0) return 0
     let v = 0
@@ -594,8 +594,21 @@ function parseFloatText(text: string): number | null {
   return special[2]!.toLowerCase() === 'nan' ? NaN : special[1] === '-' ? -Infinity : Infinity
 }
 
-export const float64 = new Float64Array(1)
-export const float64Bytes = new Uint8Array(float64.buffer)
+const float64 = new Float64Array(1)
+const float64Bytes = new Uint8Array(float64.buffer)
+
+// The primitives the fast lane (pickle-fast-lane.ts) shares, exported under names of their own: an
+// exported binding is a module cell, read through one more load at every use in this file too, and
+// the loops above use these on every opcode.
+export const readUint32LE = readUint32
+export const decodeUtf8At = decodeUtf8
+export const decodeLongAt = decodeLong
+/** BINFLOAT's scratch: its 8 bytes, reversed, read as float64[0]. */
+export const binFloat = { float64, float64Bytes } as const
+/** Adds source[from, to) (key, value, key, value...) to a dict the fast lane built. */
+export function appendDictPairs(dict: PickleDict, source: readonly PickleValue[], from: number, to: number): void {
+  appendPairs(dict, source, from, to)
+}
 
 /**
  * The unpickling machine. Feed it the input (all at once or in chunks), then call finish().
