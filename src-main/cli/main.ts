@@ -46,10 +46,13 @@ function buildProgram(io: Io): Command {
   program
     .command('info')
     .description('what a trace file, PyTorch snapshot or RMM log holds')
-    .argument('<file>', '.vramscope/.arrow trace, PyTorch snapshot (.pickle or .json) or RMM log (.csv)')
+    .argument(
+      '<files...>',
+      ".vramscope/.arrow trace, PyTorch snapshot (.pickle or .json) or RMM log (.csv); several (one a rank), a folder (record --pytorch's) or a pattern: a job of many ranks",
+    )
     .option('--device <n>', "which device of a PyTorch snapshot to import: an ordinal or 'all' (default: device 0, else the first it has)")
     .option('--json', 'machine-readable output on stdout')
-    .action((file: string, options) => infoCommand(io, file, options))
+    .action((files: string[], options) => infoCommand(io, files, options))
 
   program
     .command('import')
@@ -123,7 +126,10 @@ function buildProgram(io: Io): Command {
     .description(
       'what was using memory at the peak, at an out-of-memory or at any event: live blocks grouped by the frame of your code (or tag, stream), largest first',
     )
-    .argument('<file>', 'PyTorch snapshot (.pickle or .json), trace or RMM log')
+    .argument(
+      '<files...>',
+      "PyTorch snapshot (.pickle or .json), trace or RMM log; several (one a rank), a folder (record --pytorch's) or a pattern: a job of many ranks",
+    )
     .option(
       '--at <moment>',
       "peak (the recorded layout's peak reserved, else the peak of requested bytes), oom (the first recorded out-of-memory) or an event index",
@@ -141,7 +147,7 @@ function buildProgram(io: Io): Command {
       '--json',
       'machine-readable output on stdout: {"at": {"event", "time", "reason", ...}, "groups": [{"key", "bytes", "blocks", "share", "frames"}, ...]}',
     )
-    .action((file: string, options) => topCommand(io, file, options))
+    .action((files: string[], options) => topCommand(io, files, options))
 
   program
     .command('export')

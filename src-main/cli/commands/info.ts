@@ -1,10 +1,13 @@
-// `vramscope info FILE`: what a trace file, PyTorch snapshot or RMM log holds.
+// `vramscope info FILE...`: what a trace file, PyTorch snapshot or RMM log holds. Several files (a
+// folder, a pattern): a job of one rank a file, each rank's info, then the fields that differ between ranks.
 import { oomHeadlineWords, oomLimitWords, oomVerdictWords } from '../../../src-shared/oom.ts'
-import { describeTrace } from '../../services/analysis/inspect.ts'
+import { describeTrace, type TraceDescription } from '../../services/analysis/inspect.ts'
 import { oomSummary } from '../../services/analysis/oom.ts'
 import type { OpenedInput } from '../../services/import/open-input.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
-import { formatValue } from '../format.ts'
+import { recordedConf } from '../../services/replay/replay-input.ts'
+import { expandInputs, isOneFile, rankFiles, type RankedFile } from '../../services/whatif/job.ts'
+import { formatValue, renderTable } from '../format.ts'
 import { plural } from '../../../src-shared/compare.ts'
 import { openWithProgress, printJson, type CommonOptions, type Io } from '../shared.ts'
 
@@ -26,23 +29,39 @@ export function deviceList(devices: readonly number[]): string {
   return devices.length === 0 ? 'none' : `${devices.length} (${devices.map((d) => `cuda:${d}`).join(', ')})`
 }
 
-export async function infoCommand(io: Io, file: string, options: CommonOptions): Promise<void> {
+export async function infoCommand(io: Io, args: string | string[], options: CommonOptions): Promise<void> {
+  const given = typeof args === 'string' ? [args] : args
+  // One file: what it holds. Several, a folder or a pattern: a job of one rank a file (whatif/job.ts).
+  if (!(await isOneFile(given))) return infoJobCommand(io, await expandInputs(given), options)
+  const file = given[0]!
+  const info = await infoOf(io, file, options)
+  if (options.json) printJson(io, info.json)
+  else io.stdout.write(info.text)
+}
+
+interface FileInfo {
+  json: Record<string, unknown>
+  text: string
+  fields: InfoField[]
+}
+
+/** One file's info, as JSON, as text, and the fields a job compares; the file is let go when this returns. */
+async function infoOf(io: Io, file: string, options: CommonOptions): Promise<FileInfo> {
   const input = await openWithProgress(io, options, file)
   const d = describeTrace(input.trace, input.strategies)
   const oom = oomSummary(input.trace, input.strategies)
-  if (options.json) {
-    printJson(io, {
-      file,
-      kind: input.kind,
-      format: describeKind(input),
-      ...d,
-      ...(oom && { oom }),
-      ...(input.file && { traceFile: input.file }),
-      ...(input.pytorch && { pytorch: input.pytorch }),
-      ...(input.rmm && { rmm: input.rmm }),
-    })
-    return
+  const json = {
+    file,
+    kind: input.kind,
+    format: describeKind(input),
+    ...d,
+    ...(oom && { oom }),
+    ...(input.file && { traceFile: input.file }),
+    ...(input.pytorch && { pytorch: input.pytorch }),
+    ...(input.rmm && { rmm: input.rmm }),
   }
+  const fields = infoFields(input, d, oom?.count ?? 0)
+  if (options.json) return { json, text: '', fields }
   const count = (n: number) => formatValue(n, 'count')
   const lines: [string, string][] = [
     ['format', describeKind(input)],
@@ -97,5 +116,85 @@ export async function infoCommand(io: Io, file: string, options: CommonOptions):
   for (const [key, value] of lines) out.push(`  ${key.padEnd(width)}  ${value}`)
   out.push(`  ${'warnings'.padEnd(width)}  ${warnings[0]}`, ...warnings.slice(1).map((w) => `  ${''.padEnd(width)}  ${w}`))
   out.push(`  ${'strategies'.padEnd(width)}  ${strategies[0]}`, ...strategies.slice(1).map((s) => `  ${''.padEnd(width)}  ${s}`))
+  return { json, text: `${out.join('\n')}\n`, fields }
+}
+
+/** A figure a job compares between ranks: its JSON value (bytes as integers) and its words. */
+interface InfoField {
+  field: string
+  label: string
+  value: number | string | null
+  text: string
+}
+
+function infoFields(input: OpenedInput, d: TraceDescription, ooms: number): InfoField[] {
+  const p = d.properties
+  const f = (field: string, label: string, value: number | string | null, text: string): InfoField => ({ field, label, value, text })
+  const bytes = (field: string, label: string, n: number | null) => f(field, label, n, n === null ? 'none' : formatBytes(n))
+  const count = (field: string, label: string, n: number) => f(field, label, n, formatValue(n, 'count'))
+  const deviceBytes = p['device.total_bytes'] !== undefined && /^\d+$/.test(p['device.total_bytes']) ? Number(p['device.total_bytes']) : null
+  const conf = recordedConf(input.trace)
+  const recorded = d.strategies.find((s) => s.name.endsWith('(recorded)'))?.summary?.['peakReserved']
+  const device = p['device.name'] ?? d.gpu ?? null
+  return [
+    f('format', 'format', describeKind(input), describeKind(input)),
+    f('device', 'device', device, device ?? 'not said'),
+    bytes('deviceBytes', 'device memory', deviceBytes),
+    f('settings', 'settings', conf ?? null, conf === undefined ? 'not recorded' : conf === '' ? "PyTorch's defaults" : conf),
+    count('events', 'events', d.events),
+    count('blocks', 'blocks', d.blocks),
+    count('streams', 'streams', d.streams),
+    f('devices', 'devices', deviceList(d.devices), deviceList(d.devices)),
+    count('frames', 'frames', d.frames),
+    f('durationNs', 'duration', d.durationNs, formatDuration(d.durationNs)),
+    bytes('peakRequested', 'peak requested', d.peakRequested),
+    bytes('bytesRequested', 'requested in all', d.bytesRequested),
+    bytes('liveBytesAtEnd', 'live at the end', d.liveBytesAtEnd),
+    bytes('peakReserved', 'recorded peak reserved', recorded ?? null),
+    count('recordedFailures', 'recorded failures', d.recordedFailures),
+    count('ooms', 'out of memory', ooms),
+    count('warnings', 'warnings', d.warnings.length),
+  ]
+}
+
+/**
+ * `info R0 R1 ...` (or a folder, or a pattern): each rank's info, one rank open at a time, then
+ * the fields whose values differ between ranks, rank by rank, and those every rank has alike.
+ */
+async function infoJobCommand(io: Io, files: string[], options: CommonOptions): Promise<void> {
+  const ranked = await rankFiles(files)
+  const ranks: (RankedFile & FileInfo)[] = []
+  for (const r of ranked) ranks.push({ ...r, ...(await infoOf(io, r.file, options)) })
+  const names = ranks[0]!.fields.map((x) => x.field)
+  const differ = names.filter((_, i) => new Set(ranks.map((r) => r.fields[i]!.value)).size > 1)
+  const alike = names.filter((n) => !differ.includes(n))
+  if (options.json) {
+    printJson(io, {
+      ranks: ranks.map((r) => ({ file: r.file, rank: r.rank, rankFrom: r.rankFrom, ...r.json })),
+      differs: {
+        fields: differ.map((field) => ({
+          field,
+          byRank: ranks.map((r) => ({ rank: r.rank, value: r.fields.find((x) => x.field === field)!.value })),
+        })),
+        alike,
+      },
+    })
+    return
+  }
+  const out: string[] = []
+  for (const r of ranks) {
+    const from = r.rankFrom === 'stats' ? 'the stats beside it' : r.rankFrom === 'name' ? 'its name' : 'its place among the files'
+    out.push(`rank ${r.rank}: ${r.file} (rank from ${from})`)
+    for (const line of r.text.trimEnd().split('\n')) out.push(`  ${line}`)
+    out.push('')
+  }
+  const label = (field: string) => ranks[0]!.fields.find((x) => x.field === field)!.label
+  out.push(`what differs between the ${ranks.length} ranks:`)
+  if (differ.length === 0) out.push('  nothing')
+  else {
+    const rows = differ.map((field) => [label(field), ...ranks.map((r) => r.fields.find((x) => x.field === field)!.text)])
+    for (const line of renderTable(['', ...ranks.map((r) => `rank ${r.rank}`)], rows).split('\n')) out.push(`  ${line}`)
+  }
+  if (alike.length > 0) out.push(`every rank alike in: ${alike.map(label).join(', ')}`)
   io.stdout.write(`${out.join('\n')}\n`)
 }

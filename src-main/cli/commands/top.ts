@@ -1,13 +1,15 @@
-// `vramscope top FILE [--at peak|oom|EVENT] [--by frame|tag|stream] [--strategy NAME] [--json]`:
+// `vramscope top FILE... [--at peak|oom|EVENT] [--by frame|tag|stream] [--strategy NAME] [--json]`:
 // what was live at one moment, grouped by who asked for it, largest first
 // (src-main/services/analysis/top.ts). Frames are filtered as in the app (src-shared/frames.ts):
 // a group is named by the first frame of the user's code, and lists the shown frames of its
-// largest block.
+// largest block. Several files (a folder, a pattern): a job of one rank a file, each rank's groups,
+// then the groups of all ranks side by side.
 import { InputError } from '../../services/input-error.ts'
 import { recordedLayout, topGroups, TOP_GROUPINGS, type LayoutOnEvents, type TopAt, type TopBy, type TopResult } from '../../services/analysis/top.ts'
 import { replayInput } from '../../services/replay/replay-input.ts'
 import { parseStrategySpecs } from '../../services/replay/strategy-spec.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
+import { expandInputs, isOneFile, rankFiles, type RankedFile } from '../../services/whatif/job.ts'
 import { formatValue } from '../format.ts'
 import { OptionError, openWithProgress, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
 
@@ -39,7 +41,14 @@ function parseCount(option: string, text: string | undefined, fallback: number):
   return Number(text)
 }
 
-export async function topCommand(io: Io, file: string, options: TopCommandOptions): Promise<void> {
+interface TopArguments {
+  at: TopAt
+  by: TopBy
+  spec: ReturnType<typeof parseStrategySpecs> | undefined
+}
+
+export async function topCommand(io: Io, args: string | string[], options: TopCommandOptions): Promise<void> {
+  const given = typeof args === 'string' ? [args] : args
   const at = parseAt(options.at)
   const by = parseBy(options.by)
   const limit = parseCount('--limit', options.limit, 20)
@@ -47,6 +56,20 @@ export async function topCommand(io: Io, file: string, options: TopCommandOption
   // A strategy is checked before the file is read, so a bad one fails first.
   const spec = options.strategy === undefined || options.strategy === 'recorded' ? undefined : parseStrategySpecs([options.strategy], '--strategy')
   if (spec && spec.length !== 1) throw new OptionError('--strategy', `'${options.strategy}': give one strategy (${spec.length} given)`)
+  // One file: its groups. Several, a folder or a pattern: a job of one rank a file (whatif/job.ts).
+  if (!(await isOneFile(given))) return topJobCommand(io, await expandInputs(given), options, { at, by, spec }, limit, shownFrames)
+  const file = given[0]!
+  const result = await topOf(io, file, options, { at, by, spec })
+  if (options.json) {
+    printJson(io, topJson(file, result))
+    return
+  }
+  io.stdout.write(render(file, result, limit, shownFrames))
+}
+
+/** One file's groups: opened, laid out as asked, grouped; the file is let go when this returns. */
+async function topOf(io: Io, file: string, options: TopCommandOptions, args: TopArguments): Promise<TopResult> {
+  const { at, by, spec } = args
   const input = await openWithProgress(io, options, file)
   let layout: LayoutOnEvents | undefined
   if (options.strategy === 'recorded') {
@@ -69,18 +92,104 @@ export async function topCommand(io: Io, file: string, options: TopCommandOption
       progress.clear()
     }
   }
-  const result = topGroups(input.trace, { at, by, file, stored: input.strategies, ...(layout && { layout }) })
+  return topGroups(input.trace, { at, by, file, stored: input.strategies, ...(layout && { layout }) })
+}
+
+function topJson(file: string, result: TopResult) {
+  return {
+    file,
+    at: result.at,
+    by: result.by,
+    counted: result.counted,
+    groups: result.groups.map((g) => ({ key: g.key, bytes: g.bytes, blocks: g.blocks, share: g.share, frames: g.frames, event: g.largestEvent })),
+  }
+}
+
+interface RankTop extends RankedFile {
+  result: TopResult
+}
+
+/** A group over every rank: its bytes on each (0 where a rank has none), their sum, the rank holding the most (null: every rank alike). */
+export interface TopJobGroup {
+  key: string
+  bytes: number
+  byRank: { rank: number; bytes: number }[]
+  most: number | null
+}
+
+/** The ranks' groups side by side, matched by key, the largest over all ranks first. */
+function jobGroups(ranks: readonly RankTop[]): TopJobGroup[] {
+  const byKey = new Map<string, number[]>()
+  ranks.forEach((r, i) => {
+    for (const g of r.result.groups) {
+      let list = byKey.get(g.key)
+      if (!list) byKey.set(g.key, (list = new Array<number>(ranks.length).fill(0)))
+      list[i] = list[i]! + g.bytes
+    }
+  })
+  const groups = [...byKey].map(([key, list]) => {
+    const most = list.reduce((best, b, i) => (b > list[best]! ? i : best), 0)
+    const alike = list.every((b) => b === list[0])
+    return {
+      key,
+      bytes: list.reduce((a, b) => a + b, 0),
+      byRank: ranks.map((r, i) => ({ rank: r.rank, bytes: list[i]! })),
+      most: alike ? null : ranks[most]!.rank,
+    }
+  })
+  return groups.sort((a, b) => b.bytes - a.bytes || a.key.localeCompare(b.key))
+}
+
+/**
+ * `top R0 R1 ...` (or a folder, or a pattern): each rank's groups, one rank open at a time, then
+ * the groups of all ranks side by side: the largest over all ranks, each rank's bytes, the rank
+ * that holds the most.
+ */
+async function topJobCommand(io: Io, files: string[], options: TopCommandOptions, args: TopArguments, limit: number, shownFrames: number): Promise<void> {
+  const ranked = await rankFiles(files)
+  const ranks: RankTop[] = []
+  for (const r of ranked) ranks.push({ ...r, result: await topOf(io, r.file, options, args) })
+  const groups = jobGroups(ranks)
   if (options.json) {
     printJson(io, {
-      file,
-      at: result.at,
-      by: result.by,
-      counted: result.counted,
-      groups: result.groups.map((g) => ({ key: g.key, bytes: g.bytes, blocks: g.blocks, share: g.share, frames: g.frames, event: g.largestEvent })),
+      ranks: ranks.map((r) => {
+        const { file, ...rest } = topJson(r.file, r.result)
+        return { file, rank: r.rank, rankFrom: r.rankFrom, ...rest }
+      }),
+      differs: { by: args.by, groups },
     })
     return
   }
-  io.stdout.write(render(file, result, limit, shownFrames))
+  const out: string[] = []
+  for (const r of ranks) {
+    out.push(`rank ${r.rank}: ${r.file} (rank from ${rankFromWords(r.rankFrom)})`)
+    for (const line of render(r.file, r.result, limit, shownFrames).trimEnd().split('\n')) out.push(line === '' ? '' : `  ${line}`)
+    out.push('')
+  }
+  const shown = groups.slice(0, limit)
+  out.push(`what differs: the largest groups over all ${ranks.length} ranks, by ${args.by}, each rank's bytes at its own ${momentWords(args.at)}`)
+  if (shown.length === 0) out.push('  nothing was live on any rank')
+  else {
+    const header = [...ranks.map((r) => `rank ${r.rank}`), 'most']
+    const cell = (g: TopJobGroup) => [...g.byRank.map((b) => (b.bytes === 0 ? '-' : formatBytes(b.bytes))), g.most === null ? 'alike' : `rank ${g.most}`]
+    const all = [...ranks.map((r) => formatBytes(r.result.at.bytes)), '']
+    const rows = shown.map(cell)
+    const w = header.map((h, c) => Math.max(h.length, all[c]!.length, ...rows.map((row) => row[c]!.length)))
+    const line = (cells: string[], key: string) => `  ${cells.map((c, i) => c.padStart(w[i]!)).join('  ')}  ${key}`
+    out.push(line(header, args.by === 'frame' ? 'allocated at (first frame of your code)' : args.by))
+    shown.forEach((g, i) => out.push(line(rows[i]!, g.key)))
+    out.push(line(all, '(all live)'))
+    if (groups.length > limit) out.push(`  … ${groups.length - limit} more group${groups.length - limit === 1 ? '' : 's'} (--limit, or --json for all)`)
+  }
+  io.stdout.write(`${out.join('\n')}\n`)
+}
+
+function rankFromWords(from: RankedFile['rankFrom']): string {
+  return from === 'stats' ? 'the stats beside it' : from === 'name' ? 'its name' : 'its place among the files'
+}
+
+function momentWords(at: TopAt): string {
+  return at.kind === 'peak' ? 'peak' : at.kind === 'oom' ? 'first out-of-memory' : `event ${formatValue(at.event, 'count')}`
 }
 
 function render(file: string, r: TopResult, limit: number, shownFrames: number): string {

@@ -72,6 +72,17 @@ export async function expandInputs(args: readonly string[]): Promise<string[]> {
   return out
 }
 
+/**
+ * Whether the arguments are one file, as a command of one file takes it: a single argument that is
+ * no folder and no pattern matching files (a missing file stays the one-file command's to refuse,
+ * in its own words).
+ */
+export async function isOneFile(args: readonly string[]): Promise<boolean> {
+  if (args.length !== 1) return false
+  const kind = await kindOf(args[0]!)
+  return kind === 'file' || (kind === undefined && !/[*?]/.test(basename(args[0]!)))
+}
+
 async function folderInputs(dir: string): Promise<string[]> {
   try {
     const job = JSON.parse(await readFile(join(dir, JOB_FILE), 'utf8')) as { processes?: { snapshot?: string | null }[] }
