@@ -4,7 +4,7 @@
 // nothing. `record` without a GPU says so.
 import assert from 'node:assert/strict'
 import { execFileSync, spawnSync } from 'node:child_process'
-import { existsSync, rmSync } from 'node:fs'
+import { existsSync, mkdirSync, rmSync } from 'node:fs'
 import { mkdtemp, readdir, readFile, rm, truncate, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -64,7 +64,12 @@ describe('bad files', () => {
     ])
       refused(await vramscope(args, { timeoutMs: 30_000 }), /FIFO \(named pipe\); vramscope reads regular files only/)
     await assert.rejects(readTrace(fifo), /FIFO/)
-    refused(await vramscope(['info', scratch], { timeoutMs: 30_000 }), /is a directory/)
+    // A folder is a job of many ranks for info, top and whatif (its files, each checked as above); one file's commands refuse it.
+    refused(await vramscope(['replay', scratch, '-s', 'slab'], { timeoutMs: 30_000 }), /is a directory/)
+    const folder = join(scratch, 'a-folder')
+    mkdirSync(folder)
+    execFileSync('mkfifo', [join(folder, 'rank0.vramscope')])
+    refused(await vramscope(['info', folder], { timeoutMs: 30_000 }), /rank0\.vramscope: .*FIFO \(named pipe\); vramscope reads regular files only/)
   })
 
   it('a torch.save zip archive says what it is and what to record instead', async () => {
