@@ -14,6 +14,7 @@ import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
 import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record.ts'
 import { infoCommand } from './commands/info.ts'
+import { mcpCommand } from './commands/mcp.ts'
 import { ranksCommand } from './commands/ranks.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
@@ -221,6 +222,14 @@ function buildProgram(io: Io): Command {
     .option('--upload-dir <dir>', 'where uploads are written while they arrive (default: the temp directory)')
     .addOption(new Option('--page-idle-ms <ms>', 'close a page that makes no request for this long').hideHelp())
     .action((file: string | undefined, options) => serveCommand(io, file, options))
+
+  program
+    .command('mcp')
+    .description(
+      'a Model Context Protocol server on stdin/stdout, for an agent: tools info, top, whatif, replay and diff, each answering as the command with --json does',
+    )
+    .option('--allow <dir>', 'a folder whose files (and folders below) the tools may read (repeatable; default: the working directory)', collect)
+    .action((options) => mcpCommand(io, options, runCli, { version: packageJson.version }))
 
   return program
 }
