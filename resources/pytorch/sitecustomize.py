@@ -15,7 +15,8 @@ that never touches CUDA records nothing), it
   allocator settings (PYTORCH_ALLOC_CONF), the device, the limit and the out-of-memory seen.
 
 NAME is rank<RANK> under torchrun (RANK set), `snapshot` for the program vramscope started, else
-pid<PID>. It also names the interposer's log for this process (NAME.calls.log), so the driver's
+pid<PID>; a second process that starts recording under a NAME already claimed (NAME.claim) adds
+-pid<PID> to it. It also names the interposer's log for this process (NAME.calls.log), so the driver's
 calls of every rank are recorded beside its snapshot. Any sitecustomize this one hides on the path
 is run after it. Nothing here may break the program: every failure is a warning on stderr.
 
@@ -86,10 +87,23 @@ class _Recorder(object):
         except Exception as e:
             _warn("could not wait for CUDA's initialisation (%s: %s); nothing is recorded" % (type(e).__name__, e))
 
+    def claim(self):
+        # Another process that uses CUDA under the same name (a child of a rank, with its RANK)
+        # records under a name of its own rather than overwrite the rank's files.
+        try:
+            fd = os.open(self.path(".claim"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.write(fd, str(os.getpid()).encode())
+            os.close(fd)
+        except FileExistsError:
+            self.name = "%s-pid%d" % (self.name, os.getpid())
+        except OSError:
+            pass
+
     def start(self):
         if self.recording:
             return
         torch = self.torch
+        self.claim()
         try:
             kwargs = {}
             if self.max_entries:

@@ -199,7 +199,14 @@ time.sleep(60)
   })
 
   it('a torchrun-like job: one snapshot per rank, none for the launcher that never initialises CUDA; a hidden sitecustomize still runs', async () => {
-    const worker = await program('worker.py', `import os, torch\nblocks = [torch.cuda.alloc((int(os.environ["RANK"]) + 1) << 20) for _ in range(2)]\n`)
+    const worker = await program(
+      'worker.py',
+      `import os, subprocess, sys, torch
+blocks = [torch.cuda.alloc((int(os.environ["RANK"]) + 1) << 20) for _ in range(2)]
+if os.environ["RANK"] == "1" and len(sys.argv) == 1:  # a child of rank 1 that uses CUDA too, with rank 1's RANK
+    subprocess.check_call([sys.executable, __file__, "child"])
+`,
+    )
     const launcher = await program(
       'launch.py',
       `import os, subprocess, sys, torch  # imports torch, never touches CUDA, as torchrun's agent
@@ -219,12 +226,20 @@ sys.exit(max(p.wait() for p in procs))
     process.env['PYTHONPATH'] = saved
     assert.equal(run.code, 0, shown(run))
     const job = readJob(out)
+    const child = job.processes.find((p) => p.name.startsWith('rank1-pid'))
+    assert.ok(child, `rank 1's child recorded under a name of its own: ${JSON.stringify(job.processes.map((p) => p.name))}`)
     assert.deepEqual(
       job.processes.map((p) => [p.name, p.rank, p.snapshot]),
       [
         ['rank0', 0, 'rank0.pickle'],
         ['rank1', 1, 'rank1.pickle'],
+        [child.name, 1, `${child.name}.pickle`],
       ],
+    )
+    assert.deepEqual(
+      readdirSync(out).filter((f) => f.endsWith('.claim')),
+      [],
+      'the claims are removed at the end',
     )
     assert.equal(readStats(out, 'rank1.stats.json')['world_size'], 2)
     assert.equal(readStats(out, 'rank1.stats.json')['memory_stats']['reserved_bytes.all.peak'], 4 << 20)
@@ -232,7 +247,7 @@ sys.exit(max(p.wait() for p in procs))
       const opened = await openInput(join(out, `rank${rank}.pickle`))
       assert.equal(Array.from(opened.trace.events.kind).filter((k) => k === EventKind.alloc).length, 2)
     }
-    assert.equal(readFileSync(marker, 'utf8'), 'ran\nran\nran\n', 'their sitecustomize ran in the launcher and in both ranks')
+    assert.equal(readFileSync(marker, 'utf8'), 'ran\nran\nran\nran\n', "their sitecustomize ran in the launcher, both ranks and rank 1's child")
   })
 
   it('a program that never initialises CUDA, and bad arguments: a warning, or exit 2 naming the option, nothing lost', async () => {

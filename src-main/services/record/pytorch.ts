@@ -174,6 +174,8 @@ export async function recordPytorch(options: PytorchRecordOptions): Promise<Pyto
     await rm(join(outDir, file), { force: true }) // its records are all in NAME.driver.vramscope now
   }
 
+  // Each recording process's claim on its name (sitecustomize.py): done with once all have ended.
+  for (const file of await readdir(outDir)) if (file.endsWith('.claim')) await rm(join(outDir, file), { force: true })
   const processes = await listProcesses(outDir, driverEvents)
   if (processes.every((p) => p.snapshot === null))
     warnings.push(
