@@ -89,7 +89,7 @@ export interface TraceSummary {
   traceId: string
   /** File name as the user knows it (no directories). */
   name: string
-  kind: 'trace' | 'pytorch-snapshot' | 'rmm-log'
+  kind: 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace'
   source: string
   events: number
   allocs: number

@@ -21,6 +21,8 @@ export function describeKind(input: OpenedInput): string {
       return `PyTorch memory snapshot (${input.pytorch!.format})`
     case 'rmm-log':
       return 'RMM log (CSV)'
+    case 'kineto-trace':
+      return `torch.profiler trace (Chrome JSON${input.trace.meta.properties['kineto.gzip'] === 'true' ? ', gzip' : ''})`
   }
 }
 

@@ -1,15 +1,17 @@
 // Any file vramscope reads, opened as a request trace plus whatever results come with it: a trace
-// file (.vramscope / .arrow), a PyTorch memory snapshot (pickle or JSON) or an RMM log (CSV). The
-// content decides what a file is where it can (Arrow's continuation marker, a pickle's PROTO
-// opcode, a JSON object); the name decides only where the content cannot (a protocol 0 pickle is
+// file (.vramscope / .arrow), a PyTorch memory snapshot (pickle or JSON), a torch.profiler (Kineto)
+// trace (JSON, maybe gzip-compressed) or an RMM log (CSV). The content decides what a file is where
+// it can (Arrow's continuation marker, a pickle's PROTO opcode, a JSON object, traceEvents in it); the name decides only where the content cannot (a protocol 0 pickle is
 // text, an empty file is nothing). Every problem with the file is an InputError naming it.
 import { open, readFile, stat } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
+import { constants as zlibConstants, gunzipSync } from 'node:zlib'
 
 import { findUnknownFree } from '../analysis/inspect.ts'
 import { InputError, notARegularFile } from '../input-error.ts'
 import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './pytorch/index.ts'
 import { importRmmLog, type BadLine } from './rmm.ts'
+import { importKinetoTrace } from './kineto.ts'
 import { withLayoutMetrics } from '../analysis/layout-metrics.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import { DEVICE_PROPERTIES } from '../replay/device.ts'
@@ -18,7 +20,7 @@ import type { RequestTrace } from '../trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { settingsOfProperties, snapshotConf } from '../../../src-shared/pytorch-conf.ts'
 
-export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log'
+export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace'
 
 export interface InputProgress {
   /** What is being done: "read", "decode", "scan", "parse"... */
@@ -95,9 +97,9 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
   // which the trace reader refuses with an explanation.
   if (startsWith(0xff, 0xff, 0xff, 0xff) || startsWith(0x41, 0x52, 0x52, 0x4f, 0x57, 0x31)) return 'trace'
   if (head[0] === 0x80 && head.length > 1 && head[1]! >= 2 && head[1]! <= 5) return 'pytorch-snapshot' // PROTO n
-  let i = startsWith(0xef, 0xbb, 0xbf) ? 3 : 0
-  while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
-  if (head[i] === 0x7b /* { */) return 'pytorch-snapshot'
+  if (isJsonObject(head)) return isChromeTrace(head) ? 'kineto-trace' : 'pytorch-snapshot'
+  // gzip: only a profiler trace is read compressed (decompressed as it is read).
+  if (startsWith(0x1f, 0x8b) && isJsonObject(gunzippedHead(head)) && isChromeTrace(gunzippedHead(head))) return 'kineto-trace'
   if (startsWith(0x1f, 0x8b)) throw new UnknownInputError(path, 'byte 0', 'the file is gzip-compressed; decompress it first (gunzip)')
   // Before the name decides: torch.save writes a zip archive, often named .pt or .pickle.
   if (startsWith(0x50, 0x4b, 0x03, 0x04))
@@ -126,7 +128,33 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
 
 /** What vramscope opens, for the errors about what it does not. */
 const READS =
-  'vramscope reads .vramscope/.arrow traces, PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, or their JSON) and RMM logging_resource_adaptor CSV logs'
+  'vramscope reads .vramscope/.arrow traces, PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, or their JSON), torch.profiler traces recorded with profile_memory=True (JSON, or .json.gz) and RMM logging_resource_adaptor CSV logs'
+
+/** Whether the bytes begin (after a BOM and white space) with "{". */
+function isJsonObject(head: Uint8Array): boolean {
+  let i = head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf ? 3 : 0
+  while (i < head.length && (head[i] === 0x20 || head[i] === 0x09 || head[i] === 0x0a || head[i] === 0x0d)) i++
+  return head[i] === 0x7b /* { */
+}
+
+/**
+ * A Chrome trace as torch.profiler (Kineto) writes it: a "traceEvents" key, or the fields Kineto
+ * puts before it (a long deviceProperties list can push traceEvents past the first bytes). A
+ * PyTorch snapshot's JSON has none of these keys (segments, device_traces...).
+ */
+function isChromeTrace(head: Uint8Array): boolean {
+  const text = new TextDecoder('utf-8').decode(head)
+  return /"traceEvents"\s*:/.test(text) || (/"schemaVersion"\s*:/.test(text) && /"(deviceProperties|displayTimeUnit|distributedInfo)"\s*:/.test(text))
+}
+
+/** The start of gzip data, decompressed as far as it goes (empty when it is not gzip that decompresses). */
+function gunzippedHead(head: Uint8Array): Uint8Array {
+  try {
+    return gunzipSync(head, { finishFlush: zlibConstants.Z_SYNC_FLUSH })
+  } catch {
+    return new Uint8Array(0)
+  }
+}
 
 function firstLine(head: Uint8Array): string {
   const text = new TextDecoder('utf-8').decode(head).replace(/^\uFEFF/, '')
@@ -236,6 +264,14 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
         strategies: [],
         rmm: { lines: imported.lines, badLines: imported.badLines, unknownFrees: imported.unknownFrees, liveAtEnd: imported.liveAtEnd },
       }
+    }
+    case 'kineto-trace': {
+      // The counts (host events left out, unknown frees, the peak of Total Reserved) are the trace's kineto.* properties.
+      const imported = await importKinetoTrace(path, {
+        ...(signal && { signal }),
+        ...(onProgress && { onProgress: (p) => onProgress({ phase: 'parse', bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
+      })
+      return { path, kind, trace: imported.trace, strategies: [] }
     }
   }
 }

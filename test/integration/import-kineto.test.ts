@@ -1,0 +1,284 @@
+// torch.profiler (Kineto) Chrome traces recorded with profile_memory=True, as vramscope opens
+// them (src-main/services/import/kineto.ts): the field trace from a GPT-2 training run on an H200
+// (gzip, as the profiler's export often is) opens by its content, its CUDA [memory] events become
+// allocs and frees (counted here from the file itself, parsed whole, as the oracle), host events
+// are counted and left out, the peak of Total Reserved is kept exactly; info and whatif run on it.
+// Damaged files are refused with the file named and exit 2, in seconds; a large trace opens in
+// memory far below its size.
+import assert from 'node:assert/strict'
+import { createWriteStream } from 'node:fs'
+import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
+import { tmpdir } from 'node:os'
+import { join } from 'node:path'
+import { gunzipSync, gzipSync } from 'node:zlib'
+import { after, before, describe, it } from 'node:test'
+
+import { InputError } from '../../src-main/services/input-error.ts'
+import { detectInputKind, kindOf, openInput } from '../../src-main/services/import/open-input.ts'
+import { parseKinetoTrace } from '../../src-main/services/import/kineto.ts'
+import { EventKind } from '../../src-main/services/trace/model.ts'
+import { runBounded } from '../helpers/bounded-child.ts'
+import { BIN, fixture, shown, vramscope, vramscopeJson } from '../helpers/cli.ts'
+
+const FIELD = fixture('pytorch/field-profile.json.gz')
+
+interface MemoryArgs {
+  Addr: number
+  Bytes: number
+  'Total Reserved': number
+  'Total Allocated': number
+  'Device Id': number
+  'Device Type': number
+}
+interface ChromeEvent {
+  ph?: string
+  name?: string
+  ts?: number
+  args?: MemoryArgs
+}
+
+let scratch: string
+let fieldText: string
+let memory: MemoryArgs[]
+before(async () => {
+  scratch = await mkdtemp(join(tmpdir(), 'vramscope-kineto-'))
+  fieldText = gunzipSync(await readFile(FIELD)).toString('utf8')
+  const parsed = JSON.parse(fieldText) as { traceEvents: ChromeEvent[] }
+  memory = parsed.traceEvents.filter((e) => e.name === '[memory]').map((e) => e.args!)
+})
+after(async () => {
+  await rm(scratch, { recursive: true, force: true })
+})
+
+const escape = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')
+
+describe('the field profiler trace (GPT-2 training, H200)', () => {
+  it('opens as a kineto-trace: its CUDA [memory] events are the allocs and frees, host events counted', async () => {
+    assert.equal(await detectInputKind(FIELD), 'kineto-trace')
+    const input = await openInput(FIELD)
+    assert.equal(input.kind, 'kineto-trace')
+    const cuda = memory.filter((m) => m['Device Type'] === 1)
+    const host = memory.filter((m) => m['Device Type'] === 0)
+    assert.ok(cuda.length > 2000 && host.length > 0, `the fixture has ${cuda.length} CUDA and ${host.length} host memory events`)
+    const { kind, size } = input.trace.events
+    let allocs = 0
+    let frees = 0
+    let allocBytes = 0
+    for (let i = 0; i < kind.length; i++) {
+      if (kind[i] === EventKind.alloc) {
+        allocs++
+        allocBytes += size[i]!
+      } else if (kind[i] === EventKind.free) frees++
+    }
+    const p = input.trace.meta.properties
+    assert.equal(p['kineto.unknown_frees'], '0', 'sorted by time, every free finds its allocation')
+    assert.equal(allocs, cuda.filter((m) => m.Bytes > 0).length)
+    assert.equal(frees, cuda.filter((m) => m.Bytes < 0).length)
+    assert.equal(
+      allocBytes,
+      cuda.filter((m) => m.Bytes > 0).reduce((a, m) => a + m.Bytes, 0),
+    )
+    assert.equal(p['kineto.peak_reserved'], String(Math.max(...cuda.map((m) => m['Total Reserved']))))
+    assert.equal(p['kineto.host_events'], String(host.length))
+    assert.equal(p['kineto.memory_events'], String(cuda.length))
+    assert.ok(input.trace.meta.warnings.some((w) => w.startsWith(`${host.length} host (CPU) memory events were left out`)))
+    // The events are in time order (the file has two threads' apart), on cuda:0.
+    const { time, device } = input.trace.events
+    for (let i = 1; i < time.length; i++) assert.ok(time[i]! >= time[i - 1]!, `event ${i} before the one above`)
+    assert.ok(device.every((d) => d === 0))
+    assert.equal(p['device.name'], 'NVIDIA H200')
+    assert.equal(p['device.total_bytes'], '150109880320')
+  })
+
+  it("the requested curve follows the profiler's Total Allocated, less what was allocated before it started", async () => {
+    const input = await openInput(FIELD)
+    const before = Number(input.trace.meta.properties['kineto.allocated_before'])
+    const cuda = memory.filter((m) => m['Device Type'] === 1)
+    const peakAllocated = Math.max(...cuda.map((m) => m['Total Allocated']))
+    let live = 0
+    let peak = 0
+    const sizes = new Map<number, number>()
+    const { kind, id, size } = input.trace.events
+    for (let i = 0; i < kind.length; i++) {
+      if (kind[i] === EventKind.alloc) (sizes.set(id[i]!, size[i]!), (live += size[i]!))
+      else if (kind[i] === EventKind.free) live -= sizes.get(id[i]!)!
+      peak = Math.max(peak, live)
+    }
+    assert.equal(peak + before, peakAllocated)
+  })
+
+  it('vramscope info names the format; whatif --conf expandable_segments:True --json runs', async () => {
+    const info = await vramscope(['info', FIELD])
+    assert.equal(info.code, 0, shown(info))
+    assert.match(info.stdout, /format\s+torch\.profiler trace \(Chrome JSON, gzip\)/)
+    assert.match(info.stdout, /1,243 allocs, 1,240 frees/)
+    const whatif = await vramscopeJson<{ configs: { conf: string; peakReserved: number; failures: number }[] }>([
+      'whatif',
+      FIELD,
+      '--conf',
+      'expandable_segments:True',
+    ])
+    const conf = whatif.configs.find((c) => c.conf === 'expandable_segments:True')
+    assert.ok(conf, JSON.stringify(whatif.configs))
+    assert.ok(conf.peakReserved > 1e9 && conf.failures === 0, JSON.stringify(conf))
+  })
+
+  it('the same trace uncompressed opens alike; detection of other JSON and gzip is unchanged', async () => {
+    const plain = join(scratch, 'field-profile.json')
+    await writeFile(plain, fieldText)
+    const a = await openInput(plain)
+    assert.equal(a.kind, 'kineto-trace')
+    assert.equal(a.trace.events.kind.length, memory.filter((m) => m['Device Type'] === 1).length)
+    assert.equal(await detectInputKind(fixture('pytorch/synthetic.json')), 'pytorch-snapshot')
+    const head = (text: string) => new TextEncoder().encode(text)
+    assert.equal(kindOf(head('{"segments": [], "device_traces": []}'), 'x.json'), 'pytorch-snapshot')
+    assert.equal(kindOf(head('{\n "schemaVersion": 1, "deviceProperties": ['), 'x'), 'kineto-trace')
+    assert.throws(() => kindOf(gzipSync('{"segments": []}'), 'x.json.gz'), /gzip-compressed; decompress it first/)
+  })
+})
+
+/** A profiler trace of `events`, as the profiler lays one out. */
+function trace(events: string[]): string {
+  return `{\n  "schemaVersion": 1,\n  "displayTimeUnit": "ms",\n  "traceEvents": [\n${events.join(',\n')}\n  ],\n  "traceName": "x"\n}\n`
+}
+function memoryEvent(ts: number, addr: number, bytes: number | string, device = 0, type = 1): string {
+  return `  {"ph": "i", "cat": "cpu_instant_event", "s": "t", "name": "[memory]", "pid": 1, "tid": 1, "ts": ${ts}, "args": {"Total Reserved": 2097152, "Total Allocated": 0, "Bytes": ${typeof bytes === 'string' ? JSON.stringify(bytes) : bytes}, "Device Id": ${device}, "Device Type": ${type}, "Addr": ${addr}}}`
+}
+/** What with_stack=True puts on an op: its Python frames, a few hundred bytes. */
+const STACK = Array.from({ length: 6 }, (_, i) => `torch/nn/modules/module.py(${1700 + i}): _call_impl;train.py(${40 + i}): forward`).join(';')
+function cpuOp(ts: number, name: string): string {
+  return `  {"ph": "X", "cat": "cpu_op", "name": ${JSON.stringify(name)}, "pid": 1, "tid": 1, "ts": ${ts}, "dur": 5, "args": {"External id": 1, "Input Dims": [[2048, 8000], [2048]], "Input type": ["float", "long int"], "Concrete Inputs": ["", "{\\"a\\": [1]}"], "Ev Idx": 0, "Call stack": "${STACK}"}}`
+}
+
+describe('hostile profiler traces', () => {
+  const cases: [string, () => Promise<string>, RegExp][] = [
+    [
+      'a truncated file',
+      async () => {
+        const path = join(scratch, 'cut.json')
+        await writeFile(path, fieldText.slice(0, Math.floor(fieldText.length / 2)))
+        return path
+      },
+      /byte \d+: the file ends inside the traceEvents array \(after \d+ whole events, in one begun at byte \d+\): it is cut short/,
+    ],
+    [
+      'a truncated gzip file',
+      async () => {
+        const gz = await readFile(FIELD)
+        const path = join(scratch, 'cut.json.gz')
+        await writeFile(path, gz.subarray(0, Math.floor(gz.length / 2)))
+        return path
+      },
+      /the gzip data is damaged or cut short/,
+    ],
+    [
+      'an event over the size bound',
+      async () => {
+        const path = join(scratch, 'huge-event.json')
+        const big = `  {"ph": "X", "cat": "cpu_op", "name": "x", "args": {"stack": ${JSON.stringify('a\\"b'.repeat(400_000))}}}`
+        await writeFile(path, trace([memoryEvent(1, 4096, 512), big, memoryEvent(3, 4096, -512)]))
+        return path
+      },
+      /byte \d+: event 1 of traceEvents is larger than 1048576 bytes/,
+    ],
+    [
+      'a non-numeric Bytes',
+      async () => {
+        const path = join(scratch, 'bytes.json')
+        await writeFile(path, trace([memoryEvent(1, 4096, 512), memoryEvent(2, 8192, '1024')]))
+        return path
+      },
+      /byte \d+: event 1 of traceEvents \(\[memory\]\): "Bytes" is "1024", not a whole number/,
+    ],
+    [
+      'a traceEvents that is not an array',
+      async () => {
+        const path = join(scratch, 'object.json')
+        await writeFile(path, '{"schemaVersion": 1, "traceEvents": {"ph": "i"}}')
+        return path
+      },
+      /byte \d+: "traceEvents" is not an array/,
+    ],
+  ]
+  for (const [name, make, message] of cases)
+    it(`${name}: an InputError naming the file; the CLI exits 2, in seconds`, async () => {
+      const path = await make()
+      const started = Date.now()
+      await assert.rejects(openInput(path), (e: unknown) => {
+        assert.ok(e instanceof InputError, String(e))
+        assert.equal(e.file, path)
+        assert.match(e.message, message)
+        return true
+      })
+      const run = await vramscope(['info', path])
+      assert.equal(run.code, 2, shown(run))
+      assert.match(run.stderr, new RegExp(`^vramscope: ${escape(path)}: .*`, 'm'))
+      assert.match(run.stderr, message)
+      assert.doesNotMatch(run.stderr, /internal error|\n\s+at /, 'no crash, no stack')
+      assert.ok(Date.now() - started < 20_000, `took ${Date.now() - started} ms`)
+    })
+
+  it('frees of unknown addresses are counted, host and other devices left out, events sorted by time', () => {
+    const text = trace([
+      memoryEvent(5, 4096, 512),
+      cpuOp(6, 'aten::empty'),
+      memoryEvent(1, 999, -64), // allocated before the profiler started
+      memoryEvent(7, 4096, -512),
+      memoryEvent(8, 4096, 256, 1), // same address, another device
+      memoryEvent(9, 12, 100, -1, 0), // host
+      memoryEvent(9, 12, 100, 0, 7), // another device type
+    ])
+    const r = parseKinetoTrace(new TextEncoder().encode(text), 'mem.json')
+    assert.equal(r.unknownFrees, 1)
+    assert.equal(r.hostEvents, 1)
+    assert.equal(r.otherDeviceEvents, 1)
+    assert.equal(r.traceEvents, 7)
+    const e = r.trace.events
+    assert.deepEqual([...e.kind], [EventKind.alloc, EventKind.free, EventKind.alloc])
+    assert.deepEqual([...e.device], [0, 0, 1])
+    assert.deepEqual([...e.time], [4000, 6000, 7000]) // ns from the first memory event (ts 1 µs, the unknown free)
+    assert.equal(r.liveAtEnd, 1)
+    assert.equal(r.peakReserved, 2097152)
+  })
+})
+
+describe('a large profiler trace', () => {
+  it('200k events open in memory far below the file size (streamed, one event at a time)', async (t) => {
+    const path = join(scratch, 'large.json')
+    const out = createWriteStream(path)
+    const write = (s: string) => (out.write(s) ? Promise.resolve() : new Promise<void>((r) => out.once('drain', () => r())))
+    await write('{\n  "schemaVersion": 1,\n  "traceEvents": [\n')
+    const N = 200_000
+    let allocs = 0
+    for (let i = 0; i < N; i++) {
+      const kind = i % 5
+      // Four cpu_ops for each memory event, as in a real trace; allocations freed two later.
+      const event =
+        kind < 3
+          ? cpuOp(i, `aten::op_${i % 97}`)
+          : kind === 3
+            ? memoryEvent(i, 0x7f0000000000 + (i % 1000) * 4096, 4096 + (i % 7) * 512)
+            : memoryEvent(i, 0x7f0000000000 + ((i - 1) % 1000) * 4096, -(4096 + ((i - 1) % 7) * 512))
+      if (kind === 3) allocs++
+      await write(`${i === 0 ? '' : ',\n'}${event}`)
+    }
+    await write('\n  ]\n}\n')
+    await new Promise<void>((r, j) => out.end((e?: Error | null) => (e ? j(e) : r())))
+    const fileBytes = (await readFile(path)).length
+    assert.ok(fileBytes > 100e6, `the trace is ${fileBytes} bytes`)
+
+    const small = join(scratch, 'small.json')
+    await writeFile(small, trace([memoryEvent(1, 4096, 512), memoryEvent(2, 4096, -512)]))
+    const baseline = await runBounded([BIN, 'info', small, '--json'], 60_000, 2e9)
+    assert.equal(baseline.code, 0, baseline.stderr)
+    const run = await runBounded([BIN, 'info', path, '--json'], 120_000, 2e9)
+    assert.equal(run.code, 0, run.stderr)
+    const info = JSON.parse(run.stdout) as { events: number }
+    assert.equal(info.events, 2 * allocs)
+    const grown = run.peakRss - baseline.peakRss
+    t.diagnostic(
+      `${Math.round(fileBytes / 1e6)} MB trace: peak RSS ${Math.round(run.peakRss / 1e6)} MB, ${Math.round(grown / 1e6)} MB above a 2-event trace's, ${Math.round(run.ms)} ms`,
+    )
+    assert.ok(grown < fileBytes, `opening a ${Math.round(fileBytes / 1e6)} MB trace grew the peak memory by ${Math.round(grown / 1e6)} MB`)
+  })
+})
