@@ -107,6 +107,36 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     assert.equal(peak + before, peakAllocated)
   })
 
+  it('each alloc is tagged with the innermost cpu_op of its thread that encloses it', async () => {
+    const input = await openInput(FIELD)
+    const events = (JSON.parse(fieldText) as { traceEvents: (ChromeEvent & { cat?: string; dur?: number; pid?: number; tid?: number })[] }).traceEvents
+    const ops = events.filter((e) => e.cat === 'cpu_op' && e.ph === 'X')
+    // The oracle, by brute force: of the ops on the same thread holding ts, the latest to start (the shortest on a tie).
+    const allocs = events
+      .map((e, i) => ({ e, i }))
+      .filter(({ e }) => e.name === '[memory]' && e.args!['Device Type'] === 1 && e.args!.Bytes > 0)
+      .sort((a, b) => a.e.ts! - b.e.ts! || a.i - b.i)
+    const expected = allocs.map(({ e }) => {
+      let best: (typeof ops)[number] | undefined
+      for (const o of ops)
+        if (o.pid === e.pid && o.tid === e.tid && o.ts! <= e.ts! && e.ts! <= o.ts! + o.dur!)
+          if (!best || o.ts! > best.ts! || (o.ts === best.ts && o.dur! < best.dur!)) best = o
+      return best?.name ?? null
+    })
+    const { kind, tag } = input.trace.events
+    const got: (string | null)[] = []
+    for (let i = 0; i < kind.length; i++) if (kind[i] === EventKind.alloc) got.push(tag[i]! < 0 ? null : input.trace.tables.tags[tag[i]!]!)
+    assert.deepEqual(got, expected)
+    assert.ok(
+      expected.every((name) => name !== null),
+      'in this trace every allocation happens inside an op',
+    )
+    assert.equal(input.trace.meta.properties['kineto.tagged_allocs'], String(allocs.length))
+    const top = await vramscope(['top', FIELD, '--by', 'tag'])
+    assert.equal(top.code, 0, shown(top))
+    assert.match(top.stdout, /aten::addmm/)
+  })
+
   it('vramscope info names the format; whatif --conf expandable_segments:True --json runs', async () => {
     const info = await vramscope(['info', FIELD])
     assert.equal(info.code, 0, shown(info))
@@ -239,6 +269,29 @@ describe('hostile profiler traces', () => {
     assert.deepEqual([...e.time], [4000, 6000, 7000]) // ns from the first memory event (ts 1 µs, the unknown free)
     assert.equal(r.liveAtEnd, 1)
     assert.equal(r.peakReserved, 2097152)
+  })
+
+  it('tags: the innermost enclosing cpu_op of the same thread, none outside every op', () => {
+    const op = (ts: number, dur: number, name: string, tid = 1) =>
+      `{"ph": "X", "cat": "cpu_op", "name": "${name}", "pid": 1, "tid": ${tid}, "ts": ${ts}, "dur": ${dur}, "args": {}}`
+    const text = trace([
+      op(0, 100, 'outer'),
+      op(10, 10, 'inner'),
+      op(40, 10, 'other thread', 2),
+      op(60, 5, 'sibling'),
+      memoryEvent(15, 1 << 12, 8), // inner
+      memoryEvent(45, 2 << 12, 8), // outer: the op at 40 is another thread's
+      memoryEvent(62, 3 << 12, 8), // sibling
+      memoryEvent(70, 4 << 12, 8), // outer again, the sibling ended
+      memoryEvent(200, 5 << 12, 8), // none
+      memoryEvent(20, 6 << 12, 8), // inner: its end is inclusive
+    ])
+    const r = parseKinetoTrace(new TextEncoder().encode(text), 'tags.json')
+    const { tag } = r.trace.events
+    const names = [...tag].map((t) => (t < 0 ? null : r.trace.tables.tags[t]))
+    // In time order: 15, 20, 45, 62, 70, 200.
+    assert.deepEqual(names, ['inner', 'inner', 'outer', 'sibling', 'outer', null])
+    assert.equal(r.trace.meta.properties['kineto.cpu_ops'], '4')
   })
 })
 

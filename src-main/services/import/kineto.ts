@@ -7,12 +7,15 @@
 // The file is never parsed whole: a byte scanner finds the traceEvents array and each top-level
 // object in it (string- and escape-aware; the structural characters are ASCII, which UTF-8 never
 // uses inside a multibyte character, so bytes suffice and positions are exact), and only an event
-// that can be a memory event is handed to JSON.parse, one at a time, each at most maxEventBytes. A
-// gzip-compressed trace (.json.gz, as the profiler's export often is) is decompressed as it is read.
+// that can be a memory event or a cpu_op is handed to JSON.parse, one at a time, each at most
+// maxEventBytes. A gzip-compressed trace (.json.gz, as the profiler's export often is) is
+// decompressed as it is read.
 // CUDA memory events become allocs and frees; host (CPU) ones and other devices' are counted and
 // left out. The profiler writes threads' events apart, so they are sorted by time (file order
 // breaks ties). The allocator's own figures come along as properties: the peak of Total Reserved
 // (kineto.peak_reserved), exact, and how many times the curve changes (kineto.reserved_points).
+// Where there are no stacks, the cpu_op events name what allocated: each alloc is tagged with the
+// innermost op of its thread whose span holds it.
 import { createReadStream } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
 import { createGunzip } from 'node:zlib'
@@ -131,6 +134,7 @@ const CLOSE_BRACKET = 0x5d
 const COMMA = 0x2c
 const COLON = 0x3a
 const MEMORY_NAME = Buffer.from('"[memory]"')
+const CPU_OP = Buffer.from('"cpu_op"')
 const TRACE_EVENTS_KEY = 'traceEvents'
 
 function isSpace(b: number): boolean {
@@ -144,6 +148,12 @@ function isSpace(b: number): boolean {
  */
 type Phase = 'start' | 'object' | 'value' | 'array' | 'event' | 'done'
 
+function grow<T extends Float64Array | Uint16Array | Uint32Array>(a: T): T {
+  const next = new (a.constructor as new (n: number) => T)(a.length * 2)
+  next.set(a)
+  return next
+}
+
 /** The memory events as read, in file order, before sorting. */
 class RawEvents {
   ts = new Float64Array(1024)
@@ -152,16 +162,14 @@ class RawEvents {
   device = new Uint16Array(1024)
   reserved = new Float64Array(1024)
   allocated = new Float64Array(1024)
+  /** The thread (pid/tid) that recorded it, an index into KinetoScanner's threads. */
+  thread = new Uint32Array(1024)
   length = 0
 
-  push(ts: number, bytes: number, addr: number, device: number, reserved: number, allocated: number): void {
+  push(ts: number, bytes: number, addr: number, device: number, reserved: number, allocated: number, thread: number): void {
     if (this.length === this.ts.length) {
-      const grow = <T extends Float64Array | Uint16Array>(a: T): T => {
-        const next = new (a.constructor as new (n: number) => T)(a.length * 2)
-        next.set(a)
-        return next
-      }
       this.ts = grow(this.ts)
+      this.thread = grow(this.thread)
       this.bytes = grow(this.bytes)
       this.addr = grow(this.addr)
       this.device = grow(this.device)
@@ -175,6 +183,30 @@ class RawEvents {
     this.device[i] = device
     this.reserved[i] = reserved
     this.allocated[i] = allocated
+    this.thread[i] = thread
+  }
+}
+
+/** The cpu_op events (ph "X") as read: each op's thread, span in µs and name (an index into names). */
+class Ops {
+  start = new Float64Array(1024)
+  end = new Float64Array(1024)
+  thread = new Uint32Array(1024)
+  name = new Uint32Array(1024)
+  length = 0
+
+  push(start: number, end: number, thread: number, name: number): void {
+    if (this.length === this.start.length) {
+      this.start = grow(this.start)
+      this.end = grow(this.end)
+      this.thread = grow(this.thread)
+      this.name = grow(this.name)
+    }
+    const i = this.length++
+    this.start[i] = start
+    this.end[i] = end
+    this.thread[i] = thread
+    this.name[i] = name
   }
 }
 
@@ -203,6 +235,9 @@ class KinetoScanner {
   private backslashIn: Buffer | undefined
   private nextBackslash = -1
   private readonly raw = new RawEvents()
+  private readonly ops = new Ops()
+  private readonly opNames = new Map<string, number>()
+  private readonly threads = new Map<string, number>()
   traceEvents = 0
   private hostEvents = 0
   private otherDeviceEvents = 0
@@ -396,17 +431,25 @@ class KinetoScanner {
       )
   }
 
-  /** One whole event of the array: parsed only if it can be a memory event. */
+  /** One whole event of the array: parsed only if it can be a memory event or a cpu_op. */
   private event(bytes: Buffer): void {
     const index = this.traceEvents++
-    if (bytes.indexOf(MEMORY_NAME) < 0) return
-    let e: { name?: unknown; ph?: unknown; ts?: unknown; args?: Record<string, unknown> }
+    const memory = bytes.indexOf(MEMORY_NAME) >= 0
+    if (!memory && bytes.indexOf(CPU_OP) < 0) return
+    let e: { name?: unknown; ph?: unknown; cat?: unknown; ts?: unknown; dur?: unknown; pid?: unknown; tid?: unknown; args?: Record<string, unknown> }
     try {
       e = JSON.parse(bytes.toString('utf8')) as typeof e
     } catch (error) {
       this.fail('bad-event', this.eventStart, `event ${index} of traceEvents is not valid JSON (${(error as Error).message})`)
     }
-    if (e.name !== '[memory]') return
+    if (e.cat === 'cpu_op' && e.ph === 'X') {
+      // What names an allocation where there are no stacks; an op without a usable span is left out.
+      const { ts, dur, name } = e
+      if (typeof ts === 'number' && typeof dur === 'number' && Number.isFinite(ts) && Number.isFinite(dur) && dur >= 0 && typeof name === 'string')
+        this.ops.push(ts, ts + dur, this.threadOf(e.pid, e.tid), intern(this.opNames, name.length > 512 ? `${name.slice(0, 512)}…` : name))
+      return
+    }
+    if (!memory || e.name !== '[memory]') return
     const args = e.args
     const where = `event ${index} of traceEvents ([memory])`
     if (typeof args !== 'object' || args === null) this.fail('bad-event', this.eventStart, `${where} has no "args" object`)
@@ -434,7 +477,46 @@ class KinetoScanner {
     const reserved = args['Total Reserved'] === undefined ? -1 : number('Total Reserved', true)
     const allocated = args['Total Allocated'] === undefined ? -1 : number('Total Allocated', true)
     if (size === 0) return // a zero-byte request takes nothing and is not freed
-    this.raw.push(ts, size, addr, device, reserved, allocated)
+    this.raw.push(ts, size, addr, device, reserved, allocated, this.threadOf(e.pid, e.tid))
+  }
+
+  private threadOf(pid: unknown, tid: unknown): number {
+    return intern(this.threads, `${String(pid)}/${String(tid)}`)
+  }
+
+  /**
+   * For each memory event (by its index in raw), the op (an index into opNames) that enclosed it:
+   * the innermost cpu_op of its thread whose [ts, ts + dur] holds its ts; -1 for none. Per thread,
+   * a sweep in time order with the ops open at that moment on a stack (ops nest on a thread).
+   */
+  private enclosingOps(): Int32Array {
+    const raw = this.raw
+    const ops = this.ops
+    const result = new Int32Array(raw.length).fill(-1)
+    if (ops.length === 0) return result
+    const opOrder = Uint32Array.from({ length: ops.length }, (_, i) => i).sort(
+      (a, b) => ops.thread[a]! - ops.thread[b]! || ops.start[a]! - ops.start[b]! || ops.end[b]! - ops.end[a]! || a - b,
+    )
+    const memOrder = Uint32Array.from({ length: raw.length }, (_, i) => i).sort((a, b) => raw.thread[a]! - raw.thread[b]! || raw.ts[a]! - raw.ts[b]! || a - b)
+    let k = 0 // into opOrder
+    const open: number[] = []
+    let thread = -1
+    for (const m of memOrder) {
+      const t = raw.ts[m]!
+      if (raw.thread[m] !== thread) {
+        thread = raw.thread[m]!
+        open.length = 0
+        while (k < opOrder.length && ops.thread[opOrder[k]!]! < thread) k++
+      }
+      while (k < opOrder.length && ops.thread[opOrder[k]!] === thread && ops.start[opOrder[k]!]! <= t) {
+        const o = opOrder[k++]!
+        while (open.length > 0 && ops.end[open[open.length - 1]!]! < ops.start[o]!) open.pop()
+        open.push(o)
+      }
+      while (open.length > 0 && ops.end[open[open.length - 1]!]! < t) open.pop()
+      if (open.length > 0) result[m] = ops.name[open[open.length - 1]!]!
+    }
+    return result
   }
 
   finish(): KinetoImport {
@@ -478,6 +560,12 @@ class KinetoScanner {
     for (let i = 1; i < n && sorted; i++) if (raw.ts[i]! < raw.ts[i - 1]!) sorted = false
     if (!sorted) order.sort((a, b) => raw.ts[a]! - raw.ts[b]! || a - b)
     const t0 = n > 0 ? raw.ts[order[0]!]! : 0
+    // Allocations are tagged with their enclosing op's name; the tags table holds the names used.
+    const enclosing = this.enclosingOps()
+    const opNames = [...this.opNames.keys()]
+    const tagOf = new Map<number, number>()
+    const tags: string[] = []
+    let tagged = 0
     const events = new EventsBuilder(Math.max(16, n))
     const live = new Map<number, Map<number, number>>() // device -> address -> block id
     const sizes: number[] = []
@@ -519,7 +607,17 @@ class KinetoScanner {
         const id = nextId++
         blocks.set(addr, id)
         sizes.push(size)
-        events.push(EventKind.alloc, id, size, 0, device, time)
+        const op = enclosing[i]!
+        let tag = -1
+        if (op >= 0) {
+          tagged++
+          tag = tagOf.get(op) ?? -1
+          if (tag < 0) {
+            tag = tags.push(opNames[op]!) - 1
+            tagOf.set(op, tag)
+          }
+        }
+        events.push(EventKind.alloc, id, size, 0, device, time, -1, tag)
       } else {
         const block = blocks.get(addr)
         if (block === undefined) {
@@ -556,6 +654,8 @@ class KinetoScanner {
       'kineto.unknown_frees': String(unknownFrees),
       'kineto.live_at_end': String(liveAtEnd),
       'kineto.reserved_points': String(reservedPoints),
+      'kineto.cpu_ops': String(this.ops.length),
+      'kineto.tagged_allocs': String(tagged),
     }
     if (allocatedBefore.size > 0) properties['kineto.allocated_before'] = String(before)
     if (this.gzip) properties['kineto.gzip'] = 'true'
@@ -595,7 +695,7 @@ class KinetoScanner {
       trace: {
         meta: { source: KINETO_SOURCE, origin: this.origin, ...(gpu && { gpu }), warnings, properties },
         events: events.build(),
-        tables: { streams: ['0'], frames: [], stacks: [], tags: [], markers: [] },
+        tables: { streams: ['0'], frames: [], stacks: [], tags, markers: [] },
       },
       gzip: this.gzip,
       traceEvents: this.traceEvents,
@@ -607,4 +707,13 @@ class KinetoScanner {
       peakReserved,
     }
   }
+}
+
+function intern(index: Map<string, number>, key: string): number {
+  let i = index.get(key)
+  if (i === undefined) {
+    i = index.size
+    index.set(key, i)
+  }
+  return i
 }
