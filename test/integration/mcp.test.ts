@@ -6,7 +6,7 @@
 // server still answers.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -15,6 +15,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js'
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 
+import { formatBytes } from '../../src-main/services/units.ts'
 import { BIN, fixture, vramscopeJson } from '../helpers/cli.ts'
 
 const allowed = mkdtempSync(join(tmpdir(), 'vramscope-mcp-'))
@@ -84,7 +85,9 @@ describe('vramscope mcp', { timeout: 300_000 }, () => {
     const configs = json['configs'] as { label: string; smallestFittingBytes: number | null }[]
     assert.equal(configs.length, 1)
     assert.ok(texts(r)[0]!.startsWith(`Best configuration: ${configs[0]!.label}`), texts(r)[0])
-    if (configs[0]!.smallestFittingBytes !== null) assert.match(texts(r)[0]!, /smallest device limit that runs the whole trace is [\d.]+ [KMG]iB/)
+    const smallest = configs[0]!.smallestFittingBytes
+    assert.ok(smallest !== null, 'the search found a smallest fitting limit')
+    assert.ok(texts(r)[0]!.includes(`The smallest device limit that runs the whole trace is ${formatBytes(smallest)}, under it.`), texts(r)[0])
   })
 
   it('top names the largest group, with --limit keeping that many groups', async () => {
@@ -96,6 +99,28 @@ describe('vramscope mcp', { timeout: 300_000 }, () => {
     assert.ok(texts(r)[0]!.startsWith(`The largest group is ${cli.groups[0]!.key}:`), texts(r)[0])
   })
 
+  it("replay and diff answer with the CLI's --json", async () => {
+    const replay = await call('replay', { file: snapshot, conf: ['recorded'], strategies: ['slab'] })
+    assert.equal(replay.isError, undefined, texts(replay).join('\n'))
+    const cli = await vramscopeJson<{ strategies: { name: string; summary: Record<string, number> }[] }>([
+      'replay',
+      snapshot,
+      '--conf',
+      'recorded',
+      '-s',
+      'slab',
+    ])
+    const json = replay.structuredContent as typeof cli
+    assert.deepEqual(
+      json.strategies.map((s) => [s.name, s.summary['peakReserved']]),
+      cli.strategies.map((s) => [s.name, s.summary['peakReserved']]),
+    )
+    assert.match(texts(replay)[0]!, /^Peak reserved: .*slab [\d.]+ [KMG]iB/)
+    const diff = await call('diff', { a: snapshot, b: snapshot })
+    assert.equal(diff.isError, undefined, texts(diff).join('\n'))
+    assert.deepEqual(diff.structuredContent, await vramscopeJson(['diff', snapshot, snapshot]))
+  })
+
   it('refuses a file outside the allowed folders, naming it and the folders, a symlink out of them too', async () => {
     const r = await call('info', { file: secret })
     assert.equal(r.isError, true)
@@ -103,6 +128,15 @@ describe('vramscope mcp', { timeout: 300_000 }, () => {
     const link = await call('info', { file: join(allowed, 'link.pickle') })
     assert.equal(link.isError, true)
     assert.match(texts(link)[0]!, /link\.pickle \(.*secret\.pickle\) is outside the folders/)
+    // A folder inside (a job of ranks) is read file by file: a symlink in it out of the folders is refused too.
+    const job = join(allowed, 'job')
+    mkdirSync(job)
+    copyFileSync(snapshot, join(job, 'rank0.pickle'))
+    symlinkSync(secret, join(job, 'rank1.pickle'))
+    const folder = await call('info', { file: job })
+    assert.equal(folder.isError, true)
+    assert.match(texts(folder)[0]!, /job\/rank1\.pickle \(.*secret\.pickle\) is outside the folders/)
+    rmSync(job, { recursive: true })
     const diff = await call('diff', { a: snapshot, b: secret })
     assert.equal(diff.isError, true)
     assert.match(texts(diff)[0]!, /secret\.pickle is outside/)

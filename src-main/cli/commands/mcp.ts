@@ -14,6 +14,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
 
 import { formatBytes } from '../../services/units.ts'
+import { expandInputs } from '../../services/whatif/job.ts'
 import { OptionError, type Io } from '../shared.ts'
 
 export interface McpCommandOptions {
@@ -61,16 +62,31 @@ async function allowedFolders(given: readonly string[] | undefined): Promise<str
 /** A refusal the tool returns as its error result (the server goes on). */
 class ToolRefusal extends Error {}
 
-/** `path` resolved (symlinks included) when it lies in an allowed folder; otherwise a refusal naming it and the folders. */
+const within = (real: string, folders: readonly string[]): boolean => folders.some((f) => real === f || real.startsWith(f.endsWith(sep) ? f : `${f}${sep}`))
+
+const outside = (path: string, real: string, folders: readonly string[]): ToolRefusal =>
+  new ToolRefusal(
+    `${path}${real !== path ? ` (${real})` : ''} is outside the folders this server may read: ${folders.join(', ')} (start vramscope mcp with --allow FOLDER to add one)`,
+  )
+
+/**
+ * `path` resolved (symlinks included) when it lies in an allowed folder; otherwise a refusal naming
+ * it and the folders. A folder (a job of ranks) is checked file by file, as the command will read
+ * it, so that a symlink in it cannot reach out.
+ */
 async function allowedPath(path: string, folders: readonly string[]): Promise<string> {
   const absolute = isAbsolute(path) ? path : resolve(path)
   const real = await realpath(absolute).catch(() => undefined)
   if (real === undefined) throw new ToolRefusal(`${path}: no such file or folder`)
-  const inside = folders.some((f) => real === f || real.startsWith(f.endsWith(sep) ? f : `${f}${sep}`))
-  if (!inside)
-    throw new ToolRefusal(
-      `${path}${real !== absolute ? ` (${real})` : ''} is outside the folders this server may read: ${folders.join(', ')} (start vramscope mcp with --allow FOLDER to add one)`,
-    )
+  if (!within(real, folders)) throw outside(path, real, folders)
+  if ((await stat(real)).isDirectory()) {
+    // What the folder gives is the command's to refuse (none, a bad job.json), in its own words.
+    const files = await expandInputs([real]).catch(() => [] as string[])
+    for (const f of files) {
+      const r = await realpath(f).catch(() => f)
+      if (!within(r, folders)) throw outside(f, r, folders)
+    }
+  }
   return real
 }
 
@@ -116,16 +132,22 @@ function whatifSummary(json: Json): string {
   const best = ranked[0]
   if (!best) return `No configuration could be ranked (${configs.length} replayed).`
   const job = json['ranks'] !== undefined
-  const fitting = configs.map((c) => num(c['smallestFittingBytes'])).filter((n): n is number => n !== undefined)
-  const smallest = fitting.length > 0 ? Math.min(...fitting) : undefined
+  const whole = job ? 'the whole job (every rank)' : 'the whole trace'
+  // A recording that ended at its out-of-memory: each smallest limit is a lower bound, as the CLI says.
+  const atLeast = json['endsAtOom'] === true ? 'at least ' : ''
   const line = typeof best['line'] === 'string' ? ` (${best['line']})` : ''
   const peak = job ? '' : `, peak reserved ${bytes(best['peakReserved'])}, ${num(best['failures']) ?? 0} failures`
-  return (
-    `Best configuration: ${String(best['label'])}${line}${peak}. ` +
-    (smallest === undefined
-      ? 'No smallest fitting limit was found (the search was skipped or nothing fits).'
-      : `The smallest device limit that runs the whole ${job ? 'job' : 'trace'} is ${formatBytes(smallest)}${job ? ' (every rank)' : ''}.`)
-  )
+  const own = num(best['smallestFittingBytes'])
+  const least = configs
+    .filter((c) => num(c['smallestFittingBytes']) !== undefined)
+    .sort((a, b) => num(a['smallestFittingBytes'])! - num(b['smallestFittingBytes'])!)[0]
+  const fits =
+    least === undefined
+      ? 'No smallest fitting limit was found (the search was skipped, or nothing fits).'
+      : own !== undefined && own <= num(least['smallestFittingBytes'])!
+        ? `The smallest device limit that runs ${whole} is ${atLeast}${formatBytes(own)}, under it.`
+        : `${own !== undefined ? `It runs ${whole} in ${atLeast}${formatBytes(own)}; ` : ''}the smallest device limit that runs ${whole} is ${atLeast}${bytes(least['smallestFittingBytes'])}, under ${String(least['label'])}.`
+  return `Best configuration: ${String(best['label'])}${line}${peak}. ${fits}`
 }
 
 function replaySummary(json: Json): string {
@@ -186,15 +208,17 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
     } catch {
       return refused(`vramscope ${argv[0]} printed no JSON: ${out.text().slice(0, 400)}`)
     }
+    // The answer is of every group; the JSON keeps the first `limit` of them.
+    const answer = summary(json)
     let note = ''
     if (limit !== undefined && Array.isArray(json['groups']) && json['groups'].length > limit) {
-      note = ` (the first ${limit} of ${json['groups'].length} groups below)`
+      note = ` The JSON below holds the first ${limit}.`
       json = { ...json, groups: json['groups'].slice(0, limit) }
     }
     const warnings = err.text().trim()
     return {
       content: [
-        { type: 'text', text: `${summary(json)}${note}${warnings ? `\n${warnings}` : ''}` },
+        { type: 'text', text: `${answer}${note}${warnings ? `\n${warnings}` : ''}` },
         { type: 'text', text: JSON.stringify(json, null, 2) },
       ],
       structuredContent: json,
