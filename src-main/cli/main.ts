@@ -14,7 +14,6 @@ import { EXPORT_FORMATS, exportCommand } from './commands/export.ts'
 import { importCommand } from './commands/import.ts'
 import { NoGpuError, recordCommand, RecorderCrashError } from './commands/record.ts'
 import { infoCommand } from './commands/info.ts'
-import { mcpCommand } from './commands/mcp.ts'
 import { ranksCommand } from './commands/ranks.ts'
 import { replayCommand } from './commands/replay.ts'
 import { serveCommand } from './commands/serve.ts'
@@ -229,7 +228,8 @@ function buildProgram(io: Io): Command {
       'a Model Context Protocol server on stdin/stdout, for an agent: tools info, top, whatif, replay and diff, each answering as the command with --json does',
     )
     .option('--allow <dir>', 'a folder whose files (and folders below) the tools may read (repeatable; default: the working directory)', collect)
-    .action((options) => mcpCommand(io, options, runCli, { version: packageJson.version }))
+    // The MCP SDK loads only for this command: every other command starts without it.
+    .action(async (options) => (await import('./commands/mcp.ts')).mcpCommand(io, options, runCli, { version: packageJson.version }))
 
   return program
 }

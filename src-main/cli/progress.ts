@@ -6,6 +6,11 @@ import { formatBytes, formatCount } from '../services/units.ts'
 const REDRAW_MS = 100
 const BAR_WIDTH = 24
 
+export type ProgressUnit = 'bytes' | 'events' | 'replays'
+
+/** Every update of a long step, for a caller that is not a terminal (the MCP server's progress notifications). */
+export type ProgressListener = (label: string, done: number, total: number, unit: ProgressUnit) => void
+
 export class ProgressBar {
   private lastDraw = 0
   private drawn = false
@@ -13,10 +18,12 @@ export class ProgressBar {
   constructor(
     private readonly stream: NodeJS.WriteStream,
     private readonly enabled: boolean,
+    private readonly listener?: ProgressListener,
   ) {}
 
   /** `unit` says how to print done/total: bytes ("12.0 MiB / 40.0 MiB") or a count ("1.20 M / 4.00 M events"). */
-  update(label: string, done: number, total: number, unit: 'bytes' | 'events' | 'replays' = 'bytes'): void {
+  update(label: string, done: number, total: number, unit: ProgressUnit = 'bytes'): void {
+    this.listener?.(label, done, total, unit)
     if (!this.enabled) return
     const now = Date.now()
     if (now - this.lastDraw < REDRAW_MS && done < total) return

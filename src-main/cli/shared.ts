@@ -8,7 +8,7 @@ import { ConfError, confModel, formatPytorchConf, parsePytorchConf, shownValue, 
 import { parseStrategySpecs, type StrategySpec } from '../services/replay/strategy-spec.ts'
 import type { StrategyResult } from '../../src-shared/results.ts'
 import { parseByteSize } from '../services/units.ts'
-import { ProgressBar } from './progress.ts'
+import { ProgressBar, type ProgressListener } from './progress.ts'
 
 /** A bad option value: bad input, like a bad file (exit code 2); the message starts with the option. */
 export class OptionError extends InputError {
@@ -48,10 +48,14 @@ export interface ReplayingOptions extends CommonOptions {
 export interface Io {
   stdout: NodeJS.WriteStream
   stderr: NodeJS.WriteStream
+  /** Every progress update of a long step, bar or not (the MCP server's progress notifications). */
+  onProgress?: ProgressListener
+  /** Ends a long step early as Ctrl-C does (whatif's replays): the MCP server's cancellation. */
+  signal?: AbortSignal
 }
 
 export function progressFor(io: Io, options: CommonOptions): ProgressBar {
-  return new ProgressBar(io.stderr, Boolean(io.stderr.isTTY) && !options.json)
+  return new ProgressBar(io.stderr, Boolean(io.stderr.isTTY) && !options.json, io.onProgress)
 }
 
 /** Writes a value as JSON on stdout: bigints as decimal strings, typed arrays as arrays. */

@@ -2,8 +2,9 @@
 // child process on stdio) and spoken to with the SDK's own client: the five tools and their input
 // schemas, info and whatif answering with the same JSON as the CLI's --json on a real H200 snapshot
 // (test/fixtures/pytorch/field-gpu.tar.gz), a file outside the allowed folder refused by name (a
-// symlink inside pointing out of it included), and a bad option a tool error after which the
-// server still answers.
+// symlink inside pointing out of it included), a bad option a tool error after which the server
+// still answers, progress notifications for a call with a progress token, and a cancelled whatif
+// ended early.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs'
@@ -20,8 +21,10 @@ import { BIN, fixture, vramscopeJson } from '../helpers/cli.ts'
 
 const allowed = mkdtempSync(join(tmpdir(), 'vramscope-mcp-'))
 const outside = mkdtempSync(join(tmpdir(), 'vramscope-mcp-outside-'))
-execFileSync('tar', ['xzf', fixture('pytorch/field-gpu.tar.gz'), '-C', allowed, 'field/ddp_rank0__default.pickle'])
+execFileSync('tar', ['xzf', fixture('pytorch/field-gpu.tar.gz'), '-C', allowed, 'field/ddp_rank0__default.pickle', 'field/big__default.pickle'])
 const snapshot = join(allowed, 'field', 'ddp_rank0__default.pickle')
+// The largest of the field snapshots: its what-if grid runs about a hundred replays, long enough to cancel.
+const big = join(allowed, 'field', 'big__default.pickle')
 const secret = join(outside, 'secret.pickle')
 writeFileSync(secret, 'not for the agent')
 symlinkSync(secret, join(allowed, 'link.pickle'))
@@ -30,6 +33,15 @@ const client = new Client({ name: 'vramscope-test', version: '0' })
 let stderr = ''
 
 /** A tool's answer: its text contents, and its structured content (the CLI's JSON). */
+/** Waits until the server's stderr matches. */
+async function stderrMatches(pattern: RegExp, ms: number): Promise<void> {
+  const until = Date.now() + ms
+  while (!pattern.test(stderr)) {
+    if (Date.now() > until) assert.fail(`the server's stderr never matched ${pattern}:\n${stderr}`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
 async function call(name: string, args: Record<string, unknown>): Promise<CallToolResult> {
   return (await client.callTool({ name, arguments: args })) as CallToolResult
 }
@@ -155,5 +167,36 @@ describe('vramscope mcp', { timeout: 300_000 }, () => {
     const again = await call('info', { file: snapshot })
     assert.equal(again.isError, undefined)
     assert.equal((again.structuredContent as { file: string }).file, snapshot)
+  })
+
+  it('sends progress notifications, growing, where the call has a progress token', async () => {
+    const seen: { progress: number; message?: string }[] = []
+    const r = (await client.callTool({ name: 'whatif', arguments: { file: snapshot } }, undefined, {
+      onprogress: (p) => seen.push(p),
+    })) as CallToolResult
+    assert.equal(r.isError, undefined, texts(r).join('\n'))
+    assert.ok(seen.length >= 1, 'at least one progress notification')
+    for (let i = 1; i < seen.length; i++) assert.ok(seen[i]!.progress > seen[i - 1]!.progress, `progress grows: ${JSON.stringify(seen)}`)
+    assert.ok(
+      seen.some((p) => /^(what-if .*: \d+ of \d+ replays|\w+ .*ddp_rank0__default\.pickle: [\d.]+ [KMG]?i?B of)/.test(p.message ?? '')),
+      JSON.stringify(seen),
+    )
+  })
+
+  it('a cancelled whatif ends early, and the server answers the next call', async () => {
+    const abort = new AbortController()
+    const started = Date.now()
+    const cancelled = client.callTool({ name: 'whatif', arguments: { file: big } }, undefined, {
+      signal: abort.signal,
+      // Cancelled once the replays have begun: the first of about a hundred.
+      onprogress: (p) => {
+        if (/^what-if /.test(p.message ?? '')) abort.abort(new Error('enough'))
+      },
+    })
+    await assert.rejects(cancelled, /enough/)
+    await stderrMatches(/vramscope mcp: whatif cancelled, ended early/, 60_000)
+    const r = await call('info', { file: snapshot })
+    assert.equal(r.isError, undefined)
+    assert.ok(Date.now() - started < 60_000)
   })
 })

@@ -10,11 +10,13 @@ import { isAbsolute, resolve, sep } from 'node:path'
 
 import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js'
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js'
-import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js'
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js'
+import type { CallToolResult, ProgressToken, ServerNotification, ServerRequest } from '@modelcontextprotocol/sdk/types.js'
 import { z } from 'zod'
 
 import { formatBytes } from '../../services/units.ts'
 import { expandInputs } from '../../services/whatif/job.ts'
+import type { ProgressListener } from '../progress.ts'
 import { OptionError, type Io } from '../shared.ts'
 
 export interface McpCommandOptions {
@@ -91,6 +93,38 @@ async function allowedPath(path: string, folders: readonly string[]): Promise<st
 }
 
 type Json = Record<string, unknown>
+
+type Extra = RequestHandlerExtra<ServerRequest, ServerNotification>
+
+/** The least time between two progress notifications of one call, as the terminal's bar redraws. */
+const PROGRESS_MS = 100
+
+/**
+ * The command's progress as notifications/progress for the client's token: a step's done/total
+ * (bytes read, events or replays) in the message, and a progress that only grows, as MCP asks,
+ * over the steps one after another (reading, then replaying), at most ten a second.
+ */
+function progressSender(extra: Extra, token: ProgressToken): ProgressListener {
+  let base = 0
+  let last: { label: string; done: number; total: number } | undefined
+  let sent = 0
+  let shown = -1
+  return (label, done, total, unit) => {
+    // A new step (another label, or a count started again): what the last one reached stays counted.
+    if (last && (label !== last.label || done < last.done)) base += Math.max(last.total, last.done)
+    last = { label, done, total }
+    const now = Date.now()
+    if (now - sent < PROGRESS_MS && done < total) return
+    const progress = base + done
+    if (progress <= shown) return
+    sent = now
+    shown = progress
+    const amount = unit === 'bytes' ? `${formatBytes(done)} of ${formatBytes(total)}` : `${done} of ${total} ${unit}`
+    extra
+      .sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress, message: `${label}: ${amount}` } })
+      .catch(() => undefined)
+  }
+}
 
 /** The short answer that comes before the JSON: one or two sentences an agent can repeat. */
 type Summary = (json: Json) => string
@@ -186,7 +220,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
   const server = new McpServer({ name: 'vramscope', version: info.version })
 
   /** Runs one CLI command with --json; its JSON and a short answer, or its message as the tool's error. */
-  const call = async (paths: string[], build: (real: string[]) => string[], summary: Summary, signal: AbortSignal, limit?: number): Promise<CallToolResult> => {
+  const call = async (paths: string[], build: (real: string[]) => string[], summary: Summary, extra: Extra, limit?: number): Promise<CallToolResult> => {
     const refused = (text: string): CallToolResult => ({ isError: true, content: [{ type: 'text', text }] })
     const real: string[] = []
     try {
@@ -195,12 +229,22 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
       if (e instanceof ToolRefusal) return refused(e.message)
       throw e
     }
-    if (signal.aborted) return refused('cancelled')
+    if (extra.signal.aborted) return refused('cancelled')
     const out = captured()
     const err = captured()
     // The checked real paths stand in for the given ones, so what is read is what was checked.
     const argv = build(real)
-    const code = await runCli([...argv, '--json'], { stdout: out.stream, stderr: err.stream })
+    const code = await runCli([...argv, '--json'], {
+      stdout: out.stream,
+      stderr: err.stream,
+      signal: extra.signal,
+      ...(extra._meta?.progressToken !== undefined && { onProgress: progressSender(extra, extra._meta.progressToken) }),
+    })
+    // Cancelled: the client has stopped waiting (the SDK sends no answer); the log says it ended.
+    if (extra.signal.aborted) {
+      io.stderr.write(`vramscope mcp: ${argv[0]!} cancelled, ended ${code === 0 ? 'already done' : 'early'}\n`)
+      return refused('cancelled')
+    }
     if (code !== 0) return refused(err.text().trim() || `vramscope ${argv[0]!} failed with exit code ${code}`)
     let json: Json
     try {
@@ -245,7 +289,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
           return argv
         },
         infoSummary,
-        extra.signal,
+        extra,
       ),
   )
 
@@ -278,7 +322,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
           return argv
         },
         topSummary,
-        extra.signal,
+        extra,
         a.limit,
       ),
   )
@@ -317,7 +361,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
           return argv
         },
         whatifSummary,
-        extra.signal,
+        extra,
       ),
   )
 
@@ -347,7 +391,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
           return argv
         },
         replaySummary,
-        extra.signal,
+        extra,
       ),
   )
 
@@ -374,7 +418,7 @@ export async function mcpCommand(io: Io, options: McpCommandOptions, runCli: Run
           return argv
         },
         diffSummary,
-        extra.signal,
+        extra,
       ),
   )
 

@@ -48,6 +48,8 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
   const abort = new AbortController()
   const onSignal = (): void => abort.abort(new Error('interrupted'))
   process.once('SIGINT', onSignal)
+  io.signal?.addEventListener('abort', onSignal, { once: true })
+  if (io.signal?.aborted) onSignal()
   let result: WhatifResult
   try {
     result = await runWhatif(input, {
@@ -68,6 +70,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
   } finally {
     progress.clear()
     process.off('SIGINT', onSignal)
+    io.signal?.removeEventListener('abort', onSignal)
   }
 
   if (options.json) {
@@ -204,6 +207,8 @@ async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandO
   const abort = new AbortController()
   const onSignal = (): void => abort.abort(new Error('interrupted'))
   process.once('SIGINT', onSignal)
+  io.signal?.addEventListener('abort', onSignal, { once: true })
+  if (io.signal?.aborted) onSignal()
   const results: RankResult[] = []
   try {
     for (const [i, r] of ranked.entries()) {
@@ -241,6 +246,7 @@ async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandO
   } finally {
     progress.clear()
     process.off('SIGINT', onSignal)
+    io.signal?.removeEventListener('abort', onSignal)
   }
   const report = jobReport(results)
   if (options.json) return printJson(io, jobJson(report))
