@@ -46,6 +46,8 @@ describe('vramscope in the browser', { skip }, () => {
   })
 
   it('compares three strategies chosen in the UI, with a winner marked per metric', async () => {
+    // The opening's replays done first: the toolbar's fields are the page's until then.
+    await waitForCount(page.locator('.progress'), (n) => n === 0, 60_000)
     await page.locator('input[name="strategies"]').fill('caching:preset=pytorch,slab,buddy')
     await page.getByRole('button', { name: 'Replay' }).click()
     await waitForCount(page.locator('.map'), (n) => n === 4)
@@ -211,16 +213,19 @@ describe('vramscope in the browser', { skip }, () => {
     await page.screenshot({ path: join(OUTPUT, 'bad-file.png') })
   })
 
-  it('offers to record a GPU workload, and says why it cannot where there is no GPU', async () => {
+  it('offers to record a PyTorch program and a GPU workload, and says why it cannot where the host runs no programs or has no GPU', async () => {
     await page.getByRole('button', { name: 'Record…' }).click()
-    const panel = page.getByRole('dialog', { name: 'record a workload' })
+    const panel = page.getByRole('dialog', { name: 'record on this host' })
     await panel.waitFor()
+    // `vramscope serve` without --allow-record-commands runs no program for its pages, and says how to allow it.
+    assert.match((await panel.getByTestId('record-program-unavailable').textContent()) ?? '', /--allow-record-commands/)
+    assert.ok(await panel.getByRole('button', { name: 'Record program' }).isDisabled())
     const options = await panel.locator('select[name="workload"] option').allTextContents()
     assert.ok(options.includes('training'), `workloads listed: ${options.join(', ')}`)
     const unavailable = panel.getByTestId('record-unavailable')
     if ((await unavailable.count()) > 0) {
       assert.match((await unavailable.textContent()) ?? '', /recording needs an NVIDIA GPU and driver; import and replay work without one/)
-      assert.ok(await panel.getByRole('button', { name: 'Record' }).isDisabled())
+      assert.ok(await panel.getByRole('button', { name: 'Record', exact: true }).isDisabled())
     }
     await page.screenshot({ path: join(OUTPUT, 'record-panel.png') })
     await page.keyboard.press('Escape')

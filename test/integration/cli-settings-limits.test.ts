@@ -5,7 +5,7 @@
 // would round to 0 B is refused by name, never read as no limit; numbers past 2^53, repeated
 // configurations and very long values are refused naming the argument, with a bounded echo.
 import assert from 'node:assert/strict'
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, describe, it } from 'node:test'
@@ -183,11 +183,20 @@ describe("the lab's words", () => {
     assert.doesNotMatch(best, /^best: PYTORCH_ALLOC_CONF/, best)
   })
 
-  it("takes the device's memory from the out-of-memory (free plus reserved), else says which is assumed and how --gpu sets it", async () => {
+  it("takes the device's memory from the out-of-memory (free plus reserved), else from the stats beside the file, else says which is assumed and how --gpu sets it", async () => {
     const oom = await vramscopeJson<WhatifOut>(['whatif', OOM, '--no-search', '--no-strategies'])
     assert.equal(oom.device.source, 'oom')
     assert.equal(oom.device.bytes, oom.implied!.reservedBytes + oom.implied!.deviceFree)
-    const plain = await vramscope(['whatif', fixture('pytorch/real/mlp_fragment__msplit128.pickle'), '--no-search', '--no-strategies'])
+    // The what-if suite's stats beside the snapshot name the H100 it ran on.
+    const named = await vramscope(['whatif', fixture('pytorch/real/mlp_fragment__msplit128.pickle'), '--no-search', '--no-strategies'])
+    assert.match(
+      named.stdout,
+      /^device: NVIDIA H100 80GB HBM3, 79\.2 GiB \(as mlp_fragment__msplit128\.stats\.json names it; --gpu sets another\)/m,
+      shown(named),
+    )
+    const alone = join(dir, 'no-stats-beside.pickle')
+    copyFileSync(fixture('pytorch/real/mlp_fragment__msplit128.pickle'), alone)
+    const plain = await vramscope(['whatif', alone, '--no-search', '--no-strategies'])
     assert.match(plain.stdout, /^device: assumed an H100 80GB, 79\.2 GiB .*--gpu sets it/m, shown(plain))
     const given = await vramscopeJson<WhatifOut>(['whatif', OOM, '--no-search', '--no-strategies', '--gpu', '141GB'])
     assert.deepEqual(given.device, { bytes: 141e9, source: 'option' })

@@ -191,12 +191,12 @@ export function statsPathOf(path: string): string {
 
 /**
  * The GPU named by the stats beside a snapshot (record --pytorch's, and the what-if suite's:
- * `device_total_bytes`, `device_name`), put on the trace (DEVICE_PROPERTIES) so the device rule
+ * `device_total_bytes`, `device_name` or `versions.gpu`), put on the trace (DEVICE_PROPERTIES) so the device rule
  * reads it; a missing, large or unreadable file names none, silently (a snapshot needs no stats).
  */
 async function readDeviceBeside(path: string, trace: RequestTrace): Promise<void> {
   const statsPath = statsPathOf(path)
-  let stats: { device_total_bytes?: unknown; device_name?: unknown }
+  let stats: { device_total_bytes?: unknown; device_name?: unknown; versions?: { gpu?: unknown } }
   try {
     if ((await stat(statsPath)).size > STATS_MAX_BYTES) return
     stats = JSON.parse(await readFile(statsPath, 'utf8')) as typeof stats
@@ -208,7 +208,9 @@ async function readDeviceBeside(path: string, trace: RequestTrace): Promise<void
   const p = trace.meta.properties
   p[DEVICE_PROPERTIES.bytes] = String(bytes)
   p[DEVICE_PROPERTIES.from] = basename(statsPath)
-  if (typeof stats.device_name === 'string' && stats.device_name.length > 0 && stats.device_name.length <= 256) p[DEVICE_PROPERTIES.name] = stats.device_name
+  // record --pytorch writes device_name; the what-if suite's runs, versions.gpu.
+  const name = typeof stats.device_name === 'string' ? stats.device_name : stats.versions?.gpu
+  if (typeof name === 'string' && name.length > 0 && name.length <= 256) p[DEVICE_PROPERTIES.name] = name
 }
 
 function warnOfRefusedSettings(trace: RequestTrace): void {
