@@ -5,31 +5,15 @@
 // not JSON, one without configs, one without a rank and two results of one rank are refused
 // (exit 2), naming the file.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, truncateSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { copyFileSync, mkdirSync, readFileSync, truncateSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, before, describe, it } from 'node:test'
+import { before, describe, it } from 'node:test'
 
-import { fixture, shown, vramscope } from '../helpers/cli.ts'
+import { shown, vramscope } from '../helpers/cli.ts'
+import { ddpRanks } from '../helpers/field-ddp.ts'
 
-const dir = mkdtempSync(join(tmpdir(), 'vramscope-ranks-'))
-execFileSync('tar', [
-  'xzf',
-  fixture('pytorch/field-gpu.tar.gz'),
-  '-C',
-  dir,
-  'field/ddp_rank0__default.pickle',
-  'field/ddp_rank0__default.stats.json',
-  'field/ddp_rank1__default.pickle',
-  'field/ddp_rank1__default.stats.json',
-])
-after(() => rmSync(dir, { recursive: true, force: true }))
-const snapshot = (rank: number) => join(dir, 'field', `ddp_rank${rank}__default.pickle`)
-const peak = (rank: number) =>
-  (JSON.parse(readFileSync(join(dir, 'field', `ddp_rank${rank}__default.stats.json`), 'utf8')) as { memory_stats: Record<string, number> }).memory_stats[
-    'reserved_bytes.all.peak'
-  ]!
+const { dir, src, peak } = ddpRanks('vramscope-ranks-')
+const snapshot = (rank: number) => src(rank, 'pickle')
 const CONFS = ['--conf', 'recorded', '--conf', 'expandable_segments:True']
 const results = join(dir, 'results')
 mkdirSync(results)

@@ -4,29 +4,14 @@
 // section as the command prints it for that one file, the part that says what differs naming what
 // really differs, one file's output as before (no `ranks`), and a missing file refused, named.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { copyFileSync, mkdirSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 
-import { fixture, shown, vramscope } from '../helpers/cli.ts'
+import { shown, vramscope } from '../helpers/cli.ts'
+import { ddpRanks } from '../helpers/field-ddp.ts'
 
-const dir = mkdtempSync(join(tmpdir(), 'vramscope-top-info-job-'))
-execFileSync('tar', [
-  'xzf',
-  fixture('pytorch/field-gpu.tar.gz'),
-  '-C',
-  dir,
-  'field/ddp_rank0__default.pickle',
-  'field/ddp_rank0__default.stats.json',
-  'field/ddp_rank1__default.pickle',
-  'field/ddp_rank1__default.stats.json',
-])
-after(() => rmSync(dir, { recursive: true, force: true }))
-const src = (rank: number, ext: string) => join(dir, 'field', `ddp_rank${rank}__default.${ext}`)
-const recordedPeak = (rank: number) =>
-  (JSON.parse(readFileSync(src(rank, 'stats.json'), 'utf8')) as { memory_stats: Record<string, number> }).memory_stats['reserved_bytes.all.peak']!
+const { dir, src, peak: recordedPeak } = ddpRanks('vramscope-top-info-job-')
 
 // As record --pytorch leaves a torchrun job (stats beside each snapshot), given in reverse order.
 const job = join(dir, 'job')

@@ -5,30 +5,15 @@
 // configurations ranked on whether they fit every rank and the smallest device that fits them all;
 // two files of one rank and a missing file refused, named.
 import assert from 'node:assert/strict'
-import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs'
-import { tmpdir } from 'node:os'
+import { copyFileSync, mkdirSync, writeFileSync } from 'node:fs'
 import { join } from 'node:path'
-import { after, describe, it } from 'node:test'
+import { describe, it } from 'node:test'
 
 import { rankInName } from '../../src-main/services/whatif/job.ts'
-import { fixture, shown, vramscope } from '../helpers/cli.ts'
+import { shown, vramscope } from '../helpers/cli.ts'
+import { ddpRanks } from '../helpers/field-ddp.ts'
 
-const dir = mkdtempSync(join(tmpdir(), 'vramscope-whatif-job-'))
-execFileSync('tar', [
-  'xzf',
-  fixture('pytorch/field-gpu.tar.gz'),
-  '-C',
-  dir,
-  'field/ddp_rank0__default.pickle',
-  'field/ddp_rank0__default.stats.json',
-  'field/ddp_rank1__default.pickle',
-  'field/ddp_rank1__default.stats.json',
-])
-after(() => rmSync(dir, { recursive: true, force: true }))
-const src = (rank: number, ext: string) => join(dir, 'field', `ddp_rank${rank}__default.${ext}`)
-const peak = (rank: number) =>
-  (JSON.parse(readFileSync(src(rank, 'stats.json'), 'utf8')) as { memory_stats: Record<string, number> }).memory_stats['reserved_bytes.all.peak']!
+const { dir, src, peak } = ddpRanks('vramscope-whatif-job-')
 
 // As record --pytorch leaves a torchrun job: rank0.pickle, rank1.pickle, their stats, job.json.
 const job = join(dir, 'job')
