@@ -32,8 +32,8 @@ import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
 import { loadNative } from '../native.ts'
 import { splitCommandLine } from './record/command-line.ts'
-import { findInterceptLibrary, nvidiaDriverPresent } from './record/program.ts'
-import { recordPytorch } from './record/pytorch.ts'
+import { interceptLibraryIfBuilt, nvidiaDriverPresent } from './record/program.ts'
+import { programStem, recordingFolderName, recordPytorch } from './record/pytorch.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
@@ -209,7 +209,8 @@ export class AppSession {
    */
   recordPytorchProgram(request: RecordPytorchRequest, page = DEFAULT_PAGE): { jobId: string } {
     const allowed = this.recordCommandAvailable()
-    if (!allowed.available && !this.options.recordCommands) throw new ApiError('BAD_INPUT', allowed.reason!)
+    // Refused at once where the host runs no programs; no GPU is said by the job, as for a workload.
+    if (!this.options.recordCommands) throw new ApiError('BAD_INPUT', allowed.reason!)
     let command: string[]
     try {
       command = splitCommandLine(request.command)
@@ -224,22 +225,12 @@ export class AppSession {
       if (!where?.isDirectory()) throw new ApiError('BAD_INPUT', `cwd: ${cwd} is not a folder on this host`)
       const dir = this.options.recordingsDir ?? join(tmpdir(), 'vramscope-recordings')
       await mkdir(dir, { recursive: true })
-      const script = command.find((w, i) => i > 0 && w.endsWith('.py')) ?? command[0]!
-      const stem =
-        basename(script)
-          .replace(/\.py$/, '')
-          .replace(/[^A-Za-z0-9_.-]+/g, '_') || 'program'
-      const outDir = join(dir, `pytorch-${stem}-${new Date().toISOString().replace(/[:.]/g, '-')}`)
-      let library: string | undefined
-      try {
-        library = findInterceptLibrary()
-      } catch {
-        library = undefined // snapshots only; the job.json of the folder says so
-      }
+      const stem = programStem(command)
+      const outDir = join(dir, recordingFolderName('pytorch', command))
       const recording = await recordPytorch({
         command,
         outDir,
-        library,
+        library: interceptLibraryIfBuilt(), // none: snapshots only, the folder's job.json says so
         cwd,
         outputToFile: true,
         ...(this.options.pytorchHookDir !== undefined && { hookDir: this.options.pytorchHookDir }),

@@ -5,7 +5,7 @@
 //   vramscope record --pytorch [-o DIR] -- python train.py    a PyTorch program at tensor level too (pytorch.ts)
 // Without an NVIDIA GPU and driver it says so and exits 2.
 import { InputError } from '../../services/input-error.ts'
-import { findInterceptLibrary, nvidiaDriverPresent, recordProgram } from '../../services/record/program.ts'
+import { findInterceptLibrary, interceptLibraryIfBuilt, nvidiaDriverPresent, recordProgram } from '../../services/record/program.ts'
 import { defaultPytorchOutDir, recordPytorch, type PytorchRecording } from '../../services/record/pytorch.ts'
 import { recordWorkloadInChild, type WorkloadSpec } from '../../services/record/workload.ts'
 import { parseStrategySpecs } from '../../services/replay/strategy-spec.ts'
@@ -108,12 +108,7 @@ async function recordPytorchCommand(io: Io, command: string[], options: RecordOp
   if (maxEntries === 0) throw new OptionError('--max-entries', 'must be at least 1 (leave it out for every event)')
   const everySeconds = parseCount('--snapshot-every', options.snapshotEvery, 86_400)
   if (!options.skipDriverCheck && !nvidiaDriverPresent()) throw new NoGpuError('no /dev/nvidiactl, no /proc/driver/nvidia')
-  let library: string | undefined
-  try {
-    library = findInterceptLibrary()
-  } catch {
-    library = undefined // recordPytorch warns: snapshots only
-  }
+  const library = interceptLibraryIfBuilt() // none: recordPytorch warns, snapshots only
   const outDir = options.output ?? defaultPytorchOutDir(command)
   const stdio = options.json ? 'stderr' : 'inherit'
   const recording = await recordPytorch({ command, outDir, library, maxEntries, everySeconds, stackDepth, stdio })

@@ -42,6 +42,11 @@ export function findInterceptLibrary(): string {
   return found
 }
 
+/** The interposer where it is built, else undefined (a recording of snapshots alone). */
+export function interceptLibraryIfBuilt(): string | undefined {
+  return interceptCandidates().find((path) => existsSync(path))
+}
+
 /** Whether this machine shows an NVIDIA driver (a device node or the kernel module's version). */
 export function nvidiaDriverPresent(): boolean {
   return existsSync('/dev/nvidiactl') || existsSync('/proc/driver/nvidia/version')

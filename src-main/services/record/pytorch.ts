@@ -84,14 +84,24 @@ export const JOB_FILE = 'job.json'
 /** The program's output, where the recorder was asked to keep it (the app: no terminal). */
 export const OUTPUT_LOG = 'output.log'
 
-/** The default folder: vramscope-<script>-<time> in the working directory. */
-export function defaultPytorchOutDir(command: readonly string[], now = new Date()): string {
+/** What a recording of `command` is called: its script's name (train for python train.py), else the program's. */
+export function programStem(command: readonly string[]): string {
   const script = command.find((arg, i) => i > 0 && /\.py$/.test(arg)) ?? command[0] ?? 'program'
-  const stem =
+  return (
     basename(script)
       .replace(/\.py$/, '')
       .replace(/[^A-Za-z0-9_.-]+/g, '_') || 'program'
-  return resolve(`vramscope-${stem}-${now.toISOString().replace(/[:.]/g, '-')}`)
+  )
+}
+
+/** A recording folder's name: PREFIX-<script>-<time>. */
+export function recordingFolderName(prefix: string, command: readonly string[], now = new Date()): string {
+  return `${prefix}-${programStem(command)}-${now.toISOString().replace(/[:.]/g, '-')}`
+}
+
+/** The CLI's default folder: vramscope-<script>-<time> in the working directory. */
+export function defaultPytorchOutDir(command: readonly string[], now = new Date()): string {
+  return resolve(recordingFolderName('vramscope', command, now))
 }
 
 async function refuseEarlierRecording(outDir: string): Promise<void> {
@@ -175,7 +185,15 @@ export async function recordPytorch(options: PytorchRecordOptions): Promise<Pyto
   }
 
   // Each recording process's claim on its name (sitecustomize.py): done with once all have ended.
-  for (const file of await readdir(outDir)) if (file.endsWith('.claim')) await rm(join(outDir, file), { force: true })
+  // A file still being written when its process was killed is a temporary one, never renamed over
+  // the last whole snapshot: removed, and said.
+  for (const file of await readdir(outDir)) {
+    if (file.endsWith('.claim')) await rm(join(outDir, file), { force: true })
+    else if (/\.tmp\d+$/.test(file)) {
+      await rm(join(outDir, file), { force: true })
+      warnings.push(`${file.replace(/\.tmp\d+$/, '')} was being written again when its process ended; the last whole one is kept`)
+    }
+  }
   const processes = await listProcesses(outDir, driverEvents)
   if (processes.every((p) => p.snapshot === null))
     warnings.push(
