@@ -11,8 +11,8 @@ import { plural } from '../../../src-shared/compare.ts'
 import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
 import { DEFAULT_DEVICE_BYTES } from '../../services/replay/device.ts'
-import { expandInputs, jobReport, rankFiles, type RankResult } from '../../services/whatif/job.ts'
-import { runWhatif, WhatifError, type WhatifOptions, type WhatifResult } from '../../services/whatif/whatif.ts'
+import { expandInputs, rankFiles, runJobWhatif, type JobReport } from '../../services/whatif/job.ts'
+import { runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
 import { formatValue, renderTable } from '../format.ts'
 import { jobJson, jobText } from '../job-report.ts'
 import { OptionError, openWithProgress, parseCapOption, parseConfOptions, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
@@ -209,11 +209,12 @@ async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandO
   process.once('SIGINT', onSignal)
   io.signal?.addEventListener('abort', onSignal, { once: true })
   if (io.signal?.aborted) onSignal()
-  const results: RankResult[] = []
+  let report: JobReport
   try {
-    for (const [i, r] of ranked.entries()) {
-      const input = await openWithProgress(io, options, r.file)
-      const labOptions: WhatifOptions = {
+    report = await runJobWhatif(
+      ranked,
+      (file) => openWithProgress(io, options, file),
+      {
         ...(lab.confs.length > 0 && { confs: lab.confs }),
         ...(lab.cap !== undefined && { capBytes: lab.cap }),
         ...(lab.fraction !== undefined && { capFraction: lab.fraction }),
@@ -221,34 +222,19 @@ async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandO
         search: options.search,
         strategies: options.strategies,
         signal: abort.signal,
-        onProgress: (p) => progress.update(`rank ${r.rank} (${i + 1} of ${ranked.length}): what-if ${p.label}`, p.done, p.total, 'replays'),
-      }
-      let result: WhatifResult
-      try {
-        result = await runWhatif(input, labOptions)
-      } catch (e) {
-        if (e instanceof WhatifError) throw new OptionError(e.argument, `${r.file}: ${e.message.replace(/^--[a-z]+:? /, '')}`)
-        if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(r.file, '', (e as Error).message)
-        throw e
-      }
-      results.push({
-        file: r.file,
-        rank: r.rank,
-        rankFrom: r.rankFrom,
-        events: result.events,
-        device: result.device,
-        deviceBytes: result.deviceBytes,
-        limit: result.limit,
-        recordedConf: result.recordedConf ?? null,
-        rows: result.rows,
-      })
-    }
+      },
+      (r, i, p) => progress.update(`rank ${r.rank} (${i + 1} of ${ranked.length}): what-if ${p.label}`, p.done, p.total, 'replays'),
+    )
+  } catch (e) {
+    const file = (e as { failedFile?: string }).failedFile ?? files[0]!
+    if (e instanceof WhatifError) throw new OptionError(e.argument, `${file}: ${e.message.replace(/^--[a-z]+:? /, '')}`)
+    if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
+    throw e
   } finally {
     progress.clear()
     process.off('SIGINT', onSignal)
     io.signal?.removeEventListener('abort', onSignal)
   }
-  const report = jobReport(results)
   if (options.json) return printJson(io, jobJson(report))
   io.stdout.write(jobText(report, options))
 }

@@ -10,7 +10,9 @@ import type { Device } from '../../../src-shared/device.ts'
 import type { WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import { InputError } from '../input-error.ts'
 import { statsPathOf } from '../import/open-input.ts'
+import type { OpenedInput } from '../import/open-input.ts'
 import { JOB_FILE } from '../record/pytorch.ts'
+import { runWhatif, type WhatifOptions } from './whatif.ts'
 
 /** What a folder's files may be: snapshots, trace files, RMM logs; not the stats and lists beside them. */
 const INPUT_EXTENSIONS = new Set(['.pickle', '.pkl', '.pt', '.json', '.vramscope', '.arrow', '.csv'])
@@ -256,4 +258,40 @@ export function jobReport(ranks: readonly RankResult[]): JobReport {
   const reference = configs.find((c) => c.key === 'recorded') ?? configs.find((c) => c.kind === 'pytorch' && c.conf === '') ?? configs[0]
   const worstRank = reference ? reference.perRank.reduce((a, b) => (b.peakReserved > a.peakReserved ? b : a)).rank : (ranks[0]?.rank ?? 0)
   return { ranks: [...ranks], worstRank, configs }
+}
+
+/**
+ * The lab over every rank, one open at a time (`open` reads one file and the rank's input is let
+ * go before the next is opened), with the same options for each; `onProgress` hears each rank's
+ * lab progress with the rank's place. An error of a rank's lab is thrown as it is, its file in
+ * `failedFile` for the caller to name.
+ */
+export async function runJobWhatif(
+  ranked: readonly RankedFile[],
+  open: (file: string) => Promise<Pick<OpenedInput, 'trace' | 'strategies'>>,
+  options: Omit<WhatifOptions, 'onProgress'>,
+  onProgress?: (rank: RankedFile, index: number, progress: Parameters<NonNullable<WhatifOptions['onProgress']>>[0]) => void,
+): Promise<JobReport> {
+  const results: RankResult[] = []
+  for (const [i, r] of ranked.entries()) {
+    let result
+    try {
+      result = await runWhatif(await open(r.file), { ...options, ...(onProgress && { onProgress: (p) => onProgress(r, i, p) }) })
+    } catch (e) {
+      if (e instanceof Error) Object.assign(e, { failedFile: r.file })
+      throw e
+    }
+    results.push({
+      file: r.file,
+      rank: r.rank,
+      rankFrom: r.rankFrom,
+      events: result.events,
+      device: result.device,
+      deviceBytes: result.deviceBytes,
+      limit: result.limit,
+      recordedConf: result.recordedConf ?? null,
+      rows: result.rows,
+    })
+  }
+  return jobReport(results)
 }
