@@ -51,6 +51,8 @@ describe('vramscope in the browser', { skip }, () => {
     await page.locator('input[name="strategies"]').fill('caching:preset=pytorch,slab,buddy')
     await page.getByRole('button', { name: 'Replay' }).click()
     await waitForCount(page.locator('.map'), (n) => n === 4)
+    // The maps stand as their replays start; the table has a column once a strategy's result is in.
+    await waitForCount(page.locator('table.metrics thead th'), (n) => n === 5)
     const header = await page.locator('table.metrics thead th').allTextContents()
     assert.deepEqual(header.slice(1), ['pytorch (recorded)', 'caching (pytorch)', 'slab', 'buddy'])
     assert.ok((await page.locator('table.metrics td.best').count()) > 0, 'some metric has a winner')
