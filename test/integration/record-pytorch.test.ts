@@ -18,6 +18,7 @@ import { after, before, describe, it } from 'node:test'
 import { fileURLToPath } from 'node:url'
 
 import { openInput } from '../../src-main/services/import/open-input.ts'
+import type { RecordedProcess } from '../../src-main/services/record/pytorch.ts'
 import { readTrace } from '../../src-main/services/trace/file.ts'
 import { EventKind } from '../../src-main/services/trace/model.ts'
 import { BIN, fixture, shown, vramscope } from '../helpers/cli.ts'
@@ -50,20 +51,10 @@ async function program(name: string, text: string): Promise<string> {
   return path
 }
 
+/** job.json as record --pytorch writes it. */
 interface Job {
   exit: { code: number | null; signal: string | null }
-  processes: {
-    name: string
-    rank: number | null
-    snapshot: string | null
-    stats: string | null
-    reason: string | null
-    oomSnapshot: string | null
-    outOfMemory: boolean
-    driver: string | null
-    driverEvents: number | null
-    conf: string | null
-  }[]
+  processes: RecordedProcess[]
   warnings: string[]
 }
 

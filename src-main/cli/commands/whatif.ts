@@ -12,7 +12,7 @@ import { InputError } from '../../services/input-error.ts'
 import { formatBytes } from '../../services/units.ts'
 import { DEFAULT_DEVICE_BYTES } from '../../services/replay/device.ts'
 import { expandInputs, rankFiles, runJobWhatif, type JobReport } from '../../services/whatif/job.ts'
-import { runWhatif, WhatifError, type WhatifResult } from '../../services/whatif/whatif.ts'
+import { runWhatif, WhatifError, type WhatifOptions, type WhatifResult } from '../../services/whatif/whatif.ts'
 import { formatValue, renderTable } from '../format.ts'
 import { jobJson, jobText } from '../job-report.ts'
 import { OptionError, openWithProgress, parseCapOption, parseConfOptions, printJson, progressFor, type CommonOptions, type Io } from '../shared.ts'
@@ -42,35 +42,23 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
       `${shownValue(options.cap!.trim())} of ${gpu !== undefined ? `--gpu's ${gpu} bytes` : `the assumed device's ${DEFAULT_DEVICE_BYTES} bytes`} is 0 bytes, which leaves no room for anything`,
     )
   const cap = fraction !== undefined ? undefined : parseCapOption('--cap', options.cap)
-  if (!single) return whatifJobCommand(io, await expandInputs(given), options, { confs, cap, fraction, gpu })
+  const lab: LabArguments = { confs, cap, fraction, gpu }
+  if (!single) return whatifJobCommand(io, await expandInputs(given), options, lab)
   const input = await openWithProgress(io, options, file)
   const progress = progressFor(io, options)
-  const abort = new AbortController()
-  const onSignal = (): void => abort.abort(new Error('interrupted'))
-  process.once('SIGINT', onSignal)
-  io.signal?.addEventListener('abort', onSignal, { once: true })
-  if (io.signal?.aborted) onSignal()
+  const interrupt = interruption(io)
   let result: WhatifResult
   try {
     result = await runWhatif(input, {
-      ...(confs.length > 0 && { confs }),
-      ...(cap !== undefined && { capBytes: cap }),
-      ...(fraction !== undefined && { capFraction: fraction }),
-      ...(gpu !== undefined && { deviceBytes: gpu }),
-      search: options.search,
-      strategies: options.strategies,
-      signal: abort.signal,
+      ...labOptions(lab, options, interrupt.signal),
       onProgress: (p) => progress.update(`what-if ${p.label}`, p.done, p.total, 'replays'),
     })
   } catch (e) {
     // What is left to refuse once the file is open: 'recorded' on a file without settings, a fraction of the device it implies.
-    if (e instanceof WhatifError) throw new OptionError(e.argument, e.message.replace(/^--[a-z]+:? /, ''))
-    if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
-    throw e
+    labError(e, file, '')
   } finally {
     progress.clear()
-    process.off('SIGINT', onSignal)
-    io.signal?.removeEventListener('abort', onSignal)
+    interrupt.release()
   }
 
   if (options.json) {
@@ -189,6 +177,42 @@ function ordinal(n: number): string {
   return `${n}${s}`
 }
 
+/** Ctrl-C, or the caller's own signal (io.signal: an MCP request's), aborts the lab; `release` stops listening. */
+function interruption(io: Io): { signal: AbortSignal; release(): void } {
+  const abort = new AbortController()
+  const onSignal = (): void => abort.abort(new Error('interrupted'))
+  process.once('SIGINT', onSignal)
+  io.signal?.addEventListener('abort', onSignal, { once: true })
+  if (io.signal?.aborted) onSignal()
+  return {
+    signal: abort.signal,
+    release: () => {
+      process.off('SIGINT', onSignal)
+      io.signal?.removeEventListener('abort', onSignal)
+    },
+  }
+}
+
+/** The lab's options from the command's arguments, the same for one file and for every rank. */
+function labOptions(lab: LabArguments, options: WhatifCommandOptions, signal: AbortSignal): WhatifOptions {
+  return {
+    ...(lab.confs.length > 0 && { confs: lab.confs }),
+    ...(lab.cap !== undefined && { capBytes: lab.cap }),
+    ...(lab.fraction !== undefined && { capFraction: lab.fraction }),
+    ...(lab.gpu !== undefined && { deviceBytes: lab.gpu }),
+    search: options.search,
+    strategies: options.strategies,
+    signal,
+  }
+}
+
+/** A lab's refusal as the CLI says it: an option error (`prefix` names the rank's file in a job), a bad file, else as it is. */
+function labError(e: unknown, file: string, prefix: string): never {
+  if (e instanceof WhatifError) throw new OptionError(e.argument, `${prefix}${e.message.replace(/^--[a-z]+:? /, '')}`)
+  if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
+  throw e
+}
+
 interface LabArguments {
   confs: string[]
   cap: number | undefined
@@ -204,36 +228,21 @@ interface LabArguments {
 async function whatifJobCommand(io: Io, files: string[], options: WhatifCommandOptions, lab: LabArguments): Promise<void> {
   const ranked = await rankFiles(files)
   const progress = progressFor(io, options)
-  const abort = new AbortController()
-  const onSignal = (): void => abort.abort(new Error('interrupted'))
-  process.once('SIGINT', onSignal)
-  io.signal?.addEventListener('abort', onSignal, { once: true })
-  if (io.signal?.aborted) onSignal()
+  const interrupt = interruption(io)
   let report: JobReport
   try {
     report = await runJobWhatif(
       ranked,
       (file) => openWithProgress(io, options, file),
-      {
-        ...(lab.confs.length > 0 && { confs: lab.confs }),
-        ...(lab.cap !== undefined && { capBytes: lab.cap }),
-        ...(lab.fraction !== undefined && { capFraction: lab.fraction }),
-        ...(lab.gpu !== undefined && { deviceBytes: lab.gpu }),
-        search: options.search,
-        strategies: options.strategies,
-        signal: abort.signal,
-      },
+      labOptions(lab, options, interrupt.signal),
       (r, i, p) => progress.update(`rank ${r.rank} (${i + 1} of ${ranked.length}): what-if ${p.label}`, p.done, p.total, 'replays'),
     )
   } catch (e) {
     const file = (e as { failedFile?: string }).failedFile ?? files[0]!
-    if (e instanceof WhatifError) throw new OptionError(e.argument, `${file}: ${e.message.replace(/^--[a-z]+:? /, '')}`)
-    if ((e as { code?: unknown }).code === 'INVALID_ARGUMENT') throw new InputError(file, '', (e as Error).message)
-    throw e
+    labError(e, file, `${file}: `)
   } finally {
     progress.clear()
-    process.off('SIGINT', onSignal)
-    io.signal?.removeEventListener('abort', onSignal)
+    interrupt.release()
   }
   if (options.json) return printJson(io, jobJson(report))
   io.stdout.write(jobText(report, options))
