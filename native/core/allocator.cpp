@@ -36,7 +36,8 @@ address_t allocator::reserve_address_space(std::size_t bytes, std::size_t alignm
   address_t a = backing_.reserve_address_space(bytes, alignment);
   ++own_calls_.va_reserve;
   address_space_ += bytes;
-  trace(trace_op::va_reserve, a, bytes);
+  if (tracing()) trace(trace_op::va_reserve, a, bytes);
+  else untraced_reservations_.emplace_back(a, bytes);
   return a;
 }
 
@@ -44,7 +45,18 @@ void allocator::release_address_space(address_t address, std::size_t bytes) {
   backing_.release_address_space(address, bytes);
   ++own_calls_.va_release;
   address_space_ -= bytes;
-  trace(trace_op::va_release, address, bytes);
+  auto untraced = std::find_if(untraced_reservations_.begin(), untraced_reservations_.end(),
+                               [&](const auto& r) { return r.first == address; });
+  if (untraced != untraced_reservations_.end()) untraced_reservations_.erase(untraced);
+  else trace(trace_op::va_release, address, bytes);
+}
+
+void allocator::set_tracer(tracer* t) {
+  tracer_ = t;
+  if (t == nullptr) return;
+  for (const auto& [address, bytes] : untraced_reservations_)
+    trace(trace_op::va_reserve, address, bytes);
+  untraced_reservations_.clear();
 }
 
 void allocator::map_range(address_t address, std::size_t bytes) {

@@ -19,9 +19,11 @@ std::vector<strategy_info>& infos() {
   return i;
 }
 // A fixed order, so the CLI, the UI and replay output list strategies the same way every time.
-const std::vector<std::string> display_order = {"cuda_malloc",  "async_pool", "block_pool",
-                                                "slab",         "buddy",      "arena",
-                                                "vmm_growable", "caching",    "device_bump"};
+// Names not (yet) registered are skipped.
+const std::vector<std::string> display_order = {
+    "cuda_malloc", "async_pool",   "block_pool", "slab",       "buddy",
+    "arena",       "vmm_growable", "caching",    "stitching",  "rmm_pool",
+    "rmm_arena",   "rmm_binning",  "planned",    "device_bump"};
 std::size_t rank(const std::string& name) {
   auto it = std::find(display_order.begin(), display_order.end(), name);
   return static_cast<std::size_t>(it - display_order.begin());

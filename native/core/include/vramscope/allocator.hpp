@@ -194,7 +194,10 @@ class allocator {
   void reset();
   bool supports_reset() const noexcept { return do_supports_reset(); }
 
-  void set_tracer(tracer* t) noexcept { tracer_ = t; }
+  // Attaching a tracer traces first the address space reserved while none was attached (a
+  // strategy's reservation made at construction: arena, vmm_growable), so a layout trace holds
+  // every reservation its maps and unmaps fall in.
+  void set_tracer(tracer* t);
   tracer* get_tracer() const noexcept { return tracer_; }
 
   const std::string& name() const noexcept { return name_; }
@@ -425,6 +428,8 @@ class allocator {
   bool thread_safe_;
   mutable spin_lock mutex_;
   tracer* tracer_ = nullptr;
+  // Address space reserved while no tracer was attached and not released since: {address, bytes}.
+  std::vector<std::pair<address_t, std::uint64_t>> untraced_reservations_;
 
   address_map<live_block, /*FrontSlot=*/true> live_;  // LIFO frees skip the hash table
   std::vector<pending_free> pending_;
