@@ -78,6 +78,17 @@ void allocator::unmap_range(address_t address, std::size_t bytes) {
   trace(trace_op::unmap, address, bytes);
 }
 
+void allocator::remap_range(address_t from, address_t to, std::size_t bytes) {
+  // As unmap_range: work queued on the old addresses must be done before they are unmapped.
+  backing_.synchronize();
+  ++own_calls_.synchronize;
+  backing_.remap(from, to, bytes);
+  ++own_calls_.unmap;
+  ++own_calls_.map;
+  trace(trace_op::unmap, from, bytes);
+  trace(trace_op::map, to, bytes);
+}
+
 void allocator::note_reserved(std::int64_t delta_bytes) noexcept {
   reserved_live_ =
       static_cast<std::uint64_t>(static_cast<std::int64_t>(reserved_live_) + delta_bytes);

@@ -148,6 +148,52 @@ class cuda_vmm_backing final : public cuda_backing_base {
     ++calls_.map;
   }
 
+  // The same physical handles, unmapped at `from` and mapped at `to` (a stitch of free chunks into
+  // a new range): nothing is created or released, so the device's free memory never changes. All or
+  // nothing: a failure part-way maps what was moved back where it was.
+  void remap(address_t from, address_t to, std::size_t bytes) override {
+    check_range(from, bytes, "remap");
+    check_range(to, bytes, "remap");
+    for (std::size_t off = 0; off < bytes; off += granularity_) {
+      if (!granules_.count(from + off))
+        throw invalid_argument("cuda_vmm backing: remap of an unmapped granule");
+      if (granules_.count(to + off))
+        throw invalid_argument("cuda_vmm backing: remap onto a mapped granule");
+    }
+    use_device();
+    std::size_t done = 0;
+    auto move = [&](address_t a, address_t b) {
+      auto it = granules_.find(a);
+      api_.check(api_.unmap(a, granularity_), "cuMemUnmap");
+      const CUmemGenericAllocationHandle handle = it->second;
+      granules_.erase(it);
+      CUresult status = api_.map(b, granularity_, 0, handle, 0);
+      if (status != CUDA_SUCCESS) {
+        // Back where it was, so the handle stays owned by a mapping.
+        (void)api_.map(a, granularity_, 0, handle, 0);
+        (void)api_.set_access(a, granularity_, &access_, 1);
+        granules_.emplace(a, handle);
+        api_.fail("cuMemMap", status);
+      }
+      granules_.emplace(b, handle);
+    };
+    try {
+      for (; done < bytes; done += granularity_) move(from + done, to + done);
+      api_.check(api_.set_access(to, bytes, &access_, 1), "cuMemSetAccess");
+    } catch (...) {
+      for (std::size_t off = 0; off < done; off += granularity_) {
+        try {
+          move(to + off, from + off);
+        } catch (...) {
+        }
+      }
+      if (done > 0) (void)api_.set_access(from, done, &access_, 1);
+      throw;
+    }
+    ++calls_.unmap;
+    ++calls_.map;
+  }
+
   void unmap(address_t address, std::size_t bytes) override {
     check_range(address, bytes, "unmap");
     for (address_t g = address; g < address + bytes; g += granularity_)

@@ -32,6 +32,7 @@ inline std::vector<suite_config> suite_configs() {
       {"vmm_growable", "vmm_growable", {{"reserve", "256MiB"}}, 8 * MiB, 64 * MiB},
       {"caching.pow2", "caching", {{"preset", "pow2"}}, 8 * MiB, 64 * MiB},
       {"caching.pytorch", "caching", {{"preset", "pytorch"}}, 12 * MiB, 64 * MiB},
+      {"stitching", "stitching", {}, 12 * MiB, 64 * MiB},
       {"device_bump", "device_bump", {{"capacity", "32MiB"}}, 2 * MiB, 64 * MiB},
   };
 }

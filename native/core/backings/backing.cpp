@@ -44,6 +44,11 @@ void backing::release_address_space(address_t, std::size_t) {
 }
 void backing::map(address_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
 void backing::unmap(address_t, std::size_t) { lacks(*this, "virtual memory (VMM)"); }
+void backing::remap(address_t from, address_t to, std::size_t bytes) {
+  if (!has_vmm()) lacks(*this, "virtual memory (VMM)");
+  unmap(from, bytes);  // first, so the memory it gives back is there for the map
+  map(to, bytes);
+}
 address_t backing::allocate_async(std::size_t, stream_t) { lacks(*this, "stream-ordered pool"); }
 void backing::free_async(address_t, std::size_t, stream_t) { lacks(*this, "stream-ordered pool"); }
 void backing::set_release_threshold(std::uint64_t) { lacks(*this, "stream-ordered pool"); }

@@ -224,6 +224,9 @@ class allocator {
   void release_address_space(address_t address, std::size_t bytes);
   void map_range(address_t address, std::size_t bytes);
   void unmap_range(address_t address, std::size_t bytes);
+  // Moves mapped memory to another reserved range (backing::remap): traced as an unmap at `from`
+  // and a map at `to`, counted as one of each; reserved memory is unchanged.
+  void remap_range(address_t from, address_t to, std::size_t bytes);
   // For strategies that allocate stream-ordered from the backing (async_pool): count as reserved.
   void note_reserved(std::int64_t delta_bytes) noexcept;
 

@@ -21,7 +21,8 @@ struct device_call_counts {
   std::uint64_t va_reserve = 0;    // cuMemAddressReserve
   std::uint64_t va_release = 0;    // cuMemAddressFree
   std::uint64_t map = 0;           // cuMemCreate + cuMemMap + cuMemSetAccess, per call
-  std::uint64_t unmap = 0;         // cuMemUnmap + cuMemRelease, per call
+  std::uint64_t unmap = 0;         // cuMemUnmap + cuMemRelease, per call (a remap counts one
+                                   // unmap and one map: cuMemUnmap, then cuMemMap of its handles)
   std::uint64_t async_alloc = 0;   // cudaMallocAsync
   std::uint64_t async_free = 0;    // cudaFreeAsync
   std::uint64_t event_record = 0;  // cudaEventRecord
@@ -75,6 +76,12 @@ class backing {
   // Backs [address, address + bytes) with physical memory; all or nothing; throws out_of_memory.
   virtual void map(address_t address, std::size_t bytes);
   virtual void unmap(address_t address, std::size_t bytes);
+  // Moves the physical memory mapped at [from, from + bytes) to the unmapped, reserved range
+  // [to, to + bytes) (both granule-aligned): what was mapped at `from` is mapped at `to` instead,
+  // with no memory obtained or released on the way (cuMemUnmap, then cuMemMap of the same
+  // handles). The default unmaps and maps afresh, which costs the same memory but not the same
+  // contents; the CUDA VMM backing keeps the handles.
+  virtual void remap(address_t from, address_t to, std::size_t bytes);
 
   // --- stream-ordered allocation (cudaMallocAsync on an owned pool).
   virtual address_t allocate_async(std::size_t bytes, stream_t stream);
