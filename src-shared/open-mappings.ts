@@ -1,8 +1,8 @@
 /**
  * The mapped ranges of a layout open at one time (its `map` and `unmap` events: CUDA VMM granules
  * mapped into reserved address space), each with the reader's record: the renderer's model keeps a
- * region record per mapping (src-renderer/viz/model.ts), the host's peak sweep its size
- * (src-shared/reserved-peak.ts). One rule for both: a map opens a mapping at its address (one
+ * region record per mapping (src-renderer/viz/model.ts), the one accounting of a layout its size
+ * (src-shared/layout-accounting.ts). One rule for both: a map opens a mapping at its address (one
  * already open there stays open for good); an unmap ends every open mapping it touches, and the
  * reader opens again what stays mapped of each on either side.
  */

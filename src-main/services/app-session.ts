@@ -24,7 +24,7 @@ import type {
 } from '../../src-shared/contract.ts'
 import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
 import { ConfError, confModel, parsePytorchConf, shownValue } from '../../src-shared/pytorch-conf.ts'
-import { reservedPeakEvent } from '../../src-shared/reserved-peak.ts'
+import { reservedPeakEvent } from '../../src-shared/layout-accounting.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
 import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
 import { packReplay, packTraceData, previewOf, strategyBundle, type StrategyToSend } from '../../src-shared/wire.ts'
@@ -68,7 +68,7 @@ interface ReplayOutcome {
 /**
  * The event a replay's first map peaked at (its reserved bytes), where the page puts the playhead:
  * a replayed strategy's summary names it; a recorded layout's counts layout events, so its layout
- * is swept, as the page sweeps it (src-shared/reserved-peak.ts).
+ * is swept, by the one accounting the page's model keeps (src-shared/layout-accounting.ts).
  */
 function openingPeak(first: StrategyToSend | undefined, events: number): number | undefined {
   if (!first) return undefined

@@ -8,6 +8,7 @@ import { LayoutOp as Op, type ReuseKind } from '../../src-shared/layout.ts'
 export { reuseKindOf, type ReuseKind } from '../../src-shared/layout.ts'
 import { AddressTable, hashOf, hashOfWord } from '../../src-shared/address-table.ts'
 import { OpenMappings } from '../../src-shared/open-mappings.ts'
+import { changesReserved, ReservedSteps, reservedAt, type Steps } from '../../src-shared/layout-accounting.ts'
 import { carriesSize, sentLayout, type AddressWords, type LayoutOnEvents, type LayoutSent } from '../../src-shared/wire.ts'
 import { aliveAt, bucketScratch, buildIntervalIndex, endedWithin, fewForTheirRange, sortedOrder, upperBound, type IntervalIndex } from './interval-index.ts'
 
@@ -62,11 +63,11 @@ export interface StrategyModel {
   /** Request events at which the strategy reset (arena step boundaries). */
   resets: Uint32Array
   /**
-   * Memory released with no address (async_pool: the pool trims cached memory and tells only how
-   * much, a layout `trim`): the request events, ascending, and the bytes released up to and
-   * including each. Reserved memory is the regions' bytes less these.
+   * Reserved bytes and address space after each request event, as steps, by the one accounting of
+   * a layout (src-shared/layout-accounting.ts: regions, mappings, trims), the same figures as the
+   * host's peak, `top`, the out-of-memory summary and the native replay's counters.
    */
-  trims?: { event: Uint32Array; cumulative: Float64Array }
+  reserved: Steps
   /** Checkpointed state of the blocks and regions (null: records out of event order, scan all). */
   blockIndex?: IntervalIndex | null
   regionIndex?: IntervalIndex | null
@@ -173,13 +174,7 @@ export class StrategyModelBuilder {
   private readonly openMappings = new OpenMappings<number>((k) => this.builder.regions.size[k]!)
   private readonly failures: number[] = []
   private readonly resets: number[] = []
-  private readonly trimEvents: number[] = []
-  /**
-   * The layout releases memory by address (region releases, unmaps): its trims only sum up what
-   * those released (caching's empty_cache) and take nothing more off reserved memory.
-   */
-  private releasesByAddress = false
-  private readonly trimCumulative: number[] = []
+  private readonly reserved = new ReservedSteps()
   /** Pieces added, and how the first read its addresses (every later one must read them alike). */
   private pieces = 0
   private words: AddressWords | undefined
@@ -234,6 +229,7 @@ export class StrategyModelBuilder {
       const op = layout.op[i]!
       event = steps ? event + layout.event[i]! : layout.event[i]!
       const size = carriesSize(op) ? layout.size[sizes++]! : 0
+      if (changesReserved(op)) this.reserved.add(op, addressAt(i), size, event)
       switch (op) {
         case Op.alloc: {
           if (b.count === b.from.length) b = builder.growBlocks()
@@ -272,7 +268,6 @@ export class StrategyModelBuilder {
         }
         case Op.regionRelease:
         case Op.vaRelease: {
-          this.releasesByAddress = true
           const address = addressAt(i)
           const hash = hashAt(i)
           const k = this.openRegions.get(address, hash)
@@ -288,7 +283,6 @@ export class StrategyModelBuilder {
           break
         }
         case Op.unmap: {
-          this.releasesByAddress = true
           // An unmap may cover several mappings made granule by granule, or part of one: what stays
           // mapped of a mapping it cuts continues as a new record from this event.
           const start = addressAt(i)
@@ -312,16 +306,6 @@ export class StrategyModelBuilder {
         case Op.failure:
           this.failures.push(event)
           break
-        case Op.trim: {
-          const bytes = size
-          const before = this.trimCumulative.at(-1) ?? 0
-          if (this.trimEvents.at(-1) === event) this.trimCumulative[this.trimCumulative.length - 1] = before + bytes
-          else {
-            this.trimEvents.push(event)
-            this.trimCumulative.push(before + bytes)
-          }
-          break
-        }
       }
     }
   }
@@ -335,8 +319,7 @@ export class StrategyModelBuilder {
       regions,
       failures: Uint32Array.from(this.failures),
       resets: Uint32Array.from(this.resets),
-      ...(this.trimEvents.length > 0 &&
-        !this.releasesByAddress && { trims: { event: Uint32Array.from(this.trimEvents), cumulative: Float64Array.from(this.trimCumulative) } }),
+      reserved: this.reserved.finish(),
       blockIndex: buildIntervalIndex(b.from, b.to, b.count),
       regionIndex: buildIntervalIndex(regions.from, regions.to, regions.count),
       stateChanges: blockStateChanges(b),
@@ -551,21 +534,6 @@ function advanceFigures(model: StrategyModel, before: StateFigures, e1: number, 
   return f
 }
 
-/** Bytes released with no address (trims) at or before event `e`. */
-export function trimmedBy(model: StrategyModel, e: number): number {
-  const t = model.trims
-  if (!t) return 0
-  // The last trim at or before e.
-  let lo = 0
-  let hi = t.event.length
-  while (lo < hi) {
-    const mid = (lo + hi) >> 1
-    if (t.event[mid]! <= e) lo = mid + 1
-    else hi = mid
-  }
-  return lo === 0 ? 0 : t.cumulative[lo - 1]!
-}
-
 /** The figures after event e summed over every present block (figuresAt steps from its last answer instead where it can). */
 export function computeFiguresAt(model: StrategyModel, e: number): StateFigures {
   const b = model.blocks
@@ -591,16 +559,9 @@ export function computeFiguresAt(model: StrategyModel, e: number): StateFigures 
   return { liveBlocks, requested, rounded, pendingBytes, deadBytes, ...computeRegionFigures(model, e) }
 }
 
-/** Memory reserved (less trims) and address space reserved after event e. */
+/** Memory reserved and address space reserved after event e (the one accounting's steps). */
 function computeRegionFigures(model: StrategyModel, e: number): { reserved: number; addressSpace: number } {
-  const r = model.regions
-  let reserved = 0
-  let addressSpace = 0
-  for (const k of regionsPresentAt(model, e)) {
-    if (r.kind[k] === RegionKind.addressSpace) addressSpace += r.size[k]!
-    else reserved += r.size[k]!
-  }
-  return { reserved: Math.max(0, reserved - trimmedBy(model, e)), addressSpace }
+  return reservedAt(model.reserved, e)
 }
 
 /** Indices of the blocks live after event `e` (not dead space), largest rounded size first. */

@@ -1,10 +1,10 @@
 // What a strategy held at its peak reserved, grouped by who asked for it: the headline frame of
 // the allocating stack (the user's frame, src-shared/frames.ts), the tag, or the stream; largest first. Answers "what do I shrink to lower
 // the peak?". Pure functions over the model and the trace, tested in Node.
-import { peakOfDeltas } from '../../src-shared/reserved-peak.ts'
+import { peakOfSteps } from '../../src-shared/layout-accounting.ts'
 import type { StrategyView, TraceData } from './data.ts'
 import { frameLabelAt, headlineAt } from './frames.ts'
-import { liveBlocksAt, NEVER, NO_STREAM, RegionKind, type StrategyModel } from './model.ts'
+import { liveBlocksAt, NO_STREAM, type StrategyModel } from './model.ts'
 
 export type PeakGroupBy = 'frame' | 'tag' | 'stream'
 
@@ -33,19 +33,9 @@ export function peakReservedEvent(view: StrategyView, events: number): number {
   return sweptPeak(view.model, events).event
 }
 
-/** Reserved bytes after every event, from the region intervals: the first event at the maximum. */
+/** The first event below `events` after which reserved bytes were highest, and the bytes (the model's steps of the one accounting). */
 export function sweptPeak(model: StrategyModel, events: number): { event: number; reserved: number } {
-  const delta = new Float64Array(events + 1)
-  const r = model.regions
-  for (let k = 0; k < r.count; k++) {
-    if (r.kind[k] === RegionKind.addressSpace) continue
-    const from = r.from[k]!
-    if (from >= events) continue
-    delta[from]! += r.size[k]!
-    const to = r.to[k]!
-    if (to !== NEVER && to < events) delta[to]! -= r.size[k]!
-  }
-  return peakOfDeltas(delta, events)
+  return peakOfSteps(model.reserved, events)
 }
 
 /** What the table shows for a group: the headline frame as every view labels it, the tag, or the stream. */

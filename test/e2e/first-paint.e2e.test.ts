@@ -115,7 +115,7 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
       .filter({ hasText: /Reading the trace's [\d,]+ events/ })
       .waitFor()
     // Every map, the recorded one too, is drawn as a preview at the first map's peak (the host
-    // found that peak as the page does: src-shared/reserved-peak.ts); their histories follow the columns.
+    // found that peak as the page does: src-shared/layout-accounting.ts); their histories follow the columns.
     assert.equal(await page.locator('.map .preview-note').count(), 6)
     for (const note of await page.locator('.map .preview-note').all())
       assert.match((await note.textContent()) ?? '', new RegExp(`^at event ${event.toLocaleString('en-US')}: its history is on its way$`))

@@ -9,7 +9,8 @@
 // of the request, not the block PyTorch actually carved (it keeps remainders it does not split),
 // so the waste and the free runs between blocks would be guesses that look like measurements. The rounded series is kept (it is what the layout says) but no
 // summary figure is made of it.
-import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
+import type { LayoutTrace } from '../../../src-shared/layout.ts'
+import { sweepLayout } from '../../../src-shared/layout-accounting.ts'
 import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
 
 export interface LayoutMetrics {
@@ -26,71 +27,16 @@ export function layoutMetrics(layout: LayoutTrace, maxSamples = DEFAULT_MAX_SAMP
   const rounded = new Float64Array(n)
   const reserved = new Float64Array(n)
   const deviceCalls = new Float64Array(n)
-  let req = 0
-  let rnd = 0
-  let res = 0
-  let calls = 0
-  let failures = 0
-  // Named as replay names its device call counts (summary 'deviceCalls.regionAlloc'...), so a
-  // recorded allocator's segments compare with a modelled one's.
-  const detail = { regionAlloc: 0, regionFree: 0, vaReserve: 0, vaRelease: 0, map: 0, unmap: 0 }
-  let peakRequested = 0
-  let peakReserved = 0
-  let peakReservedEvent = -1
-  for (let i = 0; i < n; i++) {
-    const size = layout.size[i]!
-    switch (layout.op[i]) {
-      case LayoutOp.alloc:
-        req += layout.requested[i]!
-        rnd += size
-        break
-      case LayoutOp.free:
-        req -= layout.requested[i]!
-        rnd -= size
-        break
-      case LayoutOp.freePending: // the program let go; the block is pending until its stream is done, neither requested nor rounded
-        req -= layout.requested[i]!
-        rnd -= size
-        break
-      case LayoutOp.freeCompleted: // pending → free: no longer counted in either already
-        break
-      case LayoutOp.regionReserve:
-        res += size
-        detail.regionAlloc++
-        break
-      case LayoutOp.regionRelease:
-        res -= size
-        detail.regionFree++
-        break
-      case LayoutOp.map:
-        res += size
-        detail.map++
-        break
-      case LayoutOp.unmap:
-        res -= size
-        detail.unmap++
-        break
-      case LayoutOp.vaReserve:
-        detail.vaReserve++
-        break
-      case LayoutOp.vaRelease:
-        detail.vaRelease++
-        break
-      case LayoutOp.failure:
-        failures++
-        break
-    }
-    requested[i] = req
-    rounded[i] = rnd
-    reserved[i] = res
-    calls = detail.regionAlloc + detail.regionFree + detail.vaReserve + detail.vaRelease + detail.map + detail.unmap
-    deviceCalls[i] = calls
-    if (req > peakRequested) peakRequested = req
-    if (res > peakReserved) {
-      peakReserved = res
-      peakReservedEvent = i
-    }
-  }
+  // The one accounting of a layout (its rules: src-shared/layout-accounting.ts); peaks by layout
+  // event, as a recorded layout comes with no request events of its own.
+  const swept = sweepLayout(layout, {
+    each: (k, account) => {
+      requested[k] = account.requested
+      rounded[k] = account.rounded
+      reserved[k] = account.reserved
+      deviceCalls[k] = account.deviceCalls
+    },
+  })
   const keep = sampleIndices(reserved, maxSamples)
   const pick = (column: Float64Array) => Float64Array.from(keep, (i) => column[i]!)
   return {
@@ -104,13 +50,15 @@ export function layoutMetrics(layout: LayoutTrace, maxSamples = DEFAULT_MAX_SAMP
     },
     summary: {
       layoutEvents: n,
-      peakRequested,
-      peakReserved,
-      peakReservedLayoutEvent: peakReservedEvent,
-      failures,
-      deviceCalls: calls,
-      ...Object.fromEntries(Object.entries(detail).map(([k, v]) => [`deviceCalls.${k}`, v])),
-      finalReserved: res,
+      peakRequested: swept.peakRequested,
+      peakReserved: swept.peakReserved,
+      peakReservedLayoutEvent: swept.peakReservedLayoutEvent,
+      failures: swept.failures,
+      // Named as replay names its device call counts (summary 'deviceCalls.regionAlloc'...), so a
+      // recorded allocator's segments compare with a modelled one's.
+      deviceCalls: swept.deviceCalls,
+      ...Object.fromEntries(Object.entries(swept.calls).map(([k, v]) => [`deviceCalls.${k}`, v])),
+      finalReserved: swept.finalReserved,
     },
   }
 }

@@ -4,6 +4,7 @@
 // what-if lab (whatif.ts, impliedLimit).
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
+import { LayoutAccount } from '../../../src-shared/layout-accounting.ts'
 import { headlineFrame, type OomSummary } from '../../../src-shared/oom.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
@@ -78,9 +79,12 @@ export function heldAt(layout: LayoutTrace, time: number): Held {
   // each sets the pages it covers, in order; mappedStretches paints them.
   const paints: Paint[] = []
   const blocks = new Map<bigint, number>()
+  // Reserved bytes by the one accounting (src-shared/layout-accounting.ts); the ranges below place the free gaps.
+  const account = new LayoutAccount()
   for (let k = 0; k < layout.op.length; k++) {
     if (layout.time[k]! > time) break
     const a = layout.address[k]!
+    account.apply(layout.op[k]!, Number(a), layout.size[k]!, layout.requested[k]!)
     switch (layout.op[k]) {
       case LayoutOp.regionReserve:
         regions.set(a, layout.size[k]!)
@@ -108,12 +112,11 @@ export function heldAt(layout: LayoutTrace, time: number): Held {
   const ranges: [bigint, number][] = [...regions, ...joined]
   ranges.sort((x, y) => (x[0] < y[0] ? -1 : 1))
   const live = [...blocks].sort((x, y) => (x[0] < y[0] ? -1 : 1))
-  let reserved = 0
+  const reserved = account.reserved
   let allocated = 0
   let largestFree = 0
   let b = 0
   for (const [start, size] of ranges) {
-    reserved += size
     const end = start + BigInt(size)
     while (b < live.length && live[b]![0] < start) b++
     let cursor = start

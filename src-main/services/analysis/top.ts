@@ -7,6 +7,7 @@
 // headline frame (the user's code), each group with the shown frames of its largest block.
 import { frameLabel, StackFilter } from '../../../src-shared/frames.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
+import { sweepLayout } from '../../../src-shared/layout-accounting.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { InputError } from '../input-error.ts'
@@ -90,28 +91,10 @@ export function recordedLayout(trace: RequestTrace, stored: readonly StrategyRes
   return { name: r.name, op: l.op, address: l.address, size: l.size, requested: l.requested, event: l.event }
 }
 
-/** The first layout event after which reserved bytes were highest, as a request event, and the bytes. */
+/** The first request event after which the layout reserved the most, and the bytes (the one accounting, src-shared/layout-accounting.ts). */
 export function layoutPeak(layout: LayoutOnEvents): { event: number; reserved: number } {
-  let reserved = 0
-  let best = { event: 0, reserved: -1 }
-  const n = layout.op.length
-  for (let k = 0; k < n; k++) {
-    switch (layout.op[k]) {
-      case LayoutOp.regionReserve:
-      case LayoutOp.map:
-        reserved += layout.size[k]!
-        break
-      case LayoutOp.regionRelease:
-      case LayoutOp.unmap:
-        reserved -= layout.size[k]!
-        break
-      default:
-        continue
-    }
-    // The peak is after the last layout event of its request event: take the event's whole state.
-    if (reserved > best.reserved) best = { event: layout.event[k]!, reserved }
-  }
-  return best.reserved < 0 ? { event: 0, reserved: 0 } : best
+  const swept = sweepLayout(layout)
+  return { event: Math.max(0, swept.peakReservedEvent), reserved: swept.peakReserved }
 }
 
 function firstOom(trace: RequestTrace): number {

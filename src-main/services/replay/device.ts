@@ -7,6 +7,7 @@
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { ASSUMED_DEVICE_BYTES, type Device } from '../../../src-shared/device.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
+import { changesReserved, LayoutAccount } from '../../../src-shared/layout-accounting.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import type { WhatifReport } from '../../../src-shared/whatif-report.ts'
 import { DEFAULT_SIZE_POLICY, allocationSize as requestAllocationSize } from '../pytorch-size-policy.ts'
@@ -41,17 +42,17 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
   const layout = recorded?.layout
   if (oom < 0 || !layout) return undefined
   const time = e.time[oom]!
-  let reserved = 0
+  // Reserved bytes by the one accounting (src-shared/layout-accounting.ts).
+  const account = new LayoutAccount()
   let reached = 0
   // Reserved memory before the maps of the request they serve (its alloc follows them), or -1.
   let beforeMaps = -1
   for (let k = 0; k < layout.op.length; k++) {
     const t = layout.time[k]!
     if (t > time) break
-    const op = layout.op[k]
-    if (op === LayoutOp.map && beforeMaps < 0) beforeMaps = reserved
-    if (op === LayoutOp.regionReserve || op === LayoutOp.map) reserved += layout.size[k]!
-    else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) reserved -= layout.size[k]!
+    const op = layout.op[k]!
+    if (op === LayoutOp.map && beforeMaps < 0) beforeMaps = account.reserved
+    if (changesReserved(op)) account.apply(op, Number(layout.address[k]!), layout.size[k]!)
     else if (op === LayoutOp.alloc && beforeMaps >= 0) {
       // alloc_block checks total_allocated_memory + alloc_size against the limit before it maps
       // only what the free tail lacks; an expandable block is never left unsplit by 512 B or more,
@@ -59,8 +60,9 @@ export function impliedLimit(trace: RequestTrace, recorded: StrategyResult | und
       reached = Math.max(reached, beforeMaps + allocationSize(layout.size[k]!))
       beforeMaps = -1
     } else if (op === LayoutOp.failure) beforeMaps = -1
-    if (reserved > reached) reached = reserved
+    if (account.reserved > reached) reached = account.reserved
   }
+  const reserved = account.reserved
   const size = e.size[oom]!
   const freeText = trace.meta.properties['pytorch.oom.device_free']
   const deviceFree = freeText ? Number(freeText.split(',')[0]) : undefined

@@ -1,5 +1,5 @@
 // Where a layout's reserved bytes peak, found by the host from the layout's events
-// (src-shared/reserved-peak.ts), is where the page puts the playhead when that layout is the first
+// (src-shared/layout-accounting.ts), is where the page puts the playhead when that layout is the first
 // map (src-renderer/viz/peak.ts, from the model): on real H100 snapshots' recorded layouts, with
 // and without expandable segments (mapped and unmapped ranges), and on every strategy's replayed
 // layout of one of them (regions released, ranges mapped and unmapped).
@@ -10,7 +10,7 @@ import { describe, it } from 'node:test'
 
 import { encodeBundle } from '../../../src-shared/bundle.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
-import { reservedPeakEvent } from '../../../src-shared/reserved-peak.ts'
+import { reservedPeakEvent } from '../../../src-shared/layout-accounting.ts'
 import { packReplay, type StrategyToSend } from '../../../src-shared/wire.ts'
 import { openInput } from '../../../src-main/services/import/open-input.ts'
 import { replayTrace } from '../../../src-main/services/replay/replay.ts'
