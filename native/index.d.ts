@@ -5,6 +5,8 @@
 // Bytes and counts are numbers: exact below 2^53 (8 PiB). Addresses are bigints (device addresses
 // may use all 64 bits).
 
+import type { DeviceCalls, ReplayFigures } from '../src-shared/summary.ts'
+
 export type BackingKind = 'simulated' | 'cuda_malloc' | 'cuda_vmm' | 'cuda_async'
 
 /** The `code` of every error the addon throws. */
@@ -46,6 +48,8 @@ export interface StrategyInfo {
   needsVmm: boolean
   needsAsync: boolean
   supportsReset: boolean
+  /** Serves a replay only: it places blocks by a plan of the whole trace (planned), so no Allocator of it takes requests. */
+  needsPlan: boolean
   /** The real backing it runs on by default on a GPU. */
   cudaBacking: BackingKind
 }
@@ -67,19 +71,7 @@ export interface BackingOptions {
   device?: number
 }
 
-export interface DeviceCalls {
-  regionAlloc: number
-  regionFree: number
-  vaReserve: number
-  vaRelease: number
-  map: number
-  unmap: number
-  asyncAlloc: number
-  asyncFree: number
-  eventRecord: number
-  synchronize: number
-  total: number
-}
+export type { DeviceCalls }
 
 export interface AllocatorStats {
   requestedLive: number
@@ -318,56 +310,13 @@ export interface ReplayFullMetrics {
   deviceCalls: Float64Array
 }
 
-export interface ReplaySummary {
-  events: number
-  allocs: number
-  frees: number
-  markers: number
-  /** oom events of the input (failures the program saw when recorded). */
-  recordedFailures: number
-  /** trim events replayed (the program released cached memory: torch.cuda.empty_cache). */
-  trims: number
-  peakRequested: number
-  peakRequestedEvent: number
-  peakRounded: number
-  peakRoundedEvent: number
-  /** Peak of reserved after each event; peakReservedEvent is the first event after which it was reached. */
-  peakReserved: number
-  peakReservedEvent: number
-  /** The allocator's own high-water mark (also memory held for a moment inside one call). */
-  reservedHighWater: number
-  externalFragmentationAtPeak: number
-  largestFreeBlockAtPeak: number
-  freeBytesAtPeak: number
-  internalWasteAtPeak: number
+/** A target's summary: its figures (src-shared/summary.ts, the names every TypeScript reader shares) and its arrays and flags. */
+export interface ReplaySummary extends ReplayFigures {
   peakMeasuredByRerun: boolean
-  /** Requests that did not fit; the first 16 event indices in firstFailures. */
-  failures: number
   firstFailures: Uint32Array
-  failedBytes: number
   /** options.stopAtFailure ended this target's replay at its first failure. */
   stoppedAtFailure: boolean
-  deviceCalls: number
   deviceCallDetail: DeviceCalls
-  resets: number
-  droppedByReset: number
-  freesOfDropped: number
-  freesOfFailed: number
-  unknownFrees: number
-  /** Segments and live blocks of the target's initial state (0 when it started empty). */
-  seededSegments: number
-  seededBlocks: number
-  reusedLiveIds: number
-  zeroSizeAllocs: number
-  fragmentationWalks: number
-  walkedBlocks: number
-  finalRequested: number
-  finalRounded: number
-  finalReserved: number
-  liveBlocks: number
-  /** How long this target took (not deterministic). */
-  wallNs: number
-  eventsPerSecond: number
 }
 
 export interface ReplayResult {

@@ -5,12 +5,13 @@
 // request or dropped live blocks (arena's step resets) did not do the job the trace asks for, so it
 // is not ranked at all: 0 B reserved by a strategy that served nothing is no win.
 import type { StrategyResult } from './results.ts'
+import type { SummaryKey } from './summary.ts'
 
 export type MetricUnit = 'bytes' | 'ratio' | 'count' | 'rate'
 
 export interface MetricDefinition {
   /** Key in StrategyResult.summary. */
-  key: string
+  key: SummaryKey
   label: string
   unit: MetricUnit
   /** Which value wins; 'none' for figures that describe the input rather than the strategy. */

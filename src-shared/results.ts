@@ -3,6 +3,7 @@
 // summary. Metric definitions: docs/architecture.md#metrics (defined once there; each place that
 // computes them follows it).
 import type { LayoutTrace } from './layout.ts'
+import type { StrategySummary } from './summary.ts'
 
 /** One row per sample, all columns the same length, time ascending. */
 export interface MetricsSeries {
@@ -30,5 +31,5 @@ export interface StrategyResult {
   layout?: LayoutTrace
   metrics?: MetricsSeries
   /** Peaks, fragmentation at peak, failures, device calls... by name. */
-  summary?: Record<string, number>
+  summary?: StrategySummary
 }

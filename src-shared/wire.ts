@@ -7,6 +7,7 @@ import { BundleError } from './bundle.ts'
 import type { Bundle, BundleArray, TraceSummary } from './contract.ts'
 import type { Device } from './device.ts'
 import { LayoutOp, reuseKindOf, type ReuseKind } from './layout.ts'
+import type { StrategySummary } from './summary.ts'
 
 // ---------------------------------------------------------------------------------------------
 // trace:data — the request trace's columns under their own names, its tables in the metadata, and
@@ -351,7 +352,7 @@ export interface StrategyToSend {
   params: Record<string, unknown>
   /** A layout the input recorded, not a replay. */
   recorded: boolean
-  summary: Record<string, number>
+  summary: StrategySummary
   metrics?: MetricsSent
   layout: LayoutOnEvents
   /** The layout is cut to what the map shows after this request event (layoutAt): a preview, its history to follow. */
@@ -366,7 +367,7 @@ export interface ListedStrategy {
   strategy: string
   params: Record<string, unknown>
   recorded: boolean
-  summary: Record<string, number>
+  summary: StrategySummary
   /** Its layout holds only what its map shows after this event (StrategyToSend.previewAt). */
   previewAt?: number
   /** The layout's pieces, and its allocs and region events (what the renderer sizes its records by). */

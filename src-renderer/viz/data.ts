@@ -17,6 +17,7 @@ import {
   type TraceDataSent,
 } from '../../src-shared/wire.ts'
 import type { Device } from '../../src-shared/device.ts'
+import type { StrategySummary } from '../../src-shared/summary.ts'
 import { reuseKindOf, StrategyModelBuilder, type StrategyModel } from './model.ts'
 import { placeModel, type PlacedModel } from './layout.ts'
 import { requestedSeries, type RequestedSeries } from '../../src-shared/requested.ts'
@@ -34,7 +35,7 @@ export interface StrategyView {
   strategy: string
   params: Record<string, unknown>
   recorded: boolean
-  summary: Record<string, number>
+  summary: StrategySummary
   model: StrategyModel
   placed: PlacedModel
   metrics?: StrategyMetrics

@@ -2,11 +2,12 @@
 // both hold (matched by name), each compared metric of A and B, B − A and (B − A) / A. The metric
 // list and which way is better are the CLI's (src-shared/compare.ts), one definition.
 import { COMPARED_METRICS, type MetricDefinition } from '../../src-shared/compare.ts'
+import type { StrategySummary } from '../../src-shared/summary.ts'
 import { formatBytes, formatCount, formatRatio } from './format.ts'
 
 export interface SideStrategy {
   name: string
-  summary: Record<string, number>
+  summary: StrategySummary
 }
 
 export interface DiffCell {

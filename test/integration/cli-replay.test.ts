@@ -109,7 +109,7 @@ describe('vramscope replay', () => {
       ['caching (pytorch)', 'slab', 'buddy (pool_size=4GiB)', 'pytorch (recorded)'],
     )
     for (const r of direct.results)
-      for (const key of ['peakRequested', 'peakReserved', 'internalWasteAtPeak', 'externalFragmentationAtPeak', 'failures', 'deviceCalls'])
+      for (const key of ['peakRequested', 'peakReserved', 'internalWasteAtPeak', 'externalFragmentationAtPeak', 'failures', 'deviceCalls'] as const)
         assert.equal(summaryOf(result, r.name)[key], r.summary![key], `${r.name} ${key}`)
     const reserved = direct.results.map((r) => r.summary!['peakReserved']!)
     const best = Math.min(...reserved)

@@ -4,6 +4,7 @@
 // beside it. One pass over the event columns.
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
+import type { StrategySummary } from '../../../src-shared/summary.ts'
 
 export interface TraceDescription {
   source: string
@@ -44,7 +45,7 @@ export interface StoredStrategy {
   params: Record<string, unknown>
   layoutEvents: number
   metricsSamples: number
-  summary?: Record<string, number>
+  summary?: StrategySummary
 }
 
 export function describeTrace(trace: RequestTrace, strategies: readonly StrategyResult[] = []): TraceDescription {

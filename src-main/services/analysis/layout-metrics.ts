@@ -10,12 +10,13 @@
 // so the waste and the free runs between blocks would be guesses that look like measurements. The rounded series is kept (it is what the layout says) but no
 // summary figure is made of it.
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
+import type { StrategySummary } from '../../../src-shared/summary.ts'
 import { sweepLayout } from '../../../src-shared/layout-accounting.ts'
 import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
 
 export interface LayoutMetrics {
   metrics: MetricsSeries
-  summary: Record<string, number>
+  summary: StrategySummary
 }
 
 /** At most this many samples in the series; peaks within each stretch are kept. */

@@ -5,12 +5,14 @@
 // an empty field.
 import { COMPARED_METRICS } from '../../../src-shared/compare.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
+import type { SummaryKey } from '../../../src-shared/summary.ts'
 
-export function summaryColumns(results: readonly StrategyResult[]): string[] {
+export function summaryColumns(results: readonly StrategyResult[]): SummaryKey[] {
   const columns = COMPARED_METRICS.map((m) => m.key)
   const seen = new Set(columns)
   for (const r of results)
-    for (const key of Object.keys(r.summary ?? {}))
+    // Every figure a result holds, also those a newer version wrote (they read back as they are).
+    for (const key of Object.keys(r.summary ?? {}) as SummaryKey[])
       if (!seen.has(key)) {
         seen.add(key)
         columns.push(key)

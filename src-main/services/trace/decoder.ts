@@ -6,6 +6,7 @@ import { RecordBatch, RecordBatchReader, type Data } from 'apache-arrow'
 import { concatArrays } from '../../../src-shared/bytes.ts'
 import { allocateLayout, type LayoutTrace } from '../../../src-shared/layout.ts'
 import type { MetricsSeries, StrategyResult } from '../../../src-shared/results.ts'
+import type { StrategySummary } from '../../../src-shared/summary.ts'
 import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
@@ -101,7 +102,7 @@ interface StrategyParts {
   params?: Record<string, unknown>
   layout: Record<string, DecodedColumn>[]
   metrics: Record<string, DecodedColumn>[]
-  summary: Record<string, number>
+  summary: StrategySummary
   hasSummary: boolean
   firstChunk: Chunk
 }
@@ -355,7 +356,7 @@ class Decoder {
           s.hasSummary = true
           for (const p of parts) {
             const keys = p['key'] as string[]
-            for (let i = 0; i < keys.length; i++) s.summary[keys[i]!] = (p['value'] as Float64Array)[i]!
+            for (let i = 0; i < keys.length; i++) (s.summary as Record<string, number>)[keys[i]!] = (p['value'] as Float64Array)[i]!
           }
         } else {
           appendAll(s[name], parts)

@@ -229,8 +229,10 @@ function encodeStrategy(result: StrategyResult, counter: SectionCounter): Uint8A
     counter.add('metrics', m.time.length)
   }
   if (result.summary) {
-    const keys = Object.keys(result.summary)
-    chunks.push(encodeChunk('summary', keys.length, { key: keys, value: Float64Array.from(keys, (k) => result.summary![k]!) }, tag))
+    // Every figure it holds, also those a newer version wrote: what is read is written back.
+    const summary = result.summary as Record<string, number>
+    const keys = Object.keys(summary)
+    chunks.push(encodeChunk('summary', keys.length, { key: keys, value: Float64Array.from(keys, (k) => summary[k]!) }, tag))
     counter.add('summary', keys.length)
   }
   return chunks
