@@ -17,6 +17,8 @@ export interface WhatifReportRow {
   label: string
   /** The line to paste into a shell; absent for strategies PyTorch cannot be told to use. */
   line?: string
+  /** An allocator PyTorch does not ship (GMLake's stitching): where it comes from. Absent for PyTorch's settings and vramscope's own models. */
+  notInPytorch?: string
   /** The model it ran on: a strategy and its parameters (the limit not included). */
   strategy: string
   params: Record<string, string>

@@ -96,6 +96,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
         smallestFittingBytes: r.smallestFittingBytes,
         growing: r.growing,
         notRanked: r.notRanked ?? null,
+        notInPytorch: r.notInPytorch ?? null,
         replays: r.replays,
       })),
       leftOut: result.leftOut,
@@ -134,7 +135,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
   const header = ['#', 'configuration', 'peak reserved', 'peak allocated', 'segments', 'device calls', 'frag. at peak', 'failures', 'smallest fitting']
   const table = result.rows.map((r) => [
     r.rank > 0 ? String(r.rank) : '-',
-    `${r.label}${r.growing ? ' (reserved keeps growing)' : ''}`,
+    `${r.label}${r.notInPytorch !== undefined ? ' (not in PyTorch)' : ''}${r.growing ? ' (reserved keeps growing)' : ''}`,
     formatBytes(r.peakReserved),
     formatBytes(r.peakAllocated),
     r.segments === 0 && r.maps > 0 ? `${formatValue(r.maps, 'count')} pages` : formatValue(r.segments, 'count'),
@@ -146,6 +147,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
   lines.push(renderTable(header, table))
   lines.push('')
   for (const r of result.rows) if (r.notRanked) lines.push(`not ranked: ${r.label}: ${r.notRanked}`)
+  for (const r of result.rows) if (r.notInPytorch) lines.push(`not in PyTorch: ${r.label}: ${r.notInPytorch}`)
   for (const r of result.leftOut) lines.push(`left out: ${r.label}: ${r.reason}`)
   lines.push(words.best)
   for (const note of words.notes) lines.push(note)

@@ -99,6 +99,8 @@ interface Config {
   params: Record<string, string>
   notModelled: string[]
   line?: string
+  /** Where an allocator PyTorch does not ship comes from (the row's notInPytorch). */
+  notInPytorch?: string
 }
 
 /** The grid: the recorded settings, the defaults, each option alone at several values, sensible combinations. */
@@ -143,6 +145,7 @@ function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOu
     ['vmm_growable', {}, 'one growing virtual-memory region'],
     ['buddy', {}, 'buddy allocator'],
     ['caching', { preset: 'pow2' }, 'caching, power-of-two classes'],
+    [STITCHING, {}, 'stitching of free VMM chunks (GMLake)'],
   ]
   const configs: Config[] = []
   const leftOut: LeftOutRow[] = []
@@ -160,14 +163,20 @@ function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOu
       strategy,
       params,
       notModelled: [],
+      ...(strategy === STITCHING && { notInPytorch: STITCHING_SOURCE }),
       ...(strategy === 'cuda_malloc' && { line: 'PYTORCH_NO_CUDA_MEMORY_CACHING=1' }),
     })
   }
   return { configs, leftOut }
 }
 
+/** GMLake's stitching allocator (docs/strategies.md#stitching): an allocator beside PyTorch's, which PyTorch does not ship. */
+const STITCHING = 'stitching'
+const STITCHING_SOURCE = "GMLake's virtual memory stitching (ASPLOS 2024), as a patched PyTorch build; PyTorch does not ship it"
+
 /** Why a strategy row stands beside the ranking rather than in it. */
 function strategyNote(c: Config): string {
+  if (c.notInPytorch !== undefined) return 'an allocator PyTorch does not ship: for comparison'
   return c.strategy === 'cuda_malloc'
     ? 'no caching: a cudaMalloc and cudaFree per request, each synchronizing the device'
     : 'not a PyTorch allocator setting: for comparison'
@@ -382,6 +391,7 @@ async function evaluate(
     replays,
     ...(config.notModelled.length > 0 && { notRanked: `not modelled: ${config.notModelled.join(', ')}` }),
     ...(config.kind === 'strategy' && { notRanked: strategyNote(config) }),
+    ...(config.notInPytorch !== undefined && { notInPytorch: config.notInPytorch }),
   }
 }
 
