@@ -21,7 +21,11 @@ address_t allocator::obtain_region(std::size_t bytes, std::uint32_t kind) {
   address_t a = backing_.allocate_region(bytes);
   ++own_calls_.region_alloc;
   note_reserved(static_cast<std::int64_t>(bytes));
-  trace(trace_op::region_reserve, a, bytes, 0, 0, kind);
+  // Before the first allocation only (an initial pool): later regions come and go with requests,
+  // and a replay without a layout never attaches a tracer.
+  if (tracing()) trace(trace_op::region_reserve, a, bytes, 0, 0, kind);
+  else if (allocations_ == 0)
+    untraced_reservations_.push_back({trace_op::region_reserve, a, bytes, kind});
   return a;
 }
 
@@ -29,7 +33,8 @@ void allocator::return_region(address_t address, std::size_t bytes, std::uint32_
   backing_.free_region(address, bytes);
   ++own_calls_.region_free;
   note_reserved(-static_cast<std::int64_t>(bytes));
-  trace(trace_op::region_release, address, bytes, 0, 0, kind);
+  if (!forget_untraced(trace_op::region_reserve, address))
+    trace(trace_op::region_release, address, bytes, 0, 0, kind);
 }
 
 address_t allocator::reserve_address_space(std::size_t bytes, std::size_t alignment) {
@@ -37,7 +42,7 @@ address_t allocator::reserve_address_space(std::size_t bytes, std::size_t alignm
   ++own_calls_.va_reserve;
   address_space_ += bytes;
   if (tracing()) trace(trace_op::va_reserve, a, bytes);
-  else untraced_reservations_.emplace_back(a, bytes);
+  else untraced_reservations_.push_back({trace_op::va_reserve, a, bytes, 0});
   return a;
 }
 
@@ -45,17 +50,24 @@ void allocator::release_address_space(address_t address, std::size_t bytes) {
   backing_.release_address_space(address, bytes);
   ++own_calls_.va_release;
   address_space_ -= bytes;
-  auto untraced = std::find_if(untraced_reservations_.begin(), untraced_reservations_.end(),
-                               [&](const auto& r) { return r.first == address; });
-  if (untraced != untraced_reservations_.end()) untraced_reservations_.erase(untraced);
-  else trace(trace_op::va_release, address, bytes);
+  if (!forget_untraced(trace_op::va_reserve, address)) trace(trace_op::va_release, address, bytes);
+}
+
+bool allocator::forget_untraced(trace_op op, address_t address) {
+  if (untraced_reservations_.empty()) return false;
+  auto untraced = std::find_if(
+      untraced_reservations_.begin(), untraced_reservations_.end(),
+      [&](const untraced_reservation& r) { return r.op == op && r.address == address; });
+  if (untraced == untraced_reservations_.end()) return false;
+  untraced_reservations_.erase(untraced);
+  return true;
 }
 
 void allocator::set_tracer(tracer* t) {
   tracer_ = t;
   if (t == nullptr) return;
-  for (const auto& [address, bytes] : untraced_reservations_)
-    trace(trace_op::va_reserve, address, bytes);
+  for (const untraced_reservation& r : untraced_reservations_)
+    trace(r.op, r.address, r.bytes, 0, 0, r.kind);
   untraced_reservations_.clear();
 }
 

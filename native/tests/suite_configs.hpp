@@ -34,6 +34,13 @@ inline std::vector<suite_config> suite_configs() {
       {"caching.pytorch", "caching", {{"preset", "pytorch"}}, 12 * MiB, 64 * MiB},
       {"stitching", "stitching", {}, 12 * MiB, 64 * MiB},
       {"device_bump", "device_bump", {{"capacity", "32MiB"}}, 2 * MiB, 64 * MiB},
+      {"rmm_pool", "rmm_pool", {}, 8 * MiB, 64 * MiB},
+      {"rmm_arena", "rmm_arena", {{"arena_size", "16MiB"}}, 4 * MiB, 64 * MiB},
+      {"rmm_binning",
+       "rmm_binning",
+       {{"bins", "4KiB,16KiB,64KiB"}, {"blocks_to_preallocate", "8"}},
+       8 * MiB,
+       64 * MiB},
   };
 }
 

@@ -194,9 +194,10 @@ class allocator {
   void reset();
   bool supports_reset() const noexcept { return do_supports_reset(); }
 
-  // Attaching a tracer traces first the address space reserved while none was attached (a
-  // strategy's reservation made at construction: arena, vmm_growable), so a layout trace holds
-  // every reservation its maps and unmaps fall in.
+  // Attaching a tracer traces first the address space reserved and the regions obtained while
+  // none was attached (a strategy's reservation made at construction: arena, vmm_growable; an
+  // initial pool: rmm_pool, rmm_arena, rmm_binning), so a layout trace holds every reservation its
+  // maps and unmaps fall in and every region its blocks lie in.
   void set_tracer(tracer* t);
   tracer* get_tracer() const noexcept { return tracer_; }
 
@@ -431,8 +432,17 @@ class allocator {
   bool thread_safe_;
   mutable spin_lock mutex_;
   tracer* tracer_ = nullptr;
-  // Address space reserved while no tracer was attached and not released since: {address, bytes}.
-  std::vector<std::pair<address_t, std::uint64_t>> untraced_reservations_;
+  // Address space reserved and regions obtained while no tracer was attached, and not released
+  // since (op: va_reserve or region_reserve).
+  struct untraced_reservation {
+    trace_op op;
+    address_t address;
+    std::uint64_t bytes;
+    std::uint32_t kind;
+  };
+  std::vector<untraced_reservation> untraced_reservations_;
+  // Drops the untraced reservation of that op at that address; false where there is none.
+  bool forget_untraced(trace_op op, address_t address);
 
   address_map<live_block, /*FrontSlot=*/true> live_;  // LIFO frees skip the hash table
   std::vector<pending_free> pending_;

@@ -1,0 +1,320 @@
+// The models of RMM's allocators, each in what tells it apart (docs/strategies.md): rmm_pool's
+// growth (RMM's size_to_grow and try_to_expand) and its coalescing free lists, which never merge
+// across upstream allocations; rmm_arena's 1 MiB superblocks, per-stream arenas, the global arena's
+// large requests and the defragmentation on failure; rmm_binning's bins against its upstream pool.
+#include <algorithm>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "check.hpp"
+#include "invariants.hpp"
+#include "vramscope/simulated_backing.hpp"
+
+using namespace vramscope;
+using namespace vramscope::testing;
+
+namespace {
+
+struct setup {
+  std::unique_ptr<simulated_backing> device;
+  std::unique_ptr<allocator> alloc;
+  setup(const std::string& strategy, const params& p, std::size_t capacity = 1 * GiB) {
+    simulated_options o;
+    o.capacity = capacity;
+    device = make_simulated_backing(o);
+    alloc = make_allocator(strategy, *device, p);
+  }
+  address_t allocate(std::size_t n, stream_t s = 0) {
+    return reinterpret_cast<address_t>(alloc->allocate(n, s));
+  }
+  void deallocate(address_t a, stream_t s = 0) { alloc->deallocate(reinterpret_cast<void*>(a), s); }
+  std::uint64_t reserved() const { return alloc->stats().reserved_live; }
+  std::string invariants() const { return check_invariants(*alloc, nullptr); }
+};
+
+#define CHECK_CONSISTENT(s) CHECK_EQ((s).invariants(), std::string())
+
+std::vector<block_info> blocks_of(const allocator& a, block_state state) {
+  std::vector<block_info> out;
+  for (auto& b : snapshot(a).blocks)
+    if (b.state == state) out.push_back(b);
+  std::sort(out.begin(), out.end(),
+            [](const block_info& x, const block_info& y) { return x.address < y.address; });
+  return out;
+}
+
+// Sizes in address order, as text ("1048576,31457280"), so that a failed check shows them.
+std::string sizes_of(const std::vector<block_info>& blocks) {
+  std::string out;
+  for (auto& b : blocks) out += (out.empty() ? "" : ",") + std::to_string(b.size);
+  return out;
+}
+std::string sizes(std::initializer_list<std::uint64_t> list) {
+  std::string out;
+  for (std::uint64_t n : list) out += (out.empty() ? "" : ",") + std::to_string(n);
+  return out;
+}
+
+// --- rmm_pool ------------------------------------------------------------------------------------
+
+TEST("rmm_pool without a maximum grows by the pool's size: it doubles") {
+  setup s("rmm_pool", {});
+  CHECK_EQ(s.reserved(), 0u);
+  s.allocate(1 * MiB);
+  CHECK_EQ(s.reserved(), 1 * MiB);  // max(size, pool size 0)
+  s.allocate(1 * MiB);
+  CHECK_EQ(s.reserved(), 2 * MiB);  // max(1 MiB, 1 MiB)
+  s.allocate(1 * MiB);
+  CHECK_EQ(s.reserved(), 4 * MiB);  // max(1 MiB, 2 MiB): 1 MiB of it left free
+  s.allocate(1 * MiB);
+  CHECK_EQ(s.reserved(), 4 * MiB);
+  s.allocate(5 * MiB);
+  CHECK_EQ(s.reserved(), 9 * MiB);  // max(5 MiB, 4 MiB)
+  CHECK_EQ(s.alloc->stats().device_calls.region_alloc, 4u);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_pool with a maximum grows by half of what is left, and refuses beyond the maximum") {
+  setup s("rmm_pool", {{"maximum_pool_size", "64MiB"}});
+  s.allocate(1 * MiB);
+  CHECK_EQ(s.reserved(), 32 * MiB);                      // max(1 MiB, 64 MiB / 2)
+  CHECK_THROWS_AS(s.allocate(40 * MiB), out_of_memory);  // 40 MiB > the 32 MiB left to grow
+  CHECK_EQ(s.reserved(), 32 * MiB);
+  s.allocate(20 * MiB);  // from the 31 MiB free
+  CHECK_EQ(s.reserved(), 32 * MiB);
+  s.allocate(20 * MiB);  // 11 MiB free: grows by max(20 MiB, 32 MiB / 2)
+  CHECK_EQ(s.reserved(), 52 * MiB);
+  s.allocate(12 * MiB);  // 11 MiB free, 12 MiB left to grow: max(12 MiB, 12 MiB / 2)
+  CHECK_EQ(s.reserved(), 64 * MiB);
+  CHECK_THROWS_AS(s.allocate(12 * MiB), out_of_memory);  // at the maximum
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_pool halves a growth the device refuses, down to the request") {
+  setup s("rmm_pool", {{"initial_pool_size", "32MiB"}}, 48 * MiB);
+  CHECK_EQ(s.reserved(), 32 * MiB);
+  s.allocate(32 * MiB);
+  s.allocate(1 * MiB);  // tries 32 MiB (the pool's size), then 16 MiB, which the device has
+  CHECK_EQ(s.reserved(), 48 * MiB);
+  // 15 MiB free in the pool; 16 MiB tries 48 MiB, 24 MiB, then 16 MiB: the device has none left.
+  CHECK_THROWS_AS(s.allocate(16 * MiB), out_of_memory);
+  CHECK_EQ(s.reserved(), 48 * MiB);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_pool's percentages are of the device's free memory, aligned down to 256 B") {
+  setup s("rmm_pool", {{"initial_pool_percent", "50"}}, 1000 * MiB + 1000);
+  CHECK_EQ(s.reserved(), (500 * MiB + 500) & ~std::uint64_t{255});
+  setup t("rmm_pool", {{"initial_pool_percent", "100"}, {"maximum_pool_percent", "100"}}, 64 * MiB);
+  CHECK_EQ(t.reserved(), 64 * MiB);
+  t.allocate(60 * MiB);
+  CHECK_THROWS_AS(t.allocate(8 * MiB), out_of_memory);  // the pool is at its maximum
+  CHECK_THROWS_AS(make_allocator("rmm_pool", *t.device,
+                                 {{"initial_pool_size", "1000"}}),  // not a multiple of 256
+                  invalid_argument);
+  CHECK_THROWS_AS(make_allocator("rmm_pool", *t.device,
+                                 {{"initial_pool_size", "1MiB"}, {"initial_pool_percent", "10"}}),
+                  invalid_argument);
+}
+
+TEST("rmm_pool coalesces a freed block with its free neighbours, best fit by size then address") {
+  setup s("rmm_pool", {{"initial_pool_size", "16MiB"}});
+  const address_t a = s.allocate(3 * MiB);
+  const address_t b = s.allocate(1 * MiB);
+  const address_t c = s.allocate(1 * MiB);
+  const address_t d = s.allocate(1 * MiB);
+  CHECK_EQ(b, a + 3 * MiB);  // cut from the front of the free block
+  s.deallocate(a);
+  s.deallocate(c);
+  // Free: a's 3 MiB, c's 1 MiB, the 10 MiB tail. Best fit for 1 MiB is c, not the lower a.
+  CHECK_EQ(s.allocate(1 * MiB), c);
+  s.deallocate(c);
+  s.deallocate(b);  // a, b and c merge into one 5 MiB block
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)), sizes({5 * MiB, 10 * MiB}));
+  s.deallocate(d);  // and with the tail: the whole pool
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)), sizes({16 * MiB}));
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_pool never merges blocks of two upstream allocations, even side by side") {
+  setup s("rmm_pool", {});
+  const address_t a = s.allocate(2 * MiB);
+  const address_t b = s.allocate(2 * MiB);  // the pool grows by 2 MiB: a second region
+  CHECK_EQ(s.alloc->stats().device_calls.region_alloc, 2u);
+  s.deallocate(a);
+  s.deallocate(b);
+  auto free = blocks_of(*s.alloc, block_state::free);
+  CHECK_EQ(free.size(), 2u);
+  // Where the device placed them side by side the walk shows one run, but a 4 MiB request still
+  // needs the pool to grow.
+  s.allocate(4 * MiB);
+  CHECK_EQ(s.reserved(), 8 * MiB);
+  CHECK_CONSISTENT(s);
+}
+
+TEST(
+    "rmm_pool keeps free lists per stream: a stream takes another's block only when its own fail") {
+  setup s("rmm_pool", {{"initial_pool_size", "8MiB"}});
+  // The initial pool is the default stream's; stream 1 takes from it (its rest stays stream 0's).
+  const address_t x = s.allocate(1 * MiB, 1);
+  const address_t y = s.allocate(1 * MiB, 0);
+  CHECK_EQ(y, x + 1 * MiB);
+  s.deallocate(x, 1);  // x is stream 1's now: it does not merge with stream 0's free tail
+  CHECK_EQ(blocks_of(*s.alloc, block_state::free).size(), 2u);
+  CHECK_EQ(s.allocate(512 * KiB, 1), x);  // stream 1's own list first
+  s.deallocate(x, 1);
+  s.deallocate(y, 0);
+  // A 7 MiB request on stream 0: no list holds it alone (stream 0 has 7 MiB from y's start,
+  // stream 1 1 MiB); merging stream 1's list into stream 0's gives the whole 8 MiB back.
+  CHECK_EQ(s.allocate(8 * MiB, 0), x);
+  CHECK_EQ(s.reserved(), 8 * MiB);
+  CHECK_CONSISTENT(s);
+}
+
+// --- rmm_arena -----------------------------------------------------------------------------------
+
+TEST("rmm_arena serves small requests from 1 MiB superblocks, one arena per stream") {
+  setup s("rmm_arena", {{"arena_size", "32MiB"}});
+  CHECK_EQ(s.reserved(), 32 * MiB);  // all of it at construction
+  const address_t a = s.allocate(4 * KiB, 1);
+  const address_t b = s.allocate(4 * KiB, 1);
+  CHECK_EQ(b, a + 4 * KiB);
+  // Stream 2's arena takes a superblock of its own: the next 1 MiB, not the rest of stream 1's.
+  const address_t c = s.allocate(4 * KiB, 2);
+  CHECK_EQ(c, a + 1 * MiB);
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)),
+           sizes({1 * MiB - 8 * KiB, 1 * MiB - 4 * KiB, 30 * MiB}));
+  // A 1 MiB request still fits a superblock: stream 1's has 1016 KiB, so it takes a third one.
+  const address_t d = s.allocate(1 * MiB, 1);
+  CHECK_EQ(d, a + 2 * MiB);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_arena serves requests over 1 MiB from the global arena, split to their size") {
+  setup s("rmm_arena", {{"arena_size", "32MiB"}});
+  const address_t small = s.allocate(1000, 1);
+  const address_t big = s.allocate(3 * MiB + 1000, 1);
+  CHECK_EQ(big, small + 1 * MiB);
+  const address_t next = s.allocate(2 * MiB, 2);
+  CHECK_EQ(next, big + 3 * MiB + 1024);  // the large one's superblock is exactly its size
+  s.deallocate(big, 1);
+  s.deallocate(next, 2);
+  // Both superblocks empty and global again: they merge with the global rest.
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)), sizes({1 * MiB - 1024, 31 * MiB}));
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_arena: an arena keeps its empty superblocks") {
+  setup s("rmm_arena", {{"arena_size", "32MiB"}});
+  const address_t a = s.allocate(256 * KiB, 1);
+  s.deallocate(a, 1);
+  // Stream 1's superblock is empty but stays its own, beside the global arena's 31 MiB.
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)), sizes({1 * MiB, 31 * MiB}));
+  // Stream 2 takes a superblock of the global arena rather than stream 1's empty one.
+  CHECK_EQ(s.allocate(256 * KiB, 2), a + 1 * MiB);
+  // Stream 1 gets its own one back.
+  CHECK_EQ(s.allocate(256 * KiB, 1), a);
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_arena defragments on a failure: empty superblocks merge and the request is tried again") {
+  setup s("rmm_arena", {{"arena_size", "32MiB"}});
+  const address_t a = s.allocate(256 * KiB, 1);
+  s.deallocate(a, 1);
+  const auto syncs = s.alloc->stats().device_calls.synchronize;
+  // 32 MiB fits only once stream 1's empty superblock is back in the global arena.
+  CHECK_EQ(s.allocate(32 * MiB, 2), a);
+  CHECK(s.alloc->stats().device_calls.synchronize > syncs);
+  s.deallocate(a, 2);
+  CHECK_EQ(sizes_of(blocks_of(*s.alloc, block_state::free)), sizes({32 * MiB}));
+  // A request that no defragmentation serves is refused with nothing changed.
+  const address_t b = s.allocate(1 * MiB, 1);
+  auto before = snapshot(*s.alloc);
+  CHECK_THROWS_AS(s.allocate(32 * MiB, 2), out_of_memory);
+  CHECK(same_layout(before, snapshot(*s.alloc)));
+  s.deallocate(b, 1);
+  CHECK_CONSISTENT(s);
+}
+
+// --- rmm_binning ---------------------------------------------------------------------------------
+
+TEST(
+    "rmm_binning: RMM's replay bins (256 KiB to 4 MiB) take 128 blocks each from the pool at "
+    "once") {
+  setup s("rmm_binning", {}, 4 * GiB);
+  // Chunks of 32, 64, 128, 256 and 512 MiB, the pool growing by max(chunk, pool size) each time.
+  CHECK_EQ(s.reserved(), 992 * MiB);
+  CHECK_EQ(s.alloc->stats().device_calls.region_alloc, 5u);
+  const address_t a = s.allocate(1 * KiB);  // the smallest bin that holds it: 256 KiB
+  CHECK_EQ(s.alloc->stats().rounded_live, 256 * KiB);
+  const address_t b = s.allocate(300 * KiB);  // 512 KiB
+  CHECK_EQ(s.alloc->stats().rounded_live, 768 * KiB);
+  CHECK_EQ(s.reserved(), 992 * MiB);
+  // Larger than every bin: the pool itself, rounded to 256 B only; the pool doubles for it.
+  const address_t c = s.allocate(5 * MiB + 1);
+  CHECK_EQ(s.alloc->stats().rounded_live, 768 * KiB + 5 * MiB + 256);
+  CHECK_EQ(s.reserved(), 1984 * MiB);
+  s.deallocate(a);
+  s.deallocate(b);
+  s.deallocate(c);
+  CHECK_EQ(s.reserved(), 1984 * MiB);  // nothing goes back
+  CHECK_CONSISTENT(s);
+}
+
+TEST("rmm_binning: a bin reuses first in first out, and takes another chunk when it runs out") {
+  setup s("rmm_binning", {{"bins", "1MiB"}, {"blocks_to_preallocate", "2"}});
+  CHECK_EQ(s.reserved(), 2 * MiB);
+  const address_t a = s.allocate(100 * KiB);
+  s.deallocate(a);
+  const address_t b = s.allocate(100 * KiB);
+  CHECK_EQ(b, a + 1 * MiB);  // a went to the back of the list
+  const address_t c = s.allocate(100 * KiB);
+  CHECK_EQ(c, a);
+  s.allocate(100 * KiB);  // the third block: a new chunk of two, the pool growing by 2 MiB
+  CHECK_EQ(s.reserved(), 4 * MiB);
+  CHECK_EQ(blocks_of(*s.alloc, block_state::free).size(), 1u);
+  CHECK_CONSISTENT(s);
+}
+
+TEST(
+    "rmm_binning: where the pool cannot hold a bin's first chunk, the bin waits for its first "
+    "request") {
+  setup s("rmm_binning",
+          {{"bins", "1MiB"}, {"initial_pool_percent", "100"}, {"maximum_pool_percent", "100"}},
+          64 * MiB);
+  CHECK_EQ(s.reserved(),
+           64 * MiB);  // the pool holds the whole device; the 128 MiB chunk did not fit
+  CHECK_THROWS_AS(s.allocate(1000), out_of_memory);
+  CHECK(s.allocate(2 * MiB) != 0);  // the pool still serves what no bin takes
+  CHECK_CONSISTENT(s);
+}
+
+// --- the layout trace ----------------------------------------------------------------------------
+
+struct recording_tracer final : tracer {
+  std::vector<trace_event> events;
+  void record(const trace_event& e) override { events.push_back(e); }
+};
+
+TEST("a layout trace holds the regions each model obtained at construction, before the tracer") {
+  for (const char* name : {"rmm_pool", "rmm_arena", "rmm_binning"}) {
+    setup s(name, {{std::string(name) == "rmm_arena" ? "arena_size" : "initial_pool_size", "8MiB"}});
+    recording_tracer t;
+    s.alloc->set_tracer(&t);
+    const std::uint64_t reserved = s.reserved();
+    s.allocate(4096);
+    s.alloc->set_tracer(nullptr);
+    REQUIRE(!t.events.empty());
+    std::uint64_t traced = 0;
+    for (const trace_event& e : t.events)
+      if (e.op == trace_op::region_reserve) traced += e.size;
+    CHECK_EQ(t.events.front().op, trace_op::region_reserve);
+    CHECK_EQ(traced, s.reserved());
+    CHECK(reserved >= 8 * MiB);
+  }
+}
+
+}  // namespace
+
+CHECK_MAIN
