@@ -250,6 +250,7 @@ std::vector<row> strategy_rows(const options& o) {
   std::vector<row> rows;
   for (const strategy_info& info : strategies()) {
     if (!o.strategies.empty() && !o.strategies.count(info.name)) continue;
+    if (info.needs_plan) continue;  // replay only: no online requests to time
     bool has_preset = false;
     for (auto& p : info.params) has_preset = has_preset || p.name == "preset";
     // The caching strategy's two presets are two different allocators: measure both.

@@ -9,7 +9,7 @@
 namespace vramscope::binding {
 
 // strategies() -> [{ name, description, params: [{ name, kind, default, description }],
-//                    needsVmm, needsAsync, supportsReset, cudaBacking }]
+//                    needsVmm, needsAsync, supportsReset, needsPlan, cudaBacking }]
 Napi::Value list_strategies(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const auto* all = guarded(env, [] { return &strategies(); });
@@ -33,6 +33,7 @@ Napi::Value list_strategies(const Napi::CallbackInfo& info) {
     o.Set("needsVmm", s.needs_vmm);
     o.Set("needsAsync", s.needs_async);
     o.Set("supportsReset", s.supports_reset);
+    o.Set("needsPlan", s.needs_plan);
     o.Set("cudaBacking", backing_kind_name(s.cuda_backing));
     result.Set(i, o);
   }

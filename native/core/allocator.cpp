@@ -443,6 +443,17 @@ void allocator::trim() {
   do_trim();
 }
 
+void allocator::do_plan(const std::vector<block_lifetime>&) {
+  throw unsupported(name_ + " does not plan ahead");
+}
+
+void allocator::plan(const std::vector<block_lifetime>& blocks) {
+  maybe_lock guard(mutex_, thread_safe_);
+  if (allocations_ != 0)
+    throw invalid_argument(name_ + ": a plan is given before the first allocation only");
+  do_plan(blocks);
+}
+
 void allocator::do_reset() { throw unsupported(name_ + " does not support reset()"); }
 
 void allocator::reset() {

@@ -263,12 +263,38 @@ class player {
     backing_ = make_simulated_backing(o);
     try {
       allocator_ = make_allocator(target.strategy, *backing_, target.parameters);
+      needs_plan_ = find_strategy(target.strategy).needs_plan;
     } catch (const error&) {
       rethrow_in_context("target '" + target.label + "'");
     }
   }
 
   allocator& alloc() noexcept { return *allocator_; }
+
+  // A strategy that plans ahead (strategy_traits::needs_plan) is told, before event 0, every block
+  // apply() will ask it for, in that order, each with the events it is live over: the planning
+  // pass, one look at every event.
+  void plan(const request_columns& e) {
+    if (!needs_plan_) return;
+    constexpr std::uint32_t none = 0xFFFFFFFFu;
+    std::vector<std::uint32_t> block_of(ids_.size(), none);
+    std::vector<block_lifetime> blocks;
+    const auto end = static_cast<std::uint32_t>(e.count);
+    for (std::size_t i = 0; i < e.count; ++i) {
+      const auto kind = static_cast<request_kind>(e.kind[i]);
+      if (kind == request_kind::alloc) {
+        const auto bytes = static_cast<std::uint64_t>(e.size[i]);
+        // An alloc of an id still live leaves the older block live to the end, as apply() does.
+        block_of[e.id[i]] = bytes == 0 ? none : static_cast<std::uint32_t>(blocks.size());
+        if (bytes != 0) blocks.push_back({bytes, static_cast<std::uint32_t>(i), end});
+      } else if (kind == request_kind::free && e.id[i] < block_of.size() &&
+                 block_of[e.id[i]] != none) {
+        blocks[block_of[e.id[i]]].end = static_cast<std::uint32_t>(i);
+        block_of[e.id[i]] = none;
+      }
+    }
+    allocator_->plan(blocks);
+  }
 
   // Starts the allocator from the target's initial state, before event 0: its blocks live under
   // the ids of their stand-in alloc events, which apply() then passes over.
@@ -432,6 +458,7 @@ class player {
   }
 
   bool reset_at_markers_;
+  bool needs_plan_ = false;
   const replay_initial_state& initial_;
   std::vector<std::uint32_t> seeded_events_;  // ascending: the stand-in allocs apply() passes over
   std::size_t next_seeded_ = 0;
@@ -513,6 +540,7 @@ free_space_meter::result measure_after(const request_columns& e, const replay_ta
                                        std::size_t last, const cancel_check& check_cancel) {
   player p(target, options, ids);
   replay_summary scratch;
+  p.plan(e);
   p.seed(e, scratch);
   for (std::size_t i = 0; i <= last; ++i) {
     if (VRAMSCOPE_UNLIKELY(i % cancel_check_events == 0)) check_cancel();
@@ -552,6 +580,7 @@ class target_replay {
     std::size_t next_progress = interval;
     std::size_t i = 0;
     try {
+      player_.plan(e_);
       seed_before_event0(s);
       for (; i < n; ++i) {
         tracer_.event = static_cast<std::uint32_t>(i);

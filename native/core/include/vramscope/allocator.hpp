@@ -108,6 +108,16 @@ struct seed_state {
   std::vector<seed_block> blocks;      // live blocks
 };
 
+// One block of a whole trace, as a strategy that plans ahead (strategy_traits::needs_plan) is told
+// of it before the first allocation: its requested bytes and the events it is live over, [start,
+// end) (end: the event that frees it, or the event count for a block live at the end). Two blocks
+// are alive at once when each starts before the other ends.
+struct block_lifetime {
+  std::uint64_t bytes;
+  std::uint32_t start;
+  std::uint32_t end;
+};
+
 class allocator {
  public:
   virtual ~allocator();
@@ -186,6 +196,12 @@ class allocator {
   // state.blocks. Throws unsupported where the strategy cannot be seeded, invalid_argument for a
   // state it cannot hold (naming the segment or block), out_of_memory where the device is too small.
   std::vector<address_t> seed(const seed_state& state);
+
+  // For a strategy that plans ahead (strategy_traits::needs_plan): every block it will be asked for,
+  // in the order of the allocate calls that will come, before the first of them. The k-th
+  // allocation then is blocks[k]. Throws unsupported for a strategy that does not plan,
+  // invalid_argument once an allocation has been made.
+  void plan(const std::vector<block_lifetime>& blocks);
 
   // Releases cached memory the strategy holds but no block uses (where it caches at all).
   void trim();
@@ -267,6 +283,11 @@ class allocator {
   // then skips its fence at stream switches (switch_reuse_stream).
   void reuse_is_stream_ordered() noexcept { fence_stream_switches_ = false; }
 
+  // For a strategy whose reuse follows the trace's own order of events rather than the streams'
+  // work (a plan made ahead, which is a bound, not a device's allocator): a free on another stream
+  // than the block's completes at once instead of waiting for that stream's event.
+  void frees_complete_at_once() noexcept { frees_complete_at_once_ = true; }
+
  private:
   // --- what each strategy implements. do_allocate gets bytes > 0 and returns a block aligned to
   // at least 256 B, or throws out_of_memory with its state unchanged. It may set `cookie` (0 when
@@ -287,6 +308,7 @@ class allocator {
   // Builds the seeded state; `out` gets, per block of state.blocks, its address, its rounded size
   // (a strategy may give a block the slack its policy would have left with it) and its cookie.
   virtual void do_seed(const seed_state& state, std::vector<seeded_block>& out);
+  virtual void do_plan(const std::vector<block_lifetime>& blocks);  // default: unsupported
   virtual void do_trim() {}
   virtual void do_use_pool(std::uint32_t) {}
   virtual bool do_supports_reset() const noexcept { return false; }
@@ -333,8 +355,10 @@ class allocator {
     const std::size_t slot = live_.locate_or(address, [&] { reject_free(address); });
     const live_block& block = live_.value_at(slot);
     if (VRAMSCOPE_UNLIKELY(block.stream != stream || block.other_streams != 0)) {
-      defer_free(address, block, stream);
-      return;
+      if (block.other_streams != 0 || !frees_complete_at_once_) {
+        defer_free(address, block, stream);
+        return;
+      }
     }
     // Field by field: a copy of the whole entry would reload, with wide loads, what allocate has
     // just stored, which stalls on store forwarding.
@@ -459,7 +483,8 @@ class allocator {
   std::uint64_t frees_at_switch_ = 0;       // deallocations when last_reuse_stream_ was chosen
   std::vector<stream_t> unfenced_streams_;  // other streams freed on since their last fence
   bool fence_stream_switches_ = true;
-  bool refusing_quietly_ = false;  // inside try_allocate: refuse() returns rather than throws
+  bool frees_complete_at_once_ = false;  // frees_complete_at_once()
+  bool refusing_quietly_ = false;        // inside try_allocate: refuse() returns rather than throws
 
   std::uint64_t requested_live_ = 0, requested_peak_ = 0;
   std::uint64_t rounded_live_ = 0, rounded_peak_ = 0;
@@ -502,12 +527,19 @@ class strategy_traits {
     cuda_backing_ = kind;
     return *this;
   }
+  // Places blocks by a plan of the whole trace (allocator::plan): it serves a replay, which knows
+  // the trace ahead, and no online caller.
+  strategy_traits& needs_plan() {
+    plan_ = true;
+    return *this;
+  }
 
  private:
   friend struct strategy_info;
   bool vmm_ = false;
   bool async_ = false;
   bool reset_ = false;
+  bool plan_ = false;
   backing_kind cuda_backing_ = backing_kind::cuda_malloc;
 };
 
@@ -520,6 +552,7 @@ struct strategy_info {
         needs_vmm(traits.vmm_),
         needs_async(traits.async_),
         supports_reset(traits.reset_),
+        needs_plan(traits.plan_),
         cuda_backing(traits.cuda_backing_) {}
 
   std::string name;
@@ -529,6 +562,8 @@ struct strategy_info {
   bool needs_vmm = false;
   bool needs_async = false;
   bool supports_reset = false;
+  // Serves a replay only: told every block's lifetime before the first allocation (allocator::plan).
+  bool needs_plan = false;
   // On a GPU, which real backing it runs on by default.
   backing_kind cuda_backing = backing_kind::cuda_malloc;
 };

@@ -33,6 +33,9 @@ export function parseSize(text: string): number | undefined {
 export function strategyConfigs(): StrategyConfig[] {
   const configs: StrategyConfig[] = []
   for (const info of listStrategies()) {
+    // A strategy that plans a whole trace ahead (planned) takes no online requests: its own tests
+    // replay traces through it (test/unit/services/replay/planned.test.ts).
+    if (info.needsPlan) continue
     const params: StrategyParams = {}
     for (const p of info.params) {
       if (p.kind !== 'size') continue
