@@ -101,6 +101,10 @@ interface Config {
   line?: string
   /** Where an allocator PyTorch does not ship comes from (the row's notInPytorch). */
   notInPytorch?: string
+  /** A strategy row ranked with the settings (RMM's allocators on an RMM log). */
+  ranked?: boolean
+  /** Why a settings row stands beside the ranking (PyTorch's defaults on an RMM log). */
+  comparison?: string
 }
 
 /** The grid: the recorded settings, the defaults, each option alone at several values, sensible combinations. */
@@ -173,6 +177,39 @@ function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOu
 /** GMLake's stitching allocator (docs/strategies.md#stitching): an allocator beside PyTorch's, which PyTorch does not ship. */
 const STITCHING = 'stitching'
 const STITCHING_SOURCE = "GMLake's virtual memory stitching (ASPLOS 2024), as a patched PyTorch build; PyTorch does not ship it"
+
+/**
+ * RMM's own allocators, the grid of an RMM log (docs/strategies.md#rmms-allocators): ranked, each
+ * as RMM's replay benchmark (REPLAY_BENCH) builds it, and the pool also as it starts without a
+ * simulated size and as rmm.reinitialize(pool_allocator=True) makes it. Sizes are percentages of
+ * the device's free memory, so that the smallest-limit search sizes them with the device it tries,
+ * as REPLAY_BENCH's -s does.
+ */
+const RMM_ROWS: readonly [string, Record<string, string>, string][] = [
+  ['rmm_pool', { initial_pool_percent: '100', maximum_pool_percent: '100' }, 'RMM pool of the whole device (REPLAY_BENCH -r pool -s)'],
+  ['rmm_pool', {}, 'RMM pool growing from empty (REPLAY_BENCH -r pool)'],
+  ['rmm_pool', { initial_pool_percent: '50' }, 'RMM pool of half the free memory, growing (rmm.reinitialize(pool_allocator=True))'],
+  ['rmm_arena', { arena_percent: '100' }, 'RMM arena of the whole device (REPLAY_BENCH -r arena -s)'],
+  [
+    'rmm_binning',
+    { initial_pool_percent: '100', maximum_pool_percent: '100' },
+    'RMM binning, bins of 256 KiB to 4 MiB over a pool of the whole device (REPLAY_BENCH -r binning -s)',
+  ],
+]
+/** PyTorch's defaults beside RMM's allocators on an RMM log. */
+const RMM_LOG_PYTORCH = "PyTorch's caching allocator, for comparison: the program allocated through RMM"
+
+function rmmRows(): Config[] {
+  return RMM_ROWS.map(([strategy, params, label]) => ({
+    conf: strategySpecText(strategy, params),
+    kind: 'strategy',
+    label,
+    strategy,
+    params: { ...params },
+    notModelled: [],
+    ranked: true,
+  }))
+}
 
 /** Why a strategy row stands beside the ranking rather than in it. */
 function strategyNote(c: Config): string {
@@ -390,7 +427,8 @@ async function evaluate(
     growing: isGrowing(unlimited),
     replays,
     ...(config.notModelled.length > 0 && { notRanked: `not modelled: ${config.notModelled.join(', ')}` }),
-    ...(config.kind === 'strategy' && { notRanked: strategyNote(config) }),
+    ...(config.comparison !== undefined && { notRanked: config.comparison }),
+    ...(config.kind === 'strategy' && !config.ranked && { notRanked: strategyNote(config) }),
     ...(config.notInPytorch !== undefined && { notInPytorch: config.notInPytorch }),
   }
 }
@@ -400,8 +438,8 @@ async function evaluate(
  * then fewer failures (where nothing fits the device, that is what tells rows apart), then peak
  * reserved. Smallest fitting limits within the search's own precision (1 %) of the
  * first of a run of them are a tie, ranked by peak reserved: a row that fits in 0.5 % less is not
- * better than one that reserves 40 % less. Strategy rows and settings the model leaves out
- * follow, unranked.
+ * better than one that reserves 40 % less. Strategy rows (but RMM's on an RMM log, which are its
+ * grid) and settings the model leaves out follow, unranked.
  */
 export function rank(rows: WhatifRow[]): void {
   const ranked = rows.filter((r) => r.notRanked === undefined)
@@ -517,7 +555,12 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     }
   } else {
     if (recordedText !== undefined) add(pytorchConfig(recordedText, 'recorded', deviceBytes))
-    for (const text of GRID_CONFS) add(pytorchConfig(text, 'pytorch', deviceBytes))
+    // An RMM log's program allocates through RMM: RMM's allocators are its grid, PyTorch's
+    // defaults a comparison; PyTorch's settings would tune an allocator it does not use.
+    if (input.trace.meta.source === 'rmm-log') {
+      for (const c of rmmRows()) add(c)
+      add({ ...pytorchConfig('', 'pytorch', deviceBytes), comparison: RMM_LOG_PYTORCH })
+    } else for (const text of GRID_CONFS) add(pytorchConfig(text, 'pytorch', deviceBytes))
     if (options.strategies !== false) {
       // Sized from the recorded requests: a recorded out-of-memory's request is not one a pool
       // must hold (each row fails it, or shows that it would have fitted).
