@@ -1,7 +1,8 @@
 // stitching on real CUDA virtual memory: free 2 MiB chunks of two segments are moved (cuMemUnmap,
 // then cuMemMap of the same handles) into one new range that a kernel writes and reads end to end,
-// with the device's free memory unchanged and the live blocks around them intact; then the same
-// under random load on four streams, every live block's pattern verified after each round.
+// with the device's free memory unchanged and the live blocks around them intact; then random load
+// on four streams under a 40 MiB cap, every live block's pattern and the invariants checked after
+// each round. Run on an H200 (driver 580.159, CUDA 13.0) when written: 2 passed.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -67,8 +68,8 @@ TEST("stitching: a 20 MiB block on free chunks of two segments, no memory obtain
   CHECK_EQ(alloc->stats().reserved_live, 0u);
 }
 
-TEST("stitching: random load on four streams under a 192 MiB cap, every live block verified") {
-  auto vmm = vmm_backing(192 * MiB);
+TEST("stitching: random load on four streams under a 40 MiB cap, every live block verified") {
+  auto vmm = vmm_backing(40 * MiB);
   auto alloc = make_allocator("stitching", *vmm, {});
   gpu::pattern_checker patterns;
   std::vector<cudaStream_t> streams;
@@ -102,6 +103,10 @@ TEST("stitching: random load on four streams under a 192 MiB cap, every live blo
     for (auto& h : live) all.push_back(h.d);
     int bad = -1;
     CHECK_EQ(patterns.verify(all, &bad), 0ull);
+    std::map<address_t, std::size_t> held_bytes;
+    for (auto& h : live) held_bytes[h.d.address] = h.d.bytes;
+    std::string broken = vramscope::testing::check_invariants(*alloc, &held_bytes);
+    if (!broken.empty()) ::check::report(__FILE__, __LINE__, broken);
     for (std::size_t k = live.size() / 2; k > 0; --k) {
       const std::size_t i = rng() % live.size();
       alloc->deallocate(reinterpret_cast<void*>(live[i].d.address),
@@ -110,11 +115,17 @@ TEST("stitching: random load on four streams under a 192 MiB cap, every live blo
       live.pop_back();
     }
   }
+  // Under this cap the load is refused at times, and mapped chunks move or go back to the device
+  // (unmaps before any trim): the paths the first test takes one at a time, under random load.
+  const std::uint64_t moved = alloc->stats().device_calls.unmap;
+  CHECK(moved > 0);
+  CHECK(failures > 0);
   for (auto& h : live)
     alloc->deallocate(reinterpret_cast<void*>(h.d.address), gpu::as_stream(streams[h.stream]));
   alloc->trim();
   CHECK_EQ(alloc->stats().reserved_live, 0u);
-  std::printf("  %llu refused, %llu maps, %llu unmaps\n", static_cast<unsigned long long>(failures),
+  std::printf("  %llu refused, %llu unmaps under load; %llu maps, %llu unmaps in all\n",
+              static_cast<unsigned long long>(failures), static_cast<unsigned long long>(moved),
               static_cast<unsigned long long>(vmm->calls().map),
               static_cast<unsigned long long>(vmm->calls().unmap));
   for (cudaStream_t s : streams) cudaStreamDestroy(s);
