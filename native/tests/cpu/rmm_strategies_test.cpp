@@ -299,7 +299,8 @@ struct recording_tracer final : tracer {
 
 TEST("a layout trace holds the regions each model obtained at construction, before the tracer") {
   for (const char* name : {"rmm_pool", "rmm_arena", "rmm_binning"}) {
-    setup s(name, {{std::string(name) == "rmm_arena" ? "arena_size" : "initial_pool_size", "8MiB"}});
+    setup s(name,
+            {{std::string(name) == "rmm_arena" ? "arena_size" : "initial_pool_size", "8MiB"}});
     recording_tracer t;
     s.alloc->set_tracer(&t);
     const std::uint64_t reserved = s.reserved();
