@@ -143,6 +143,7 @@ std::vector<bench_row> bench_rows() {
       {"cuda_malloc", "cuda_malloc", {}, 0},
       {"async_pool", "async_pool", {}, 0},
       {"vmm_growable", "vmm_growable", {}, 0},
+      {"stitching", "stitching", {}, 0},
       {"device_bump", "device_bump", {{"capacity", "64GiB"}}, 0},
   };
 }

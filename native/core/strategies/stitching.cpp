@@ -186,6 +186,7 @@ class stitching final : public allocator {
       --it;
       const address_t a = std::get<3>(*it);
       const std::uint64_t size = std::get<2>(*it);
+      if (size < chunk_) break;  // this one and every smaller one hold no whole chunk
       const address_t from = align_up(a, chunk_), end = (a + size) / chunk_ * chunk_;
       if (from >= end) continue;
       const std::uint64_t bytes = std::min<std::uint64_t>(end - from, want - got);
