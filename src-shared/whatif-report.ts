@@ -46,6 +46,20 @@ export interface WhatifReportRow {
   replay: WhatifReplay
 }
 
+/**
+ * The least any allocator could reserve for the trace: the peak of live bytes, as requested and with
+ * each block rounded as PyTorch rounds it (512 B); and what a static plan of every block's lifetime
+ * (the `planned` strategy, a bound rather than an allocator) reserves, and the milliseconds its
+ * replay took, planning included. Whole numbers; plannedBytes is 0 where the plan would pass 2^52 B.
+ * A recorded out-of-memory's request counts, as the rows replay it.
+ */
+export interface WhatifFloor {
+  peakLiveBytes: number
+  peakLiveRoundedBytes: number
+  plannedBytes: number
+  plannedMs: number
+}
+
 /** What replays one row (`replay:start`'s strategies, cap and a label for its map). */
 export interface WhatifReplay {
   /** One strategy in the CLI's syntax. */
@@ -85,6 +99,8 @@ export interface WhatifReport {
   /** The recording ended at its out-of-memory: later, larger steps were never recorded, so each smallest fitting limit is a lower bound. */
   endsAtOom: boolean
   rows: WhatifReportRow[]
+  /** The floor of the trace the rows replay, and the static plan held to it (docs/architecture.md#the-floor). */
+  floor: WhatifFloor
   /** vramscope's strategies the trace's sizes leave out of the rows (no pool holds them), each with why. */
   leftOut?: { strategy: string; label: string; reason: string }[]
   /**
@@ -158,6 +174,8 @@ export interface WhatifWords {
   smallest: (row: Pick<WhatifReportRow, 'smallestFittingBytes'>) => string
   /** Further findings: the lower bound, ties within the search's precision, what the recorded settings cost. */
   notes: string[]
+  /** The floor said first: what the recorded (else default) settings reserve against it, and the best setting's distance to it; absent where the report has no floor. */
+  floor?: string
 }
 
 function percent(r: number): string {
@@ -166,7 +184,7 @@ function percent(r: number): string {
 
 /** What the words read of a report: the host's result and the page's report both have it. */
 export type WordsOf = Pick<WhatifReport, 'endsAtOom' | 'limit' | 'deviceBytes' | 'device'> &
-  Partial<Pick<WhatifReport, 'implied'>> & {
+  Partial<Pick<WhatifReport, 'implied' | 'floor'>> & {
     rows: readonly Pick<WhatifReportRow, 'rank' | 'failures' | 'smallestFittingBytes' | 'line' | 'label' | 'kind' | 'conf' | 'peakReserved'>[]
   }
 
@@ -232,5 +250,44 @@ export function whatifWords(report: WordsOf, bytes: (n: number) => string, devic
     if (recorded.failures !== defaults.failures) text += `; ${recorded.failures} failures against ${defaults.failures} under ${limitText}`
     notes.push(text)
   }
-  return { best, device, smallest, notes }
+  return { best, device, smallest, notes, ...(report.floor && { floor: floorWords(report.floor, report.rows, first, bytes, smallest) }) }
+}
+
+/** Of `of`, as a whole percent ("10 %"). */
+function share(part: number, of: number): string {
+  return `${of > 0 ? Math.round((part / of) * 100) : 0} %`
+}
+
+/**
+ * The floor in words: "56.9 GiB reserved; 51.0 GiB live at the peak: 5.9 GiB, 10 %, lost to
+ * fragmentation and caching", for the recorded settings (else PyTorch's defaults); where they fail
+ * under the limit, the same of the least memory they run the trace in. Then the best setting's
+ * distance to the floor, and the static plan's.
+ */
+function floorWords(
+  f: WhatifFloor,
+  rows: WordsOf['rows'],
+  best: WordsOf['rows'][number] | undefined,
+  bytes: (n: number) => string,
+  smallest: WhatifWords['smallest'],
+): string {
+  const live = f.peakLiveRoundedBytes
+  const parts: string[] = []
+  const reference = rows.find((r) => r.kind === 'recorded') ?? rows.find((r) => r.kind === 'pytorch' && r.conf === '')
+  const whose = reference?.kind === 'recorded' ? 'the recorded settings' : "PyTorch's defaults"
+  const lostOf = (total: number): string => `${bytes(total - live)}, ${share(total - live, total)}, lost to fragmentation and caching`
+  if (reference && reference.failures === 0 && reference.peakReserved >= live)
+    parts.push(`${bytes(reference.peakReserved)} reserved (${whose}); ${bytes(live)} live at the peak: ${lostOf(reference.peakReserved)}`)
+  else if (reference && reference.smallestFittingBytes !== null && reference.smallestFittingBytes >= live)
+    parts.push(`${bytes(live)} live at the peak; ${whose} run it in ${smallest(reference)}: ${lostOf(reference.smallestFittingBytes)}`)
+  else parts.push(`${bytes(live)} live at the peak: no allocator runs it in less`)
+  if (best && best !== reference) {
+    if (best.failures === 0 && best.peakReserved >= live)
+      parts.push(`the best setting (${best.line ?? best.label}) reserves ${bytes(best.peakReserved)}, ${share(best.peakReserved - live, live)} above the floor`)
+    else if (best.smallestFittingBytes !== null && best.smallestFittingBytes >= live)
+      parts.push(`the best setting (${best.line ?? best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`)
+  }
+  if (f.plannedBytes > 0)
+    parts.push(`a static plan of every block's lifetime reserves ${bytes(f.plannedBytes)}, ${share(f.plannedBytes - live, live)} above it`)
+  return parts.join('; ')
 }

@@ -17,6 +17,8 @@ export function jobJson(report: JobReport) {
       device: r.device,
       limit: r.limit,
       recordedConf: r.recordedConf,
+      // Not the plan's milliseconds: a job's JSON is the same however it was run (ranks merges it).
+      floor: r.floor && { peakLiveBytes: r.floor.peakLiveBytes, peakLiveRoundedBytes: r.floor.peakLiveRoundedBytes, plannedBytes: r.floor.plannedBytes },
       configs: r.rows.map((row) => ({
         rank: row.rank,
         conf: row.conf,
@@ -57,6 +59,11 @@ export function jobText(report: JobReport, options: { search: boolean }): string
   const devices = new Set(report.ranks.map((r) => deviceWords({ ...r.device, from: "each rank's stats" }, formatBytes)))
   if (devices.size === 1) lines.push([...devices][0]!)
   else for (const r of report.ranks) lines.push(`rank ${r.rank}: ${deviceWords(r.device, formatBytes)}`)
+  for (const r of report.ranks)
+    if (r.floor)
+      lines.push(
+        `rank ${r.rank}: ${formatBytes(r.floor.peakLiveRoundedBytes)} live at the peak (the floor); a static plan of every block's lifetime reserves ${formatBytes(r.floor.plannedBytes)}`,
+      )
   const limits = new Set(report.ranks.map((r) => (r.limit.bytes === null ? 'none' : formatBytes(r.limit.bytes))))
   lines.push(`limit: ${[...limits].join(', ')}${limits.size > 1 ? ' (by rank)' : ''}`)
   const recorded = report.configs.find((c) => c.key === 'recorded')

@@ -1,7 +1,8 @@
 // planned: the static plan. Told every block's lifetime before the first allocation (a replay
 // knows the whole trace), it places each block on one address line so that no two alive at once
-// overlap (planned_placement.hpp), in one region the size of the plan's highest end, obtained at the
-// first allocation. The k-th allocation gets the k-th planned offset. A bound to hold the real
+// overlap (planned_placement.hpp), in one region the size of the plan's highest end (or of the
+// device, where that is less), obtained at the first allocation. The k-th allocation gets the k-th
+// planned offset, and fails where the plan puts it past the region. A bound to hold the real
 // allocators to, not an allocator a program could use: it serves no caller that does not plan.
 #include <algorithm>
 #include <memory>
@@ -28,14 +29,15 @@ class planned final : public allocator {
     frees_complete_at_once();
   }
   ~planned() override {
-    if (base_ != 0) get_backing().free_region(base_, extent_);
+    if (base_ != 0) get_backing().free_region(base_, arena_);
   }
 
  private:
   // Fast path: the next planned block, in the arena once it is there.
   allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     if (VRAMSCOPE_LIKELY(base_ != 0 && next_ < size_.size() &&
-                         planned_size(bytes) == size_[next_])) {
+                         planned_size(bytes) == size_[next_] &&
+                         offset_[next_] + size_[next_] <= arena_)) {
       const std::size_t k = next_++;
       cookie = static_cast<std::uint32_t>(k);
       note_live(k);
@@ -56,14 +58,25 @@ class planned final : public allocator {
       throw invalid_argument("planned: allocation " + std::to_string(next_) + " asks for " +
                              std::to_string(bytes) + " B, the plan's block is " +
                              std::to_string(size_[next_]) + " B");
-    // The arena: the whole plan or nothing (a device smaller than the plan runs none of it).
-    if (extent_ > backing_available()) {
-      ++next_;
-      return refuse(bytes, backing_available(),
-                    [&] { return "the plan needs " + format_bytes(extent_) + " in one region"; });
+    // The arena: the plan's highest end, or what the device has where that is less; the blocks
+    // the plan puts past it fail (and the k-th allocation stays the k-th block).
+    if (base_ == 0 && std::min<std::uint64_t>(extent_, backing_available()) > 0) {
+      arena_ = std::min<std::uint64_t>(extent_, backing_available());
+      try {
+        base_ = obtain_region(arena_, 0);
+      } catch (const out_of_memory&) {
+        arena_ = 0;  // no room for the region (its address space): this block fails, as all will
+        ++next_;
+        throw;
+      }
+      return do_allocate(bytes, 0, cookie);
     }
-    base_ = obtain_region(extent_, 0);
-    return do_allocate(bytes, 0, cookie);
+    const std::size_t k = next_++;
+    return refuse(bytes, arena_ > offset_[k] ? arena_ - offset_[k] : 0, [&] {
+      return "the plan puts this block at " + format_bytes(offset_[k]) + " to " +
+             format_bytes(offset_[k] + size_[k]) + " of its " + format_bytes(extent_) +
+             ", past the device's " + format_bytes(arena_ != 0 ? arena_ : backing_available());
+    });
   }
 
   void do_deallocate(address_t, std::uint64_t, std::uint32_t cookie, stream_t) override {
@@ -98,7 +111,7 @@ class planned final : public allocator {
 
   void do_walk(layout_visitor& v) const override {
     if (base_ == 0) return;
-    v.region({base_, extent_, true, 0});
+    v.region({base_, arena_, true, 0});
     std::vector<std::uint32_t> by_offset(live_);
     std::sort(by_offset.begin(), by_offset.end(),
               [&](std::uint32_t a, std::uint32_t b) { return offset_[a] < offset_[b]; });
@@ -108,14 +121,15 @@ class planned final : public allocator {
       v.block({base_ + offset_[k], size_[k], block_state::live, 0});
       at = offset_[k] + size_[k];
     }
-    if (at < extent_) v.block({base_ + at, extent_ - at, block_state::free, 0});
+    if (at < arena_) v.block({base_ + at, arena_ - at, block_state::free, 0});
   }
 
   bool planned_ = false;
   std::vector<std::uint64_t> offset_, size_;  // per planned block
-  std::uint64_t extent_ = 0;
-  std::size_t next_ = 0;                 // the next allocation's block
-  address_t base_ = 0;                   // the arena, once obtained
+  std::uint64_t extent_ = 0;                  // the plan's highest end
+  std::uint64_t arena_ = 0;  // the region obtained: extent_, or the device where that is less
+  std::size_t next_ = 0;     // the next allocation's block
+  address_t base_ = 0;       // the arena, once obtained
   std::vector<std::uint32_t> live_;      // blocks live now
   std::vector<std::uint32_t> position_;  // block -> its index in live_ while live
 };

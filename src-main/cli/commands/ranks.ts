@@ -97,6 +97,7 @@ interface Json {
   bytes?: unknown
   source?: unknown
   recordedConf?: unknown
+  floor?: unknown
   conf?: unknown
   kind?: unknown
   label?: unknown
@@ -111,6 +112,16 @@ interface Json {
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v)
 const isCount = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0
 const isBytesOrNull = (v: unknown): v is number | null => v === null || isCount(v)
+
+/** A rank's "floor" (absent from outputs written before it was reported): four byte counts, else named as wrong. */
+function floorOf(value: unknown, bad: (problem: string) => InputError): RankResult['floor'] {
+  if (value === undefined || value === null) return null
+  const keys = ['peakLiveBytes', 'peakLiveRoundedBytes', 'plannedBytes', 'plannedMs'] as const
+  const o = (isObject(value) ? value : {}) as Record<string, unknown>
+  if (!isObject(value) || keys.some((k) => !isCount(o[k]))) throw bad(`its "floor" is not {${keys.join(', ')}}, whole numbers`)
+  const [peakLiveBytes, peakLiveRoundedBytes, plannedBytes, plannedMs] = keys.map((k) => o[k] as number) as [number, number, number, number]
+  return { peakLiveBytes, peakLiveRoundedBytes, plannedBytes, plannedMs }
+}
 
 /**
  * One rank's result from its `whatif FILE --json` output, checked: what is wrong is named with
@@ -173,6 +184,7 @@ export function rankResultOf(path: string, text: string): RankResult {
     deviceBytes: value.deviceBytes,
     limit: limit as RankResult['limit'],
     recordedConf: (value.recordedConf as string | null) ?? null,
+    floor: floorOf(value.floor, bad),
     rows,
   }
 }

@@ -75,6 +75,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
       deviceBytes: result.deviceBytes,
       device: result.device,
       endsAtOom: result.endsAtOom,
+      floor: result.floor,
       configs: result.rows.map((r) => ({
         rank: r.rank,
         conf: r.conf,
@@ -114,6 +115,7 @@ export async function whatifCommand(io: Io, args: string | string[], options: Wh
 
   const words = whatifWords(result, formatBytes)
   const lines: string[] = []
+  if (words.floor) lines.push(words.floor)
   lines.push(`${file}: ${formatValue(result.events, 'count')} events`)
   if (result.recordedConf !== undefined) lines.push(`recorded with ${confLine(result.recordedConf)}`)
   if (result.implied) {

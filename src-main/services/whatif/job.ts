@@ -7,7 +7,7 @@ import { readFile, readdir, stat } from 'node:fs/promises'
 import { basename, dirname, extname, join, resolve } from 'node:path'
 
 import type { Device } from '../../../src-shared/device.ts'
-import type { WhatifReportRow } from '../../../src-shared/whatif-report.ts'
+import type { WhatifFloor, WhatifReportRow } from '../../../src-shared/whatif-report.ts'
 import { InputError } from '../input-error.ts'
 import { statsPathOf } from '../import/open-input.ts'
 import type { OpenedInput } from '../import/open-input.ts'
@@ -167,6 +167,8 @@ export interface RankResult {
   deviceBytes: number
   limit: { bytes: number | null; source: 'option' | 'implied' | 'none' }
   recordedConf: string | null
+  /** The rank's floor (null: a `whatif --json` written before the floor was reported). */
+  floor: WhatifFloor | null
   rows: LabRow[]
 }
 
@@ -290,6 +292,7 @@ export async function runJobWhatif(
       deviceBytes: result.deviceBytes,
       limit: result.limit,
       recordedConf: result.recordedConf ?? null,
+      floor: result.floor,
       rows: result.rows,
     })
   }

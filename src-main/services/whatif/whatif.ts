@@ -14,6 +14,7 @@ import type { StrategyResult } from '../../../src-shared/results.ts'
 import { ConfError, confLine, formatPytorchConf, parsePytorchConf, shownValue, type PytorchConf } from '../../../src-shared/pytorch-conf.ts'
 import { isRecorded } from '../../../src-shared/compare.ts'
 import { strategySpecText, type WhatifReport, type WhatifReportRow } from '../../../src-shared/whatif-report.ts'
+import { floorOf } from '../analysis/floor.ts'
 import type { OpenedInput } from '../import/open-input.ts'
 import { deviceOf, impliedLimit, impliedLimitBytes } from '../replay/device.ts'
 import { buildModel, placementFor, recordedConf, startFor, withOomRequests } from '../replay/replay-input.ts'
@@ -150,6 +151,7 @@ function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOu
     ['buddy', {}, 'buddy allocator'],
     ['caching', { preset: 'pow2' }, 'caching, power-of-two classes'],
     [STITCHING, {}, 'stitching of free VMM chunks (GMLake)'],
+    [PLANNED, {}, 'static plan (every lifetime known ahead)'],
   ]
   const configs: Config[] = []
   const leftOut: LeftOutRow[] = []
@@ -173,6 +175,9 @@ function strategyRows(trace: RequestTrace): { configs: Config[]; leftOut: LeftOu
   }
   return { configs, leftOut }
 }
+
+/** The static plan (docs/strategies.md#planned): a bound, not an allocator. */
+const PLANNED = 'planned'
 
 /** GMLake's stitching allocator (docs/strategies.md#stitching): an allocator beside PyTorch's, which PyTorch does not ship. */
 const STITCHING = 'stitching'
@@ -214,6 +219,7 @@ function rmmRows(): Config[] {
 /** Why a strategy row stands beside the ranking rather than in it. */
 function strategyNote(c: Config): string {
   if (c.notInPytorch !== undefined) return 'an allocator PyTorch does not ship: for comparison'
+  if (c.strategy === PLANNED) return "a bound, not an allocator: every block placed ahead, knowing every block's lifetime"
   return c.strategy === 'cuda_malloc'
     ? 'no caching: a cudaMalloc and cudaFree per request, each synchronizing the device'
     : 'not a PyTorch allocator setting: for comparison'
@@ -372,7 +378,9 @@ async function evaluate(
     counted(config.label)
   }
   let smallest: number | null = null
-  if (search && unlimited.summary.failures === 0) {
+  // A plan runs whole on a device of its own size and on none smaller: no search needed.
+  if (config.strategy === PLANNED) smallest = unlimited.summary.failures === 0 ? unlimited.summary.peakReserved : null
+  else if (search && unlimited.summary.failures === 0) {
     // Any limit below peak allocated fails; the unlimited peak reserved fits (for garbage
     // collection, whose threshold is a fraction of the limit, it is checked).
     let lo = Math.max(unlimited.summary.peakRounded - 1, 0)
@@ -524,6 +532,21 @@ async function fidelityOf(
   }
 }
 
+/**
+ * The static plan of the trace the rows replay, for the floor's figures: on a device no plan
+ * outgrows (2^52 B), whatever the lab's device, without layout or fragmentation.
+ */
+async function plannedRun(trace: RequestTrace, signal?: AbortSignal): Promise<ReplayResult> {
+  const [r] = await replayTrace(trace, [{ strategy: PLANNED, params: {}, label: 'floor: planned' }], {
+    layout: false,
+    buckets: 1,
+    cap: 2 ** 52,
+    fragmentation: false,
+    ...(signal && { signal }),
+  })
+  return r!
+}
+
 /** Runs the lab on an opened input. */
 export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>, options: WhatifOptions = {}): Promise<WhatifResult> {
   const started = performance.now()
@@ -607,13 +630,15 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     }
   }
   const fidelityConfig = configs.find((c) => c.kind === 'recorded')
-  const [fidelity] = await Promise.all([
+  const [fidelity, planned] = await Promise.all([
     // The recorded settings under the recording's own limit (the one an out-of-memory implies), never the limit asked for.
     fidelityConfig
       ? fidelityOf(fidelityConfig, trace, input.strategies, implied ? impliedLimitBytes(implied) : null, deviceBytes, signal).finally(() => tick('fidelity'))
       : Promise.resolve(undefined),
+    plannedRun(trace, signal),
     ...Array.from({ length: Math.min(cores, configs.length) }, worker),
   ])
+  const floor = floorOf(trace)
   rank(rows)
   const elapsedMs = performance.now() - started
   const open = runner.open
@@ -635,6 +660,13 @@ export async function runWhatif(input: Pick<OpenedInput, 'trace' | 'strategies'>
     device,
     endsAtOom: endsAtOom(input.trace),
     rows,
+    floor: {
+      peakLiveBytes: floor.peakLiveBytes,
+      peakLiveRoundedBytes: floor.peakLiveRoundedBytes,
+      // 0 where the plan passes 2^52 B (its blocks past that failed).
+      plannedBytes: planned.summary.failures === 0 ? planned.summary.peakReserved : 0,
+      plannedMs: Math.round(planned.summary.wallNs / 1e6),
+    },
     leftOut,
     ...(recordedState && { recordedState }),
     ...(fidelity && { fidelity }),

@@ -67,7 +67,12 @@ describe('what-if grid: strategy rows sized by the one rule', () => {
     // Sized from the requests the program made: the out-of-memory's request fails in every row.
     assert.deepEqual(buddy.params, sizedForTrace({ label: 'buddy', strategy: 'buddy', params: {} }, traceOf(ordinaryRows())).spec.params)
     assert.ok(Number(buddy.params['pool_size']) < 2 ** 32)
-    for (const r of result.rows) assert.equal(r.oomReproduced, 1, `${r.label} fails the 2^53 - 1 B request`)
+    for (const r of result.rows) {
+      // The static plan is a bound, not an allocator: past the device, the blocks it placed above
+      // the device's end fail, which need not be the out-of-memory's request among the first failures.
+      if (r.strategy === 'planned') assert.ok(r.failures > 0, 'the plan passes the device')
+      else assert.equal(r.oomReproduced, 1, `${r.label} fails the 2^53 - 1 B request`)
+    }
     assert.deepEqual(result.leftOut, [])
   })
 
