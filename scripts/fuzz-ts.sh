@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Coverage-guided fuzzing of the TypeScript input readers with Jazzer.js (libFuzzer driving
 # instrumented JavaScript): test/fuzz/TARGET.fuzz.ts for the trace-file reader (Arrow IPC), the
-# PyTorch snapshot importer (the pickle reader's two lanes, the snapshot mapper) and the RMM CSV
-# parser. Each target is bundled with esbuild into build/fuzz-ts/TARGET.fuzz.cjs (our sources in
+# PyTorch snapshot importer (the pickle reader's two lanes, the snapshot mapper), the RMM CSV
+# parser, the torch.profiler trace scanner, the Umpire log reader and the Nsight Systems export
+# import (over node:sqlite). Each target is bundled with esbuild into build/fuzz-ts/TARGET.fuzz.cjs (our sources in
 # one file that Jazzer instruments; node_modules stays outside, uninstrumented), then run from its
 # corpus kept in the repository (test/fuzz/corpus/TARGET.b64: one input per line, base64, like
 # native/fuzz/corpus) plus seeds from the fixtures (test/fuzz/seeds.ts), with its dictionary
@@ -21,7 +22,7 @@
 # A finding (an exception other than the reader's typed error naming the file, a result that does
 # not hold together, a hang past 10 s, more than 2 GB resident) stops the run with its input saved
 # under build/fuzz-ts/artifacts/ and the command to reproduce it. FUZZ_TS_TARGETS picks targets
-# (default: all three). Exits 0 with a message where @jazzer.js/core is not installed.
+# (default: all six). Exits 0 with a message where @jazzer.js/core is not installed.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -33,7 +34,7 @@ case "$mode" in
   replay | merge) seconds=0 ;;
   *) echo "usage: $0 [short|long|--long|replay|merge] [SECONDS]" >&2; exit 2 ;;
 esac
-targets=${FUZZ_TS_TARGETS:-trace-file pytorch-snapshot rmm-log}
+targets=${FUZZ_TS_TARGETS:-trace-file pytorch-snapshot rmm-log kineto-trace umpire-log nsys-sqlite}
 build=$root/build/fuzz-ts
 jazzer=$root/node_modules/@jazzer.js/core/dist/cli.js
 cd "$root"
@@ -47,7 +48,7 @@ export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$root/test/fuzz/ja
 
 # Largest input per target: the seeds fit; larger inputs only slow libFuzzer down and swell the corpus.
 max_len() {
-  case "$1" in trace-file) echo 24576 ;; pytorch-snapshot) echo 16384 ;; *) echo 4096 ;; esac
+  case "$1" in trace-file | nsys-sqlite) echo 24576 ;; pytorch-snapshot) echo 16384 ;; kineto-trace) echo 32768 ;; umpire-log) echo 8192 ;; *) echo 4096 ;; esac
 }
 
 source "$root/scripts/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines

@@ -1,7 +1,7 @@
 // Seeded fuzzing of the input readers, run in a child process by fuzz.test.ts so that a hang can
 // be stopped from outside (the loop: fuzz-harness.ts). Every case mutates a real input; its outcome
 // must be a well-formed result or the reader's typed error naming the file.
-//   node --import tsx fuzz-runner.ts trace-file|rmm-log|pytorch-snapshot SEED MAX_CASES BUDGET_MS
+//   node --import tsx fuzz-runner.ts trace-file|rmm-log|pytorch-snapshot|kineto-trace|umpire-log|nsys-sqlite SEED MAX_CASES BUDGET_MS
 import { readdirSync, readFileSync } from 'node:fs'
 import { mkdtemp, readFile, rm } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
@@ -28,6 +28,7 @@ import {
   type Mutation,
   type Rand,
 } from './fuzz-harness.ts'
+import { kinetoTarget, nsysTarget, umpireTarget } from './import-fuzz-targets.ts'
 import { pytorchSnapshotTarget } from './pytorch-fuzz-target.ts'
 import { checkRmm, checkTraceContents, fixChecksums } from './reader-checks.ts'
 import { sampleStrategies, sampleTrace } from './trace-samples.ts'
@@ -221,6 +222,9 @@ const targets: Record<string, () => FuzzTarget | Promise<FuzzTarget>> = {
   'trace-file': traceFileTarget,
   'rmm-log': rmmLogTarget,
   'pytorch-snapshot': pytorchSnapshotTarget,
+  'kineto-trace': kinetoTarget,
+  'umpire-log': umpireTarget,
+  'nsys-sqlite': nsysTarget,
 }
 
 const [name, seedText, maxText, budgetText] = process.argv.slice(2)

@@ -1,8 +1,11 @@
 // What a reader's result must hold to (shared by the seeded fuzzer, fuzz-runner.ts, and the
 // Jazzer.js targets in test/fuzz/), and fixChecksums, which lets damage to a trace file reach the
 // decoder instead of stopping at its CRC.
+import type { KinetoImport } from '../../src-main/services/import/kineto.ts'
+import type { NsysImport } from '../../src-main/services/import/nsys.ts'
 import type { PytorchImport } from '../../src-main/services/import/pytorch/index.ts'
 import type { RmmImport } from '../../src-main/services/import/rmm.ts'
+import type { UmpireImport } from '../../src-main/services/import/umpire.ts'
 import { readMessage } from '../../src-main/services/trace/arrow-messages.ts'
 import { crc32Hex } from '../../src-main/services/trace/crc32.ts'
 import type { TraceFileContents } from '../../src-main/services/trace/file.ts'
@@ -122,4 +125,46 @@ export function checkPytorchImport(result: PytorchImport): void {
       if (!Number.isFinite(l.time[i]!) || l.time[i]! < 0) throw new Error(`layout ${i}: time ${l.time[i]}`)
     }
   }
+}
+
+/** A profiler trace's import: the trace holds together, in time order, its counts add up. */
+export function checkKineto(result: KinetoImport): void {
+  checkTrace(result.trace)
+  if (result.trace.meta.source !== 'kineto-trace') throw new Error('wrong source')
+  checkTimeOrder(result.trace)
+  if (result.memoryEvents < 0 || result.trace.events.kind.length > 2 * result.memoryEvents) throw new Error('more events than memory events')
+}
+
+/** An Umpire log's import: the trace holds together, in time order, every free of a live alloc. */
+export function checkUmpire(result: UmpireImport): void {
+  checkTrace(result.trace)
+  if (result.trace.meta.source !== 'umpire-log') throw new Error('wrong source')
+  checkTimeOrder(result.trace)
+  checkFreesOfLive(result.trace)
+}
+
+/** An Nsight Systems import: the trace and its recorded layout hold together, the layout's columns of one length. */
+export function checkNsys(result: NsysImport): void {
+  checkTrace(result.trace)
+  if (result.trace.meta.source !== 'nsys-sqlite') throw new Error('wrong source')
+  checkTimeOrder(result.trace)
+  checkFreesOfLive(result.trace)
+  const l = result.recorded.layout!
+  for (const column of Object.values(l)) if ((column as ArrayLike<unknown>).length !== l.op.length) throw new Error('recorded layout: ragged columns')
+  // Each alloc a region and its block, each free the block and its region.
+  if (l.op.length !== 2 * result.trace.events.kind.length) throw new Error('recorded layout: events do not match the trace')
+}
+
+function checkTimeOrder(t: RequestTrace): void {
+  for (let i = 1; i < t.events.time.length; i++) if (t.events.time[i]! < t.events.time[i - 1]!) throw new Error(`time goes backwards at event ${i}`)
+}
+
+function checkFreesOfLive(t: RequestTrace): void {
+  const live = new Set<number>()
+  const e = t.events
+  for (let i = 0; i < e.kind.length; i++)
+    if (e.kind[i] === EventKind.alloc) {
+      if (live.has(e.id[i]!)) throw new Error(`event ${i}: id ${e.id[i]} allocated twice`)
+      live.add(e.id[i]!)
+    } else if (e.kind[i] === EventKind.free && !live.delete(e.id[i]!)) throw new Error(`event ${i}: free of ${e.id[i]}, not live`)
 }

@@ -1,6 +1,7 @@
 // Fuzzing the input readers with mutated real inputs (helpers/fuzz-runner.ts): trace files, RMM
-// logs and PyTorch snapshots (pickle and JSON). Every outcome is a well-formed result or the
-// reader's typed error (TraceFileError, RmmLogError, SnapshotImportError) naming the file; never
+// logs, PyTorch snapshots (pickle and JSON), torch.profiler traces, Umpire logs and Nsight Systems
+// exports. Every outcome is a well-formed result or the reader's typed error (TraceFileError,
+// RmmLogError, SnapshotImportError, KinetoTraceError, UmpireLogError, NsysSqliteError) naming the file; never
 // another exception, a crash or a hang. A finding, as for Jazzer (scripts/fuzz-ts.sh): a case that
 // takes more than 10 s, or the runner past 2 GB resident (killed at once, from outside, where /proc
 // tells). Bounded per run; the seed is fixed so CI is repeatable.
@@ -34,6 +35,9 @@ const targets = [
     leastCases: 300,
     errorCodes: ['corrupt', 'truncated', 'not-a-snapshot'],
   },
+  { target: 'kineto-trace', title: 'torch.profiler traces', cases: 4000, budgetMs: 10_000, leastCases: 300, errorCodes: ['bad-event', 'truncated'] },
+  { target: 'umpire-log', title: 'Umpire logs', cases: 1500, budgetMs: 10_000, leastCases: 150, errorCodes: ['bad-line'] },
+  { target: 'nsys-sqlite', title: 'Nsight Systems exports', cases: 1500, budgetMs: 10_000, leastCases: 150, errorCodes: ['corrupt'] },
 ] as const
 
 for (const { target, title, cases, budgetMs, leastCases, errorCodes } of targets) {

@@ -1,0 +1,402 @@
+// Imports an Nsight Systems report exported to SQLite (`nsys profile --cuda-memory-usage=true`, then
+// `nsys export --type sqlite`) into a request trace (source "nsys-sqlite") and the device-level
+// layout the program had, "cuda (recorded)", as a recording under the interposer has it
+// (intercept-converter.ts): each allocation a region of its own at its real address.
+// The database is read with Node's own SQLite (node:sqlite), never by hand. The rows read are those
+// of CUDA_GPU_MEMORY_USAGE_EVENTS (start ns, deviceId, address, bytes, memKind, memoryOperationType,
+// streamId, and the local memory-pool columns of cudaMallocAsync), named by the enum tables
+// ENUM_CUDA_MEM_KIND and ENUM_CUDA_DEV_MEM_EVENT_OPER (id, name, label); they are queried in time
+// order and walked one row at a time (an iterator, not every row at once).
+// Device memory of one device is imported: the device asked for, else the one with the most
+// events; pageable, pinned, managed, array and static memory are counted and left out. These are
+// the CUDA-level calls (a caching allocator's segments, not its tensors), so the request trace is
+// those calls, as nothing finer is in the file, and the layout's reserved peak is the recorded one.
+import { stat } from 'node:fs/promises'
+
+import { LayoutOp, allocateLayout, type LayoutTrace } from '../../../src-shared/layout.ts'
+import type { StrategyResult } from '../../../src-shared/results.ts'
+import { InputError, notARegularFile } from '../input-error.ts'
+import { EventsBuilder } from '../trace/events-builder.ts'
+import { EventKind, type RequestTrace } from '../trace/model.ts'
+import { RECORDED_CUDA_NAME } from './intercept-converter.ts'
+
+export const NSYS_SOURCE = 'nsys-sqlite'
+export const MEMORY_TABLE = 'CUDA_GPU_MEMORY_USAGE_EVENTS'
+const KIND_TABLE = 'ENUM_CUDA_MEM_KIND'
+const OPERATION_TABLE = 'ENUM_CUDA_DEV_MEM_EVENT_OPER'
+/** The first 16 bytes of every SQLite database. */
+export const SQLITE_HEADER = 'SQLite format 3\0'
+/** Columns the import cannot do without. */
+const REQUIRED = ['start', 'deviceId', 'address', 'bytes', 'memKind', 'memoryOperationType'] as const
+const POOL_COLUMNS = ['localMemoryPoolAddress', 'localMemoryPoolReleaseThreshold', 'localMemoryPoolSize', 'localMemoryPoolUtilizedSize'] as const
+
+export type NsysErrorCode = 'unreadable' | 'not-a-database' | 'no-memory-table' | 'bad-schema' | 'bad-row' | 'corrupt' | 'no-sqlite'
+
+export class NsysSqliteError extends InputError {
+  constructor(
+    file: string,
+    readonly code: NsysErrorCode,
+    /** The row of CUDA_GPU_MEMORY_USAGE_EVENTS (its rowid) the problem is in; undefined: the whole file. */
+    readonly row: number | undefined,
+    problem: string,
+  ) {
+    super(file, row === undefined ? '' : `${MEMORY_TABLE} row ${row}`, problem)
+  }
+}
+
+export interface NsysImportOptions {
+  /** What meta.origin says (default: the path as given). */
+  origin?: string
+  /** The device to import (default: the one with the most device-memory events). */
+  device?: number | 'all'
+  onProgress?: (progress: { rowsDone: number; rowsTotal: number }) => void
+  signal?: AbortSignal
+}
+
+export interface NsysImport {
+  trace: RequestTrace
+  /** "cuda (recorded)": the device-level layout. */
+  recorded: StrategyResult
+  device: number
+  /** Devices with device-memory events, each with its count. */
+  devices: Map<number, number>
+  rows: number
+  /** Rows of other memory kinds (pinned, managed...) or other devices, left out. */
+  leftOut: number
+  unknownFrees: number
+  liveAtEnd: number
+  /** The largest sum of live allocations: the reserved peak the CUDA level saw. */
+  peakReserved: number
+}
+
+export type Sqlite = typeof import('node:sqlite')
+let sqlite: Promise<Sqlite> | undefined
+
+/**
+ * node:sqlite, loaded once. Node 22 marks it experimental and says so on stderr as it loads; that
+ * one warning is held back (the CLI's output stays what it prints), every other warning passes.
+ */
+export function loadSqlite(): Promise<Sqlite> {
+  sqlite ??= (async () => {
+    const emit = process.emitWarning
+    process.emitWarning = function (this: unknown, warning: string | Error, ...rest: unknown[]) {
+      const text = typeof warning === 'string' ? warning : warning.message
+      const type = typeof rest[0] === 'string' ? rest[0] : (rest[0] as { type?: string } | undefined)?.type
+      if ((type === 'ExperimentalWarning' || (warning as Error).name === 'ExperimentalWarning') && /SQLite/.test(text)) return
+      return (emit as (...a: unknown[]) => void).call(process, warning, ...rest)
+    } as typeof process.emitWarning
+    try {
+      return await import('node:sqlite')
+    } finally {
+      process.emitWarning = emit
+    }
+  })()
+  return sqlite
+}
+
+interface EnumEntry {
+  id: number
+  text: string
+}
+
+export async function importNsysSqlite(path: string, options: NsysImportOptions = {}): Promise<NsysImport> {
+  try {
+    const problem = notARegularFile(await stat(path))
+    if (problem) throw new NsysSqliteError(path, 'unreadable', undefined, problem)
+  } catch (e) {
+    if (e instanceof NsysSqliteError) throw e
+    throw new NsysSqliteError(path, 'unreadable', undefined, `cannot be read: ${(e as Error).message}`)
+  }
+  let lib: Sqlite
+  try {
+    lib = await loadSqlite()
+  } catch (e) {
+    throw new NsysSqliteError(
+      path,
+      'no-sqlite',
+      undefined,
+      `this Node (${process.version}) has no node:sqlite to read an Nsight Systems export with (${(e as Error).message})`,
+    )
+  }
+  return readNsysDatabase(lib, path, path, options)
+}
+
+/**
+ * Reads the export at `path` (synchronously: node:sqlite's database is), naming it `file` in its
+ * errors: the import's core, and what the fuzzer calls.
+ */
+export function readNsysDatabase(lib: Sqlite, path: string, file: string, options: NsysImportOptions = {}): NsysImport {
+  let db: Database
+  try {
+    db = new lib.DatabaseSync(path, { readOnly: true })
+  } catch (e) {
+    throw new NsysSqliteError(file, 'not-a-database', undefined, `cannot be opened as a SQLite database (${(e as Error).message})`)
+  }
+  try {
+    return readExport(db, file, { ...options, origin: options.origin ?? file })
+  } catch (e) {
+    if (e instanceof NsysSqliteError || options.signal?.aborted) throw e
+    const message = (e as Error).message
+    throw new NsysSqliteError(
+      file,
+      /malformed|not a database|corrupt|disk image/i.test(message) ? 'corrupt' : 'unreadable',
+      undefined,
+      `SQLite cannot read it: ${message}`,
+    )
+  } finally {
+    db.close()
+  }
+}
+
+type Database = InstanceType<Sqlite['DatabaseSync']>
+
+function readExport(db: Database, path: string, options: NsysImportOptions): NsysImport {
+  const fail = (code: NsysErrorCode, problem: string, row?: number): never => {
+    throw new NsysSqliteError(path, code, row, problem)
+  }
+  const tables = new Set((db.prepare("SELECT name FROM sqlite_master WHERE type = 'table'").all() as { name: string }[]).map((r) => r.name))
+  if (!tables.has(MEMORY_TABLE))
+    fail(
+      'no-memory-table',
+      `a SQLite database without the table ${MEMORY_TABLE}${tables.has('StringIds') || [...tables].some((t) => t.startsWith('CUPTI_')) ? ' (an Nsight Systems export recorded without CUDA memory usage)' : ', so not an Nsight Systems export with CUDA memory usage'}: record with nsys profile --cuda-memory-usage=true, then nsys export --type sqlite`,
+    )
+  const columns = new Set((db.prepare(`PRAGMA table_info(${MEMORY_TABLE})`).all() as { name: string }[]).map((r) => r.name))
+  const missing = REQUIRED.filter((c) => !columns.has(c))
+  if (missing.length > 0) fail('bad-schema', `the table ${MEMORY_TABLE} has no column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
+
+  // The enums, by their symbol name or label; the values Nsight Systems has used where a table is missing.
+  const readEnum = (table: string): EnumEntry[] | undefined => {
+    if (!tables.has(table)) return undefined
+    const cols = new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((r) => r.name))
+    if (!cols.has('id')) return undefined
+    const text = ['name', 'label'].filter((c) => cols.has(c))
+    if (text.length === 0) return undefined
+    return (db.prepare(`SELECT id, ${text.join(', ')} FROM ${table} LIMIT 1000`).all() as Record<string, unknown>[])
+      .filter((r) => typeof r['id'] === 'number' || typeof r['id'] === 'bigint')
+      .map((r) => ({ id: Number(r['id']), text: text.map((c) => String(r[c] ?? '')).join(' ') }))
+  }
+  const kinds = readEnum(KIND_TABLE)
+  const operations = readEnum(OPERATION_TABLE)
+  const deviceKinds = kinds ? kinds.filter((k) => /DEVICE|\bDevice\b/.test(k.text) && !/STATIC|Static/.test(k.text)).map((k) => k.id) : [2] // CUDA_MEMOPR_MEMORY_KIND_DEVICE
+  const kindName = new Map((kinds ?? []).map((k) => [k.id, k.text.split(' ').at(-1) ?? String(k.id)]))
+  const freeOps = operations ? operations.filter((o) => /DEALLOC|Dealloc|RELEASE|Release|FREE|Free/.test(o.text)).map((o) => o.id) : [1]
+  const allocOps = operations ? operations.filter((o) => /ALLOC|Alloc/.test(o.text) && !freeOps.includes(o.id)).map((o) => o.id) : [0]
+  if (deviceKinds.length === 0) fail('bad-schema', `${KIND_TABLE} names no device memory kind`)
+  if (allocOps.length === 0 || freeOps.length === 0) fail('bad-schema', `${OPERATION_TABLE} names no allocation or no deallocation`)
+
+  const inKinds = deviceKinds.map((k) => Number(k)).join(', ')
+  const rowsTotal = Number((db.prepare(`SELECT COUNT(*) AS n FROM ${MEMORY_TABLE}`).get() as { n: number | bigint }).n)
+  const perDevice = new Map<number, number>()
+  for (const r of db
+    .prepare(`SELECT deviceId AS d, COUNT(*) AS n FROM ${MEMORY_TABLE} WHERE memKind IN (${inKinds}) GROUP BY deviceId ORDER BY deviceId`)
+    .all() as {
+    d: unknown
+    n: number
+  }[]) {
+    const d = Number(r.d)
+    if (Number.isInteger(d) && d >= 0 && d <= 0xffff) perDevice.set(d, Number(r.n))
+  }
+  const wanted = options.device
+  let device: number
+  if (typeof wanted === 'number') {
+    if (!perDevice.has(wanted))
+      fail(
+        'bad-row',
+        `device ${wanted} has no device-memory events (${perDevice.size === 0 ? 'no device has' : `devices with some: ${[...perDevice.keys()].join(', ')}`})`,
+      )
+    device = wanted
+  } else device = [...perDevice].sort((a, b) => b[1] - a[1] || a[0] - b[0])[0]?.[0] ?? 0
+
+  const pools = POOL_COLUMNS.filter((c) => columns.has(c))
+  const stream = columns.has('streamId') ? 'streamId' : '0'
+  const query = db.prepare(
+    `SELECT rowid AS row, start, address, bytes, memoryOperationType AS op, ${stream} AS stream${pools.map((c) => `, ${c}`).join('')} FROM ${MEMORY_TABLE} ` +
+      `WHERE deviceId = ? AND memKind IN (${inKinds}) ORDER BY start, rowid`,
+  )
+  query.setReadBigInts(true)
+
+  const events = new EventsBuilder(1024)
+  const layout = new LayoutBuilder()
+  const live = new Map<bigint, { id: number; size: number }>()
+  const streams: string[] = []
+  const streamIndex = new Map<string, number>()
+  let nextId = 0
+  let t0: bigint | undefined
+  let rows = 0
+  let unknownFrees = 0
+  let reusedLive = 0
+  let otherOps = 0
+  let requested = 0
+  let peak = 0
+  let poolAllocs = 0
+  const poolPeak = new Map<bigint, number>()
+  const integer = (v: unknown, what: string, row: number): bigint => {
+    return typeof v === 'bigint' ? v : fail('bad-row', `"${what}" is ${v === null ? 'NULL' : JSON.stringify(String(v)).slice(0, 40)}, not an integer`, row)
+  }
+  for (const r of query.iterate(device) as Iterable<Record<string, unknown>>) {
+    if ((++rows & 0xffff) === 0) {
+      if (options.signal?.aborted) throw options.signal.reason
+      options.onProgress?.({ rowsDone: rows, rowsTotal })
+    }
+    const row = Number(r['row'])
+    const start = integer(r['start'], 'start', row)
+    const address = BigInt.asUintN(64, integer(r['address'], 'address', row))
+    const bytesBig = integer(r['bytes'], 'bytes', row)
+    if (bytesBig < 0n || bytesBig > BigInt(Number.MAX_SAFE_INTEGER)) fail('bad-row', `"bytes" ${bytesBig} is not a byte count`, row)
+    const bytes = Number(bytesBig)
+    const op = Number(integer(r['op'], 'memoryOperationType', row))
+    t0 ??= start
+    const time = Number(start - t0)
+    const streamText = String(r['stream'] ?? 0)
+    let s = streamIndex.get(streamText)
+    if (s === undefined) {
+      s = streams.push(streamText) - 1
+      streamIndex.set(streamText, s)
+    }
+    if (allocOps.includes(op)) {
+      if (bytes === 0) continue
+      const previous = live.get(address)
+      if (previous !== undefined) {
+        // The address was handed out again, so the allocation before it was freed unrecorded.
+        reusedLive++
+        events.push(EventKind.free, previous.id, 0, s, device, time)
+        layout.push(LayoutOp.free, address, previous.size, previous.size, s, time)
+        layout.push(LayoutOp.regionRelease, address, previous.size, 0, s, time)
+        requested -= previous.size
+      }
+      const id = nextId++
+      live.set(address, { id, size: bytes })
+      requested += bytes
+      if (requested > peak) peak = requested
+      events.push(EventKind.alloc, id, bytes, s, device, time)
+      layout.push(LayoutOp.regionReserve, address, bytes, 0, s, time)
+      layout.push(LayoutOp.alloc, address, bytes, bytes, s, time)
+      const poolAddress = r['localMemoryPoolAddress']
+      if (typeof poolAddress === 'bigint' && poolAddress !== 0n) {
+        poolAllocs++
+        const size = r['localMemoryPoolSize']
+        if (typeof size === 'bigint') poolPeak.set(poolAddress, Math.max(poolPeak.get(poolAddress) ?? 0, Number(size)))
+      }
+    } else if (freeOps.includes(op)) {
+      const block = live.get(address)
+      if (!block) {
+        unknownFrees++
+        continue
+      }
+      live.delete(address)
+      requested -= block.size
+      events.push(EventKind.free, block.id, 0, s, device, time)
+      layout.push(LayoutOp.free, address, block.size, block.size, s, time)
+      layout.push(LayoutOp.regionRelease, address, block.size, 0, s, time)
+    } else otherOps++
+  }
+  const leftOut = rowsTotal - rows
+
+  const warnings: string[] = []
+  const otherDevices = [...perDevice.keys()].filter((d) => d !== device)
+  if (otherDevices.length > 0)
+    warnings.push(
+      `the export has device memory on ${perDevice.size} devices; device ${device} (${perDevice.get(device)} events) was imported, not ${otherDevices.map((d) => `${d} (${perDevice.get(d)})`).join(', ')}: pass --device N for another`,
+    )
+  if (leftOut > 0) {
+    const byKind = db.prepare(`SELECT memKind AS k, COUNT(*) AS n FROM ${MEMORY_TABLE} WHERE memKind NOT IN (${inKinds}) GROUP BY memKind`).all() as {
+      k: unknown
+      n: number
+    }[]
+    const kindsLeft = byKind.map((k) => `${kindName.get(Number(k.k)) ?? `kind ${String(k.k)}`} ${k.n}`).join(', ')
+    warnings.push(
+      `${leftOut} memory events ${kindsLeft ? `of other memory kinds (${kindsLeft}) or ` : ''}of other devices were left out: vramscope replays one device's memory`,
+    )
+  }
+  if (unknownFrees > 0) warnings.push(`${unknownFrees} deallocations of addresses with no live allocation (allocated before the capture began) were skipped`)
+  if (reusedLive > 0) warnings.push(`${reusedLive} allocations returned an address that was still live; a free of the older one was assumed`)
+  if (otherOps > 0) warnings.push(`${otherOps} events of an operation that is neither allocation nor deallocation were skipped`)
+  if (poolAllocs > 0)
+    warnings.push(
+      `${poolAllocs} allocations came from stream-ordered memory pools (cudaMallocAsync); each is drawn as a region of its own, the pools' own reserved memory (their largest size: ${[...poolPeak.values()].join(', ')} bytes) is not`,
+    )
+  if (nextId === 0) warnings.push(`the export holds no device-memory allocations: record with nsys profile --cuda-memory-usage=true`)
+  warnings.push('Nsight Systems records the CUDA calls (a caching allocator’s segments), not the tensors inside them: the requests are those calls')
+
+  const properties: Record<string, string> = {
+    'nsys.rows': String(rowsTotal),
+    'nsys.device': String(device),
+    'nsys.memory_events': String(rows),
+    'nsys.left_out': String(leftOut),
+    'nsys.unknown_frees': String(unknownFrees),
+    'nsys.live_at_end': String(live.size),
+    'nsys.peak_reserved': String(peak),
+  }
+  if (poolAllocs > 0) properties['nsys.pool_allocations'] = String(poolAllocs)
+  gpuOf(db, tables, device, properties)
+  const trace: RequestTrace = {
+    meta: {
+      source: NSYS_SOURCE,
+      origin: options.origin ?? path,
+      ...(properties['device.name'] && { gpu: properties['device.name'] }),
+      warnings,
+      properties,
+    },
+    events: events.build(),
+    tables: { streams: streams.length > 0 ? streams : ['0'], frames: [], stacks: [], tags: [], markers: [] },
+  }
+  return {
+    trace,
+    recorded: { name: RECORDED_CUDA_NAME, strategy: 'recorded', params: { recorder: 'nsys', device }, layout: layout.build() },
+    device,
+    devices: perDevice,
+    rows: rowsTotal,
+    leftOut,
+    unknownFrees,
+    liveAtEnd: live.size,
+    peakReserved: peak,
+  }
+}
+
+/** The GPU's name and memory from TARGET_INFO_GPU where the export has it, for the device rule. */
+function gpuOf(db: Database, tables: Set<string>, device: number, properties: Record<string, string>): void {
+  if (!tables.has('TARGET_INFO_GPU')) return
+  try {
+    const cols = new Set((db.prepare('PRAGMA table_info(TARGET_INFO_GPU)').all() as { name: string }[]).map((r) => r.name))
+    const id = cols.has('id') ? 'id' : cols.has('cuDevice') ? 'cuDevice' : undefined
+    if (!id || !cols.has('name')) return
+    const r = db.prepare(`SELECT name${cols.has('totalMemory') ? ', totalMemory' : ''} FROM TARGET_INFO_GPU WHERE ${id} = ? LIMIT 1`).get(device) as
+      { name?: unknown; totalMemory?: unknown } | undefined
+    if (typeof r?.name === 'string' && r.name.length > 0 && r.name.length <= 256) properties['device.name'] = r.name
+    const bytes = Number(r?.totalMemory)
+    if (Number.isSafeInteger(bytes) && bytes > 0) {
+      properties['device.total_bytes'] = String(bytes)
+      properties['device.from'] = 'TARGET_INFO_GPU'
+    }
+  } catch {
+    // The GPU table is a nicety: one that does not read names no GPU.
+  }
+}
+
+/** Growable layout columns. */
+class LayoutBuilder {
+  private l: LayoutTrace = allocateLayout(1024)
+  private n = 0
+
+  push(op: number, address: bigint, size: number, requested: number, stream: number, time: number): void {
+    if (this.n === this.l.op.length) {
+      const next = allocateLayout(this.n * 2)
+      for (const key of Object.keys(next) as (keyof LayoutTrace)[]) (next[key] as Float64Array).set(this.l[key] as Float64Array)
+      this.l = next
+    }
+    const i = this.n++
+    const l = this.l
+    l.op[i] = op
+    l.address[i] = address
+    l.size[i] = size
+    l.requested[i] = requested
+    l.stream[i] = stream
+    l.time[i] = time
+  }
+
+  build(): LayoutTrace {
+    const out = allocateLayout(this.n)
+    for (const key of Object.keys(out) as (keyof LayoutTrace)[]) (out[key] as Float64Array).set((this.l[key] as Float64Array).subarray(0, this.n))
+    return out
+  }
+}
