@@ -39,15 +39,20 @@ export function plural(n: number, singular: string, pluralForm = `${singular}s`)
   return `${n.toLocaleString('en-US')} ${n === 1 ? singular : pluralForm}`
 }
 
+/** The static plan (docs/strategies.md#planned): a bound the allocators are measured against, never a contestant. */
+export const PLANNED_STRATEGY = 'planned'
+
 /**
  * Why a modelled result is not ranked, or undefined when it may be: it failed requests, or dropped
- * blocks the program still held at a reset (docs/architecture.md#metrics). Recorded results are
- * never ranked; they are the reference (no reason given).
+ * blocks the program still held at a reset (docs/architecture.md#metrics), or it is the static plan,
+ * a bound rather than an allocator. Recorded results are never ranked; they are the reference (no
+ * reason given).
  */
-export function unrankedReason(result: Pick<StrategyResult, 'summary'>): string | undefined {
+export function unrankedReason(result: Pick<StrategyResult, 'summary'> & Partial<Pick<StrategyResult, 'strategy'>>): string | undefined {
   const failures = result.summary?.['failures'] ?? 0
   const dropped = result.summary?.['droppedByReset'] ?? 0
   const reasons: string[] = []
+  if (result.strategy === PLANNED_STRATEGY) reasons.push('a bound, not an allocator')
   if (failures > 0) reasons.push(plural(failures, 'failure'))
   if (dropped > 0) reasons.push(`dropped ${plural(dropped, 'live block')} at resets`)
   return reasons.length > 0 ? reasons.join(', ') : undefined

@@ -7,6 +7,7 @@ import { it } from 'node:test'
 import { floorOf } from '../../../../src-main/services/analysis/floor.ts'
 import { Allocator, listStrategies, type NativeError } from '../../../../src-main/services/replay/allocators.ts'
 import { replayTrace } from '../../../../src-main/services/replay/replay.ts'
+import { unrankedReason } from '../../../../src-shared/compare.ts'
 import { sampleTrace } from '../../../helpers/trace-samples.ts'
 
 it('planned never reserves less than the floor, and its peaks of live bytes are the floor (random traces)', async () => {
@@ -40,4 +41,19 @@ it('planned is listed as a strategy that needs a plan, and an Allocator of it re
   } finally {
     a.dispose()
   }
+})
+
+it('the comparison never ranks the plan: it is a bound, not an allocator', async () => {
+  const trace = sampleTrace(800, 3)
+  const [planned, caching] = await replayTrace(
+    trace,
+    [
+      { strategy: 'planned', label: 'planned' },
+      { strategy: 'caching', params: { preset: 'pytorch' }, label: 'caching (pytorch)' },
+    ],
+    { layout: false, cap: 2 ** 50 },
+  )
+  assert.equal(unrankedReason({ strategy: 'planned', summary: { failures: planned!.summary.failures, droppedByReset: 0 } }), 'a bound, not an allocator')
+  assert.equal(unrankedReason({ strategy: 'caching', summary: { failures: caching!.summary.failures, droppedByReset: 0 } }), undefined)
+  assert.ok(planned!.summary.peakReserved <= caching!.summary.peakReserved, 'the plan reserves no more than caching here')
 })
