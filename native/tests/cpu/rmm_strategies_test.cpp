@@ -3,6 +3,10 @@
 // across upstream allocations; rmm_arena's 1 MiB superblocks, per-stream arenas, the global arena's
 // large requests and the defragmentation on failure; rmm_binning's bins against its upstream pool.
 #include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
 #include <memory>
 #include <string>
 #include <vector>
@@ -170,6 +174,166 @@ TEST(
   CHECK_EQ(s.allocate(8 * MiB, 0), x);
   CHECK_EQ(s.reserved(), 8 * MiB);
   CHECK_CONSISTENT(s);
+}
+
+// RMM's pool algorithm written as RMM writes it (stream_ordered_memory_resource::get_block over
+// address-ordered lists, coalescing_free_list's linear best fit and insertion), on a backing of
+// its own with the same options: the model, with its indexed lists, must hand out the same
+// addresses and grow the same way.
+class reference_pool {
+ public:
+  reference_pool(backing& device, std::uint64_t maximum) : device_(device), maximum_(maximum) {}
+
+  address_t allocate(std::uint64_t bytes, stream_t stream) {
+    const std::uint64_t size = (bytes + 255) & ~std::uint64_t{255};
+    auto own = lists_.find(stream);
+    if (own != lists_.end()) {
+      block b = take(own->second, size);
+      if (b.size != 0) return cut(b, size, own->second);
+    }
+    std::vector<block>& mine = lists_[stream];
+    for (auto& [s, list] : lists_) {
+      if (s == stream) continue;
+      block b = take(list, size);
+      if (b.size != 0) return cut(b, size, list);
+    }
+    std::vector<stream_t> others;
+    for (auto& [s, list] : lists_)
+      if (s != stream) others.push_back(s);
+    for (stream_t s : others) {
+      for (const block& b : lists_[s]) insert(lists_[stream], b);
+      lists_.erase(s);
+      block b = take(lists_[stream], size);
+      if (b.size != 0) return cut(b, size, lists_[stream]);
+    }
+    (void)mine;
+    std::uint64_t attempt = size_to_grow(size);
+    address_t a = 0;
+    while (attempt >= size && attempt != 0) {
+      if (attempt <= device_.available()) {
+        a = device_.allocate_region(attempt);
+        break;
+      }
+      if (attempt == size) break;
+      attempt = std::max(size, attempt / 2);
+    }
+    if (a == 0) return 0;
+    pool_ += attempt;
+    return cut({a, attempt, true}, size, lists_[stream]);
+  }
+
+  void deallocate(address_t a, std::uint64_t bytes, stream_t stream) {
+    const std::uint64_t size = (bytes + 255) & ~std::uint64_t{255};
+    insert(lists_[stream], {a, size, heads_.count(a) != 0});
+  }
+
+  std::uint64_t pool_size() const { return pool_; }
+
+ private:
+  struct block {
+    address_t address;
+    std::uint64_t size;
+    bool head;
+  };
+
+  address_t cut(block b, std::uint64_t size, std::vector<block>& list) {
+    if (b.head) heads_.insert(b.address);
+    if (b.size > size) insert(list, {b.address + size, b.size - size, false});
+    return b.address;
+  }
+
+  // coalescing_free_list::get_block: min_element by is_better_fit.
+  static block take(std::vector<block>& list, std::uint64_t size) {
+    auto better = [&](const block& x, const block& y) {
+      return x.size >= size && (x.size < y.size || y.size < size);
+    };
+    auto it = std::min_element(list.begin(), list.end(), better);
+    if (it == list.end() || it->size < size) return {0, 0, false};
+    block b = *it;
+    list.erase(it);
+    return b;
+  }
+
+  // coalescing_free_list::insert.
+  static void insert(std::vector<block>& list, block b) {
+    auto next = std::find_if(list.begin(), list.end(),
+                             [&](const block& x) { return b.address < x.address; });
+    const bool merge_prev = next != list.begin() && !b.head &&
+                            std::prev(next)->address + std::prev(next)->size == b.address;
+    const bool merge_next =
+        next != list.end() && !next->head && b.address + b.size == next->address;
+    if (merge_prev && merge_next) {
+      std::prev(next)->size += b.size + next->size;
+      list.erase(next);
+    } else if (merge_prev) {
+      std::prev(next)->size += b.size;
+    } else if (merge_next) {
+      next->address = b.address;
+      next->size += b.size;
+      next->head = b.head;
+    } else {
+      list.insert(next, b);
+    }
+  }
+
+  std::uint64_t size_to_grow(std::uint64_t size) const {
+    if (maximum_ != 0) {
+      const std::uint64_t remaining = ((maximum_ - pool_) + 255) & ~std::uint64_t{255};
+      return size <= remaining ? std::max(size, remaining / 2) : 0;
+    }
+    return std::max(size, pool_);
+  }
+
+  backing& device_;
+  std::uint64_t maximum_;
+  std::uint64_t pool_ = 0;
+  std::map<stream_t, std::vector<block>> lists_;
+  std::set<address_t> heads_;
+};
+
+TEST("rmm_pool hands out the addresses RMM's own algorithm does, on three streams") {
+  for (std::uint64_t maximum : {std::uint64_t{0}, std::uint64_t{6} * GiB}) {
+    simulated_options o;
+    o.capacity = 8 * GiB;
+    auto device = make_simulated_backing(o);
+    auto reference_device = make_simulated_backing(o);
+    auto pool =
+        make_allocator("rmm_pool", *device, {{"maximum_pool_size", std::to_string(maximum)}});
+    reference_pool reference(*reference_device, maximum);
+    std::mt19937_64 rng(31 + maximum);
+    struct held {
+      address_t address;
+      std::uint64_t bytes;
+      stream_t stream;
+    };
+    std::vector<held> live;
+    int compared = 0;
+    for (int op = 0; op < 20000; ++op) {
+      if (live.empty() || (live.size() < 400 && rng() % 100 < 55)) {
+        const std::uint64_t bytes = std::max<std::uint64_t>(
+            1, static_cast<std::uint64_t>(
+                   std::exp(std::uniform_real_distribution<double>(0, 14)(rng))) *
+                   64);
+        const stream_t s = static_cast<stream_t>(rng() % 3);
+        const address_t expected = reference.allocate(bytes, s);
+        REQUIRE(expected != 0);
+        const address_t got = reinterpret_cast<address_t>(pool->allocate(bytes, s));
+        CHECK_EQ(got, expected);
+        if (got != expected) return;
+        ++compared;
+        live.push_back({got, bytes, s});
+      } else {
+        const std::size_t i = rng() % live.size();
+        pool->deallocate(reinterpret_cast<void*>(live[i].address), live[i].stream);
+        reference.deallocate(live[i].address, live[i].bytes, live[i].stream);
+        live[i] = live.back();
+        live.pop_back();
+      }
+    }
+    CHECK_EQ(pool->stats().reserved_live, reference.pool_size());
+    CHECK(compared > 5000);
+    CHECK_EQ(check_invariants(*pool, nullptr), std::string());
+  }
 }
 
 // --- rmm_arena -----------------------------------------------------------------------------------
