@@ -89,7 +89,7 @@ export interface TraceSummary {
   traceId: string
   /** File name as the user knows it (no directories). */
   name: string
-  kind: 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace'
+  kind: 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace' | 'nsys-sqlite' | 'umpire-log'
   source: string
   events: number
   allocs: number

@@ -23,6 +23,10 @@ export function describeKind(input: OpenedInput): string {
       return 'RMM log (CSV)'
     case 'kineto-trace':
       return `torch.profiler trace (Chrome JSON${input.trace.meta.properties['kineto.gzip'] === 'true' ? ', gzip' : ''})`
+    case 'nsys-sqlite':
+      return `Nsight Systems export (SQLite, device ${input.nsys!.device})`
+    case 'umpire-log':
+      return `Umpire replay log (${input.trace.meta.properties['umpire.format'] === 'classic' ? 'classic ' : ''}JSON lines)`
   }
 }
 

@@ -1,7 +1,9 @@
 // Any file vramscope reads, opened as a request trace plus whatever results come with it: a trace
 // file (.vramscope / .arrow), a PyTorch memory snapshot (pickle or JSON), a torch.profiler (Kineto)
-// trace (JSON, maybe gzip-compressed) or an RMM log (CSV). The content decides what a file is where
-// it can (Arrow's continuation marker, a pickle's PROTO opcode, a JSON object, traceEvents in it); the name decides only where the content cannot (a protocol 0 pickle is
+// trace (JSON, maybe gzip-compressed), an Nsight Systems export (SQLite), an Umpire replay log
+// (JSON lines) or an RMM log (CSV). The content decides what a file is where it can (Arrow's
+// continuation marker, a pickle's PROTO opcode, SQLite's header, an Umpire event line, a JSON
+// object, traceEvents in it); the name decides only where the content cannot (a protocol 0 pickle is
 // text, an empty file is nothing). Every problem with the file is an InputError naming it.
 import { open, readFile, stat } from 'node:fs/promises'
 import { basename, extname } from 'node:path'
@@ -12,6 +14,8 @@ import { InputError, notARegularFile } from '../input-error.ts'
 import { importPytorchSnapshot, RECORDED_LAYOUT_NAME, type OverflowCounts } from './pytorch/index.ts'
 import { importRmmLog, type BadLine } from './rmm.ts'
 import { importKinetoTrace } from './kineto.ts'
+import { importNsysSqlite, SQLITE_HEADER } from './nsys.ts'
+import { importUmpireLog, looksLikeUmpireLog } from './umpire.ts'
 import { withLayoutMetrics } from '../analysis/layout-metrics.ts'
 import { LayoutOp } from '../../../src-shared/layout.ts'
 import { DEVICE_PROPERTIES } from '../replay/device.ts'
@@ -20,7 +24,7 @@ import type { RequestTrace } from '../trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { settingsOfProperties, snapshotConf } from '../../../src-shared/pytorch-conf.ts'
 
-export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace'
+export type InputKind = 'trace' | 'pytorch-snapshot' | 'rmm-log' | 'kineto-trace' | 'nsys-sqlite' | 'umpire-log'
 
 export interface InputProgress {
   /** What is being done: "read", "decode", "scan", "parse"... */
@@ -46,6 +50,8 @@ export interface OpenedInput {
   file?: TraceFileInfo
   pytorch?: { format: 'pickle' | 'json'; devices: number[]; overflow: OverflowCounts }
   rmm?: { lines: number; badLines: BadLine[]; unknownFrees: number; liveAtEnd: number }
+  /** Nsight Systems exports: the device imported and the devices with device-memory events. */
+  nsys?: { device: number; devices: number[]; rows: number; leftOut: number }
 }
 
 /** The file could not be recognised as anything vramscope reads. */
@@ -97,6 +103,10 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
   // which the trace reader refuses with an explanation.
   if (startsWith(0xff, 0xff, 0xff, 0xff) || startsWith(0x41, 0x52, 0x52, 0x4f, 0x57, 0x31)) return 'trace'
   if (head[0] === 0x80 && head.length > 1 && head[1]! >= 2 && head[1]! <= 5) return 'pytorch-snapshot' // PROTO n
+  // Any SQLite database: the importer says so where it is not an Nsight Systems export with memory events.
+  if (startsWith(...Array.from(SQLITE_HEADER, (c) => c.charCodeAt(0)))) return 'nsys-sqlite'
+  // Umpire's event lines are JSON objects too: they go first.
+  if (!head.includes(0) && looksLikeUmpireLog(new TextDecoder('utf-8').decode(head))) return 'umpire-log'
   if (isJsonObject(head)) return isChromeTrace(head) ? 'kineto-trace' : 'pytorch-snapshot'
   // gzip: only a profiler trace is read compressed (decompressed as it is read).
   if (startsWith(0x1f, 0x8b) && isJsonObject(gunzippedHead(head)) && isChromeTrace(gunzippedHead(head))) return 'kineto-trace'
@@ -128,7 +138,7 @@ export function kindOf(head: Uint8Array, path: string): InputKind {
 
 /** What vramscope opens, for the errors about what it does not. */
 const READS =
-  'vramscope reads .vramscope/.arrow traces, PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, or their JSON), torch.profiler traces recorded with profile_memory=True (JSON, or .json.gz) and RMM logging_resource_adaptor CSV logs'
+  'vramscope reads .vramscope/.arrow traces, PyTorch memory snapshots (torch.cuda.memory._dump_snapshot pickles, or their JSON), torch.profiler traces recorded with profile_memory=True (JSON, or .json.gz), Nsight Systems SQLite exports recorded with --cuda-memory-usage=true, Umpire replay logs (UMPIRE_REPLAY=On) and RMM logging_resource_adaptor CSV logs'
 
 /** Whether the bytes begin (after a BOM and white space) with "{". */
 function isJsonObject(head: Uint8Array): boolean {
@@ -271,6 +281,30 @@ export async function openInput(path: string, options: OpenOptions = {}): Promis
       // The counts (host events left out, unknown frees, the peak of Total Reserved) are the trace's kineto.* properties.
       const imported = await importKinetoTrace(path, {
         ...(signal && { signal }),
+        ...(onProgress && { onProgress: (p) => onProgress({ phase: 'parse', bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
+      })
+      return { path, kind, trace: imported.trace, strategies: [] }
+    }
+    case 'nsys-sqlite': {
+      // The counts (rows left out, unknown frees, the reserved peak) are the trace's nsys.* properties.
+      const imported = await importNsysSqlite(path, {
+        ...(signal && { signal }),
+        ...(device !== undefined && { device }),
+        ...(onProgress && { onProgress: (p) => onProgress({ phase: 'query', bytesDone: p.rowsDone, bytesTotal: p.rowsTotal }) }),
+      })
+      return {
+        path,
+        kind,
+        trace: imported.trace,
+        strategies: [withLayoutMetrics(imported.recorded)],
+        nsys: { device: imported.device, devices: [...imported.devices.keys()], rows: imported.rows, leftOut: imported.leftOut },
+      }
+    }
+    case 'umpire-log': {
+      // The counts (allocations on other resources, unknown frees) are the trace's umpire.* properties.
+      const imported = await importUmpireLog(path, {
+        ...(signal && { signal }),
+        ...(device !== undefined && { device }),
         ...(onProgress && { onProgress: (p) => onProgress({ phase: 'parse', bytesDone: p.bytesDone, bytesTotal: p.bytesTotal }) }),
       })
       return { path, kind, trace: imported.trace, strategies: [] }
