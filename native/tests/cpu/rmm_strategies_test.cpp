@@ -401,6 +401,222 @@ TEST("rmm_arena defragments on a failure: empty superblocks merge and the reques
   CHECK_CONSISTENT(s);
 }
 
+// RMM's arena written as RMM writes it (global_arena, arena and superblock of detail/arena.hpp:
+// address-ordered sets searched from the start, the deallocation's search of the arenas), over the
+// same addresses: the model, with its first-fit tree, must hand out the same blocks. Where a
+// request fails even after the defragmentation, the reference is put back as it was, as the model
+// refuses without defragmenting.
+class reference_arena {
+ public:
+  reference_arena(address_t base, std::uint64_t size) {
+    global_.emplace(base, superblock(base, size));
+  }
+
+  address_t allocate(std::uint64_t bytes, stream_t stream) {
+    const std::uint64_t size = (bytes + 255) & ~std::uint64_t{255};
+    address_t a = allocate_in(stream, size);
+    if (a != 0) return a;
+    reference_arena before = *this;
+    for (auto& [s, sbs] : arenas_) {
+      while (!sbs.empty()) {
+        superblock sb = sbs.begin()->second;
+        sbs.erase(sbs.begin());
+        coalesce_global(sb);
+      }
+    }
+    a = allocate_in(stream, size);
+    if (a == 0) *this = before;
+    return a;
+  }
+
+  void deallocate(address_t a, std::uint64_t bytes, stream_t stream) {
+    const std::uint64_t size = (bytes + 255) & ~std::uint64_t{255};
+    if (size > mib && free_in_global(a, size)) return;
+    if (free_in(arenas_[stream], a, size)) return;
+    for (auto& [s, sbs] : arenas_)
+      if (free_in(sbs, a, size)) return;
+    REQUIRE(free_in_global(a, size));
+  }
+
+ private:
+  static constexpr std::uint64_t mib = 1 << 20;
+  struct superblock {
+    superblock(address_t a, std::uint64_t n) : address(a), size(n) { free.emplace(a, n); }
+    address_t address;
+    std::uint64_t size;
+    std::map<address_t, std::uint64_t> free;
+    bool empty() const { return free.size() == 1 && free.begin()->second == size; }
+    bool fits(std::uint64_t n) const {
+      for (auto& [a, m] : free)
+        if (m >= n) return true;
+      return false;
+    }
+    address_t first_fit(std::uint64_t n) {
+      for (auto it = free.begin(); it != free.end(); ++it)
+        if (it->second >= n) {
+          const address_t a = it->first;
+          const std::uint64_t m = it->second;
+          free.erase(it);
+          if (m > n) free.emplace(a + n, m - n);
+          return a;
+        }
+      return 0;
+    }
+    bool contains(address_t a, std::uint64_t n) const {
+      return address <= a && a + n <= address + size;
+    }
+    void coalesce(address_t a, std::uint64_t n) {
+      auto next = free.lower_bound(a);
+      if (next != free.end() && a + n == next->first) {
+        n += next->second;
+        next = free.erase(next);
+      }
+      if (next != free.begin() && std::prev(next)->first + std::prev(next)->second == a) {
+        std::prev(next)->second += n;
+        return;
+      }
+      free.emplace(a, n);
+    }
+  };
+  using set = std::map<address_t, superblock>;
+
+  address_t allocate_in(stream_t stream, std::uint64_t size) {
+    if (size > mib) {
+      auto sb = global_first_fit(size);
+      if (!sb.second) return 0;
+      const address_t a = sb.first.first_fit(size);
+      global_.emplace(sb.first.address, sb.first);
+      return a;
+    }
+    set& own = arenas_[stream];
+    for (auto& [sa, sb] : own)
+      if (sb.fits(size)) return sb.first_fit(size);
+    auto sb = global_first_fit(size);
+    if (!sb.second) return 0;
+    const address_t a = sb.first.first_fit(size);
+    own.emplace(sb.first.address, sb.first);
+    return a;
+  }
+
+  std::pair<superblock, bool> global_first_fit(std::uint64_t size) {
+    for (auto it = global_.begin(); it != global_.end(); ++it) {
+      if (!it->second.fits(size)) continue;
+      superblock sb = it->second;
+      global_.erase(it);
+      const std::uint64_t min_size = std::max(mib, size);
+      if (sb.empty() && sb.size >= min_size + mib) {
+        global_.emplace(sb.address + min_size,
+                        superblock(sb.address + min_size, sb.size - min_size));
+        return {superblock(sb.address, min_size), true};
+      }
+      return {sb, true};
+    }
+    return {superblock(0, 0), false};
+  }
+
+  static bool free_in(set& sbs, address_t a, std::uint64_t n) {
+    for (auto& [sa, sb] : sbs)
+      if (sb.contains(a, n)) {
+        sb.coalesce(a, n);
+        return true;
+      }
+    return false;
+  }
+
+  bool free_in_global(address_t a, std::uint64_t n) {
+    for (auto it = global_.begin(); it != global_.end(); ++it)
+      if (it->second.contains(a, n)) {
+        superblock sb = it->second;
+        global_.erase(it);
+        sb.coalesce(a, n);
+        if (sb.empty()) coalesce_global(sb);
+        else global_.emplace(sb.address, sb);
+        return true;
+      }
+    return false;
+  }
+
+  void coalesce_global(superblock sb) {
+    auto next = global_.lower_bound(sb.address);
+    if (next != global_.begin()) {
+      auto prev = std::prev(next);
+      if (prev->second.empty() && sb.empty() && prev->first + prev->second.size == sb.address) {
+        sb = superblock(prev->first, prev->second.size + sb.size);
+        global_.erase(prev);
+      }
+    }
+    if (next != global_.end() && next->second.empty() && sb.empty() &&
+        sb.address + sb.size == next->first) {
+      sb = superblock(sb.address, sb.size + next->second.size);
+      global_.erase(next);
+    }
+    global_.emplace(sb.address, sb);
+  }
+
+  set global_;
+  std::map<stream_t, set> arenas_;
+};
+
+TEST("rmm_arena hands out the blocks RMM's own arena does, on three streams, failures included") {
+  simulated_options o;
+  o.capacity = 1 * GiB;
+  auto device = make_simulated_backing(o);
+  auto arena = make_allocator("rmm_arena", *device, {{"arena_size", "96MiB"}});
+  const address_t base = snapshot(*arena).regions.at(0).address;
+  reference_arena reference(base, 96 * MiB);
+  std::mt19937_64 rng(916);
+  struct held {
+    address_t address;
+    std::uint64_t bytes;
+    stream_t stream;
+  };
+  std::vector<held> live;
+  int compared = 0, failures = 0;
+  for (int op = 0; op < 20000; ++op) {
+    if (live.empty() || rng() % 100 < 55) {
+      // Mostly small, a tenth over 1 MiB (the global arena's).
+      const std::uint64_t bytes =
+          rng() % 10 == 0 ? (1 * MiB + 1 + rng() % (3 * MiB))
+                          : std::max<std::uint64_t>(
+                                1, static_cast<std::uint64_t>(std::exp(
+                                       std::uniform_real_distribution<double>(0, 13.8)(rng))));
+      const stream_t s = static_cast<stream_t>(rng() % 3);
+      const address_t expected = reference.allocate(bytes, s);
+      address_t got = 0;
+      try {
+        got = reinterpret_cast<address_t>(arena->allocate(bytes, s));
+      } catch (const out_of_memory&) {
+        ++failures;
+      }
+      CHECK_EQ(got, expected);
+      if (got != expected) return;
+      if (got == 0) {
+        // Free half of what is live, as a program would after an out-of-memory.
+        for (std::size_t k = live.size() / 2; k > 0; --k) {
+          const std::size_t i = rng() % live.size();
+          arena->deallocate(reinterpret_cast<void*>(live[i].address), live[i].stream);
+          reference.deallocate(live[i].address, live[i].bytes, live[i].stream);
+          live[i] = live.back();
+          live.pop_back();
+        }
+        continue;
+      }
+      ++compared;
+      live.push_back({got, bytes, s});
+    } else {
+      const std::size_t i = rng() % live.size();
+      arena->deallocate(reinterpret_cast<void*>(live[i].address), live[i].stream);
+      reference.deallocate(live[i].address, live[i].bytes, live[i].stream);
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  CHECK(compared > 5000);
+  CHECK(failures > 10);
+  CHECK(arena->stats().device_calls.synchronize > 0);  // some requests fitted after defragmenting
+  CHECK_EQ(check_invariants(*arena, nullptr), std::string());
+}
+
 // --- rmm_binning ---------------------------------------------------------------------------------
 
 TEST(
