@@ -238,17 +238,20 @@ std::uint64_t overlapping_pairs(const std::vector<block_lifetime>& blocks) {
 
 bool greedy_fits(const std::vector<block_lifetime>& blocks) {
   return blocks.size() <= (std::size_t{1} << 20) &&
-         overlapping_pairs(blocks) <= (std::uint64_t{1} << 24);
+         overlapping_pairs(blocks) <= (std::uint64_t{1} << 23);
 }
 
 placement place_blocks(const std::vector<block_lifetime>& blocks) {
+  // No plan is under the floor: one within 0.5 % of it ends the search (the rest could win no more).
+  const std::uint64_t floor = peak_load(blocks);
+  const std::uint64_t good_enough = floor + floor / 200;
   placement best = time_order_best_fit(blocks);
-  if (!greedy_fits(blocks)) return best;
-  for (order_by order :
-       {order_by::size, order_by::size_longer_first, order_by::peak_first, order_by::lifetime})
+  if (best.extent <= good_enough || !greedy_fits(blocks)) return best;
+  for (order_by order : {order_by::size, order_by::peak_first, order_by::lifetime})
     for (fit how : {fit::first, fit::best}) {
       placement p = greedy(blocks, order, how);
       if (p.extent < best.extent) best = std::move(p);
+      if (best.extent <= good_enough) return best;
     }
   return best;
 }

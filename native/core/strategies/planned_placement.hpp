@@ -37,9 +37,10 @@ placement greedy(const std::vector<block_lifetime>& blocks, order_by order, fit 
 // line at that moment, else at the top; a free joins its neighbours. O(n log n).
 placement time_order_best_fit(const std::vector<block_lifetime>& blocks);
 
-// The lowest of greedy's eight variants (each order with first and with best fit) and time-ordered
-// best fit; greedy only where its cost stays bounded (greedy_fits), so a plan costs O(n log n +
-// min(overlapping pairs, a constant)). Never under peak_load.
+// The lowest of time-ordered best fit and six variants of greedy (by size, the peak's blocks first
+// and by lifetime, each with first and with best fit), in that order, ending at the first within
+// 0.5 % of the floor (the others could win no more than that); greedy only where its cost stays bounded (greedy_fits), so a plan
+// costs O(n log n + min(overlapping pairs, a constant)). Never under peak_load.
 placement place_blocks(const std::vector<block_lifetime>& blocks);
 
 // The most bytes alive at once: the floor of every placement. O(n log n).
@@ -48,8 +49,8 @@ std::uint64_t peak_load(const std::vector<block_lifetime>& blocks);
 // Pairs of blocks alive at once: what greedy by size visits. O(n log n).
 std::uint64_t overlapping_pairs(const std::vector<block_lifetime>& blocks);
 
-// Whether place_blocks runs greedy: at most 2^24 overlapping pairs (a few seconds for the eight
-// variants) and 2^20 blocks (its segment tree's memory).
+// Whether place_blocks runs greedy: at most 2^23 overlapping pairs (a few seconds for all six
+// variants, the worst case) and 2^20 blocks (its segment tree's memory).
 bool greedy_fits(const std::vector<block_lifetime>& blocks);
 
 }  // namespace vramscope::planning
