@@ -353,15 +353,24 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
   }
 }
 
-/** The GPU's name and memory from TARGET_INFO_GPU where the export has it, for the device rule. */
+/**
+ * The GPU's name and memory from TARGET_INFO_GPU (id, name, totalMemory) where the export has it,
+ * for the device rule: its row for the device through TARGET_INFO_CUDA_DEVICE (gpuId, cudaId) where
+ * that table is there, else the row whose id is the device's.
+ */
 function gpuOf(db: Database, tables: Set<string>, device: number, properties: Record<string, string>): void {
   if (!tables.has('TARGET_INFO_GPU')) return
   try {
-    const cols = new Set((db.prepare('PRAGMA table_info(TARGET_INFO_GPU)').all() as { name: string }[]).map((r) => r.name))
-    const id = cols.has('id') ? 'id' : cols.has('cuDevice') ? 'cuDevice' : undefined
-    if (!id || !cols.has('name')) return
-    const r = db.prepare(`SELECT name${cols.has('totalMemory') ? ', totalMemory' : ''} FROM TARGET_INFO_GPU WHERE ${id} = ? LIMIT 1`).get(device) as
-      { name?: unknown; totalMemory?: unknown } | undefined
+    const columns = (table: string) => new Set((db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((r) => r.name))
+    const gpu = columns('TARGET_INFO_GPU')
+    if (!gpu.has('id') || !gpu.has('name')) return
+    const memory = gpu.has('totalMemory') ? ', g.totalMemory AS totalMemory' : ''
+    const cuda = tables.has('TARGET_INFO_CUDA_DEVICE') ? columns('TARGET_INFO_CUDA_DEVICE') : new Set<string>()
+    const query =
+      cuda.has('gpuId') && cuda.has('cudaId')
+        ? `SELECT g.name AS name${memory} FROM TARGET_INFO_GPU g JOIN TARGET_INFO_CUDA_DEVICE c ON c.gpuId = g.id WHERE c.cudaId = ? LIMIT 1`
+        : `SELECT g.name AS name${memory} FROM TARGET_INFO_GPU g WHERE g.id = ? LIMIT 1`
+    const r = db.prepare(query).get(device) as { name?: unknown; totalMemory?: unknown } | undefined
     if (typeof r?.name === 'string' && r.name.length > 0 && r.name.length <= 256) properties['device.name'] = r.name
     const bytes = Number(r?.totalMemory)
     if (Number.isSafeInteger(bytes) && bytes > 0) {
@@ -369,7 +378,7 @@ function gpuOf(db: Database, tables: Set<string>, device: number, properties: Re
       properties['device.from'] = 'TARGET_INFO_GPU'
     }
   } catch {
-    // The GPU table is a nicety: one that does not read names no GPU.
+    // The GPU's table is a nicety: one that does not read names no GPU.
   }
 }
 
