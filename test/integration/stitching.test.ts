@@ -3,10 +3,14 @@
 // its peak than PyTorch's own policy (caching:preset=pytorch) on every recorded workload, and under
 // a device no larger than what PyTorch's policy needed it fails no request; `whatif` carries it as
 // a row beside PyTorch's settings, marked as an allocator PyTorch does not ship, in the text and
-// in --json.
+// in --json. With stitching off (stitch_limit=0) it is PyTorch's policy: the same memory obtained
+// and given back, at the same events, as caching:preset=pytorch on the same backing.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
+import { openInput } from '../../src-main/services/import/open-input.ts'
+import { replayTrace, type ReplayLayoutColumns } from '../../src-main/services/replay/replay.ts'
+import { LayoutOp } from '../../src-shared/layout.ts'
 import { fixture, PYTORCH_WORKLOADS, vramscope, vramscopeJson } from '../helpers/cli.ts'
 
 interface ReplayJson {
@@ -82,4 +86,34 @@ describe('stitching on real PyTorch snapshots', () => {
     assert.match(text.stdout, /stitching of free VMM chunks \(GMLake\) \(not in PyTorch\)/)
     assert.match(text.stdout, /^not in PyTorch: stitching of free VMM chunks \(GMLake\): GMLake's virtual memory stitching/m)
   })
+})
+
+/** Memory obtained (+) and given back (-), with the request event of each: regions, or mapped ranges. */
+function memoryEvents(layout: ReplayLayoutColumns): string[] {
+  const out: string[] = []
+  for (let k = 0; k < layout.op.length; k++) {
+    const op = layout.op[k]
+    if (op === LayoutOp.regionReserve || op === LayoutOp.map) out.push(`+${layout.size[k]}@${layout.event[k]}`)
+    else if (op === LayoutOp.regionRelease || op === LayoutOp.unmap) out.push(`-${layout.size[k]}@${layout.event[k]}`)
+  }
+  return out
+}
+
+describe('stitching with stitch_limit=0 is PyTorch policy', () => {
+  // Not the CUDA-graph run: stitching does not model private pools (docs/strategies.md#stitching).
+  for (const file of FIXTURES.filter((f) => !f.includes('cuda_graph')))
+    it(`${file}: the same memory obtained and released at the same events as caching (pytorch)`, async () => {
+      const input = await openInput(fixture(file))
+      const [off, caching] = await replayTrace(
+        input.trace,
+        [
+          { strategy: 'stitching', params: { stitch_limit: '0' }, label: 'stitching off' },
+          { strategy: 'caching', params: { preset: 'pytorch' }, label: 'caching (pytorch)' },
+        ],
+        { layout: true, buckets: 16 },
+      )
+      assert.deepEqual(memoryEvents(off!.layout), memoryEvents(caching!.layout))
+      assert.equal(off!.summary.peakReserved, caching!.summary.peakReserved)
+      assert.equal(off!.summary.failures, 0)
+    })
 })
