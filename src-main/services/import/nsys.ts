@@ -214,6 +214,11 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       `WHERE deviceId = ? AND memKind IN (${inKinds}) ORDER BY start, rowid`,
   )
   query.setReadBigInts(true)
+  // Rows as arrays, in the SELECT's order, where this Node has it: four times faster than objects.
+  const arrays = typeof query.setReturnArrays === 'function'
+  if (arrays) query.setReturnArrays(true)
+  const poolAt = pools.indexOf('localMemoryPoolAddress')
+  const poolSizeAt = pools.indexOf('localMemoryPoolSize')
 
   const events = new EventsBuilder(1024)
   const layout = new LayoutBuilder()
@@ -233,21 +238,22 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
   const integer = (v: unknown, what: string, row: number): bigint => {
     return typeof v === 'bigint' ? v : fail('bad-row', `"${what}" is ${v === null ? 'NULL' : JSON.stringify(String(v)).slice(0, 40)}, not an integer`, row)
   }
-  for (const r of query.iterate(device) as Iterable<Record<string, unknown>>) {
+  for (const raw of query.iterate(device) as Iterable<unknown[] | Record<string, unknown>>) {
+    const r = arrays ? (raw as unknown[]) : Object.values(raw)
     if ((++rows & 0xffff) === 0) {
       if (options.signal?.aborted) throw options.signal.reason
       options.onProgress?.({ rowsDone: rows, rowsTotal })
     }
-    const row = Number(r['row'])
-    const start = integer(r['start'], 'start', row)
-    const address = BigInt.asUintN(64, integer(r['address'], 'address', row))
-    const bytesBig = integer(r['bytes'], 'bytes', row)
+    const row = Number(r[0])
+    const start = integer(r[1], 'start', row)
+    const address = BigInt.asUintN(64, integer(r[2], 'address', row))
+    const bytesBig = integer(r[3], 'bytes', row)
     if (bytesBig < 0n || bytesBig > BigInt(Number.MAX_SAFE_INTEGER)) fail('bad-row', `"bytes" ${bytesBig} is not a byte count`, row)
     const bytes = Number(bytesBig)
-    const op = Number(integer(r['op'], 'memoryOperationType', row))
+    const op = Number(integer(r[4], 'memoryOperationType', row))
     t0 ??= start
     const time = Number(start - t0)
-    const streamText = String(r['stream'] ?? 0)
+    const streamText = String(r[5] ?? 0)
     let s = streamIndex.get(streamText)
     if (s === undefined) {
       s = streams.push(streamText) - 1
@@ -271,10 +277,10 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       events.push(EventKind.alloc, id, bytes, s, device, time)
       layout.push(LayoutOp.regionReserve, address, bytes, 0, s, time)
       layout.push(LayoutOp.alloc, address, bytes, bytes, s, time)
-      const poolAddress = r['localMemoryPoolAddress']
+      const poolAddress = poolAt < 0 ? undefined : r[6 + poolAt]
       if (typeof poolAddress === 'bigint' && poolAddress !== 0n) {
         poolAllocs++
-        const size = r['localMemoryPoolSize']
+        const size = poolSizeAt < 0 ? undefined : r[6 + poolSizeAt]
         if (typeof size === 'bigint') poolPeak.set(poolAddress, Math.max(poolPeak.get(poolAddress) ?? 0, Number(size)))
       }
     } else if (freeOps.includes(op)) {
