@@ -4,6 +4,7 @@
 // large requests and the defragmentation on failure; rmm_binning's bins against its upstream pool.
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -668,6 +669,106 @@ TEST(
   CHECK_THROWS_AS(s.allocate(1000), out_of_memory);
   CHECK(s.allocate(2 * MiB) != 0);  // the pool still serves what no bin takes
   CHECK_CONSISTENT(s);
+}
+
+// RMM's binning resource as RMM's replay benchmark builds it, written as RMM writes it: bins of
+// fixed_size_memory_resource (stream_ordered_memory_resource::get_block over fixed_size_free_list:
+// the front block of a list, a freed one to its back, a chunk of blocks from upstream when every
+// list is empty) over the reference pool above.
+class reference_binning {
+ public:
+  reference_binning(backing& device, std::vector<std::uint64_t> bins, std::uint64_t per_chunk)
+      : pool_(device, 0), per_chunk_(per_chunk) {
+    for (std::uint64_t size : bins) {
+      bins_.push_back({size, {}});
+      chunk(bins_.back(), 0);
+    }
+  }
+
+  address_t allocate(std::uint64_t bytes, stream_t stream) {
+    for (bin& b : bins_) {
+      if (bytes > b.size) continue;
+      auto own = b.lists.find(stream);
+      if (own != b.lists.end() && !own->second.empty()) return pop(own->second);
+      for (auto& [s, list] : b.lists)
+        if (s != stream && !list.empty()) return pop(list);
+      std::deque<address_t>& mine = b.lists[stream];
+      if (!chunk(b, stream)) return 0;
+      return pop(mine);
+    }
+    return pool_.allocate(bytes, stream);
+  }
+
+  void deallocate(address_t a, std::uint64_t bytes, stream_t stream) {
+    for (bin& b : bins_)
+      if (bytes <= b.size) {
+        b.lists[stream].push_back(a);
+        return;
+      }
+    pool_.deallocate(a, bytes, stream);
+  }
+
+ private:
+  struct bin {
+    std::uint64_t size;
+    std::map<stream_t, std::deque<address_t>> lists;
+  };
+  static address_t pop(std::deque<address_t>& list) {
+    const address_t a = list.front();
+    list.pop_front();
+    return a;
+  }
+  bool chunk(bin& b, stream_t stream) {
+    const address_t a = pool_.allocate(b.size * per_chunk_, stream);
+    if (a == 0) return false;
+    for (std::uint64_t i = 0; i < per_chunk_; ++i) b.lists[stream].push_back(a + i * b.size);
+    return true;
+  }
+
+  reference_pool pool_;
+  std::uint64_t per_chunk_;
+  std::vector<bin> bins_;
+};
+
+TEST("rmm_binning hands out the blocks RMM's own binning resource does, on two streams") {
+  simulated_options o;
+  o.capacity = 8 * GiB;
+  auto device = make_simulated_backing(o);
+  auto reference_device = make_simulated_backing(o);
+  auto binning = make_allocator("rmm_binning", *device,
+                                {{"bins", "4KiB,64KiB,1MiB"}, {"blocks_to_preallocate", "16"}});
+  reference_binning reference(*reference_device, {4 * KiB, 64 * KiB, 1 * MiB}, 16);
+  std::mt19937_64 rng(18);
+  struct held {
+    address_t address;
+    std::uint64_t bytes;
+    stream_t stream;
+  };
+  std::vector<held> live;
+  int compared = 0;
+  for (int op = 0; op < 20000; ++op) {
+    if (live.empty() || (live.size() < 300 && rng() % 100 < 55)) {
+      const std::uint64_t bytes = std::max<std::uint64_t>(
+          1,
+          static_cast<std::uint64_t>(std::exp(std::uniform_real_distribution<double>(0, 16)(rng))));
+      const stream_t s = static_cast<stream_t>(rng() % 2);
+      const address_t expected = reference.allocate(bytes, s);
+      REQUIRE(expected != 0);
+      const address_t got = reinterpret_cast<address_t>(binning->allocate(bytes, s));
+      CHECK_EQ(got, expected);
+      if (got != expected) return;
+      ++compared;
+      live.push_back({got, bytes, s});
+    } else {
+      const std::size_t i = rng() % live.size();
+      binning->deallocate(reinterpret_cast<void*>(live[i].address), live[i].stream);
+      reference.deallocate(live[i].address, live[i].bytes, live[i].stream);
+      live[i] = live.back();
+      live.pop_back();
+    }
+  }
+  CHECK(compared > 5000);
+  CHECK_EQ(check_invariants(*binning, nullptr), std::string());
 }
 
 // --- the layout trace ----------------------------------------------------------------------------
