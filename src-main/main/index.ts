@@ -150,7 +150,7 @@ async function showOpenDialog(): Promise<void> {
     title: 'Open a trace or snapshot',
     properties: ['openFile', 'multiSelections'],
     filters: [
-      { name: 'Traces, PyTorch snapshots, RMM logs', extensions: OPEN_DIALOG_EXTENSIONS },
+      { name: 'Traces, PyTorch snapshots, profiler traces, Nsight Systems exports, Umpire and RMM logs', extensions: OPEN_DIALOG_EXTENSIONS },
       { name: 'All files', extensions: ['*'] },
     ],
   }

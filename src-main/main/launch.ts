@@ -11,8 +11,8 @@ export const FILE_TYPES = [
   { ext: 'pkl', name: 'PyTorch memory snapshot', role: 'Viewer' },
 ] as const
 
-/** Extensions the Open dialog lists besides FILE_TYPES (RMM logs, JSON snapshots). */
-export const OPEN_DIALOG_EXTENSIONS = [...FILE_TYPES.map((t) => t.ext), 'pt', 'json', 'csv', 'log']
+/** Extensions the Open dialog lists besides FILE_TYPES (JSON snapshots and profiler traces, .json.gz, Nsight Systems exports, Umpire's .stats, RMM and Umpire logs). */
+export const OPEN_DIALOG_EXTENSIONS = [...FILE_TYPES.map((t) => t.ext), 'pt', 'json', 'gz', 'sqlite', 'stats', 'csv', 'log']
 
 /**
  * The files in a command line: everything after the executable (and, unpackaged, after the app's
