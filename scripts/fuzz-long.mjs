@@ -1,7 +1,8 @@
 // `npm run fuzz:long`: the long fuzz runs, on demand (CI runs the short ones inside `npm test`).
 //  - native: libFuzzer over allocator operation sequences (native/scripts/fuzz.sh long), inputs that
 //    add coverage merged into the kept corpus native/fuzz/corpus/*.b64 (commit what it adds);
-//  - ts: the TypeScript readers (trace file, PyTorch snapshot, RMM log) under Jazzer.js, libFuzzer
+//  - ts: the TypeScript readers (trace file, PyTorch snapshot, RMM log, torch.profiler trace, Umpire
+//    log, Nsight Systems export) under Jazzer.js, libFuzzer
 //    driving the instrumented JavaScript (scripts/fuzz-ts.sh long), inputs that add coverage merged
 //    into the kept corpus test/fuzz/corpus/*.b64 (commit what it adds);
 //  - seeded: the same readers under the structure-aware seeded mutation fuzzer of
@@ -34,7 +35,7 @@ if (only === undefined || only === 'ts') {
 
 if (only === undefined || only === 'seeded') {
   const runner = join(root, 'test', 'helpers', 'fuzz-runner.ts')
-  for (const target of ['trace-file', 'rmm-log', 'pytorch-snapshot']) {
+  for (const target of ['trace-file', 'rmm-log', 'pytorch-snapshot', 'kineto-trace', 'umpire-log', 'nsys-sqlite']) {
     const seed = Date.now() % 2 ** 31
     console.log(`\n=== ${target} (seeded mutation, seed ${seed}), ${seconds} s`)
     const child = spawn(process.execPath, ['--import', 'tsx', runner, target, String(seed), String(Number.MAX_SAFE_INTEGER), String(seconds * 1000)], {
