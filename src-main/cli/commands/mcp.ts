@@ -172,8 +172,9 @@ function whatifSummary(json: Json): string {
   const line = typeof best['line'] === 'string' ? ` (${best['line']})` : ''
   const peak = job ? '' : `, peak reserved ${bytes(best['peakReserved'])}, ${num(best['failures']) ?? 0} failures`
   const own = num(best['smallestFittingBytes'])
+  // The static plan is a bound, not a configuration: the least a real one runs the trace in leaves it out.
   const least = configs
-    .filter((c) => num(c['smallestFittingBytes']) !== undefined)
+    .filter((c) => num(c['smallestFittingBytes']) !== undefined && !(c['kind'] === 'strategy' && c['conf'] === 'planned'))
     .sort((a, b) => num(a['smallestFittingBytes'])! - num(b['smallestFittingBytes'])!)[0]
   const fits =
     least === undefined
@@ -181,7 +182,12 @@ function whatifSummary(json: Json): string {
       : own !== undefined && own <= num(least['smallestFittingBytes'])!
         ? `The smallest device limit that runs ${whole} is ${atLeast}${formatBytes(own)}, under it.`
         : `${own !== undefined ? `It runs ${whole} in ${atLeast}${formatBytes(own)}; ` : ''}the smallest device limit that runs ${whole} is ${atLeast}${bytes(least['smallestFittingBytes'])}, under ${String(least['label'])}.`
-  return `Best configuration: ${String(best['label'])}${line}${peak}. ${fits}`
+  const floor = json['floor'] as Json | undefined
+  const floorText =
+    floor && num(floor['peakLiveRoundedBytes']) !== undefined
+      ? ` The floor: ${bytes(floor['peakLiveRoundedBytes'])} live at the peak, which no allocator reserves less than${num(floor['plannedBytes']) ? `; a static plan of every block's lifetime reserves ${bytes(floor['plannedBytes'])}` : ''}.`
+      : ''
+  return `Best configuration: ${String(best['label'])}${line}${peak}. ${fits}${floorText}`
 }
 
 function replaySummary(json: Json): string {
