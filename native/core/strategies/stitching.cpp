@@ -147,9 +147,12 @@ class stitching final : public allocator {
     std::vector<piece> pieces;
     std::uint64_t gathered = 0;
     const std::uint64_t want = align_up(n, chunk_);
-    if (pool == large_pool && n >= fragment_limit_ && stitch_limit_ > 0)
-      gathered = gather(stream, want, pieces);
-    const std::uint64_t size = gathered > 0 ? want : segment_size(n);
+    const bool stitches = pool == large_pool && n >= fragment_limit_ && stitch_limit_ > 0;
+    if (stitches) gathered = gather(stream, want, pieces);
+    // A request that may be stitched gets just its chunks where PyTorch's segment size (20 MiB for
+    // one under 10 MiB) would not fit: the shortfall is all it needs, as in a stitch.
+    std::uint64_t size = gathered > 0 ? want : segment_size(n);
+    if (stitches && size > backing_available() + gathered) size = want;
     const std::uint64_t fresh = size - gathered;
     if (fresh > backing_available()) return false;
     const address_t base = reserve_address_space(size, chunk_);

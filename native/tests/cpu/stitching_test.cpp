@@ -3,7 +3,8 @@
 // where the free chunks suffice (where caching with PyTorch's policy grows); only the shortfall
 // is mapped where they do not; small requests, requests under fragment_limit, stitch_limit 0 and
 // other streams' chunks never stitch; the map shows the holes and the stitched range; a refused
-// device gets every free chunk back before the last try; and random load under several settings.
+// device gets every free chunk back before the last try; a request that may be stitched maps only
+// its own chunks where PyTorch's segment no longer fits; and random load under several settings.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -214,6 +215,22 @@ TEST("stitching: a device that refuses gets every free chunk back, then the requ
   CHECK_THROWS_AS(s.alloc->allocate(40 * MiB), out_of_memory);
   CHECK_EQ(s.alloc->stats().reserved_live, before.reserved_live);
   CHECK_CONSISTENT(s);
+}
+
+TEST("stitching: under a cap, a request that may be stitched maps only its own chunks") {
+  // 56 MiB of 64 MiB in use: a 3 MiB request would get a 20 MiB segment from PyTorch's policy,
+  // which no longer fits; stitching maps the 4 MiB it needs. Stitching off, it fails as PyTorch's.
+  setup s("stitching", {}, 64 * MiB);
+  for (int i = 0; i < 4; ++i) s.allocate(14 * MiB);
+  s.allocate(3 * MiB);
+  CHECK_EQ(s.reserved(), 56 * MiB + 4 * MiB);
+  CHECK_CONSISTENT(s);
+  setup off("stitching", {{"stitch_limit", "0"}}, 64 * MiB);
+  for (int i = 0; i < 4; ++i) off.allocate(14 * MiB);
+  CHECK_THROWS_AS(off.alloc->allocate(3 * MiB), out_of_memory);
+  setup caching("caching", {{"preset", "pytorch"}}, 64 * MiB);
+  for (int i = 0; i < 4; ++i) caching.allocate(14 * MiB);
+  CHECK_THROWS_AS(caching.alloc->allocate(3 * MiB), out_of_memory);
 }
 
 // Random load: sizes log-uniform up to max_request, 55 % allocations, frees of a random live
