@@ -245,6 +245,22 @@ describe('hostile files', () => {
       /CUDA_GPU_MEMORY_USAGE_EVENTS row 3: "bytes" is "many", not an integer/,
     ],
     [
+      'a memory table whose bytes are computed as it is read (a generated column)',
+      async () => {
+        const { DatabaseSync } = await loadSqlite()
+        const path = join(scratch, 'generated.sqlite')
+        const db = new DatabaseSync(path)
+        db.exec(
+          'CREATE TABLE CUDA_GPU_MEMORY_USAGE_EVENTS (start INTEGER, deviceId INTEGER, address INTEGER, memKind INTEGER, memoryOperationType INTEGER, ' +
+            'bytes INTEGER GENERATED ALWAYS AS (length(zeroblob(900000000))) VIRTUAL)',
+        )
+        db.exec('INSERT INTO CUDA_GPU_MEMORY_USAGE_EVENTS (start, deviceId, address, memKind, memoryOperationType) VALUES (1, 0, 4096, 2, 0)')
+        db.close()
+        return path
+      },
+      /CUDA_GPU_MEMORY_USAGE_EVENTS has generated or hidden columns \(bytes\), which Nsight Systems never writes/,
+    ],
+    [
       'an Umpire line that is not JSON',
       async () => {
         const path = join(scratch, 'bad.stats')

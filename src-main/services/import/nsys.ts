@@ -160,7 +160,16 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       'no-memory-table',
       `a SQLite database without the table ${MEMORY_TABLE}${tables.has('StringIds') || [...tables].some((t) => t.startsWith('CUPTI_')) ? ' (an Nsight Systems export recorded without CUDA memory usage)' : ', so not an Nsight Systems export with CUDA memory usage'}: record with nsys profile --cuda-memory-usage=true, then nsys export --type sqlite`,
     )
-  const columns = new Set((db.prepare(`PRAGMA table_info(${MEMORY_TABLE})`).all() as { name: string }[]).map((r) => r.name))
+  // Nsight Systems writes plain tables of stored values. A virtual table or a generated column runs
+  // code of the file's as it is read (an expression per row), so neither is read.
+  const definition = (db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(MEMORY_TABLE) as { sql?: unknown } | undefined)?.sql
+  if (typeof definition === 'string' && /^\s*CREATE\s+VIRTUAL\b/i.test(definition))
+    fail('bad-schema', `${MEMORY_TABLE} is a virtual table, not one Nsight Systems writes`)
+  const info = db.prepare(`PRAGMA table_xinfo(${MEMORY_TABLE})`).all() as { name: string; hidden: number | bigint }[]
+  const generated = info.filter((c) => Number(c.hidden) !== 0).map((c) => c.name)
+  if (generated.length > 0)
+    fail('bad-schema', `${MEMORY_TABLE} has generated or hidden columns (${generated.slice(0, 8).join(', ')}), which Nsight Systems never writes`)
+  const columns = new Set(info.map((r) => r.name))
   const missing = REQUIRED.filter((c) => !columns.has(c))
   if (missing.length > 0) fail('bad-schema', `the table ${MEMORY_TABLE} has no column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
 
