@@ -150,6 +150,21 @@ export function readNsysDatabase(lib: Sqlite, path: string, file: string, option
 
 type Database = InstanceType<Sqlite['DatabaseSync']>
 
+const GPU_TABLES = ['TARGET_INFO_GPU', 'TARGET_INFO_CUDA_DEVICE'] as const
+
+/** Why `table` is not a plain table of stored values (a virtual table, generated columns); undefined when it is one. */
+function notPlain(db: Database, table: string): string | undefined {
+  const sql = (db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(table) as { sql?: unknown } | undefined)?.sql
+  if (typeof sql === 'string' && /^\s*CREATE\s+VIRTUAL\b/i.test(sql)) return 'a virtual table'
+  const hidden = (db.prepare(`PRAGMA table_xinfo(${table})`).all() as { name: string; hidden: number | bigint }[]).filter((c) => Number(c.hidden) !== 0)
+  return hidden.length > 0
+    ? `a table with generated or hidden columns (${hidden
+        .slice(0, 8)
+        .map((c) => c.name)
+        .join(', ')})`
+    : undefined
+}
+
 function readExport(db: Database, path: string, options: NsysImportOptions): NsysImport {
   const fail = (code: NsysErrorCode, problem: string, row?: number): never => {
     throw new NsysSqliteError(path, code, row, problem)
@@ -161,14 +176,12 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       `a SQLite database without the table ${MEMORY_TABLE}${tables.has('StringIds') || [...tables].some((t) => t.startsWith('CUPTI_')) ? ' (an Nsight Systems export recorded without CUDA memory usage)' : ', so not an Nsight Systems export with CUDA memory usage'}: record with nsys profile --cuda-memory-usage=true, then nsys export --type sqlite`,
     )
   // Nsight Systems writes plain tables of stored values. A virtual table or a generated column runs
-  // code of the file's as it is read (an expression per row), so neither is read.
-  const definition = (db.prepare("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = ?").get(MEMORY_TABLE) as { sql?: unknown } | undefined)?.sql
-  if (typeof definition === 'string' && /^\s*CREATE\s+VIRTUAL\b/i.test(definition))
-    fail('bad-schema', `${MEMORY_TABLE} is a virtual table, not one Nsight Systems writes`)
-  const info = db.prepare(`PRAGMA table_xinfo(${MEMORY_TABLE})`).all() as { name: string; hidden: number | bigint }[]
-  const generated = info.filter((c) => Number(c.hidden) !== 0).map((c) => c.name)
-  if (generated.length > 0)
-    fail('bad-schema', `${MEMORY_TABLE} has generated or hidden columns (${generated.slice(0, 8).join(', ')}), which Nsight Systems never writes`)
+  // code of the file's as it is read (an expression per row), so neither is read: the memory table
+  // is refused, the others are as good as missing.
+  const problem = notPlain(db, MEMORY_TABLE)
+  if (problem) fail('bad-schema', `${MEMORY_TABLE} is ${problem}, which Nsight Systems never writes`)
+  for (const t of [KIND_TABLE, OPERATION_TABLE, ...GPU_TABLES]) if (tables.has(t) && notPlain(db, t)) tables.delete(t)
+  const info = db.prepare(`PRAGMA table_xinfo(${MEMORY_TABLE})`).all() as { name: string }[]
   const columns = new Set(info.map((r) => r.name))
   const missing = REQUIRED.filter((c) => !columns.has(c))
   if (missing.length > 0) fail('bad-schema', `the table ${MEMORY_TABLE} has no column${missing.length > 1 ? 's' : ''} ${missing.join(', ')}`)
