@@ -273,7 +273,9 @@ function floorWords(
 ): string {
   const live = f.peakLiveRoundedBytes
   const parts: string[] = []
-  const reference = rows.find((r) => r.kind === 'recorded') ?? rows.find((r) => r.kind === 'pytorch' && r.conf === '')
+  // PyTorch's defaults where they are ranked: beside RMM's allocators on an RMM log they are a
+  // comparison, not what the program ran with.
+  const reference = rows.find((r) => r.kind === 'recorded') ?? rows.find((r) => r.kind === 'pytorch' && r.conf === '' && r.rank > 0)
   const whose = reference?.kind === 'recorded' ? 'the recorded settings' : "PyTorch's defaults"
   const lostOf = (total: number): string => `${bytes(total - live)}, ${share(total - live, total)}, lost to fragmentation and caching`
   if (reference && reference.failures === 0 && reference.peakReserved >= live)
@@ -282,7 +284,11 @@ function floorWords(
     parts.push(`${bytes(live)} live at the peak; ${whose} run it in ${smallest(reference)}: ${lostOf(reference.smallestFittingBytes)}`)
   else parts.push(`${bytes(live)} live at the peak: no allocator runs it in less`)
   if (best && best !== reference) {
-    if (best.failures === 0 && best.peakReserved >= live)
+    // A ranked strategy row is one of RMM's allocators on an RMM log, sized to the whole device as
+    // REPLAY_BENCH -s sizes it: the device it runs on is its figure, not what it reserves.
+    if (best.kind === 'strategy' && best.failures === 0 && best.smallestFittingBytes !== null && best.smallestFittingBytes >= live)
+      parts.push(`the best allocator (${best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`)
+    else if (best.failures === 0 && best.peakReserved >= live)
       parts.push(`the best setting (${best.line ?? best.label}) reserves ${bytes(best.peakReserved)}, ${share(best.peakReserved - live, live)} above the floor`)
     else if (best.smallestFittingBytes !== null && best.smallestFittingBytes >= live)
       parts.push(`the best setting (${best.line ?? best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`)

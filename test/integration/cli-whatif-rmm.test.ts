@@ -8,7 +8,7 @@ import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { describe, it } from 'node:test'
 
-import { fixture, vramscopeJson } from '../helpers/cli.ts'
+import { fixture, vramscope, vramscopeJson } from '../helpers/cli.ts'
 
 const LOG = fixture('rmm/fragmenting.csv')
 const RMM = new Set(['rmm_pool', 'rmm_arena', 'rmm_binning'])
@@ -102,5 +102,17 @@ describe('whatif on an RMM log', () => {
       const under = await vramscopeJson<ReplayJson>(['replay', LOG, '-s', spec, '--cap', String(below), '--json'])
       assert.ok(under.strategies[0]!.summary['failures']! > 0, `${r.label} at ${below}`)
     }
+  })
+
+  it("leads with the floor and the best RMM allocator's device, not PyTorch's defaults", async () => {
+    const out = await vramscopeJson<{ configs: Row[]; floor: { peakLiveRoundedBytes: number } }>(['whatif', LOG, '--json'])
+    const best = out.configs.find((r) => r.rank === 1)!
+    const text = (await vramscope(['whatif', LOG])).stdout
+    const first = text.split('\n')[0]!
+    assert.match(first, /live at the peak/)
+    assert.ok(first.includes(`the best allocator (${best.label}) runs it in `), first)
+    assert.doesNotMatch(first, /PyTorch's defaults/)
+    assert.ok(best.smallestFittingBytes! >= out.floor.peakLiveRoundedBytes)
+    assert.match(text, new RegExp(`best: ${best.label.replace(/[()]/g, '\\$&')}`))
   })
 })
