@@ -139,6 +139,13 @@ export function checkKineto(result: KinetoImport): void {
 export function checkUmpire(result: UmpireImport): void {
   checkTrace(result.trace)
   if (result.trace.meta.source !== 'umpire-log') throw new Error('wrong source')
+  for (const [name, n] of Object.entries({
+    leftOut: result.leftOut,
+    unknownFrees: result.unknownFrees,
+    unanswered: result.unanswered,
+    liveAtEnd: result.liveAtEnd,
+  }))
+    if (!Number.isSafeInteger(n) || n < 0) throw new Error(`${name} is ${n}`)
   checkTimeOrder(result.trace)
   checkFreesOfLive(result.trace)
 }

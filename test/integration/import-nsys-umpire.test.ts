@@ -219,6 +219,16 @@ describe('an Umpire replay log', () => {
     assert.deepEqual([...r.trace.events.device], [1])
     assert.deepEqual([...r.trace.events.time], [0])
     assert.ok(r.trace.meta.warnings.some((w) => w.includes('copy 1')))
+    // Classic: a log begun between an allocation's two lines has its result without the intent.
+    const head = '{ "kind":"replay", "uid":1, "timestamp":'
+    const classic = [
+      `${head}1, "event": "makeMemoryResource", "payload": { "name": "DEVICE" }, "result": "0x10" }`,
+      `${head}2, "event": "allocate", "payload": { "allocator_ref": "0x10", "size": 256 }, "result": { "memory_ptr": "0xa00" } }`,
+      `${head}3, "event": "allocate", "payload": { "allocator_ref": "0x10", "size": 512 } }`,
+    ].join('\n')
+    const c = parseUmpireLog(new TextEncoder().encode(classic), 'mid.log')
+    assert.equal(c.unanswered, 1, 'the intent at the end, not the result at the start')
+    assert.deepEqual([...c.trace.events.size], [256])
   })
 })
 

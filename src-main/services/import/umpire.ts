@@ -410,7 +410,7 @@ class UmpireReader {
           this.unanswered++
           return
         }
-        if (this.format === 'classic') this.unanswered-- // its intent came first
+        if (this.format === 'classic' && this.unanswered > 0) this.unanswered-- // its intent came first
         this.record(op, true)
         return
       }
