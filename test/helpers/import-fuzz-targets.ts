@@ -148,10 +148,67 @@ export async function umpireInputs(): Promise<Uint8Array[]> {
   return [encoder.encode(umpireEventsLog(input)), encoder.encode(umpireClassicLog(input)), encoder.encode(mixed)]
 }
 
+/** Values worth putting in an Umpire field: other types, pointers at the edges, names of resources and events. */
+const UMPIRE_VALUES: unknown[] = [
+  null,
+  true,
+  -1,
+  0,
+  1.5,
+  2 ** 53,
+  1e300,
+  '',
+  '0x',
+  '0x0',
+  '(nil)',
+  '0xffffffffffffffff',
+  '0x10000000000000000',
+  'DEVICE',
+  'DEVICE::1',
+  'DEVICE::70000',
+  'HOST',
+  'UM',
+  'pool',
+  'allocate',
+  'deallocate',
+  'make_allocator',
+  'makeAllocator',
+  'reallocate',
+  [],
+  {},
+]
+
+/** One line parsed, one of its values (at any depth) replaced, written back: the reader's checks past JSON. */
+const replaceValue: Mutation = (b, r) => {
+  const lines = decoder.decode(b).split('\n')
+  const i = int(r, lines.length)
+  let value: unknown
+  try {
+    value = JSON.parse(lines[i]!)
+  } catch {
+    return [b, `line ${i + 1} is not JSON`]
+  }
+  const holders: [Record<string, unknown>, string][] = []
+  const walk = (v: unknown) => {
+    if (typeof v !== 'object' || v === null) return
+    for (const [k, x] of Object.entries(v)) {
+      holders.push([v as Record<string, unknown>, k])
+      walk(x)
+    }
+  }
+  walk(value)
+  if (holders.length === 0) return [b, `line ${i + 1} has no values`]
+  const [holder, key] = holders[int(r, holders.length)]!
+  holder[key] = UMPIRE_VALUES[int(r, UMPIRE_VALUES.length)]
+  lines[i] = JSON.stringify(value)
+  return [encoder.encode(lines.join('\n')), `line ${i + 1}: ${key} = ${JSON.stringify(holder[key])}`]
+}
+
 export async function umpireTarget(): Promise<FuzzTarget> {
   const inputs = await umpireInputs()
+  const mutations = [...jsonMutations, replaceValue, replaceValue, replaceValue]
   return {
-    nextCase: (rand) => mutated(inputs, jsonMutations, rand),
+    nextCase: (rand) => mutated(inputs, mutations, rand),
     read: (bytes, rand) => checkUmpire(parseUmpireLog(bytes, 'fuzz.stats', { device: rand() < 0.5 ? 'all' : int(rand, 2) })),
     expectedError: (e) => (e instanceof UmpireLogError && e.file === 'fuzz.stats' && e.message.startsWith('fuzz.stats: ') ? e.code : undefined),
   }
