@@ -47,7 +47,7 @@ it("leads with the recorded settings' reserved bytes against the floor, the best
   assert.equal(
     w.floor,
     '1000 MiB reserved (the recorded settings); 900 MiB live at the peak: 100 MiB, 10 %, lost to fragmentation and caching; ' +
-      'the best setting (PYTORCH_ALLOC_CONF=expandable_segments:True) reserves 945 MiB, 5 % above the floor; ' +
+      'the best configuration (PYTORCH_ALLOC_CONF=expandable_segments:True) reserves 945 MiB, 5 % above the floor; ' +
       "a static plan of every block's lifetime reserves 909 MiB, 1 % above it",
   )
 })
