@@ -124,6 +124,8 @@ class planned final : public allocator {
     if (at < arena_) v.block({base_ + at, arena_ - at, block_state::free, 0});
   }
 
+  // Invariant: no two blocks of live_ overlap (the plan's promise), so the region is their bytes
+  // plus the gaps do_walk reports free: reserved == rounded + free.
   bool planned_ = false;
   std::vector<std::uint64_t> offset_, size_;  // per planned block
   std::uint64_t extent_ = 0;                  // the plan's highest end
