@@ -10,6 +10,7 @@
 
 #include "../../core/strategies/planned_placement.hpp"
 #include "check.hpp"
+#include "invariants.hpp"
 #include "vramscope/replay.hpp"
 #include "vramscope/simulated_backing.hpp"
 
@@ -245,6 +246,45 @@ TEST("planned replay: a preview at its peak is cut from its one region") {
   const replay_result r = replay(t.columns(), {planned_target()}, o)[0];
   CHECK_EQ(r.preview.event, r.summary.peak_reserved_event);
   CHECK(!r.preview.kept.empty());
+}
+
+TEST("planned driven directly by its plan: the invariant checker holds after every operation") {
+  std::mt19937 rng(99);
+  for (int round = 0; round < 10; ++round) {
+    // Random lifetimes as events: at event i either the block starting at i is allocated or the
+    // blocks ending at i are freed, on one of two streams.
+    const std::vector<block_lifetime> blocks = random_lifetimes(rng, 50 + rng() % 200);
+    auto b = make_simulated_backing();
+    auto a = make_allocator("planned", *b);
+    a->plan(blocks);
+    std::map<std::uint32_t, std::vector<std::size_t>> ends;
+    for (std::size_t k = 0; k < blocks.size(); ++k) ends[blocks[k].end].push_back(k);
+    std::map<address_t, std::size_t> live;
+    std::vector<void*> pointer(blocks.size(), nullptr);
+    std::size_t next = 0;
+    const std::uint32_t last = ends.empty() ? 0 : ends.rbegin()->first;
+    for (std::uint32_t event = 0; event <= last; ++event) {
+      for (std::size_t k : ends[event])
+        if (pointer[k]) {
+          live.erase(reinterpret_cast<address_t>(pointer[k]));
+          a->deallocate(pointer[k], replay_stream(static_cast<std::uint32_t>(k % 2)));
+          pointer[k] = nullptr;
+        }
+      if (next < blocks.size() && blocks[next].start == event) {
+        pointer[next] = a->allocate(blocks[next].bytes,
+                                    replay_stream(static_cast<std::uint32_t>(next % 3 == 0)));
+        live[reinterpret_cast<address_t>(pointer[next])] = blocks[next].bytes;
+        ++next;
+      }
+      const std::string broken = testing::check_invariants(*a, &live);
+      if (!broken.empty()) {
+        ::check::report(__FILE__, __LINE__, broken);
+        return;
+      }
+    }
+    CHECK_EQ(a->stats().live_blocks, 0u);
+    CHECK_EQ(a->stats().pending_blocks, 0u);  // frees on another stream completed at once
+  }
 }
 
 TEST("planned serves a replay only: online use, a recorded state and a late plan say why") {
