@@ -289,9 +289,13 @@ function floorWords(
     if (best.kind === 'strategy' && best.failures === 0 && best.smallestFittingBytes !== null && best.smallestFittingBytes >= live)
       parts.push(`the best allocator (${best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`)
     else if (best.failures === 0 && best.peakReserved >= live)
-      parts.push(`the best configuration (${best.line ?? best.label}) reserves ${bytes(best.peakReserved)}, ${share(best.peakReserved - live, live)} above the floor`)
+      parts.push(
+        `the best configuration (${best.line ?? best.label}) reserves ${bytes(best.peakReserved)}, ${share(best.peakReserved - live, live)} above the floor`,
+      )
     else if (best.smallestFittingBytes !== null && best.smallestFittingBytes >= live)
-      parts.push(`the best configuration (${best.line ?? best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`)
+      parts.push(
+        `the best configuration (${best.line ?? best.label}) runs it in ${smallest(best)}, ${share(best.smallestFittingBytes - live, live)} above the floor`,
+      )
   }
   if (f.plannedBytes > 0)
     parts.push(`a static plan of every block's lifetime reserves ${bytes(f.plannedBytes)}, ${share(f.plannedBytes - live, live)} above it`)
