@@ -79,7 +79,9 @@ class rmm_arena final : public allocator {
                              ") is smaller than a superblock (1 MiB)");
     base_ = obtain_region(size_);
     units_ = static_cast<std::size_t>((size_ + superblock_min - 1) / superblock_min);
-    trees_.emplace_back(units_);
+    indexed_ = units_ <= max_indexed_units;
+    if (indexed_) start_of_slot_.assign(units_, 0);
+    add_owner();
     add_superblock(base_, size_, global_owner);
   }
 
@@ -124,7 +126,7 @@ class rmm_arena final : public allocator {
     const std::uint64_t merged = coalesce(it->second, a, rounded);
     if (merged > it->second.largest) {
       it->second.largest = merged;
-      trees_[it->second.owner].set(slot_of(it->first), merged);
+      index(it, it->second.owner, merged);
     }
     if (it->second.owner == global_owner && it->second.empty()) merge_empty_global(it);
   }
@@ -133,8 +135,7 @@ class rmm_arena final : public allocator {
   std::uint32_t arena_of(stream_t stream) {
     auto it = arenas_.find(stream);
     if (it != arenas_.end()) return it->second;
-    const std::uint32_t owner = static_cast<std::uint32_t>(trees_.size());
-    trees_.emplace_back(units_);
+    const std::uint32_t owner = add_owner();
     arenas_.emplace(stream, owner);
     return owner;
   }
@@ -160,6 +161,11 @@ class rmm_arena final : public allocator {
   }
 
   sb_iterator first_fit(std::uint32_t owner, std::uint64_t size) {
+    if (!indexed_) {
+      for (sb_iterator it = superblocks_.begin(); it != superblocks_.end(); ++it)
+        if (it->second.owner == owner && it->second.largest >= size) return it;
+      return superblocks_.end();
+    }
     const std::size_t slot = trees_[owner].first_at_least(size);
     if (slot == first_fit_tree::npos) return superblocks_.end();
     return superblocks_.find(start_of_slot_[slot]);
@@ -271,6 +277,17 @@ class rmm_arena final : public allocator {
     return best;
   }
 
+  // A new owner (the global arena, then each stream's arena) and its first-fit tree.
+  std::uint32_t add_owner() {
+    if (indexed_) trees_.emplace_back(units_);
+    return owners_++;
+  }
+
+  // The superblock's largest free block in its owner's tree.
+  void index(sb_iterator it, std::uint32_t owner, std::uint64_t largest) {
+    if (indexed_) trees_[owner].set(slot_of(it->first), largest);
+  }
+
   std::size_t slot_of(address_t a) const {
     return static_cast<std::size_t>((a - base_) / superblock_min);
   }
@@ -281,27 +298,26 @@ class rmm_arena final : public allocator {
     s.owner = owner;
     s.free.emplace(a, size);
     auto it = superblocks_.emplace(a, std::move(s)).first;
-    if (start_of_slot_.size() < units_) start_of_slot_.resize(units_, 0);
-    start_of_slot_[slot_of(a)] = a;
+    if (indexed_) start_of_slot_[slot_of(a)] = a;
     set_largest(it);
   }
 
   void remove_superblock(sb_iterator it) {
-    trees_[it->second.owner].set(slot_of(it->first), 0);
+    index(it, it->second.owner, 0);
     superblocks_.erase(it);
   }
 
   void set_owner(sb_iterator it, std::uint32_t owner) {
-    trees_[it->second.owner].set(slot_of(it->first), 0);
+    index(it, it->second.owner, 0);
     it->second.owner = owner;
-    trees_[owner].set(slot_of(it->first), it->second.largest);
+    index(it, owner, it->second.largest);
   }
 
   void set_largest(sb_iterator it) {
     std::uint64_t best = 0;
     for (auto& [a, n] : it->second.free) best = std::max(best, n);
     it->second.largest = best;
-    trees_[it->second.owner].set(slot_of(it->first), best);
+    index(it, it->second.owner, best);
   }
 
   void do_walk(layout_visitor& v) const override {
@@ -336,6 +352,12 @@ class rmm_arena final : public allocator {
   address_t base_ = 0;
   std::uint64_t size_ = 0;
   std::size_t units_ = 0;
+  // Arenas of up to 2^20 superblock units (1 TiB) index their superblocks in a tree per owner
+  // (16 B a unit at most); larger ones, which only a device of that size gives, search them in
+  // address order.
+  static constexpr std::size_t max_indexed_units = std::size_t{1} << 20;
+  bool indexed_ = true;
+  std::uint32_t owners_ = 0;
   std::map<address_t, superblock> superblocks_;  // they tile [base_, base_ + size_)
   std::vector<address_t> start_of_slot_;         // the superblock starting in each 1 MiB unit
   std::vector<first_fit_tree> trees_;            // per owner: largest free block by slot
