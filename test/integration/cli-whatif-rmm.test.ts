@@ -115,4 +115,14 @@ describe('whatif on an RMM log', () => {
     assert.ok(best.smallestFittingBytes! >= out.floor.peakLiveRoundedBytes)
     assert.match(text, new RegExp(`best: ${best.label.replace(/[()]/g, '\\$&')}`))
   })
+
+  it("keeps RMM's rows with --no-strategies, and --conf runs the PyTorch settings given alone", async () => {
+    const bare = await vramscopeJson<{ configs: Row[] }>(['whatif', LOG, '--no-strategies', '--no-search', '--json'])
+    assert.deepEqual(bare.configs.map((r) => r.strategy).sort(), ['caching', 'rmm_arena', 'rmm_binning', 'rmm_pool', 'rmm_pool', 'rmm_pool'])
+    const given = await vramscopeJson<{ configs: Row[] }>(['whatif', LOG, '--conf', 'expandable_segments:True', '--no-search', '--json'])
+    assert.deepEqual(
+      given.configs.map((r) => [r.kind, r.conf, r.rank]),
+      [['pytorch', 'expandable_segments:True', 1]],
+    )
+  })
 })
