@@ -108,6 +108,20 @@ export interface TraceSummary {
    * as plain arrays: the timeline draws it while the trace's columns are still on their way.
    */
   requested: { end: number[]; max: number[]; min: number[]; peak: number }
+  /** The opening's replays, started by the open itself (where the trace could be replayed). */
+  opening?: OpeningJobs
+}
+
+/**
+ * The replays of a trace's opening (docs/architecture.md, "The opening view"): `first`, the
+ * recorded layouts (or the first strategy) cut at the opening event; `rest`, the other
+ * strategies cut where the first cut. A page whose strategies are `strategies` (with no cap) draws
+ * their results (`replay:result` with `wait`); another cancels them and asks for its own.
+ */
+export interface OpeningJobs {
+  strategies: string
+  first: string
+  rest: string
 }
 
 /**
@@ -124,6 +138,8 @@ export interface JobStatus {
   /** What is being done now: "reading", "replaying caching (pytorch)". */
   phase: string
   error?: { message: string; code?: string }
+  /** A done job that opened a trace (an open, a recording): its summary, what `job:result` answers. */
+  summary?: TraceSummary
 }
 
 export interface ReplayRequest {
@@ -283,10 +299,17 @@ export const CONTRACT = {
    * A finished replay's strategies as one bundle, or with `strategy` the job's strategy of that
    * index alone (none past the last: a bundle of no strategies), so a page can fetch and decode
    * several side by side. With `preview`, the job's preview (ReplayRequest.previewAt) instead, where
-   * it made one.
+   * it made one. With `wait`, answered once the job has ended (a job still running is waited for,
+   * so a page fetches an opening's maps with no status calls between).
    */
   'replay:result': {
-    arg: (zod) => zod.strictObject({ jobId: id(zod), strategy: zod.number().int().min(0).max(4096).optional(), preview: zod.boolean().optional() }),
+    arg: (zod) =>
+      zod.strictObject({
+        jobId: id(zod),
+        strategy: zod.number().int().min(0).max(4096).optional(),
+        preview: zod.boolean().optional(),
+        wait: zod.boolean().optional(),
+      }),
     result: bundle,
     runs: 'utility',
   },

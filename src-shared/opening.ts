@@ -1,9 +1,9 @@
 /**
  * The replays a page asks for when it opens a trace (docs/architecture.md, "The opening view"):
  * the first strategy's map cut at the opening event, then the other strategies cut where the
- * playhead went. The page builds its requests here, and a host that knows which file a page will
- * open (the one it was started with) builds the same ones to start them ahead of it; a request is
- * matched to one started ahead by its key.
+ * playhead went. The host starts them as it opens a trace (AppSession.startOpening) and names
+ * them in the summary (TraceSummary.opening); a page that wants other strategies builds its own
+ * requests here.
  */
 
 import type { ReplayRequest, TraceSummary } from './contract.ts'
@@ -34,17 +34,12 @@ export function restReplay(summary: TraceSummary, strategies: string, at: number
   return { traceId: summary.traceId, strategies, targets: { first: firstCount(summary.stored) }, includeStored: false, previewAt: at }
 }
 
-/** Two requests with one key ask for the same replay (each field as the host reads it, its default filled in). */
-export function replayKey(r: ReplayRequest): string {
-  return JSON.stringify([
-    r.traceId,
-    r.strategies,
-    r.cap ?? '',
-    r.targets?.first ?? 0,
-    r.targets?.count ?? null,
-    r.includeStored !== false,
-    r.previewAt ?? null,
-    r.labels ?? null,
-    r.recordedSettings !== false,
-  ])
+/**
+ * Where the other maps are cut when the first could not be (a first map sent whole): the recorded
+ * out-of-memory, else the trace's last event, where the page's playhead stands until it finds the
+ * first map's peak.
+ */
+export function openingFallbackEvent(summary: TraceSummary): number {
+  const last = Math.max(0, summary.events - 1)
+  return summary.oom ? Math.min(summary.oom.event, last) : last
 }

@@ -18,11 +18,13 @@ import type {
   RecordRequest,
   ReplayRequest,
   SampleInfo,
+  JobStatus,
+  OpeningJobs,
   TraceSummary,
   WhatifRequest,
   WorkloadChoice,
 } from '../../src-shared/contract.ts'
-import { firstReplay, replayKey, restReplay } from '../../src-shared/opening.ts'
+import { firstReplay, openingFallbackEvent, restReplay } from '../../src-shared/opening.ts'
 import { ConfError, confModel, parsePytorchConf, shownValue } from '../../src-shared/pytorch-conf.ts'
 import { reservedPeakEvent } from '../../src-shared/layout-accounting.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
@@ -37,7 +39,7 @@ import { programStem, recordingFolderName, recordPytorch } from './record/pytorc
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
 import { oomSummary } from './analysis/oom.ts'
-import { JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
+import { ENDED_KEPT, JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
 import { DEFAULT_PAGE, MAX_TRACES_OPEN, MAX_TRACES_PER_PAGE, TraceRegistry, type OpenedTrace } from './traces.ts'
 import { openInput } from './import/open-input.ts'
 import { placementFor, replayServingOoms, replaySent, servesOomRequests, sizedUnlessRecorded, startFor, withRecordedSettings } from './replay/replay-input.ts'
@@ -152,11 +154,8 @@ export class AppSession {
    * page's own request to open it then takes this job instead of starting another.
    */
   private prefetched: { openJobId: string; claimed: boolean; path: string } | undefined
-  /**
-   * Replays started ahead of the page that opens the initial file (src-shared/opening.ts): the
-   * request a page will make, keyed (replayKey), until a page makes it and takes the job.
-   */
-  private readonly ahead = new Map<string, { jobId: string; traceId: string }>()
+  /** The jobs whose result is a trace's summary (opens, recordings), newest last: job:status carries it once done. */
+  private readonly openJobs = new Set<string>()
 
   constructor(private readonly options: SessionOptions) {
     this.jobs = new JobRegistry(options.jobs, DEFAULT_PAGE)
@@ -219,7 +218,7 @@ export class AppSession {
     }
     if (command.length === 0 || command[0] === '') throw new ApiError('BAD_INPUT', 'command: no program given')
     const cwd = request.cwd ?? homedir()
-    return this.startJob<TraceSummary>(page, `recording ${command.join(' ').slice(0, 80)}`, async (job) => {
+    return this.startOpenJob(page, `recording ${command.join(' ').slice(0, 80)}`, async (job) => {
       if (!allowed.available) throw new ApiError('BAD_INPUT', allowed.reason!)
       const where = await stat(cwd).catch(() => undefined)
       if (!where?.isDirectory()) throw new ApiError('BAD_INPUT', `cwd: ${cwd} is not a folder on this host`)
@@ -299,7 +298,7 @@ export class AppSession {
       spec.strategyParams = specs[0]!.params
     }
     const available = this.recordingAvailable()
-    return this.startJob<TraceSummary>(page, `recording ${workload.name}`, async (job) => {
+    return this.startOpenJob(page, `recording ${workload.name}`, async (job) => {
       if (!available.available) throw new ApiError('BAD_INPUT', available.reason!)
       const dir = this.options.recordingsDir ?? join(tmpdir(), 'vramscope-recordings')
       await mkdir(dir, { recursive: true })
@@ -370,7 +369,7 @@ export class AppSession {
   /** Opens uploaded bytes: written to a private temporary directory, opened, then deleted. */
   openBytes(name: string, bytes: Uint8Array, page = DEFAULT_PAGE): { jobId: string } {
     const shown = uploadName(name)
-    return this.startJob<TraceSummary>(page, `opening ${shown}`, async (job) => {
+    return this.startOpenJob(page, `opening ${shown}`, async (job) => {
       const dir = await mkdtemp(join(tmpdir(), 'vramscope-upload-'))
       try {
         const path = join(dir, shown)
@@ -388,7 +387,7 @@ export class AppSession {
    */
   openUploadedFile(path: string, name: string, page = DEFAULT_PAGE): { jobId: string } {
     const shown = uploadName(name)
-    return this.startJob<TraceSummary>(page, `opening ${shown}`, async (job) => {
+    return this.startOpenJob(page, `opening ${shown}`, async (job) => {
       try {
         return await this.open(path, shown, job, false)
       } finally {
@@ -429,8 +428,6 @@ export class AppSession {
     if (this.prefetched && !this.prefetched.claimed) return
     const { jobId } = this.openPathJob(DEFAULT_PAGE, path, name)
     this.prefetched = { openJobId: jobId, claimed: false, path }
-    // Ahead of any page: whatever becomes of it, nobody is waiting for it to say so.
-    this.replayAhead(jobId).catch(() => {})
   }
 
   /** The prefetched open of `path` as `page`'s, with the trace it opened (or opens), if one waits to be taken. */
@@ -440,60 +437,71 @@ export class AppSession {
     p.claimed = true
     // An open that failed, or whose trace has been closed since, is no use: the page opens afresh.
     if (!this.jobs.handTo(p.openJobId, page)) return undefined
-    const traceId = this.jobs.resultIfDone<TraceSummary>(p.openJobId)?.traceId
-    const trace = traceId !== undefined ? this.traces.peek(traceId) : undefined
+    // Its opening replays go with it (an open still running starts them as the page's: JobContext.page).
+    const summary = this.jobs.resultIfDone<TraceSummary>(p.openJobId)
+    if (summary?.opening) for (const jobId of [summary.opening.first, summary.opening.rest]) this.jobs.handTo(jobId, page)
+    const trace = summary ? this.traces.peek(summary.traceId) : undefined
     if (trace) trace.page = page
     return { jobId: p.openJobId }
   }
 
   /**
-   * Once the prefetched open is done, starts the replays a page will ask for (src-shared/opening.ts):
-   * the first map's, and when it cut a preview, the others' at that event. A page opened after
-   * they ran finds its maps ready (docs/benchmarks.md, "Maps replayed before the page asks"); one
-   * that asks for something else cancels them (takeAhead).
+   * The opening of a trace (docs/architecture.md, "The opening view"), started by the open itself,
+   * so a file dropped into an open app opens as fast as one named on the command line, and no
+   * replay is started on a guess: the first maps' replay (the recorded layouts, or the first
+   * strategy), cut at the opening event, and the others' (restReplay), cut where the first cut. The
+   * summary names both jobs and the strategies they replay; a page that wants other strategies (or
+   * a cap) cancels them and asks for its own.
    */
-  private async replayAhead(openJobId: string): Promise<void> {
-    await this.jobs.settled(openJobId)
-    const summary = this.jobs.resultIfDone<TraceSummary>(openJobId)
-    if (!summary) return
-    const first = this.startAhead(firstReplay(summary, DEFAULT_STRATEGIES))
-    if (first === undefined) return
-    await this.jobs.settled(first)
-    const at = this.jobs.resultIfDone<ReplayOutcome>(first)?.cutAt
-    if (at !== undefined && this.traces.peek(summary.traceId)) this.startAhead(restReplay(summary, DEFAULT_STRATEGIES, at))
-  }
-
-  private startAhead(request: ReplayRequest): string | undefined {
+  private startOpening(summary: TraceSummary, page: string): OpeningJobs | undefined {
+    const strategies = DEFAULT_STRATEGIES
+    let first: string
     try {
-      const { jobId } = this.replayJob(request, DEFAULT_PAGE)
-      this.ahead.set(replayKey(request), { jobId, traceId: request.traceId })
-      return jobId
+      first = this.replayJob(firstReplay(summary, strategies), page).jobId
     } catch {
-      // The page's own request will fail the same way, and say why.
+      // The page's own replay fails the same way, and says why.
       return undefined
     }
+    const rest = this.startJob<ReplayOutcome>(
+      page,
+      'waiting for the first map',
+      async (job) => {
+        await this.jobs.settled(first)
+        const at = this.jobs.resultIfDone<ReplayOutcome>(first)?.cutAt ?? openingFallbackEvent(summary)
+        return this.replayWork(restReplay(summary, strategies, at))(job)
+      },
+      summary.traceId,
+    ).jobId
+    return { strategies, first, rest }
+  }
+
+  /** A job whose result is a trace's summary (an open, a recording that opens what it recorded). */
+  private startOpenJob(page: string, phase: string, work: (job: JobContext) => Promise<TraceSummary>): { jobId: string } {
+    const started = this.startJob<TraceSummary>(page, phase, work)
+    this.openJobs.add(started.jobId)
+    // As many as the registry keeps statuses of; the oldest first out.
+    if (this.openJobs.size > ENDED_KEPT) this.openJobs.delete(this.openJobs.values().next().value!)
+    return started
+  }
+
+  /** A job's status once it has ended or `waitMs` has passed (withSummary). */
+  async jobStatus(jobId: string, waitMs?: number): Promise<JobStatus> {
+    return this.withSummary(await this.jobs.statusAfter(jobId, waitMs))
   }
 
   /**
-   * The job started ahead for `request`, now the page's; any other started ahead for its trace is
-   * cancelled: the page asked for something else (other strategies, a moved playhead).
+   * A job's status as a page reads it: a done open's carries the trace's summary (job:result's
+   * answer), so the page asks nothing more. Hosts that answer `job:status` from statuses the
+   * worker pushes push them through this (utility/host.ts).
    */
-  private takeAhead(request: ReplayRequest, page: string): string | undefined {
-    if (this.ahead.size === 0) return undefined
-    const key = replayKey(request)
-    const taken = this.ahead.get(key)
-    this.ahead.delete(key)
-    if (taken && this.jobs.handTo(taken.jobId, page)) return taken.jobId
-    for (const [k, other] of this.ahead)
-      if (other.traceId === request.traceId) {
-        this.ahead.delete(k)
-        this.jobs.cancel(other.jobId, 'the page asked for another replay')
-      }
-    return undefined
+  withSummary(status: JobStatus): JobStatus {
+    if (status.state !== 'done' || !this.openJobs.has(status.jobId)) return status
+    const summary = this.jobs.resultIfDone<TraceSummary>(status.jobId)
+    return summary ? { ...status, summary } : status
   }
 
   private openPathJob(page: string, path: string, shown: string): { jobId: string } {
-    return this.startJob<TraceSummary>(page, `opening ${shown}`, (job) => this.open(path, shown, job, true))
+    return this.startOpenJob(page, `opening ${shown}`, (job) => this.open(path, shown, job, true))
   }
 
   /** Opens `path` as the trace the user knows as `shown`; its errors name `shown`, never `path`. */
@@ -532,6 +540,8 @@ export class AppSession {
     // The open's result names the trace: once the trace is closed, the open reads cancelled too.
     this.jobs.dependOn(job.jobId, traceId)
     if (remember) this.remember(path, shown)
+    const opening = this.startOpening(summary, job.page)
+    if (opening) summary.opening = opening
     return summary
   }
 
@@ -590,11 +600,15 @@ export class AppSession {
   /** Replays an opened trace through the strategies (CLI syntax); the job's result is a bundle. */
   startReplay(request: ReplayRequest, page = DEFAULT_PAGE): { jobId: string } {
     this.trace(request?.traceId)
-    const ahead = this.takeAhead(request, page)
-    return ahead !== undefined ? { jobId: ahead } : this.replayJob(request, page)
+    return this.replayJob(request, page)
   }
 
   private replayJob(request: ReplayRequest, page: string): { jobId: string } {
+    return this.startJob<ReplayOutcome>(page, 'replaying', this.replayWork(request), request.traceId)
+  }
+
+  /** The work of a replay of `request`, its arguments checked now (a bad one throws BAD_INPUT). */
+  private replayWork(request: ReplayRequest): (job: JobContext) => Promise<ReplayOutcome> {
     const { input } = this.trace(request.traceId)
     let specs
     try {
@@ -641,43 +655,38 @@ export class AppSession {
       }
     })
     const includeStored = request.includeStored !== false
-    return this.startJob<ReplayOutcome>(
-      page,
-      'replaying',
-      async (job) => {
-        const results =
-          targets.length === 0
-            ? []
-            : // Under a limit (a cap, a what-if row's max_reserved) a recorded out-of-memory is served
-              // as its request, as the lab served it: the compare view fails where the row failed.
-              await (servesOomRequests(input.trace, targets, cap, device) > 0 ? replayServingOoms : replayTrace)(input.trace, targets, {
-                ...(cap !== undefined && { cap }),
-                layout: true,
-                // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.
-                structureEvents: false,
-                // Each target's preview cut in its own thread (previewOf below takes it).
-                ...(request.previewAt !== undefined && { previewAt: request.previewAt }),
-                signal: job.signal,
-                // Several strategies replay side by side: the phase names them all.
-                onProgress: (p) =>
-                  job.progress(targets.length === 1 ? `replaying ${p.label}` : `replaying ${targets.length} strategies side by side`, p.fraction),
-              })
-        const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
-        const sent = replaySent(input.trace, stored, results)
-        // The preview (each map cut to what it shows at one event, src-shared/wire.ts layoutAt) is
-        // made now: it is asked for first. The whole bundle is packed when it is asked for.
-        const at = request.previewAt === 'peak' ? openingPeak(sent[0], input.trace.events.kind.length) : request.previewAt
-        const cuts = at !== undefined && at < input.trace.events.kind.length ? sent.map((s) => previewOf(s, at)) : undefined
-        const preview = cuts && packReplay(cuts, undefined, device)
-        let bundle: Bundle | undefined
-        return {
-          bundle: () => (bundle ??= packReplay(sent, undefined, device)),
-          ...(preview && { preview }),
-          ...(cuts?.some((c) => c.previewAt !== undefined) && { cutAt: at }),
-        }
-      },
-      request.traceId,
-    )
+    return async (job) => {
+      const results =
+        targets.length === 0
+          ? []
+          : // Under a limit (a cap, a what-if row's max_reserved) a recorded out-of-memory is served
+            // as its request, as the lab served it: the compare view fails where the row failed.
+            await (servesOomRequests(input.trace, targets, cap, device) > 0 ? replayServingOoms : replayTrace)(input.trace, targets, {
+              ...(cap !== undefined && { cap }),
+              layout: true,
+              // The maps draw no splits or merges (src-shared/wire.ts): not collected at all.
+              structureEvents: false,
+              // Each target's preview cut in its own thread (previewOf below takes it).
+              ...(request.previewAt !== undefined && { previewAt: request.previewAt }),
+              signal: job.signal,
+              // Several strategies replay side by side: the phase names them all.
+              onProgress: (p) =>
+                job.progress(targets.length === 1 ? `replaying ${p.label}` : `replaying ${targets.length} strategies side by side`, p.fraction),
+            })
+      const stored = includeStored ? input.strategies.filter((s) => s.layout) : []
+      const sent = replaySent(input.trace, stored, results)
+      // The preview (each map cut to what it shows at one event, src-shared/wire.ts layoutAt) is
+      // made now: it is asked for first. The whole bundle is packed when it is asked for.
+      const at = request.previewAt === 'peak' ? openingPeak(sent[0], input.trace.events.kind.length) : request.previewAt
+      const cuts = at !== undefined && at < input.trace.events.kind.length ? sent.map((s) => previewOf(s, at)) : undefined
+      const preview = cuts && packReplay(cuts, undefined, device)
+      let bundle: Bundle | undefined
+      return {
+        bundle: () => (bundle ??= packReplay(sent, undefined, device)),
+        ...(preview && { preview }),
+        ...(cuts?.some((c) => c.previewAt !== undefined) && { cutAt: at }),
+      }
+    }
   }
 
   /**
@@ -749,7 +758,14 @@ export class AppSession {
    * strategyBundle); with `preview`, its preview where the job made one (ReplayRequest.previewAt),
    * else the same bundle.
    */
-  replayResult(jobId: string, strategy?: number, preview = false): Bundle {
+  async replayResult(jobId: string, strategy?: number, preview = false, wait = false): Promise<Bundle> {
+    // A page that asks with `wait` is answered once the job has ended: no status calls between;
+    // one that failed or was cancelled says why, as its status would have.
+    if (wait) {
+      const status = await this.jobs.settled(jobId)
+      if (status.state !== 'done')
+        throw new ApiError(status.state === 'cancelled' ? 'CANCELLED' : 'BAD_INPUT', status.error?.message ?? `the replay ${status.state}`)
+    }
     const outcome = this.jobs.result<ReplayOutcome>(jobId)
     const bundle = preview && outcome.preview ? outcome.preview : outcome.bundle()
     return strategy === undefined ? bundle : strategyBundle(bundle, strategy)

@@ -50,7 +50,9 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
       }
     unsent.clear()
   }
-  function jobChanged(status: JobStatus): void {
+  function jobChanged(changed: JobStatus): void {
+    // A done open's status carries its trace's summary, as the session's own job:status answers it.
+    const status = session!.withSummary(changed)
     unsent.set(status.jobId, status)
     const stateChanged = lastState.get(status.jobId) !== status.state
     if (isLive(status)) lastState.set(status.jobId, status.state)

@@ -3,6 +3,7 @@
 // generic call per channel, shaped by the contract (a bundle comes back as an ArrayBuffer, decoded
 // in the worker); only what differs by transport (a file's upload, a streamed bundle) is its own.
 import { BUNDLE_CHANNELS, type BundleChannel, type Channel, type ChannelArg, type ChannelResult, type JobStatus } from '../../src-shared/contract.ts'
+import { MAX_STATUS_WAIT_MS } from '../../src-shared/job-wait.ts'
 
 export class ApiCallError extends Error {
   constructor(
@@ -123,21 +124,32 @@ export function createClient(): Client {
   return bridge ? bridgeClient(bridge) : httpClient()
 }
 
-/**
- * Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. With
- * `until` (a performance.now() time), returns its last status, still running, once that has passed.
- */
+/** How often a running job's progress is asked for, after its first second. */
+export const PROGRESS_MS = 250
+
 /** A job's progress in words: its phase, with how far it got once it runs (a waiting job's phase says what it waits for). */
 export function progressText(job: JobStatus): string {
   return job.state === 'queued' ? job.phase : `${job.phase} · ${Math.round(job.fraction * 100)} %`
 }
 
-export async function waitForJob(client: Client, jobId: string, onStatus: (s: JobStatus) => void, intervalMs = 80, until?: number): Promise<JobStatus> {
+/**
+ * Polls a job until it settles, reporting its status; rejects if it failed or was cancelled. With
+ * `until` (a performance.now() time), returns its last status, still running, once that has passed.
+ */
+export async function waitForJob(
+  client: Client,
+  jobId: string,
+  onStatus: (s: JobStatus) => void,
+  intervalMs = PROGRESS_MS,
+  until?: number,
+): Promise<JobStatus> {
   // Every host holds the answer until the job ends or an interval passes (for the progress bar),
-  // so it is asked again at once: the page learns of the end when it happens. A job waiting for a
-  // slot (queued) is waited for as a running one; its phase says what it waits behind.
-  for (;;) {
-    const status = await client.call('job:status', { jobId, waitMs: intervalMs })
+  // so it is asked again at once: the page learns of the end when it happens. The first answer
+  // waits longest (MAX_STATUS_WAIT_MS): a job done within it costs one call, and a progress bar
+  // is for work that takes longer. A job waiting for a slot (queued) is waited for as a running
+  // one; its phase says what it waits behind.
+  for (let asked = 0; ; asked++) {
+    const status = await client.call('job:status', { jobId, waitMs: asked === 0 ? MAX_STATUS_WAIT_MS : intervalMs })
     onStatus(status)
     if (status.state === 'done') return status
     if (status.state !== 'running' && status.state !== 'queued')

@@ -1,9 +1,19 @@
 // The app's shared state: what is open, the strategies replayed on it, the playhead, the selection.
 // Views read it and call its methods; nothing else holds state that two views need.
-import type { AppInfo, JobStatus, RecentFile, RecordPytorchRequest, RecordRequest, ReplayRequest, TraceSummary } from '../../src-shared/contract.ts'
+import type {
+  AppInfo,
+  JobStatus,
+  OpeningJobs,
+  RecentFile,
+  RecordPytorchRequest,
+  RecordRequest,
+  ReplayRequest,
+  TraceSummary,
+} from '../../src-shared/contract.ts'
+import { MAX_STATUS_WAIT_MS } from '../../src-shared/job-wait.ts'
 import { firstCount, firstReplay, restReplay } from '../../src-shared/opening.ts'
 import type { WhatifReport, WhatifReportRow } from '../../src-shared/whatif-report.ts'
-import { ApiCallError, createClient, waitForJob, type Client, type FetchRequest } from '../api/client.ts'
+import { ApiCallError, createClient, PROGRESS_MS, waitForJob, type Client, type FetchRequest } from '../api/client.ts'
 import { allocBands } from '../viz/alloc-timeline.ts'
 import type { ColorBy } from '../viz/categories.ts'
 import type { StrategyView, TraceData } from '../viz/data.ts'
@@ -211,6 +221,8 @@ export class AppState {
 
   /** Opens started or failed so far: a first replay shows its progress only while its open is the latest. */
   private opens = 0
+  /** Replay jobs whose maps were fetched once they had ended (whenDone): nothing to wait for. */
+  private readonly doneJobs = new Set<string>()
   /** The event open() put the playhead at, until the first maps land and move it to their peak (unless the user moved it). */
   private openedAt: number | null = null
   private playStartedAt = 0
@@ -221,10 +233,9 @@ export class AppState {
     try {
       this.info = await this.client.call('app:info')
       this.strategySpec = this.info.defaultStrategies
-      // The recent list is not needed to open the file the host was started with: both at once.
-      const recent = this.client.call('trace:recent')
-      recent.then((r) => (this.recent = r)).catch(() => {})
-      if (this.info.initialFile === undefined) await recent
+      // The recent list is not needed to open the file the host was started with: asked for once
+      // that is open (open()), it is asked for now only where the start page shows it.
+      if (this.info.initialFile === undefined) this.recent = await this.client.call('trace:recent')
     } catch (e) {
       this.error = `Could not reach the vramscope host: ${(e as Error).message}`
       return
@@ -241,21 +252,30 @@ export class AppState {
     const t0 = performance.now()
     try {
       const { jobId } = await start()
-      await waitForJob(this.client, jobId, (s) => (this.job = s))
-      const summary = await this.client.call('job:result', { jobId })
+      const opened = await waitForJob(this.client, jobId, (s) => (this.job = s))
+      const summary = opened.summary ?? (await this.client.call('job:result', { jobId }))
+      // The host started the opening's replays as it opened the file (TraceSummary.opening): the
+      // page draws them where they are what it would ask for, else asks for its own.
+      const opening = this.openingFor(summary)
       // The first map's replay runs on the host while the page draws the summary; its progress
       // shows in the first map's pane (while this open is the latest and has not failed), and its
       // result is fetched, decoded and drawn before the trace's columns are asked for (below).
-      const opened = ++this.opens
+      const openNumber = ++this.opens
       const last = Math.max(0, summary.events - 1)
       // Its maps are first fetched as a preview, each cut to what it shows at the opening event (a
       // recorded out-of-memory, else the first strategy's peak): kilobytes where the whole is
       // tens of megabytes, drawn before the whole crosses.
       // (A host started with this file builds the same requests, opening.ts, and may have run them already.)
-      const firstJob = this.replayJob(this.startReplay(firstReplay(summary, this.strategySpec)), (s) => {
-        if (this.opens === opened) this.job = s
-      })
-      const firstPreview = firstJob.then((jobId) => this.fetchReplay(jobId, undefined, true))
+      const firstJob = opening ? Promise.resolve(opening.first) : this.startReplay(firstReplay(summary, this.strategySpec)).then((r) => r.jobId)
+      const firstPreview = firstJob.then((jobId) =>
+        this.whenDone(
+          jobId,
+          (s) => {
+            if (this.opens === openNumber) this.job = s
+          },
+          () => this.fetchReplay(jobId, undefined, true),
+        ),
+      )
       firstPreview.catch(() => {})
       // The trace this one replaces is of no more use, here or on the host.
       const replaced = this.trace?.summary.traceId
@@ -295,7 +315,7 @@ export class AppState {
       const first = await firstPreview.catch(() => null)
       let rest: Promise<{ jobId: string }> | undefined
       let restPreviews: StrategyView[] | null = null
-      if (this.opens === opened) {
+      if (this.opens === openNumber) {
         if (first) {
           this.showFirst(first)
           // The others replay on the host, their previews cut at the event the first map opened
@@ -305,20 +325,20 @@ export class AppState {
           // (docs/benchmarks.md, "Every map before the columns"). Replays still running then draw
           // their previews when they end (replay()). A host started with this file may have
           // replayed them already (src-shared/opening.ts).
-          rest = this.startReplay(restReplay(summary, this.strategySpec, this.event))
+          rest = opening ? Promise.resolve({ jobId: opening.rest }) : this.startReplay(restReplay(summary, this.strategySpec, this.event))
           rest.catch(() => {})
           restPreviews = await this.previewsOf(
             rest,
             this.laterStrategies(summary.stored),
             (s) => {
-              if (this.opens === opened) this.job = s
+              if (this.opens === openNumber) this.job = s
             },
             performance.now() + OTHER_MAPS_WAIT_MS,
           )
         }
       }
       // A later open took over while this one waited: it goes no further, and its trace is freed on the host.
-      if (this.opens !== opened) {
+      if (this.opens !== openNumber) {
         void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
         return
       }
@@ -391,9 +411,53 @@ export class AppState {
   /** A started job's id once it is done; `status` hears its progress (default: the progress bar, this.job). */
   private async replayJob(started: Promise<{ jobId: string }>, status: (s: JobStatus) => void = (s) => (this.job = s)): Promise<string> {
     const { jobId } = await started
-    await waitForJob(this.client, jobId, status)
+    // A job whose maps were fetched once it had ended (whenDone) needs no more waiting.
+    if (!this.doneJobs.has(jobId)) await waitForJob(this.client, jobId, status)
     status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
     return jobId
+  }
+
+  /**
+   * The opening's jobs the host started (TraceSummary.opening) where they replay what this page
+   * would ask for (its strategies, no cap): else they are cancelled, and undefined.
+   */
+  private openingFor(summary: TraceSummary): OpeningJobs | undefined {
+    const opening = summary.opening
+    if (!opening) return undefined
+    if (opening.strategies === this.strategySpec && this.cap.trim() === '') return opening
+    this.dropOpening(summary)
+    return undefined
+  }
+
+  /** Cancels the opening's jobs of a trace the page will not draw them for (another spec, a diff). */
+  private dropOpening(summary: TraceSummary): void {
+    for (const jobId of summary.opening ? [summary.opening.first, summary.opening.rest] : []) void this.client.call('job:cancel', { jobId }).catch(() => {})
+  }
+
+  /**
+   * `fetch`, a fetch of a job's maps that the host answers once the job has ended (`wait`), with
+   * the job's progress reported to `status` while it runs longer than a second (a shorter wait
+   * shows none, and costs no call).
+   */
+  private async whenDone<T>(jobId: string, status: (s: JobStatus) => void, fetch: () => Promise<T>): Promise<T> {
+    let ended = false
+    const watch = async () => {
+      await new Promise((r) => setTimeout(r, MAX_STATUS_WAIT_MS))
+      while (!ended) {
+        const s = await this.client.call('job:status', { jobId, waitMs: PROGRESS_MS })
+        if (ended) return
+        status(s)
+        if (s.state !== 'running' && s.state !== 'queued') return
+      }
+    }
+    watch().catch(() => {})
+    try {
+      const result = await fetch()
+      this.doneJobs.add(jobId)
+      return result
+    } finally {
+      ended = true
+    }
   }
 
   /**
@@ -443,10 +507,11 @@ export class AppState {
   ): Promise<StrategyView[] | null> {
     try {
       const { jobId } = await started
-      if ((await waitForJob(this.client, jobId, status, undefined, until)).state !== 'done') return null
-      status({ jobId, state: 'running', fraction: 1, phase: 'drawing' })
-      const previews = await this.fetchPreviews(jobId, strategies)
-      return previews.length >= strategies ? previews : null
+      const fetched = this.whenDone(jobId, status, () => this.fetchPreviews(jobId, strategies))
+      fetched.catch(() => {})
+      const late = new Promise<null>((r) => setTimeout(() => r(null), Math.max(0, until - performance.now())))
+      const previews = await Promise.race([fetched, late])
+      return previews && previews.length >= strategies ? previews : null
     } catch {
       // The replay itself says what went wrong (replay()).
       return null
@@ -455,7 +520,8 @@ export class AppState {
 
   /** A finished replay job's maps (its preview, with `preview`), or with `strategy` that one of them alone (decoded in a worker as it streams in). */
   private async fetchReplay(jobId: string, strategy?: number, preview = false): Promise<StrategyView[]> {
-    const arg = { jobId, ...(strategy !== undefined && { strategy }), ...(preview && { preview }) }
+    // The host answers once the job has ended (a done job at once).
+    const arg = { jobId, ...(strategy !== undefined && { strategy }), ...(preview && { preview }), wait: true }
     if (this.client.replayResultRequest) return this.decoder.fetchReplay<StrategyView[]>(this.client.replayResultRequest(arg))
     return this.decoder.decode<StrategyView[]>('replay', await this.client.call('replay:result', arg))
   }
@@ -549,8 +615,10 @@ export class AppState {
     this.error = null
     try {
       const { jobId } = await start()
-      await waitForJob(this.client, jobId, (s) => (this.job = s))
-      const summary = await this.client.call('job:result', { jobId })
+      const opened = await waitForJob(this.client, jobId, (s) => (this.job = s))
+      const summary = opened.summary ?? (await this.client.call('job:result', { jobId }))
+      // The diff replays the open trace's strategies under its cap: not the opening's.
+      this.dropOpening(summary)
       const replay = await this.client.call('replay:start', {
         traceId: summary.traceId,
         strategies: this.strategySpec,

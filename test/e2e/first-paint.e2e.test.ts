@@ -11,6 +11,7 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page, Route } from 'playwright-core'
+import type { JobStatus } from '../../src-shared/contract.ts'
 
 import { browserSkipReason, launchBrowser, OUTPUT, serveSuiteSnapshot, waitForCount, type Served } from './helpers.ts'
 
@@ -18,28 +19,25 @@ const skip = browserSkipReason()
 if (skip) console.log(`# e2e skipped: ${skip}`)
 
 /**
- * Makes the page's first job of the other maps (its replay:start with includeStored false) answer
- * `job:status` as a replay still under way while `running()` holds. Returns what it saw: that job
- * and when it was started.
+ * Holds the page's fetches of the other maps (the opening's `rest` job, which the open's status
+ * names: TraceSummary.opening) while `running()` holds, as a replay still under way would. Returns
+ * what it saw: that job and when the open that started it ended.
  */
 async function holdOthersReplay(page: Page, running: () => boolean): Promise<{ jobId?: string; startedAt?: number }> {
   const seen: { jobId?: string; startedAt?: number } = {}
-  await page.route('**/api/replay%3Astart', async (route) => {
-    const arg = JSON.parse(route.request().postData() ?? '{}') as { includeStored?: boolean }
+  await page.route('**/api/job%3Astatus', async (route) => {
     const response = await route.fetch()
-    if (arg.includeStored === false && seen.jobId === undefined) {
-      seen.jobId = ((await response.json()) as { result: { jobId: string } }).result.jobId
+    const status = ((await response.json()) as { result?: JobStatus }).result
+    if (seen.jobId === undefined && status?.summary?.opening) {
+      seen.jobId = status.summary.opening.rest
       seen.startedAt = Date.now()
     }
     await route.fulfill({ response })
   })
-  await page.route('**/api/job%3Astatus', (route) => {
+  await page.route('**/api/replay%3Aresult', async (route) => {
     const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
-    if (!running() || jobId === undefined || jobId !== seen.jobId) return void route.continue()
-    void route.fulfill({
-      contentType: 'application/json',
-      body: JSON.stringify({ ok: true, result: { jobId, state: 'running', fraction: 0.5, phase: 'replaying (held by the test)' } }),
-    })
+    while (running() && jobId !== undefined && jobId === seen.jobId) await new Promise((r) => setTimeout(r, 100))
+    await route.continue()
   })
   return seen
 }

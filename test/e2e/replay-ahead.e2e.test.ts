@@ -1,6 +1,6 @@
-// Replays started ahead of the page, in Chromium against the real `vramscope serve`, on a real
+// A page opened after the host has opened its file, in Chromium against the real `vramscope serve`, on a real
 // PyTorch snapshot that ends in an out-of-memory (recorded on an H100 with default stacks): the host
-// opens the file and replays its maps as it starts (src-shared/opening.ts), so a page opened a few
+// opens the file, and the open replays its maps (AppSession.startOpening), as it starts, so a page opened a few
 // seconds later draws every map, each cut at the failure, before the trace's columns have arrived
 // (held back here by the test); then the columns and the whole maps replace the previews.
 // Screenshots go to test/e2e/output (look at them).

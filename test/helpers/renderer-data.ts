@@ -20,5 +20,5 @@ export async function rendererData(path: string, strategies: string): Promise<{ 
   const replay = session.startReplay({ traceId: summary.traceId, strategies })
   const replayed = await session.jobs.settled(replay.jobId)
   if (replayed.state !== 'done') throw new Error(`replaying ${path}: ${JSON.stringify(replayed)}`)
-  return { trace, views: decodeReplay(wire(session.replayResult(replay.jobId))) }
+  return { trace, views: decodeReplay(wire(await session.replayResult(replay.jobId))) }
 }

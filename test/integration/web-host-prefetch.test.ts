@@ -1,5 +1,5 @@
 // The web host's head start on the file it was started with: loading the page (with its token)
-// opens that file (and replays its first map), and the page's requests take those jobs; a page without the token
+// opens that file (and its opening replays), and the page's open takes that job; a page without the token
 // starts nothing; `job:status` with waitMs answers when the job settles.
 import assert from 'node:assert/strict'
 import { mkdtemp, writeFile } from 'node:fs/promises'
@@ -9,7 +9,6 @@ import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
 
 import type { AppInfo, JobStatus, TraceSummary } from '../../src-shared/contract.ts'
-import { firstReplay } from '../../src-shared/opening.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
 import { startWebHost, type WebHost } from '../../src-main/web/server.ts'
 
@@ -88,12 +87,19 @@ describe('web host: the initial file ahead of the page', () => {
     assert.equal((await settle(host, jobId)).state, 'done')
     const summary = await api<TraceSummary>(host, 'job:result', { jobId })
     assert.equal(summary.name, 'h100-inference-buddy.vramscope')
-    // The host replayed the first map once it had opened the file (replay-ahead.test): the page's
-    // request for it takes that job.
+    // The open started its opening replays (opening-jobs.test): their maps are fetched with
+    // `wait`, no replay:start and no status call between.
+    assert.equal(summary.opening?.strategies, info.defaultStrategies)
     const held = jobCount()
-    const replay = await api<{ jobId: string }>(host, 'replay:start', firstReplay(summary, info.defaultStrategies))
-    assert.equal(jobCount(), held, 'the page took the replay started ahead')
-    assert.equal((await settle(host, replay.jobId)).state, 'done')
+    const preview = await call(
+      host,
+      'POST',
+      `/api/${encodeURIComponent('replay:result')}`,
+      JSON.stringify({ jobId: summary.opening!.first, preview: true, wait: true }),
+    )
+    assert.equal(preview.status, 200)
+    assert.ok(preview.body.length > 0, "the first map's preview")
+    assert.equal(jobCount(), held, 'nothing more started')
     // Taken once: opening the file again is a job of its own.
     const again = await api<{ jobId: string }>(host, 'trace:openRecent', { key: info.initialFile })
     assert.notEqual(again.jobId, jobId)
