@@ -108,6 +108,11 @@ export interface TraceSummary {
    * as plain arrays: the timeline draws it while the trace's columns are still on their way.
    */
   requested: { end: number[]; max: number[]; min: number[]; peak: number }
+  /**
+   * The floor (docs/architecture.md#the-floor): the most bytes live at once, as requested and as
+   * PyTorch rounds each block (512 B): no allocator reserves less for this trace.
+   */
+  floor?: { peakLiveBytes: number; peakLiveRoundedBytes: number }
   /** The opening's replays, started by the open itself (where the trace could be replayed). */
   opening?: OpeningJobs
 }

@@ -38,6 +38,7 @@ import { interceptLibraryIfBuilt, nvidiaDriverPresent } from './record/program.t
 import { programStem, recordingFolderName, recordPytorch } from './record/pytorch.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
+import { floorOf } from './analysis/floor.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { ENDED_KEPT, JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
 import { DEFAULT_PAGE, MAX_TRACES_OPEN, MAX_TRACES_PER_PAGE, TraceRegistry, type OpenedTrace } from './traces.ts'
@@ -516,6 +517,7 @@ export class AppSession {
     const oom = oomSummary(input.trace, input.strategies)
     const events = input.trace.events
     const requested = requestedSeries(events.kind, events.id, events.size, SUMMARY_BUCKETS)
+    const floor = floorOf(input.trace)
     const traceId = randomUUID()
     const summary: TraceSummary = {
       traceId,
@@ -533,6 +535,7 @@ export class AppSession {
       ...(d.gpu !== undefined && { gpu: d.gpu }),
       ...(oom && { oom }),
       requested: { end: Array.from(requested.end), max: Array.from(requested.max), min: Array.from(requested.min), peak: requested.peak },
+      floor: { peakLiveBytes: floor.peakLiveBytes, peakLiveRoundedBytes: floor.peakLiveRoundedBytes },
     }
     // A page closed while this opened has no use for it.
     job.signal.throwIfAborted()

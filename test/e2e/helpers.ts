@@ -30,6 +30,8 @@ export function browserSkipReason(): string | undefined {
 export interface Served {
   url: string
   process: ChildProcess
+  /** The file it serves, where one was extracted for it (serveSuiteSnapshot), until stop(). */
+  file?: string
   stop(): Promise<void>
 }
 
@@ -70,9 +72,11 @@ export async function serveSuiteSnapshot(name: string): Promise<Served> {
   const dir = mkdtempSync(join(tmpdir(), 'vramscope-e2e-suite-'))
   try {
     execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz'), '-C', dir, `whatif/${name}`])
-    const served = await serve([join(dir, 'whatif', name)])
+    const file = join(dir, 'whatif', name)
+    const served = await serve([file])
     return {
       ...served,
+      file,
       stop: async () => {
         await served.stop()
         rmSync(dir, { recursive: true, force: true })

@@ -10,6 +10,9 @@ import { after, before, describe, it } from 'node:test'
 
 import type { Browser, Page } from 'playwright-core'
 
+import { floorOf } from '../../src-main/services/analysis/floor.ts'
+import { openInput } from '../../src-main/services/import/open-input.ts'
+import { formatBytes } from '../../src-renderer/viz/format.ts'
 import { browserSkipReason, launchBrowser, serveSuiteSnapshot, waitForCount, type Served } from './helpers.ts'
 
 const skip = browserSkipReason()
@@ -71,5 +74,17 @@ describe('opening a real snapshot in the served app', { skip }, () => {
     assert.equal(control.length - progress, 4, 'four control calls beside progress polls')
     // Every bundle fetch of a replay waits for its job.
     for (const c of calls.filter((c) => c.channel === 'replay:result')) assert.equal(c.arg['wait'], true)
+  })
+
+  it("names the floor over the metrics and each map's distance to it in its header", async () => {
+    const floor = floorOf((await openInput(served.file!)).trace)
+    const line = ((await page.getByTestId('metrics-floor').textContent()) ?? '').replace(/\s+/g, ' ').trim()
+    assert.equal(
+      line,
+      `The floor: ${formatBytes(floor.peakLiveBytes)} live at the peak (${formatBytes(floor.peakLiveRoundedBytes)} rounded as PyTorch rounds each block to 512 B): no allocator reserves less for this trace.`,
+    )
+    const headers = await page.getByTestId('map-floor').allTextContents()
+    assert.equal(headers.length, 6, 'every map says how far its peak is from the floor')
+    for (const h of headers) assert.match(h.replace(/\s+/g, ' '), /^· peak [\d.]+ [KMG]?i?B: [\d.]+ [KMG]?i?B above the floor$/)
   })
 })
