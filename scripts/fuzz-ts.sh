@@ -48,7 +48,7 @@ export NODE_OPTIONS="${NODE_OPTIONS:+$NODE_OPTIONS }--require=$root/test/fuzz/ja
 
 # Largest input per target: the seeds fit; larger inputs only slow libFuzzer down and swell the corpus.
 max_len() {
-  case "$1" in trace-file | nsys-sqlite) echo 24576 ;; pytorch-snapshot) echo 16384 ;; kineto-trace) echo 32768 ;; umpire-log) echo 8192 ;; *) echo 4096 ;; esac
+  case "$1" in trace-file) echo 24576 ;; pytorch-snapshot) echo 16384 ;; kineto-trace | nsys-sqlite) echo 32768 ;; umpire-log) echo 8192 ;; *) echo 4096 ;; esac
 }
 
 source "$root/scripts/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines
