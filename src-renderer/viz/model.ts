@@ -564,6 +564,23 @@ function computeRegionFigures(model: StrategyModel, e: number): { reserved: numb
   return reservedAt(model.reserved, e)
 }
 
+/**
+ * The block the alloc of request event `event` made, or -1 (the request failed, or is not an
+ * alloc): blocks are recorded in the order of their allocs, so `from` ascends. The same request's
+ * block in every strategy's model, so a block selected in one map is shown in the others too.
+ */
+export function blockAllocatedAt(model: StrategyModel, event: number): number {
+  const b = model.blocks
+  let lo = 0
+  let hi = b.count
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1
+    if (b.from[mid]! < event) lo = mid + 1
+    else hi = mid
+  }
+  return lo < b.count && b.from[lo] === event ? lo : -1
+}
+
 /** Indices of the blocks live after event `e` (not dead space), largest rounded size first. */
 export function liveBlocksAt(model: StrategyModel, e: number): Uint32Array {
   const b = model.blocks
