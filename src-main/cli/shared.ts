@@ -50,7 +50,7 @@ export interface Io {
   stderr: NodeJS.WriteStream
   /** Every progress update of a long step, bar or not (the MCP server's progress notifications). */
   onProgress?: ProgressListener
-  /** Ends a long step early as Ctrl-C does (whatif's replays): the MCP server's cancellation. */
+  /** Ends a long step early as Ctrl-C does (a read, a replay, the lab): the MCP server's cancellation. */
   signal?: AbortSignal
 }
 
@@ -177,6 +177,8 @@ export async function openWithProgress(io: Io, options: CommonOptions, path: str
     return await openInput(path, {
       onProgress: (p) => progress.update(`${p.phase} ${path}`, p.bytesDone, p.bytesTotal),
       ...(device !== undefined && { device }),
+      // The caller's signal (an MCP request's) stops the read, as it stops a replay below.
+      ...(io.signal && { signal: io.signal }),
     })
   } finally {
     progress.clear()
@@ -201,6 +203,7 @@ async function replayWithProgress(
       recordedPlacement: options.recordedPlacement,
       ...(options.recordedState === false && { recordedState: false }),
       resetAtMarkers: options.resetAtMarkers,
+      ...(io.signal && { signal: io.signal }),
       // Several strategies replay side by side: one bar over all their events.
       onProgress: (p) =>
         p.targets === 1

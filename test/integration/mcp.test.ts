@@ -3,7 +3,7 @@
 // schemas, info and whatif answering with the same JSON as the CLI's --json on a real H200 snapshot
 // (test/fixtures/pytorch/field-gpu.tar.gz), a file outside the allowed folder refused by name (a
 // symlink inside pointing out of it included), a bad option a tool error after which the server
-// still answers, progress notifications for a call with a progress token, and a cancelled whatif
+// still answers, progress notifications for a call with a progress token, and a cancelled whatif or replay
 // ended early.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
@@ -202,5 +202,30 @@ describe('vramscope mcp', { timeout: 300_000 }, () => {
     const r = await call('info', { file: snapshot })
     assert.equal(r.isError, undefined)
     assert.ok(Date.now() - started < 60_000)
+  })
+
+  it('a cancelled replay ends early too (its read and its replay take the request signal), and the server answers the next call', async () => {
+    const abort = new AbortController()
+    const cancelled = client.callTool(
+      {
+        name: 'replay',
+        arguments: {
+          file: big,
+          strategies: ['caching:preset=pytorch', 'caching:preset=pow2', 'slab', 'buddy', 'vmm_growable', 'stitching', 'rmm_pool', 'arena'],
+        },
+      },
+      undefined,
+      {
+        signal: abort.signal,
+        // Cancelled once the replays have begun.
+        onprogress: (p) => {
+          if (/^replay /.test(p.message ?? '')) abort.abort(new Error('enough'))
+        },
+      },
+    )
+    await assert.rejects(cancelled, /enough/)
+    await stderrMatches(/vramscope mcp: replay cancelled, ended early/, 60_000)
+    const r = await call('info', { file: snapshot })
+    assert.equal(r.isError, undefined)
   })
 })
