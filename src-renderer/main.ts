@@ -2,5 +2,6 @@
 import { mount } from 'svelte'
 import App from './App.svelte'
 import './app.css'
+import './styles/shared.css'
 
 mount(App, { target: document.getElementById('app')! })
