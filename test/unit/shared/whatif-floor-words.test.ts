@@ -52,6 +52,30 @@ it("leads with the recorded settings' reserved bytes against the floor, the best
   )
 })
 
+it('a best setting that fits in less than it reserves on the whole device is said by the least memory it runs the trace in (what ranks it)', () => {
+  const w = words(
+    [
+      row({ kind: 'recorded', conf: '', label: 'recorded', rank: 2, peakReserved: 1000 * MiB, smallestFittingBytes: 1000 * MiB }),
+      row({
+        kind: 'pytorch',
+        conf: 'max_split_size_mb:64',
+        label: 'msplit64',
+        line: 'PYTORCH_ALLOC_CONF=max_split_size_mb:64',
+        rank: 1,
+        peakReserved: 1350 * MiB,
+        smallestFittingBytes: 927 * MiB,
+      }),
+    ],
+    FLOOR,
+  )
+  assert.equal(
+    w.floor,
+    '1000 MiB reserved (the recorded settings); 900 MiB live at the peak: 100 MiB, 10 %, lost to fragmentation and caching; ' +
+      `the best configuration (PYTORCH_ALLOC_CONF=max_split_size_mb:64) runs it in 927 MiB, 3 % above the floor (on the whole device it reserves 1350 MiB); ` +
+      "a static plan of every block's lifetime reserves 909 MiB, 1 % above it",
+  )
+})
+
 it('where the recorded settings fail under the limit, the least memory they run the trace in stands for their reserved bytes', () => {
   const w = words(
     [row({ kind: 'recorded', conf: '', label: 'recorded', rank: 1, failures: 1, peakReserved: 800 * MiB, smallestFittingBytes: 1200 * MiB })],
