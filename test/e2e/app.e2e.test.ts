@@ -1,8 +1,9 @@
 // The app in Chromium against the real `vramscope serve`: the empty state, opening a bundled
 // sample (a real H100 PyTorch snapshot), playing and scrubbing, comparing three strategies,
-// inspecting a block and reading its stack frames, searching by frame text, the peak view,
-// exporting PNG and SVG, opening a bad file without losing what was open, and opening a file whose
-// first replay fails. Screenshots go to test/e2e/output (look at them).
+// inspecting a block and reading its stack frames, searching by frame text, the peak view, the
+// keyboard shortcuts and their list, exporting PNG and SVG, opening a bad file without losing what
+// was open, and opening a file whose first replay fails. Screenshots go to test/e2e/output (look at
+// them).
 import assert from 'node:assert/strict'
 import { readFileSync } from 'node:fs'
 import { join } from 'node:path'
@@ -155,6 +156,30 @@ describe('vramscope in the browser', { skip }, () => {
     const streams = await peak.getByTestId('peak-groups').locator('tbody td.name').allTextContents()
     assert.ok(streams.length >= 1 && streams.every((s) => /^\s*(stream |pending frees)/.test(s)), `grouped by stream: ${streams.join(' | ')}`)
     await peak.getByLabel('frame', { exact: true }).check()
+  })
+
+  it('lists the keyboard shortcuts (?), switches views (w, c) and themes (t) by key, and Esc closes the list', async () => {
+    // The search field keeps its keys: the shortcuts are pressed on the page.
+    await page.locator('h1').click()
+    await page.keyboard.press('?')
+    const help = page.getByRole('dialog', { name: 'keyboard shortcuts' })
+    await help.waitFor()
+    const keys = (await help.locator('kbd').allTextContents()).map((k) => k.trim())
+    assert.deepEqual(keys.slice(0, 3), ['space', '← / →', 'Home / End'], `the list starts with playback: ${keys.join(' | ')}`)
+    assert.ok(keys.includes('?') && keys.includes('Esc'), `it names itself and Esc: ${keys.join(' | ')}`)
+    await page.screenshot({ path: join(OUTPUT, 'shortcuts.png') })
+    await page.keyboard.press('Escape')
+    await help.waitFor({ state: 'detached' })
+    await page.keyboard.press('w')
+    await page.getByRole('tab', { name: /What-if/, selected: true }).waitFor()
+    await page.keyboard.press('c')
+    await page.getByRole('tab', { name: 'Compare', selected: true }).waitFor()
+    const theme = () => page.evaluate(() => document.documentElement.dataset['theme'])
+    const before = await theme()
+    await page.keyboard.press('t')
+    assert.notEqual(await theme(), before, 't switches the theme')
+    await page.keyboard.press('t')
+    assert.equal(await theme(), before)
   })
 
   it('exports the view as a PNG that decodes and an SVG of rects that parses', async () => {
