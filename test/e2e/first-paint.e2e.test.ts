@@ -72,7 +72,7 @@ describe("a trace's first paint, before its columns arrive", { skip }, () => {
   it('names the trace and draws its requested bytes and every map before it asks for its columns', async () => {
     await held
     // Every map is drawn when the columns are asked for, each a preview cut at the first map's peak
-    // (app.svelte.ts open(): the columns wait for the others' replays).
+    // (state/loader.svelte.ts open(): the columns wait for the others' replays).
     assert.equal(await page.locator('.map').count(), 6)
     assert.equal(await page.locator('.map-pending').count(), 0)
     const toolbar = await page.locator('header.toolbar .file').textContent()
