@@ -174,7 +174,7 @@ describe('vramscope in the browser', { skip }, () => {
     await page.getByRole('tab', { name: /What-if/, selected: true }).waitFor()
     await page.keyboard.press('c')
     await page.getByRole('tab', { name: 'Compare', selected: true }).waitFor()
-    const theme = () => page.evaluate(() => document.documentElement.dataset['theme'])
+    const theme = () => page.locator('html').getAttribute('data-theme')
     const before = await theme()
     await page.keyboard.press('t')
     assert.notEqual(await theme(), before, 't switches the theme')
