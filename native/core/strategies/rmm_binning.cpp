@@ -26,12 +26,9 @@
 namespace vramscope {
 namespace {
 
-class rmm_binning final : public allocator {
+class rmm_binning final : public rmm_model::pool_owner {
  public:
-  rmm_binning(backing& b, const params& p)
-      : allocator("rmm_binning", b),
-        sizes_(rmm_model::read_pool_sizes("rmm_binning", p, b.available())),
-        pool_(*this, sizes_.maximum) {
+  rmm_binning(backing& b, const params& p) : pool_owner("rmm_binning", b, p) {
     std::vector<std::uint64_t> bins =
         p.get_size_list("bins", {256 * KiB, 512 * KiB, 1 * MiB, 2 * MiB, 4 * MiB});
     blocks_per_chunk_ = p.get_uint("blocks_to_preallocate", 128);
@@ -48,25 +45,8 @@ class rmm_binning final : public allocator {
     std::sort(bins.begin(), bins.end());
     bins.erase(std::unique(bins.begin(), bins.end()), bins.end());
     for (std::uint64_t s : bins) bins_.push_back(bin{s, {}});
-    if (!pool_.start(sizes_.initial))
-      fail(sizes_.initial, backing_available(), "the device has no room for the initial pool");
+    start_pool();
     for (std::uint32_t i = 0; i < bins_.size(); ++i) add_chunk(i, 0);
-  }
-
-  ~rmm_binning() override {
-    pool_.release([&](address_t a, std::uint64_t n) { get_backing().free_region(a, n); });
-  }
-
-  address_t pool_obtain(std::uint64_t bytes) {
-    try {
-      return obtain_region(bytes);
-    } catch (const out_of_memory&) {
-      return 0;
-    }
-  }
-  std::uint64_t pool_available() const { return backing_available(); }
-  void pool_trace(trace_op op, address_t a, std::uint64_t size, stream_t stream) const {
-    trace(op, a, size, 0, stream);
   }
 
  private:
@@ -173,8 +153,6 @@ class rmm_binning final : public allocator {
     return pool_.in_free_block(a);
   }
 
-  rmm_model::pool_sizes sizes_;
-  rmm_model::pool_core<rmm_binning> pool_;
   std::vector<bin> bins_;  // by size
   std::vector<chunk> chunks_;
   std::map<address_t, std::uint32_t> chunk_at_;

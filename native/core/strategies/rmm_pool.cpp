@@ -10,32 +10,9 @@
 namespace vramscope {
 namespace {
 
-class rmm_pool final : public allocator {
+class rmm_pool final : public rmm_model::pool_owner {
  public:
-  rmm_pool(backing& b, const params& p)
-      : allocator("rmm_pool", b),
-        sizes_(rmm_model::read_pool_sizes("rmm_pool", p, b.available())),
-        pool_(*this, sizes_.maximum) {
-    if (!pool_.start(sizes_.initial))
-      fail(sizes_.initial, backing_available(), "the device has no room for the initial pool");
-  }
-
-  ~rmm_pool() override {
-    pool_.release([&](address_t a, std::uint64_t n) { get_backing().free_region(a, n); });
-  }
-
-  // What the pool core asks of its owner.
-  address_t pool_obtain(std::uint64_t bytes) {
-    try {
-      return obtain_region(bytes);
-    } catch (const out_of_memory&) {
-      return 0;
-    }
-  }
-  std::uint64_t pool_available() const { return backing_available(); }
-  void pool_trace(trace_op op, address_t a, std::uint64_t size, stream_t stream) const {
-    trace(op, a, size, 0, stream);
-  }
+  rmm_pool(backing& b, const params& p) : pool_owner("rmm_pool", b, p) { start_pool(); }
 
  private:
   allocation do_allocate(std::size_t bytes, stream_t stream, std::uint32_t&) override {
@@ -66,9 +43,6 @@ class rmm_pool final : public allocator {
   }
 
   bool do_was_freed(address_t a) const override { return pool_.in_free_block(a); }
-
-  rmm_model::pool_sizes sizes_;
-  rmm_model::pool_core<rmm_pool> pool_;
 };
 
 const strategy_registration registration{

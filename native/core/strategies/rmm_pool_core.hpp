@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <set>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -45,7 +46,7 @@ inline std::uint64_t percent_of(std::uint64_t free, std::uint64_t percent) {
                                                    static_cast<long double>(percent) / 100.0L));
 }
 
-// Owner provides:
+// Owner provides (pool_owner below is the owner rmm_pool and rmm_binning share):
 //   address_t pool_obtain(std::uint64_t bytes): a region from the device, 0 where it has no room;
 //   std::uint64_t pool_available() const: what the device may still hand out;
 //   void pool_trace(trace_op op, address_t address, std::uint64_t size, stream_t stream).
@@ -306,6 +307,42 @@ inline pool_sizes read_pool_sizes(const std::string& who, const params& p, std::
                            ") exceeds the maximum pool size (" + format_bytes(s.maximum) + ")");
   return s;
 }
+
+// An allocator over one pool_core: the pool's sizes from its parameters, what the core asks of its
+// owner, and the pool's regions given back to the device when the allocator is destroyed.
+class pool_owner : public allocator {
+ public:
+  address_t pool_obtain(std::uint64_t bytes) {
+    try {
+      return obtain_region(bytes);
+    } catch (const out_of_memory&) {
+      return 0;
+    }
+  }
+  std::uint64_t pool_available() const { return backing_available(); }
+  void pool_trace(trace_op op, address_t a, std::uint64_t size, stream_t stream) const {
+    trace(op, a, size, 0, stream);
+  }
+
+ protected:
+  pool_owner(const std::string& name, backing& b, const params& p)
+      : allocator(name, b),
+        sizes_(read_pool_sizes(name, p, b.available())),
+        pool_(*this, sizes_.maximum) {}
+
+  ~pool_owner() override {
+    pool_.release([&](address_t a, std::uint64_t n) { get_backing().free_region(a, n); });
+  }
+
+  // Takes the initial pool; fails (out_of_memory) where the device has no room for it.
+  void start_pool() {
+    if (!pool_.start(sizes_.initial))
+      fail(sizes_.initial, backing_available(), "the device has no room for the initial pool");
+  }
+
+  pool_sizes sizes_;
+  pool_core<pool_owner> pool_;
+};
 
 inline std::vector<param_info> pool_params() {
   return {{"initial_pool_size", "size", "0",
