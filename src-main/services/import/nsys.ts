@@ -13,10 +13,10 @@
 // those calls, as nothing finer is in the file, and the layout's reserved peak is the recorded one.
 import { stat } from 'node:fs/promises'
 
-import { LayoutOp, allocateLayout, type LayoutTrace } from '../../../src-shared/layout.ts'
+import { LayoutOp, allocateLayout } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { InputError, notARegularFile } from '../input-error.ts'
-import { EventsBuilder } from '../trace/events-builder.ts'
+import { EventsBuilder, LayoutChunks } from '../trace/events-builder.ts'
 import { EventKind, type RequestTrace } from '../trace/model.ts'
 import { RECORDED_CUDA_NAME } from './intercept-converter.ts'
 
@@ -243,7 +243,7 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
   const poolSizeAt = pools.indexOf('localMemoryPoolSize')
 
   const events = new EventsBuilder(1024)
-  const layout = new LayoutBuilder()
+  const layout = new LayoutChunks(1024)
   const live = new Map<bigint, { id: number; size: number }>()
   const streams: string[] = []
   const streamIndex = new Map<string, number>()
@@ -269,6 +269,8 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
     const row = Number(r[0])
     const start = integer(r[1], 'start', row)
     const address = BigInt.asUintN(64, integer(r[2], 'address', row))
+    // The layout keeps addresses as numbers, exact below 2^53 (as every CUDA device address is).
+    const place = Number(address)
     const bytesBig = integer(r[3], 'bytes', row)
     if (bytesBig < 0n || bytesBig > BigInt(Number.MAX_SAFE_INTEGER)) fail('bad-row', `"bytes" ${bytesBig} is not a byte count`, row)
     const bytes = Number(bytesBig)
@@ -288,8 +290,8 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
         // The address was handed out again, so the allocation before it was freed unrecorded.
         reusedLive++
         events.push(EventKind.free, previous.id, 0, s, device, time)
-        layout.push(LayoutOp.free, address, previous.size, previous.size, s, time)
-        layout.push(LayoutOp.regionRelease, address, previous.size, 0, s, time)
+        layout.push(LayoutOp.free, place, previous.size, previous.size, s, time)
+        layout.push(LayoutOp.regionRelease, place, previous.size, 0, s, time)
         requested -= previous.size
       }
       const id = nextId++
@@ -297,8 +299,8 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       requested += bytes
       if (requested > peak) peak = requested
       events.push(EventKind.alloc, id, bytes, s, device, time)
-      layout.push(LayoutOp.regionReserve, address, bytes, 0, s, time)
-      layout.push(LayoutOp.alloc, address, bytes, bytes, s, time)
+      layout.push(LayoutOp.regionReserve, place, bytes, 0, s, time)
+      layout.push(LayoutOp.alloc, place, bytes, bytes, s, time)
       const poolAddress = poolAt < 0 ? undefined : r[6 + poolAt]
       if (typeof poolAddress === 'bigint' && poolAddress !== 0n) {
         poolAllocs++
@@ -314,8 +316,8 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
       live.delete(address)
       requested -= block.size
       events.push(EventKind.free, block.id, 0, s, device, time)
-      layout.push(LayoutOp.free, address, block.size, block.size, s, time)
-      layout.push(LayoutOp.regionRelease, address, block.size, 0, s, time)
+      layout.push(LayoutOp.free, place, block.size, block.size, s, time)
+      layout.push(LayoutOp.regionRelease, place, block.size, 0, s, time)
     } else otherOps++
   }
   const leftOut = rowsTotal - rows
@@ -357,6 +359,10 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
   }
   if (poolAllocs > 0) properties['nsys.pool_allocations'] = String(poolAllocs)
   gpuOf(db, tables, device, properties)
+  // The layout's columns, copied out of the chunks (times are ns already); a synchronous import, so the copy's pauses are not taken.
+  const recordedLayout = allocateLayout(layout.length)
+  const copy = layout.moveTo(recordedLayout, 0, 0, 1)
+  while (!copy.next().done) continue
   const trace: RequestTrace = {
     meta: {
       source: NSYS_SOURCE,
@@ -370,7 +376,7 @@ function readExport(db: Database, path: string, options: NsysImportOptions): Nsy
   }
   return {
     trace,
-    recorded: { name: RECORDED_CUDA_NAME, strategy: 'recorded', params: { recorder: 'nsys', device }, layout: layout.build() },
+    recorded: { name: RECORDED_CUDA_NAME, strategy: 'recorded', params: { recorder: 'nsys', device }, layout: recordedLayout },
     device,
     devices: perDevice,
     rows: rowsTotal,
@@ -407,33 +413,5 @@ function gpuOf(db: Database, tables: Set<string>, device: number, properties: Re
     }
   } catch {
     // The GPU's table is a nicety: one that does not read names no GPU.
-  }
-}
-
-/** Growable layout columns. */
-class LayoutBuilder {
-  private l: LayoutTrace = allocateLayout(1024)
-  private n = 0
-
-  push(op: number, address: bigint, size: number, requested: number, stream: number, time: number): void {
-    if (this.n === this.l.op.length) {
-      const next = allocateLayout(this.n * 2)
-      for (const key of Object.keys(next) as (keyof LayoutTrace)[]) (next[key] as Float64Array).set(this.l[key] as Float64Array)
-      this.l = next
-    }
-    const i = this.n++
-    const l = this.l
-    l.op[i] = op
-    l.address[i] = address
-    l.size[i] = size
-    l.requested[i] = requested
-    l.stream[i] = stream
-    l.time[i] = time
-  }
-
-  build(): LayoutTrace {
-    const out = allocateLayout(this.n)
-    for (const key of Object.keys(out) as (keyof LayoutTrace)[]) (out[key] as Float64Array).set((this.l[key] as Float64Array).subarray(0, this.n))
-    return out
   }
 }

@@ -1,8 +1,9 @@
 // Growable event columns: importers and the streaming trace writer append one event at a time
 // without knowing the count in advance. EventsBuilder grows by copying and gives the filled part as
-// TraceEvents; EventChunks and LayoutChunks (request and layout events: the PyTorch importer's
-// columns) grow by whole chunks, never copying, and are copied out once at the end, letting each
-// chunk go as they go, so a gigabyte import does not hold its columns twice over.
+// TraceEvents; EventChunks and LayoutChunks (request and layout events: the PyTorch importer's, and
+// the Nsight Systems importer's layout) grow by whole chunks, never copying, and are copied out
+// once at the end, letting each chunk go as they go, so a gigabyte import does not hold its columns
+// twice over.
 import { allocateEvents, copyEventRow, sliceEvents, type EventKind, type TraceEvents } from './model.ts'
 import type { LayoutTrace } from '../../../src-shared/layout.ts'
 
@@ -292,8 +293,11 @@ export class LayoutChunks {
     this.chunks[row >>> CHUNK_SHIFT]!.aux[row & CHUNK_MASK] = aux
   }
 
-  /** Appends every row to `layout` at row `at`, times made ns from t0; returns the row after them. Lets the chunks go. */
-  *moveTo(layout: LayoutTrace, at: number, t0: number): Generator<void, number> {
+  /**
+   * Appends every row to `layout` at row `at`, times made ns from t0 (times in µs; `nsPerUnit` 1 for
+   * times already in ns); returns the row after them. Lets the chunks go.
+   */
+  *moveTo(layout: LayoutTrace, at: number, t0: number, nsPerUnit = 1000): Generator<void, number> {
     for (let k = 0; k < this.chunks.length; k++) {
       if (k % YIELD_CHUNKS === YIELD_CHUNKS - 1) yield
       const c = this.chunks[k]!
@@ -304,7 +308,7 @@ export class LayoutChunks {
       layout.requested.set(c.requested.subarray(0, n), at)
       layout.stream.set(c.stream.subarray(0, n), at)
       layout.aux.set(c.aux.subarray(0, n), at)
-      toNanoseconds(c.time, 0, n, layout.time, at, t0)
+      toNanoseconds(c.time, 0, n, layout.time, at, t0, nsPerUnit)
       this.chunks[k] = EMPTY_LAYOUT
       at += n
     }
@@ -312,11 +316,11 @@ export class LayoutChunks {
   }
 }
 
-/** Times in µs (NaN: none, placed at t = 0) into ns from t0, as the traces hold them. One function for every column, so that it is optimized early. */
-export function toNanoseconds(from: Float64Array, start: number, end: number, into: Float64Array, at: number, t0: number): void {
+/** Times in µs (or units of `nsPerUnit` ns; NaN: none, placed at t = 0) into ns from t0, as the traces hold them. One function for every column, so that it is optimized early. */
+export function toNanoseconds(from: Float64Array, start: number, end: number, into: Float64Array, at: number, t0: number, nsPerUnit = 1000): void {
   for (let i = start, j = at; i < end; i++, j++) {
     const t = from[i]!
-    into[j] = t !== t ? 0 : (t - t0) * 1000
+    into[j] = t !== t ? 0 : (t - t0) * nsPerUnit
   }
 }
 
