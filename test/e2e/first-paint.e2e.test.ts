@@ -36,8 +36,9 @@ async function holdOthersReplay(page: Page, running: () => boolean): Promise<{ j
   })
   await page.route('**/api/replay%3Aresult', async (route) => {
     const { jobId } = JSON.parse(route.request().postData() ?? '{}') as { jobId?: string }
-    while (running() && jobId !== undefined && jobId === seen.jobId) await new Promise((r) => setTimeout(r, 100))
-    await route.continue()
+    // Held until released, or until the page is gone (a hold that never ends must not keep the test's process alive).
+    while (running() && !page.isClosed() && jobId !== undefined && jobId === seen.jobId) await new Promise((r) => setTimeout(r, 100))
+    await route.continue().catch(() => {})
   })
   return seen
 }

@@ -235,7 +235,9 @@ TEST(
   CHECK_EQ(under.summary.peak_reserved, o.capacity);  // the region is the device
   o.capacity = whole.summary.peak_reserved;
   o.stop_at_failure = true;
-  CHECK_EQ(replay(t.columns(), {planned_target()}, o)[0].summary.failures, 0u);
+  // Held first: CHECK_EQ binds a reference to its argument, which must outlive the statement.
+  const replay_result fits = replay(t.columns(), {planned_target()}, o)[0];
+  CHECK_EQ(fits.summary.failures, 0u);
 }
 
 TEST("planned replay: a preview at its peak is cut from its one region") {
