@@ -59,6 +59,9 @@ export const zeroRange: Mutation = (b, r) => {
   return [out, `zero ${from}..${to}`]
 }
 
+/** Every format-blind mutation of the bytes, the list every target draws its byte-level steps from. */
+export const BYTE_MUTATIONS: readonly Mutation[] = [flipBits, setRandomBytes, truncate, appendRandomBytes, deleteRange, copyRange, zeroRange]
+
 /** Applies `count` mutations drawn from `list`; returns the bytes and what each did. */
 export function mutate(bytes: Uint8Array, rand: Rand, count: number, list: readonly Mutation[]): [Uint8Array, string[]] {
   const steps: string[] = []

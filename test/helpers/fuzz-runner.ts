@@ -13,27 +13,13 @@ import { readMessage } from '../../src-main/services/trace/arrow-messages.ts'
 import { TraceFileError, TraceWriter, decodeTrace, encodeTrace } from '../../src-main/services/trace/file.ts'
 import { EventKind } from '../../src-main/services/trace/model.ts'
 import { concat } from './bytes.ts'
-import {
-  appendRandomBytes,
-  copyRange,
-  deleteRange,
-  flipBits,
-  int,
-  mutate,
-  runFuzzCases,
-  setRandomBytes,
-  truncate,
-  zeroRange,
-  type FuzzTarget,
-  type Mutation,
-  type Rand,
-} from './fuzz-harness.ts'
+import { int, mutate, runFuzzCases, type FuzzTarget, type Mutation, type Rand, BYTE_MUTATIONS } from './fuzz-harness.ts'
 import { kinetoTarget, nsysTarget, umpireTarget } from './import-fuzz-targets.ts'
 import { pytorchSnapshotTarget } from './pytorch-fuzz-target.ts'
 import { checkRmm, checkTraceContents, fixChecksums } from './reader-checks.ts'
 import { sampleStrategies, sampleTrace } from './trace-samples.ts'
 
-const byteMutations: Mutation[] = [flipBits, setRandomBytes, truncate, appendRandomBytes, deleteRange, copyRange, zeroRange]
+const byteMutations = BYTE_MUTATIONS
 
 // --- trace files ----------------------------------------------------------------------------------
 

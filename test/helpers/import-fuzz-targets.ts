@@ -14,24 +14,11 @@ import { openInput } from '../../src-main/services/import/open-input.ts'
 import { UmpireLogError, parseUmpireLog } from '../../src-main/services/import/umpire.ts'
 import { umpireClassicLog, umpireEventsLog, writeNsysExport } from '../../scripts/fixtures/import-formats.ts'
 import { concat } from './bytes.ts'
-import {
-  appendRandomBytes,
-  copyRange,
-  deleteRange,
-  flipBits,
-  int,
-  mutate,
-  setRandomBytes,
-  truncate,
-  zeroRange,
-  type FuzzTarget,
-  type Mutation,
-  type Rand,
-} from './fuzz-harness.ts'
+import { int, mutate, type FuzzTarget, type Mutation, type Rand, BYTE_MUTATIONS } from './fuzz-harness.ts'
 import { nsysExpectedError, readNsysBytes } from './nsys-fuzz-read.ts'
 import { checkKineto, checkUmpire } from './reader-checks.ts'
 
-const byteMutations: Mutation[] = [flipBits, setRandomBytes, truncate, appendRandomBytes, deleteRange, copyRange, zeroRange]
+const byteMutations = BYTE_MUTATIONS
 const encoder = new TextEncoder()
 const decoder = new TextDecoder()
 const SNAPSHOT = fileURLToPath(new URL('../fixtures/pytorch/synthetic.pickle', import.meta.url))
