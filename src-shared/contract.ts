@@ -17,6 +17,7 @@ import type { z, ZodType } from 'zod'
 
 import type { OomSummary } from './oom.ts'
 import type { WhatifReport } from './whatif-report.ts'
+import type { RanksSummary, RanksWhatifReport } from './ranks.ts'
 
 /** What the app says about itself on start: shown in the empty state and the about line. */
 export interface AppInfo {
@@ -176,6 +177,9 @@ export interface ReplayRequest {
   previewAt?: number | 'peak'
 }
 
+/** What the what-if lab over every rank of a job is asked (`ranks:whatif`): as one trace's, for the job's ranks. */
+export type RanksWhatifRequest = Omit<WhatifRequest, 'traceId'> & { ranksId: string }
+
 /** What the what-if lab is asked (`whatif:start`): configurations replayed under a device limit. */
 export interface WhatifRequest {
   traceId: string
@@ -222,9 +226,10 @@ export interface ChannelSpec<Arg = unknown, Result = unknown> {
   /**
    * The call starts a job and returns its id at once: 'trace' opens a trace (the job's result is a
    * TraceSummary, from `job:result`), 'replay' replays one (its bundle comes from `replay:result`),
-   * 'whatif' runs the what-if lab (its report comes from `whatif:result`).
+   * 'whatif' runs the what-if lab (its report comes from `whatif:result`, or `ranks:whatifResult`
+   * for a job of many ranks), 'ranks' reads a job of many ranks (its RanksSummary from `ranks:result`).
    */
-  job?: 'trace' | 'replay' | 'whatif'
+  job?: 'trace' | 'replay' | 'whatif' | 'ranks'
   /**
    * Which process of the desktop app serves it: 'utility', the worker process that holds the
    * native library, the opened traces and the jobs; 'main', the app's own state (recent files, which
@@ -337,6 +342,49 @@ export const CONTRACT = {
   },
   /** A finished what-if job's report: the rows ranked, the recorded settings, the implied limit, fidelity. */
   'whatif:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<WhatifReport>(), runs: 'utility' },
+  /**
+   * Hands over one file of a job of many ranks (a snapshot, or the stats beside one): written to
+   * the page's folder on the host; `ranks:open` names it by the key. Over HTTP the bytes are the body.
+   */
+  'ranks:stage': {
+    arg: (zod) =>
+      zod.strictObject({
+        name: zod.string().max(255),
+        bytes: zod
+          .custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'must be bytes (a Uint8Array)' })
+          .refine((v) => v.byteLength <= MAX_OPEN_BYTES, { message: `at most ${MAX_OPEN_BYTES} bytes` }),
+      }),
+    result: json<{ key: string }>(),
+    runs: 'utility',
+    upload: true,
+  },
+  /**
+   * Reads the staged files (every one the page staged for the job, stats included) as one job of
+   * many ranks, one rank at a time; the job's result is a RanksSummary (`ranks:result`).
+   */
+  'ranks:open': { arg: (zod) => zod.strictObject({ keys: zod.array(id(zod)).min(1).max(256) }), result: started, job: 'ranks', runs: 'utility' },
+  'ranks:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<RanksSummary>(), runs: 'utility' },
+  /** Opens one rank of a job as a trace (the job's result is its TraceSummary, as for any open). */
+  'ranks:openRank': {
+    arg: (zod) => zod.strictObject({ ranksId: id(zod), rank: zod.number().int().min(0).max(Number.MAX_SAFE_INTEGER) }),
+    result: started,
+    job: 'trace',
+    runs: 'utility',
+  },
+  /** Starts the what-if lab over every rank of a job: the settings ranked by whether they fit every rank. */
+  'ranks:whatif': {
+    arg: (zod): ZodType<RanksWhatifRequest> =>
+      zod.strictObject({
+        ranksId: id(zod),
+        confs: zod.array(zod.string().max(1024)).max(256).optional(),
+        cap: zod.string().max(64).optional(),
+        device: zod.string().max(64).optional(),
+      }),
+    result: started,
+    job: 'whatif',
+    runs: 'utility',
+  },
+  'ranks:whatifResult': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<RanksWhatifReport>(), runs: 'utility' },
   /**
    * Records a built-in workload on the GPU in a process of its own (a CUDA fault there never takes
    * the host down); the job's result (`job:result`) is the recording, opened as a trace.

@@ -21,6 +21,7 @@ import type {
   JobStatus,
   OpeningJobs,
   TraceSummary,
+  RanksWhatifRequest,
   WhatifRequest,
   WorkloadChoice,
 } from '../../src-shared/contract.ts'
@@ -38,6 +39,8 @@ import { interceptLibraryIfBuilt, nvidiaDriverPresent } from './record/program.t
 import { programStem, recordingFolderName, recordPytorch } from './record/pytorch.ts'
 import { recordWorkloadInChild, recordWorkloadInProcess, type WorkloadSpec } from './record/workload.ts'
 import { describeTrace } from './analysis/inspect.ts'
+import { RankJobs } from './ranks-job.ts'
+import type { RanksSummary, RanksWhatifReport } from '../../src-shared/ranks.ts'
 import { floorOf } from './analysis/floor.ts'
 import { oomSummary } from './analysis/oom.ts'
 import { ENDED_KEPT, JobRegistry, type JobContext, type JobLimits } from './jobs.ts'
@@ -155,6 +158,8 @@ export class AppSession {
    * page's own request to open it then takes this job instead of starting another.
    */
   private prefetched: { openJobId: string; claimed: boolean; path: string } | undefined
+  /** The page's jobs of many ranks: their staged files and what each rank's read gave (ranks-job.ts). */
+  private readonly rankJobs = new RankJobs()
   /** The jobs whose result is a trace's summary (opens, recordings), newest last: job:status carries it once done. */
   private readonly openJobs = new Set<string>()
 
@@ -571,6 +576,7 @@ export class AppSession {
     this.pages.delete(page)
     const closed = this.traces.closePage(page, reason)
     this.jobs.endFor({ page }, reason)
+    void this.rankJobs.closePage(page)
     return { closed }
   }
 
@@ -699,37 +705,7 @@ export class AppSession {
    */
   startWhatif(request: WhatifRequest, page = DEFAULT_PAGE): { jobId: string } {
     const { input } = this.trace(request?.traceId)
-    const confs = (request.confs ?? []).map((c) => c.trim()).filter((c) => c !== '')
-    // Checked here, at the edge, as the CLI checks --conf: in PyTorch's syntax, and leaving the
-    // model a limit above 0 B of the device (the one given, else the one the lab assumes).
-    let deviceForCheck = DEFAULT_DEVICE_BYTES
-    try {
-      if (request.device !== undefined && request.device.trim() !== '') deviceForCheck = parseByteSize(request.device.trim()) || DEFAULT_DEVICE_BYTES
-    } catch {
-      // size('device') below names what is wrong with it.
-    }
-    confs.forEach((text, i) => {
-      if (text === 'recorded') return
-      try {
-        confModel(parsePytorchConf(text), 0, deviceForCheck)
-      } catch (e) {
-        if (e instanceof ConfError) throw new ApiError('BAD_INPUT', `configuration ${i + 1} '${shownValue(text)}': ${e.message}`)
-        throw e
-      }
-    })
-    const size = (what: 'cap' | 'device', text: string | undefined): number | undefined => {
-      if (text === undefined || text.trim() === '') return undefined
-      let bytes: number
-      try {
-        bytes = parseByteSize(text.trim())
-      } catch (e) {
-        throw new ApiError('BAD_INPUT', `${what}: ${(e as Error).message}`)
-      }
-      if (bytes <= 0) throw new ApiError('BAD_INPUT', `${what}: must be more than 0 bytes, got '${text}'`)
-      return bytes
-    }
-    const cap = size('cap', request.cap)
-    const device = size('device', request.device)
+    const { confs, cap, device } = checkedWhatif(request)
     return this.startJob<WhatifReport>(
       page,
       'what-if: starting',
@@ -754,6 +730,53 @@ export class AppSession {
 
   whatifResult(jobId: string): WhatifReport {
     return this.jobs.result<WhatifReport>(jobId)
+  }
+
+  /** A file of a job of many ranks, its bytes handed over (ranks-job.ts); `ranks:open` names it by the key. */
+  stageRankFile(name: string, bytes: Uint8Array, page = DEFAULT_PAGE): Promise<{ key: string }> {
+    return this.rankJobs.stage(uploadName(name), bytes, page)
+  }
+
+  /** A file of a job of many ranks that a host has written (a streamed upload): the session owns it from here. */
+  stageUploadedRankFile(path: string, name: string, page = DEFAULT_PAGE): Promise<{ key: string }> {
+    return this.rankJobs.adopt(path, uploadName(name), page)
+  }
+
+  /** Reads the staged files as one job of many ranks; the job's result is a RanksSummary (`ranks:result`). */
+  openRanks(keys: readonly string[], page = DEFAULT_PAGE): { jobId: string } {
+    return this.rankJobs.open(keys, page, (phase, work) => this.startJob<RanksSummary>(page, phase, work))
+  }
+
+  ranksResult(jobId: string): RanksSummary {
+    return this.jobs.result<RanksSummary>(jobId)
+  }
+
+  /** Opens one rank of a job as a trace, like any file (its opening replays start with it). */
+  openRank(ranksId: string, rank: number, page = DEFAULT_PAGE): { jobId: string } {
+    const { path, name } = this.rankJobs.file(ranksId, rank)
+    return this.startOpenJob(page, `opening rank ${rank}: ${name}`, (job) => this.open(path, name, job, false))
+  }
+
+  /** The what-if lab over every rank of a job: the report ranks the settings that fit every rank (`ranks:whatifResult`). */
+  startRanksWhatif(request: RanksWhatifRequest, page = DEFAULT_PAGE): { jobId: string } {
+    this.rankJobs.require(request.ranksId)
+    const { confs, cap, device } = checkedWhatif(request)
+    return this.startJob<RanksWhatifReport>(page, 'what-if over every rank: starting', (job) =>
+      this.rankJobs
+        .whatif(
+          request.ranksId,
+          { ...(confs.length > 0 && { confs }), ...(cap !== undefined && { capBytes: cap }), ...(device !== undefined && { deviceBytes: device }) },
+          job,
+        )
+        .catch((e: unknown) => {
+          if (e instanceof WhatifError) throw new ApiError('BAD_INPUT', e.message.replace(/^--conf /, 'configuration '))
+          throw e
+        }),
+    )
+  }
+
+  ranksWhatifResult(jobId: string): RanksWhatifReport {
+    return this.jobs.result<RanksWhatifReport>(jobId)
   }
 
   /**
@@ -781,6 +804,43 @@ export class AppSession {
   private startJob<T>(page: string, phase: string, work: (job: JobContext) => Promise<T>, traceId?: string): { jobId: string } {
     return { jobId: this.jobs.start({ page, ...(traceId !== undefined && { traceId }) }, phase, work) }
   }
+}
+
+/**
+ * A what-if request's configurations and sizes, checked once, at the edge, as the CLI checks
+ * --conf: a bad one fails the call naming it (one trace's lab and a job's over every rank alike).
+ */
+function checkedWhatif(request: Pick<WhatifRequest, 'confs' | 'cap' | 'device'>): { confs: string[]; cap: number | undefined; device: number | undefined } {
+  const confs = (request.confs ?? []).map((c) => c.trim()).filter((c) => c !== '')
+  // Checked here, at the edge, as the CLI checks --conf: in PyTorch's syntax, and leaving the
+  // model a limit above 0 B of the device (the one given, else the one the lab assumes).
+  let deviceForCheck = DEFAULT_DEVICE_BYTES
+  try {
+    if (request.device !== undefined && request.device.trim() !== '') deviceForCheck = parseByteSize(request.device.trim()) || DEFAULT_DEVICE_BYTES
+  } catch {
+    // size('device') below names what is wrong with it.
+  }
+  confs.forEach((text, i) => {
+    if (text === 'recorded') return
+    try {
+      confModel(parsePytorchConf(text), 0, deviceForCheck)
+    } catch (e) {
+      if (e instanceof ConfError) throw new ApiError('BAD_INPUT', `configuration ${i + 1} '${shownValue(text)}': ${e.message}`)
+      throw e
+    }
+  })
+  const size = (what: 'cap' | 'device', text: string | undefined): number | undefined => {
+    if (text === undefined || text.trim() === '') return undefined
+    let bytes: number
+    try {
+      bytes = parseByteSize(text.trim())
+    } catch (e) {
+      throw new ApiError('BAD_INPUT', `${what}: ${(e as Error).message}`)
+    }
+    if (bytes <= 0) throw new ApiError('BAD_INPUT', `${what}: must be more than 0 bytes, got '${text}'`)
+    return bytes
+  }
+  return { confs, cap: size('cap', request.cap), device: size('device', request.device) }
 }
 
 /** The lab's result as the API sends it: no NaN, and each row with the replay that shows it. */

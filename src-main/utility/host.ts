@@ -76,6 +76,8 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     switch (request.op) {
       case 'openUploadedFile':
         return s.openUploadedFile(request.path, request.name, request.page)
+      case 'stageUploadedRankFile':
+        return s.stageUploadedRankFile(request.path, request.name, request.page)
       case 'prefetchInitial':
       case 'prefetchPath': {
         const before = s.prefetchedJob

@@ -26,6 +26,8 @@ export type WorkerInit = SessionOptions & { everyChannel?: boolean }
 export type SessionRequest =
   /** Opens a file the host wrote (an upload) as `page`'s; the session deletes it once opened or failed. */
   | { op: 'openUploadedFile'; path: string; name: string; page: string }
+  /** Stages a file the host wrote (an upload) for `page`'s job of many ranks; the session moves it into the page's folder. */
+  | { op: 'stageUploadedRankFile'; path: string; name: string; page: string }
   | { op: 'prefetchInitial' }
   /** Opens a file a window is about to open, and replays its first maps (AppSession.prefetchPath). */
   | { op: 'prefetchPath'; path: string }

@@ -38,6 +38,8 @@ export interface WebSession {
   prefetchInitial(): void
   /** Opens a file the host wrote as `page`'s; the session deletes it once opened or failed. */
   openUploadedFile(path: string, name: string, page: string): { jobId: string } | Promise<{ jobId: string }>
+  /** Stages a file the host wrote for `page`'s job of many ranks (ranks:stage); the session owns it from here. */
+  stageUploadedRankFile(path: string, name: string, page: string): Promise<{ key: string }>
 }
 
 export interface WebHostOptions {
@@ -290,10 +292,11 @@ export async function startWebHost(options: WebHostOptions): Promise<WebHost> {
       } finally {
         receiving.delete(dir)
       }
-      // From here the session owns the file: it deletes it once opened or failed.
-      let started: { jobId: string }
+      // From here the session owns the file: it deletes it once opened or failed (or, a rank's
+      // file of a job, moves it into the page's folder).
+      let started: { jobId: string } | { key: string }
       try {
-        started = await session.openUploadedFile(path, name, page)
+        started = channel === 'ranks:stage' ? await session.stageUploadedRankFile(path, name, page) : await session.openUploadedFile(path, name, page)
       } catch (e) {
         // The session never took it (its worker was gone).
         await rm(dir, { recursive: true, force: true })

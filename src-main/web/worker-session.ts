@@ -77,6 +77,11 @@ export class WorkerSession implements WebSession {
     return started
   }
 
+  /** A file of a job of many ranks uploaded: the worker's session moves it into the page's folder (and removes the upload's). */
+  async stageUploadedRankFile(path: string, name: string, page: string): Promise<{ key: string }> {
+    return (await this.client.session({ op: 'stageUploadedRankFile', path, name, page })) as { key: string }
+  }
+
   /** Removes the folders of uploads whose open has settled (the worker removes them too; this is for one that died). */
   private async removeSettledUploads(all = false): Promise<void> {
     const settled = [...this.uploads].filter(([jobId]) => {

@@ -18,6 +18,11 @@ import { runWhatif, type WhatifOptions } from './whatif.ts'
 const INPUT_EXTENSIONS = new Set(['.pickle', '.pkl', '.pt', '.json', '.vramscope', '.arrow', '.csv'])
 const NOT_INPUTS = /(\.stats\.json|^job\.json|\.driver\.vramscope|\.tmp\d+)$/
 
+/** Whether a file named `name` is a rank's input (a snapshot, trace or log), not a stats file or list beside one. */
+export function isRankInput(name: string): boolean {
+  return INPUT_EXTENSIONS.has(extname(name).toLowerCase()) && !NOT_INPUTS.test(name)
+}
+
 function natural(a: string, b: string): number {
   return a.localeCompare(b, undefined, { numeric: true })
 }
@@ -93,7 +98,7 @@ async function folderInputs(dir: string): Promise<string[]> {
   } catch {
     // no job.json: the folder's inputs
   }
-  const files = (await readdir(dir)).filter((f) => INPUT_EXTENSIONS.has(extname(f).toLowerCase()) && !NOT_INPUTS.test(f)).sort(natural)
+  const files = (await readdir(dir)).filter(isRankInput).sort(natural)
   const names = new Set(files)
   const inputs = files.filter((f) => !(f.endsWith('.oom.pickle') && names.has(f.replace(/\.oom\.pickle$/, '.pickle'))))
   if (inputs.length === 0) throw new InputError(dir, '', 'holds no snapshot, trace file or RMM log')
