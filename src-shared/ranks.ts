@@ -39,8 +39,9 @@ export interface RankSummary {
   series: RankSeries
   /** The GPU the rank recorded on, where the file says. */
   gpu?: string
-  /** The rank's first out-of-memory, where it had one. */
+  /** The rank's first out-of-memory, where it had one, and its time (ns, as the series'). */
   oom?: OomSummary
+  oomNs?: number
   /** The floor (services/analysis/floor.ts): live bytes at the rank's peak, rounded as PyTorch rounds. */
   floorBytes: number
 }

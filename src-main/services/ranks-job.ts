@@ -59,7 +59,7 @@ export function rankSummary(input: Pick<OpenedInput, 'trace' | 'strategies' | 'k
     peakEvent,
     series,
     ...(d.gpu !== undefined && { gpu: d.gpu }),
-    ...(oom && { oom }),
+    ...(oom && { oom, oomNs: trace.events.time[oom.event]! }),
     floorBytes: floorOf(trace).peakLiveRoundedBytes,
   }
 }

@@ -70,7 +70,7 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     return { value: result }
   }
 
-  /** The web host's requests besides the channels. */
+  /** The web host's requests besides the channels (a staged rank's file is moved before the answer). */
   function sessionRequest(request: SessionRequest): unknown {
     const s = session!
     switch (request.op) {
@@ -108,7 +108,7 @@ export function serveWorker(port: HostPort, createSession: (init: WorkerInit) =>
     }
     try {
       if (request.type === 'session') {
-        port.post({ type: 'reply', id: request.id, ok: true, value: sessionRequest(request.request) })
+        port.post({ type: 'reply', id: request.id, ok: true, value: await sessionRequest(request.request) })
         return
       }
       const out = await call(request.channel, request.arg, request.page)

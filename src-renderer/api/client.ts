@@ -46,6 +46,8 @@ export interface Client {
   call<C extends Channel>(channel: C, ...arg: CallArgs<C>): Promise<Received<C>>
   /** Opens a file the user dropped or picked (`trace:openBytes`; over HTTP, the bytes are the body). */
   openFile(file: File): Promise<{ jobId: string }>
+  /** Hands over one file of a job of many ranks (`ranks:stage`; over HTTP, the bytes are the body). */
+  stageFile(file: File): Promise<{ key: string }>
   /**
    * How to fetch a replay's bundle (the web host): a decode worker fetches it itself and reads it
    * as it arrives, no hop through the page's thread. Plain data, so it can be posted to a worker.
@@ -101,6 +103,10 @@ function httpClient(): Client {
       const response = await post('trace:openBytes', file, { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(file.name) })
       return ((await response.json()) as { result: { jobId: string } }).result
     },
+    stageFile: async (file) => {
+      const response = await post('ranks:stage', file, { 'content-type': 'application/octet-stream', 'x-file-name': encodeURIComponent(file.name) })
+      return ((await response.json()) as { result: { key: string } }).result
+    },
     replayResultRequest: (arg) => ({
       url: new URL(`/api/${encodeURIComponent('replay:result')}`, location.href).href,
       init: {
@@ -116,6 +122,7 @@ function bridgeClient(bridge: BridgeApi): Client {
   return {
     call: (channel, ...[arg]) => (bridge[channel] as (arg: unknown) => Promise<never>)(arg),
     openFile: async (file) => bridge['trace:openBytes']({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) }),
+    stageFile: async (file) => bridge['ranks:stage']({ name: file.name, bytes: new Uint8Array(await file.arrayBuffer()) }),
   }
 }
 

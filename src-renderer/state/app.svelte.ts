@@ -1,6 +1,7 @@
 // The app's shared state, in rooms: the loader (what is open, how it opens and replays: loader.svelte.ts,
 // its decode workers decoder.ts), the playhead (playback.svelte.ts), the selection and the block
-// followed (selection.svelte.ts), the what-if lab (whatif.svelte.ts) and the diff (diff.svelte.ts).
+// followed (selection.svelte.ts), the what-if lab (whatif.svelte.ts), the diff (diff.svelte.ts) and a
+// job of many ranks (ranks.svelte.ts).
 // AppState composes them and holds the UI's own flags; views read `app.xxx` (forwarded to its room
 // here) and call its methods; nothing else holds state that two views need.
 import type { RecordPytorchRequest, RecordRequest } from '../../src-shared/contract.ts'
@@ -14,6 +15,7 @@ import type { Theme } from '../viz/palette.ts'
 import { Diffing, type DiffSide } from './diff.svelte.ts'
 import { Loader } from './loader.svelte.ts'
 import { Playback } from './playback.svelte.ts'
+import { RankJob } from './ranks.svelte.ts'
 import { Selecting, type Selection } from './selection.svelte.ts'
 import { readableSize, WhatifLab } from './whatif.svelte.ts'
 
@@ -22,8 +24,8 @@ export type { Theme }
 export type { DiffSide }
 export type { Selection }
 export { readableSize }
-/** What the main area shows: the strategies side by side, or the what-if lab. */
-export type View = 'compare' | 'whatif'
+/** What the main area shows: the strategies side by side, the what-if lab, or a job's ranks. */
+export type View = 'compare' | 'whatif' | 'job'
 
 export class AppState {
   readonly playback: Playback = new Playback(() => this.loader)
@@ -40,6 +42,7 @@ export class AppState {
   readonly selecting: Selecting = new Selecting(() => this.loader, this.playback)
   readonly lab: WhatifLab = new WhatifLab(this.loader.client, () => this.loader.trace)
   readonly diffing: Diffing = new Diffing(this.loader)
+  readonly ranks: RankJob = new RankJob(this.loader)
 
   colorBy = $state<ColorBy>('stream')
   theme = $state<Theme>('light')
@@ -138,9 +141,23 @@ export class AppState {
 
   start = () => this.loader.start()
   open = (start: () => Promise<{ jobId: string }>) => this.loader.open(start)
-  openSample = (name: string) => this.loader.openSample(name)
-  openFile = (file: File) => this.loader.openFile(file)
-  openRecent = (key: string) => this.loader.openRecent(key)
+  // A file opened on its own ends a job of many ranks.
+  openSample = (name: string) => (this.ranks.clear(), this.loader.openSample(name))
+  openFile = (file: File) => (this.ranks.clear(), this.loader.openFile(file))
+  openRecent = (key: string) => (this.ranks.clear(), this.loader.openRecent(key))
+  /** Files dropped or picked together: one file opens as itself, several as one job of many ranks. */
+  openFiles = async (files: readonly File[]) => {
+    if (files.length === 0) return
+    if (files.length === 1) return this.openFile(files[0]!)
+    this.view = 'job'
+    await this.ranks.open(files)
+    if (!this.ranks.summary && this.view === 'job') this.view = 'compare'
+  }
+  /** One rank of the job, its maps in the compare view. */
+  showRank = async (rank: number) => {
+    this.view = 'compare'
+    await this.ranks.show(rank)
+  }
   replay = () => this.loader.replay()
   cancelJob = () => this.loader.cancelJob()
   /** Records a built-in workload on this host's GPU, then opens the recording like any file. */
