@@ -32,6 +32,8 @@ export interface AppInfo {
   host: 'web' | 'electron'
   /** The file named on the command line, to open at start: its key for `trace:openRecent`. */
   initialFile?: string
+  /** The files named on the command line as a job of many ranks (`vramscope serve DIR`), to open at start with `ranks:openInitial`: how many. */
+  initialJob?: { files: number }
   /** The plain statement on privacy shown in the UI. */
   privacy: string
   /** Built-in GPU workloads that `record:workload` runs (native/cuda/workloads). */
@@ -363,6 +365,8 @@ export const CONTRACT = {
    * many ranks, one rank at a time; the job's result is a RanksSummary (`ranks:result`).
    */
   'ranks:open': { arg: (zod) => zod.strictObject({ keys: zod.array(id(zod)).min(1).max(256) }), result: started, job: 'ranks', runs: 'utility' },
+  /** Opens the job of many ranks the host was started with (AppInfo.initialJob), as `ranks:open` does. */
+  'ranks:openInitial': { arg: none, result: started, job: 'ranks', runs: 'utility' },
   'ranks:result': { arg: (zod) => zod.strictObject({ jobId: id(zod) }), result: json<RanksSummary>(), runs: 'utility' },
   /** Opens one rank of a job as a trace (the job's result is its TraceSummary, as for any open). */
   'ranks:openRank': {

@@ -209,7 +209,10 @@ function buildProgram(io: Io): Command {
   program
     .command('serve')
     .description('the app in a browser: serves the UI and its API on 127.0.0.1 (for a GPU server reached through an SSH tunnel)')
-    .argument('[file]', 'a trace, PyTorch snapshot or RMM log to open at start (the page opens it and nothing else from disk)')
+    .argument(
+      '[files...]',
+      'a trace, PyTorch snapshot or RMM log to open at start (the page opens it and nothing else from disk); several files, a folder or a pattern: a job of many ranks, one file a rank',
+    )
     .option('--host <host>', 'interface to listen on (0.0.0.0: every interface, guarded by the token only)', '127.0.0.1')
     .option('--port <port>', 'port to listen on (0: a free one)', '0')
     .option(
@@ -220,7 +223,7 @@ function buildProgram(io: Io): Command {
     .option('--json', 'print {url, port, token} as JSON')
     .option('--upload-dir <dir>', 'where uploads are written while they arrive (default: the temp directory)')
     .addOption(new Option('--page-idle-ms <ms>', 'close a page that makes no request for this long').hideHelp())
-    .action((file: string | undefined, options) => serveCommand(io, file, options))
+    .action((files: string[], options) => serveCommand(io, files, options))
 
   program
     .command('mcp')

@@ -29,6 +29,7 @@ export function sessionHandlers(session: AppSession, page = DEFAULT_PAGE): Handl
     'whatif:result': ({ jobId }) => session.whatifResult(jobId),
     'ranks:stage': ({ name, bytes }) => session.stageRankFile(name, bytes, page),
     'ranks:open': ({ keys }) => session.openRanks(keys, page),
+    'ranks:openInitial': () => session.openInitialRanks(page),
     'ranks:result': ({ jobId }) => session.ranksResult(jobId),
     'ranks:openRank': ({ ranksId, rank }) => session.openRank(ranksId, rank, page),
     'ranks:whatif': (request) => session.startRanksWhatif(request, page),

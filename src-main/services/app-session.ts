@@ -98,6 +98,8 @@ export interface SessionOptions {
    * already (the desktop app's utility process, which main restarts if a CUDA fault kills it).
    */
   recordInProcess?: boolean
+  /** Files named on the command line as a job of many ranks, opened at start by `ranks:openInitial`. */
+  initialJob?: string[]
   /** Paths `trace:openPath` may open; undefined: any (Electron, where the user picked the file). */
   allowedPaths?: Set<string>
   /** Open traces a page keeps (MAX_TRACES_PER_PAGE); an older one of the page is closed first. */
@@ -187,6 +189,7 @@ export class AppSession {
       defaultStrategies: DEFAULT_STRATEGIES,
       host: this.options.host,
       ...(this.initialKey !== undefined && { initialFile: this.initialKey }),
+      ...(this.options.initialJob !== undefined && { initialJob: { files: this.options.initialJob.length } }),
       privacy: PRIVACY_STATEMENT,
       workloads: this.workloads(),
       recording: this.recordingAvailable(),
@@ -745,6 +748,14 @@ export class AppSession {
   /** Reads the staged files as one job of many ranks; the job's result is a RanksSummary (`ranks:result`). */
   openRanks(keys: readonly string[], page = DEFAULT_PAGE): { jobId: string } {
     return this.rankJobs.open(keys, page, (phase, work) => this.startJob<RanksSummary>(page, phase, work))
+  }
+
+  /** Opens the job the host was started with: its files are the user's, read where they are and never deleted. */
+  openInitialRanks(page = DEFAULT_PAGE): { jobId: string } {
+    const files = this.options.initialJob
+    if (!files) throw new ApiError('NOT_FOUND', 'ranks: this host was started with no job (`vramscope serve DIR` or several files start it with one)')
+    const keys = files.map((f) => this.rankJobs.stageInPlace(f, basename(f), page))
+    return this.openRanks(keys, page)
   }
 
   ranksResult(jobId: string): RanksSummary {

@@ -35,6 +35,8 @@ export const MAX_STAGED_PER_PAGE = 256
 interface Staged {
   path: string
   name: string
+  /** A file the user has (a job the host was started with), read where it is: never deleted. */
+  inPlace?: true
 }
 
 interface OpenedJob {
@@ -169,11 +171,17 @@ export class RankJobs {
     }
   }
 
-  private keep(path: string, name: string, page: string): string {
+  /** Stages a file the user has where it is (the files a host was started with): never moved or deleted. */
+  stageInPlace(path: string, name: string, page: string): string {
+    this.checkRoom(page)
+    return this.keep(path, name, page, true)
+  }
+
+  private keep(path: string, name: string, page: string, inPlace = false): string {
     // A file of the same name staged again replaces the first.
     for (const [key, s] of this.staged) if (s.path === path) this.staged.delete(key)
     const key = randomUUID()
-    this.staged.set(key, { path, name, page })
+    this.staged.set(key, { path, name, page, ...(inPlace && { inPlace }) })
     return key
   }
 
@@ -200,7 +208,7 @@ export class RankJobs {
     for (const [key, s] of this.staged)
       if (s.page === page && !keys.includes(key)) {
         this.staged.delete(key)
-        void rm(s.path, { force: true })
+        if (!s.inPlace) void rm(s.path, { force: true })
       }
     const names = new Map(files.map((f) => [f.path, f.name]))
     return start(`opening ${files.length} ranks`, async (job) => {

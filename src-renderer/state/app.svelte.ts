@@ -139,7 +139,14 @@ export class AppState {
     return this.loader.lastEvent
   }
 
-  start = () => this.loader.start()
+  /** Asks the host what it has, and opens what it was started with: a file, or a job of many ranks. */
+  start = async () => {
+    await this.loader.start()
+    if (this.loader.info?.initialJob) {
+      this.view = 'job'
+      await this.ranks.openInitial()
+    }
+  }
   open = (start: () => Promise<{ jobId: string }>) => this.loader.open(start)
   // A file opened on its own ends a job of many ranks.
   openSample = (name: string) => (this.ranks.clear(), this.loader.openSample(name))

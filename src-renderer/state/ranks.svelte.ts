@@ -75,13 +75,29 @@ export class RankJob {
         keys.push((await client.stageFile(f)).key)
         sent += f.size
       }
-      const { jobId } = await client.call('ranks:open', { keys })
-      await waitForJob(client, jobId, (s) => (loader.job = s))
-      this.summary = await client.call('ranks:result', { jobId })
-      loader.job = null
+      await this.read(client.call('ranks:open', { keys }))
     } catch (e) {
       this.fail(e)
     }
+  }
+
+  /** Opens the job the host was started with (`vramscope serve DIR`: AppInfo.initialJob). */
+  async openInitial(): Promise<void> {
+    this.loader.error = null
+    this.clear()
+    try {
+      await this.read(this.loader.client.call('ranks:openInitial'))
+    } catch (e) {
+      this.fail(e)
+    }
+  }
+
+  private async read(started: Promise<{ jobId: string }>): Promise<void> {
+    const loader = this.loader
+    const { jobId } = await started
+    await waitForJob(loader.client, jobId, (s) => (loader.job = s))
+    this.summary = await loader.client.call('ranks:result', { jobId })
+    loader.job = null
   }
 
   /** Opens one rank's maps (the loader's open: its opening replays come with it). */

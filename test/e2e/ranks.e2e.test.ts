@@ -6,7 +6,7 @@
 // failed rank names it.
 import assert from 'node:assert/strict'
 import { execFileSync } from 'node:child_process'
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 import { after, before, describe, it } from 'node:test'
@@ -113,5 +113,29 @@ describe('a job of many ranks in the served app', { skip }, () => {
     await page.waitForSelector('[data-testid=oom-title]', { timeout: 120_000 })
     assert.equal((await page.locator('[data-testid=oom-title]').textContent())?.trim(), 'Rank 2 ran out of memory')
     assert.deepEqual(pageErrors, [])
+  })
+})
+
+describe('`vramscope serve DIR`: the job the host was started with', { skip }, () => {
+  it('opens at start as a job, the files read where they are and left there', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'vramscope-e2e-serve-job-'))
+    const names = ['field/ddp_rank0__default', 'field/ddp_rank1__default'].flatMap((n) => [`${n}.pickle`, `${n}.stats.json`])
+    execFileSync('tar', ['xzf', join(ROOT, 'test', 'fixtures', 'pytorch', 'field-gpu.tar.gz'), '-C', dir, ...names])
+    const served = await serve([join(dir, 'field')])
+    const browser = await launchBrowser()
+    try {
+      const page = await browser.newPage({ viewport: { width: 1500, height: 1000 } })
+      await page.goto(served.url)
+      await page.waitForSelector('[data-testid=job-strip]', { timeout: 120_000 })
+      // Ranks from the stats beside each snapshot (rank 0 and 1), as the CLI takes them.
+      assert.deepEqual(await page.locator('[data-testid=job-strip] button.row').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-rank'))), ['0', '1'])
+      await browser.close()
+      await served.stop()
+      assert.ok(existsSync(join(dir, 'field', 'ddp_rank0__default.pickle')), "the user's files stay where they are")
+    } finally {
+      await browser.close().catch(() => {})
+      await served.stop()
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -1,4 +1,5 @@
-// `vramscope serve [FILE]`: the app in a browser, for a GPU server reached through an SSH tunnel.
+// `vramscope serve [FILE | FILES... | DIR]`: the app in a browser, for a GPU server reached through an
+// SSH tunnel; several files, a folder or a pattern open as a job of many ranks (services/ranks-job.ts).
 // Prints the URL with its token and serves until interrupted.
 import { existsSync, readFileSync } from 'node:fs'
 import { resolve } from 'node:path'
@@ -7,6 +8,8 @@ import { ensureRendererBuilt, RENDERER_DIR, REPO_ROOT } from '../../web/renderer
 import { startWebHost } from '../../web/server.ts'
 import { ensureWorkerBuilt } from '../../web/worker-build.ts'
 import { workerSession } from '../../web/worker-session.ts'
+import { InputError } from '../../services/input-error.ts'
+import { expandInputs, isOneFile } from '../../services/whatif/job.ts'
 import { OptionError, type Io } from '../shared.ts'
 
 export interface ServeOptions {
@@ -19,14 +22,22 @@ export interface ServeOptions {
   skipDriverCheck?: boolean
 }
 
-export async function serveCommand(io: Io, file: string | undefined, options: ServeOptions): Promise<void> {
+export async function serveCommand(io: Io, files: readonly string[], options: ServeOptions): Promise<void> {
   const port = Number(options.port)
   if (!Number.isInteger(port) || port < 0 || port > 65535)
     throw new OptionError('--port', `must be a port number from 0 to 65535, got ${JSON.stringify(options.port)}`)
   let initial: string | undefined
-  if (file !== undefined) {
-    initial = resolve(file)
-    if (!existsSync(initial)) throw new OptionError(file, 'no such file')
+  let initialJob: string[] | undefined
+  if (files.length > 0 && (await isOneFile(files))) {
+    initial = resolve(files[0]!)
+    if (!existsSync(initial)) throw new OptionError(files[0]!, 'no such file')
+  } else if (files.length > 0) {
+    try {
+      initialJob = (await expandInputs(files)).map((f) => resolve(f))
+    } catch (e) {
+      if (e instanceof InputError) throw new OptionError(e.file, e.problem)
+      throw e
+    }
   }
   let pageIdleMs: number | undefined
   if (options.pageIdleMs !== undefined) {
@@ -50,6 +61,7 @@ export async function serveCommand(io: Io, file: string | undefined, options: Se
       ...(options.skipDriverCheck && { skipDriverCheck: true }),
       ...(initial !== undefined && { initialFile: initial, allowedPaths: new Set([initial]) }),
       ...(initial === undefined && { allowedPaths: new Set<string>() }),
+      ...(initialJob !== undefined && { initialJob }),
     },
     (message) => io.stderr.write(`${message}\n`),
     workerEntry,
