@@ -46,8 +46,14 @@ export interface RankSummary {
   floorBytes: number
 }
 
-/** A job opened in the app: its ranks in rank order and the worst of them. */
+/**
+ * A job opened in the app: its ranks in rank order and the worst of them. `from`: 'files', each
+ * rank's snapshot or trace read; 'results', each rank's `whatif FILE --json` output (a cluster's
+ * tasks wrote them): no maps and no series, the lab's report over every rank already in `report`.
+ */
 export interface RanksSummary {
+  from: 'files' | 'results'
+  report?: RanksWhatifReport
   /** Names the job in later calls (ranks:openRank, ranks:whatif). */
   ranksId: string
   ranks: RankSummary[]

@@ -26,7 +26,9 @@ import { recordedLayout } from './analysis/top.ts'
 import { openInput, type OpenedInput } from './import/open-input.ts'
 import type { JobContext } from './jobs.ts'
 import { EventKind, type RequestTrace } from './trace/model.ts'
-import { isRankInput, rankFiles, runJobWhatif, type JobReport, type RankedFile } from './whatif/job.ts'
+import { InputError } from './input-error.ts'
+import { isRankInput, jobReport, rankFiles, runJobWhatif, type JobReport, type RankedFile } from './whatif/job.ts'
+import { readRankResults } from './whatif/rank-results.ts'
 import type { WhatifOptions } from './whatif/whatif.ts'
 
 /** Files a page may stage at once (a job of 1,000 ranks is the cluster's: scripts/cluster/). */
@@ -212,6 +214,8 @@ export class RankJobs {
       }
     const names = new Map(files.map((f) => [f.path, f.name]))
     return start(`opening ${files.length} ranks`, async (job) => {
+      const results = await this.asResults(files)
+      if (results) return { ranksId: randomUUID(), ...results }
       const ranked = await rankFiles(files.map((f) => f.path))
       const ranks: RankSummary[] = []
       for (const [i, r] of ranked.entries()) {
@@ -238,11 +242,57 @@ export class RankJobs {
       this.opened.set(ranksId, { page, files: ranked.map((r) => ({ ...r, name: names.get(r.file)! })) })
       return {
         ranksId,
+        from: 'files',
         ranks,
         worstRank: worstRankOf(ranks) ?? 0,
         oomRanks: ranks.filter((r) => r.oom).map((r) => r.rank),
       }
     })
+  }
+
+  /**
+   * The job's summary where every file is a rank's `whatif FILE --json` output (a cluster's
+   * tasks'): the report merged as `vramscope ranks` merges it, each rank's figures from its
+   * recorded row. Undefined where the files are not such outputs (snapshots, JSON traces); an
+   * output that is damaged is named.
+   */
+  private async asResults(files: readonly Staged[]): Promise<Omit<RanksSummary, 'ranksId'> | undefined> {
+    if (!files.every((f) => f.name.toLowerCase().endsWith('.json'))) return undefined
+    let read: Awaited<ReturnType<typeof readRankResults>>
+    try {
+      read = await readRankResults(files.map((f) => f.path))
+    } catch (e) {
+      // Not a what-if output at all: the files are snapshots or traces, read as such.
+      if (e instanceof InputError && /has no "configs" array|is not a JSON object|is not JSON|is over the|bytes, over the/.test(e.problem)) return undefined
+      if (e instanceof Error) for (const f of files) e.message = e.message.split(f.path).join(f.name)
+      throw e
+    }
+    const name = new Map(files.map((f) => [f.path, f.name]))
+    const names = new Map([...read.fileOf].map(([rank, path]) => [rank, name.get(path)!]))
+    const report = jobReport(read.results)
+    const ranks: RankSummary[] = read.results.map((r) => {
+      const row = r.rows.find((x) => x.kind === 'recorded') ?? r.rows.find((x) => x.kind === 'pytorch' && x.conf === '') ?? r.rows[0]
+      return {
+        rank: r.rank,
+        rankFrom: r.rankFrom,
+        name: names.get(r.rank)!,
+        kind: 'whatif-result',
+        events: r.events,
+        durationNs: 0,
+        peakBytes: row?.peakReserved ?? 0,
+        peakEvent: 0,
+        series: { of: 'reserved', startNs: 0, endNs: 0, max: [] },
+        ...(r.device.name !== undefined && { gpu: r.device.name }),
+        floorBytes: r.floor?.peakLiveRoundedBytes ?? 0,
+      }
+    })
+    return {
+      from: 'results',
+      report: ranksWhatifReport(report, names, 0, 0),
+      ranks,
+      worstRank: report.worstRank,
+      oomRanks: [],
+    }
   }
 
   /** An opened job; NOT_FOUND saying why where there is none. */

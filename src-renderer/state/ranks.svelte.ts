@@ -96,7 +96,10 @@ export class RankJob {
     const loader = this.loader
     const { jobId } = await started
     await waitForJob(loader.client, jobId, (s) => (loader.job = s))
-    this.summary = await loader.client.call('ranks:result', { jobId })
+    const summary = await loader.client.call('ranks:result', { jobId })
+    // A folder of the ranks' what-if outputs is its report already.
+    this.report = summary.report ?? null
+    this.summary = summary
     loader.job = null
   }
 

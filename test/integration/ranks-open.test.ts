@@ -11,6 +11,7 @@ import { describe, it } from 'node:test'
 
 import type { RanksSummary, RanksWhatifReport } from '../../src-shared/ranks.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
+import { shown, vramscope } from '../helpers/cli.ts'
 import { ddpRanks } from '../helpers/field-ddp.ts'
 
 const { dir, src, peak } = ddpRanks('vramscope-ranks-open-')
@@ -112,5 +113,39 @@ describe('a job of many ranks in the app', () => {
     s.closePage('page-2')
     await new Promise((r) => setTimeout(r, 200))
     assert.ok(!existsSync(keys[0]!), 'keys are not paths')
+  })
+
+  it("a folder of the ranks' whatif --json outputs (a cluster's tasks'): the job from them, merged as `ranks` merges it, no maps", async () => {
+    const s = new AppSession({ version: 'test', host: 'web', samplesDir: dir })
+    const keys: string[] = []
+    for (const r of [1, 0]) {
+      const out = await vramscope(['whatif', src(r, 'pickle'), '--conf', 'recorded', '--conf', 'expandable_segments:True', '--json'])
+      assert.equal(out.code, 0, shown(out))
+      keys.push((await s.stageRankFile(`result${r}.json`, new TextEncoder().encode(out.stdout), 'page-3')).key)
+    }
+    const { jobId } = s.openRanks(keys, 'page-3')
+    await done(s, jobId)
+    const job = s.ranksResult(jobId)
+    assert.equal(job.from, 'results')
+    assert.deepEqual(
+      job.ranks.map((r) => [r.rank, r.name, r.peakBytes]),
+      [
+        [0, 'result0.json', peak(0)],
+        [1, 'result1.json', peak(1)],
+      ],
+    )
+    assert.equal(job.worstRank, peak(1) > peak(0) ? 1 : 0)
+    const recorded = job.report!.configs.find((c) => c.kind === 'recorded')!
+    assert.deepEqual(
+      recorded.perRank.map((p) => p.peakReserved),
+      [peak(0), peak(1)],
+    )
+    assert.throws(() => s.openRank(job.ranksId, 0, 'page-3'), /no open job/, 'a job of results has no files to open')
+    // A damaged output among them is named as the user knows it.
+    const bad = [keys[0]!, (await s.stageRankFile('result2.json', new TextEncoder().encode('{"configs": [], "rank": "two"}'), 'page-3')).key]
+    const failed = await s.jobs.settled(s.openRanks(bad, 'page-3').jobId)
+    assert.equal(failed.state, 'failed')
+    assert.match(failed.error!.message, /^result2\.json: its "rank" is "two"/)
+    s.closePage('page-3')
   })
 })
