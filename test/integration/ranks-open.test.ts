@@ -148,4 +148,24 @@ describe('a job of many ranks in the app', () => {
     assert.match(failed.error!.message, /^result2\.json: its "rank" is "two"/)
     s.closePage('page-3')
   })
+
+  it('the job a host was started with (`vramscope serve DIR`): read where the files are, never deleted', async () => {
+    const files = [src(0, 'pickle'), src(1, 'pickle')]
+    const s = new AppSession({ version: 'test', host: 'web', samplesDir: dir, initialJob: files })
+    assert.deepEqual((await s.info()).initialJob, { files: 2 })
+    const { jobId } = s.openInitialRanks('page-4')
+    await done(s, jobId)
+    const job = s.ranksResult(jobId)
+    assert.deepEqual(
+      job.ranks.map((r) => [r.rank, r.rankFrom, r.peakBytes]),
+      [
+        [0, 'stats', peak(0)],
+        [1, 'stats', peak(1)],
+      ],
+    )
+    s.closePage('page-4')
+    await new Promise((r) => setTimeout(r, 200))
+    for (const f of files) assert.ok(existsSync(f), `${f} is the user's: left where it is`)
+    assert.throws(() => new AppSession({ version: 'test', host: 'web', samplesDir: dir }).openInitialRanks(), /started with no job/)
+  })
 })
