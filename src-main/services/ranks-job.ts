@@ -4,6 +4,7 @@
 // the host holds one rank's input at a time however many ranks the job has; then, on request, one
 // rank opened as a trace like any file, and the what-if lab run over every rank (runJobWhatif).
 import { randomUUID } from 'node:crypto'
+import { rmSync } from 'node:fs'
 import { mkdtemp, rename, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { basename, join } from 'node:path'
@@ -132,15 +133,26 @@ export class RankJobs {
   private readonly folders = new Map<string, Promise<string>>()
   private readonly opened = new Map<string, OpenedJob>()
 
+  /** The folders made, for the process's exit to remove (the desktop app's one page never closes). */
+  private readonly made = new Set<string>()
+
   constructor(private readonly stagingRoot = tmpdir()) {}
 
   private folder(page: string): Promise<string> {
     let f = this.folders.get(page)
     if (!f) {
-      f = mkdtemp(join(this.stagingRoot, 'vramscope-ranks-'))
+      f = mkdtemp(join(this.stagingRoot, 'vramscope-ranks-')).then((made) => {
+        if (this.made.size === 0) process.once('exit', () => this.removeMade())
+        this.made.add(made)
+        return made
+      })
       this.folders.set(page, f)
     }
     return f
+  }
+
+  private removeMade(): void {
+    for (const f of this.made) rmSync(f, { recursive: true, force: true })
   }
 
   private checkRoom(page: string): void {
@@ -335,7 +347,11 @@ export class RankJobs {
     for (const [id, job] of this.opened) if (job.page === page) this.opened.delete(id)
     const folder = this.folders.get(page)
     this.folders.delete(page)
-    if (folder) await rm(await folder, { recursive: true, force: true }).catch(() => {})
+    if (folder) {
+      const path = await folder
+      this.made.delete(path)
+      await rm(path, { recursive: true, force: true }).catch(() => {})
+    }
   }
 
   /** Every page's files (the session is closing). */

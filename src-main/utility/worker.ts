@@ -34,4 +34,7 @@ function parentPort(): HostPort {
 
 // A parent that goes away takes the worker with it: nothing it computes could be delivered.
 process.on('disconnect', () => process.exit(0))
+// Ended by its parent (close(): a kill): exit as a process does, so its exit handlers remove what it
+// wrote (a job's staged files, services/ranks-job.ts).
+process.on('SIGTERM', () => process.exit(0))
 serveWorker(parentPort())
