@@ -2,13 +2,15 @@
 // Debian's Chromium (as the e2e tests do) on PyTorch 2.11 snapshots recorded with default C++ and
 // Python stacks: GPT-2 with varying shapes for the main view, a program that ran out of memory
 // under a 2 GiB memory fraction for the out-of-memory view, and an MLP with fragmenting sizes
-// for the What-if panel (the what-if suite's tarball and test/fixtures/pytorch/real).
+// for the What-if panel (the what-if suite's tarball and test/fixtures/pytorch/real), and a job of
+// three ranks for the Job view: the two ranks of a real torchrun job recorded on an H200 and a real
+// run that ran out of memory (test/fixtures/pytorch/field-gpu.tar.gz), picked together.
 //
 //   node --import tsx scripts/screenshots.ts [--out DIR]     (default docs/screenshots)
 //
 // Each PNG is a viewport, not a full page, so it stays small (under 300 KB); look at them.
 import { execFileSync } from 'node:child_process'
-import { mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync } from 'node:fs'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
 
@@ -22,6 +24,8 @@ const SUITE = join(ROOT, 'test', 'fixtures', 'pytorch', 'whatif-suite.tar.gz')
 const GPT2 = 'whatif/gpt2_varshape__default.pickle'
 const MLP = 'whatif/mlp_fragment__default.pickle'
 const OOM = join(ROOT, 'test', 'fixtures', 'pytorch', 'real', 'oom_fraction__default.pickle')
+const FIELD = join(ROOT, 'test', 'fixtures', 'pytorch', 'field-gpu.tar.gz')
+const RANKS = ['field/ddp_rank0__default.pickle', 'field/ddp_rank1__default.pickle', 'field/oom__default.pickle']
 const MAX_BYTES = 300 * 1024
 
 const skip = browserSkipReason()
@@ -52,6 +56,9 @@ async function shoot(page: Page, name: string): Promise<void> {
 
 const dir = mkdtempSync(join(tmpdir(), 'vramscope-screenshots-'))
 execFileSync('tar', ['xzf', SUITE, '-C', dir, GPT2, MLP])
+execFileSync('tar', ['xzf', FIELD, '-C', dir, ...RANKS])
+mkdirSync(join(dir, 'job'))
+RANKS.forEach((f, r) => copyFileSync(join(dir, f), join(dir, 'job', `rank${r}.pickle`)))
 mkdirSync(OUT, { recursive: true })
 const served = await serve()
 const browser = await launchBrowser()
@@ -105,6 +112,14 @@ try {
   await waitForCount(page.getByTestId('whatif-table').locator('tbody tr'), (n) => n >= 20, 180_000)
   await sleep(500)
   await shoot(page, 'whatif.png')
+
+  // A job of three ranks: the strip, the worst rank and the failure marked, the settings ranked over every rank.
+  await page.getByTestId('file-input').setInputFiles([0, 1, 2].map((r) => join(dir, 'job', `rank${r}.pickle`)))
+  await page.getByTestId('job-strip').waitFor({ timeout: 120_000 })
+  await page.getByTestId('job-whatif-run').click()
+  await page.getByTestId('job-whatif-table').waitFor({ timeout: 300_000 })
+  await sleep(500)
+  await shoot(page, 'job.png')
 
   if (errors.length > 0) throw new Error(`the page raised: ${errors.join('; ')}`)
 } finally {

@@ -132,6 +132,23 @@ export class Loader {
     if (this.info.initialFile !== undefined) await this.openRecent(this.info.initialFile)
   }
 
+  /**
+   * Lets the open trace go, here and on the host (a job of many ranks replaces it): nothing is
+   * open after, and what was selected, asked of the lab or diffed goes with it.
+   */
+  closeOpen(): void {
+    this.playback.stop()
+    const open = this.trace?.summary.traceId ?? this.opening?.traceId
+    if (open !== undefined) void this.client.call('trace:close', { traceId: open }).catch(() => {})
+    this.opens++
+    this.trace = null
+    this.opening = null
+    this.strategies = []
+    this.previews = []
+    this.pendingMaps = 0
+    this.rooms.opened()
+  }
+
   /** Opens something (a sample, a dropped file, a recent file) and replays it with the current strategies. */
   async open(start: () => Promise<{ jobId: string }>): Promise<void> {
     this.playback.stop()

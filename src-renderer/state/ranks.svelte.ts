@@ -60,11 +60,12 @@ export class RankJob {
     this.loader.error = e instanceof ApiCallError && e.code === 'CANCELLED' ? null : (e as Error).message
   }
 
-  /** Hands the files to the host one at a time, then reads them there as one job. */
+  /** Hands the files to the host one at a time, then reads them there as one job (it replaces what was open). */
   async open(files: readonly File[]): Promise<void> {
     const loader = this.loader
     const client = loader.client
     loader.error = null
+    loader.closeOpen()
     this.clear()
     try {
       const keys: string[] = []

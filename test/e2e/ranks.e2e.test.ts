@@ -49,12 +49,16 @@ describe('a job of many ranks in the served app', { skip }, () => {
     if (dir) rmSync(dir, { recursive: true, force: true })
   })
 
-  it('picked together, the files open as one job: a row per rank, each at its recorded peak, the worst marked, the failure named', async () => {
+  it('picked together, the files open as one job (replacing the file open before): a row per rank, each at its recorded peak, the worst marked, the failure named', async () => {
+    await page.setInputFiles('[data-testid=file-input]', join(dir, 'job', 'rank0.pickle'))
+    await waitForCount(page.locator('section.map canvas'), (n) => n >= 1, 120_000)
     await page.setInputFiles(
       '[data-testid=file-input]',
       [0, 1, 2].map((r) => join(dir, 'job', `rank${r}.pickle`)),
     )
     await page.waitForSelector('[data-testid=job-strip]', { timeout: 120_000 })
+    assert.equal(await page.locator('.toolbar .file').count(), 0, 'the file open before is closed')
+    assert.deepEqual(await page.locator('button[role=tab]').allTextContents(), ['Job: 3 ranks'])
     const rows = page.locator('[data-testid=job-strip] button.row')
     assert.equal(await rows.count(), 3)
     for (const r of [0, 1, 2])
