@@ -45,7 +45,7 @@ cmake --build "$build" -j "$jobs"
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
-source "$here/../scripts/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines
+source "$here/../scripts/dev/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines
 
 start=$SECONDS
 mkdir -p "$build/artifacts"

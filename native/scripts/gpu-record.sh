@@ -106,7 +106,7 @@ step "build -j$JOBS (workloads, interposer, its tests)" "$(limit_for 240)" \
   cmake --build "$BUILD" --parallel "$JOBS" --target vramscope_workload vramscope_intercept intercept_test vramscope_intercept_bench
 if [ -n "$NODE" ]; then
   # The addon (and the interposer beside it) for `vramscope record`: build/Release of this copy.
-  step "addon build (cmake-js)" "$(limit_for 240)" env PATH="$(dirname "$NODE"):$PATH" VRAMSCOPE_CUDA=ON "$NODE" "$ROOT/scripts/build-addon.mjs"
+  step "addon build (cmake-js)" "$(limit_for 240)" env PATH="$(dirname "$NODE"):$PATH" VRAMSCOPE_CUDA=ON "$NODE" "$ROOT/scripts/dev/build-addon.mjs"
 fi
 WL=$BUILD/vramscope_workload
 
@@ -138,8 +138,8 @@ mkdir -p "$PLAIN_DIR"
 ARCH_FLAG=()
 [ -n "$CC" ] && ARCH_FLAG=(-arch=sm_"$CC")
 step "nvcc plain CUDA program (static and shared cudart)" "$(limit_for 90)" bash -c "
-  nvcc -O2 ${ARCH_FLAG[*]} -o '$PLAIN_DIR/plain_static' '$ROOT/scripts/gpu/record_plain_cuda.cu' &&
-  nvcc -O2 ${ARCH_FLAG[*]} -cudart shared -o '$PLAIN_DIR/plain_shared' '$ROOT/scripts/gpu/record_plain_cuda.cu'"
+  nvcc -O2 ${ARCH_FLAG[*]} -o '$PLAIN_DIR/plain_static' '$ROOT/scripts/gpu/record-plain-cuda.cu' &&
+  nvcc -O2 ${ARCH_FLAG[*]} -cudart shared -o '$PLAIN_DIR/plain_shared' '$ROOT/scripts/gpu/record-plain-cuda.cu'"
 for kind in static shared; do
   [ -x "$PLAIN_DIR/plain_$kind" ] || continue
   # Run under the preload, then compare the log with what the program says it did.

@@ -1,4 +1,4 @@
-// Preloaded (NODE_OPTIONS=--require) into every Jazzer.js process of scripts/fuzz-ts.sh. The
+// Preloaded (NODE_OPTIONS=--require) into every Jazzer.js process of scripts/dev/fuzz-ts.sh. The
 // linux-x64 libFuzzer addon that @jazzer.js/fuzzer 4.0 ships was built against glibc 2.38 and
 // GCC 13's libstdc++, for three symbols only: __isoc23_strtol and __isoc23_strtoul (the C23 strtol
 // of newer glibc headers) and std::ios_base_library_init (named by GCC 13's <iostream> so that the

@@ -2,7 +2,7 @@
 // the byte scanner and the memory events' checks). The first input byte picks the largest event
 // accepted (256 bytes to 1 MiB, so that the size bound is reached); the rest is the trace. A
 // finding: any exception but a KinetoTraceError naming the file, or an import that does not hold
-// together (checkKineto). Built and run by scripts/fuzz-ts.sh.
+// together (checkKineto). Built and run by scripts/dev/fuzz-ts.sh.
 import { KinetoTraceError, parseKinetoTrace } from '../../src-main/services/import/kineto.ts'
 import { checkKineto } from '../helpers/reader-checks.ts'
 

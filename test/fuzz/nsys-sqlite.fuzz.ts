@@ -3,7 +3,7 @@
 // what it returns. The first input byte's low bit imports the busiest device (0) or device 1 (1);
 // the rest is the database, written to a file of its own each run (SQLite reads files). A finding:
 // any exception but an NsysSqliteError naming the file, or an import that does not hold together
-// (checkNsys). Built and run by scripts/fuzz-ts.sh.
+// (checkNsys). Built and run by scripts/dev/fuzz-ts.sh.
 import { mkdtempSync, rmSync } from 'node:fs'
 import { createRequire } from 'node:module'
 import { tmpdir } from 'node:os'

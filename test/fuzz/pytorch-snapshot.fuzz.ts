@@ -4,7 +4,7 @@
 // input), bit 1 every device, bit 2 the bounded-memo pass (boundedAbove 0); the rest is the file.
 // A finding: any exception but a SnapshotImportError naming the file, or an import that does not
 // hold together (checkPytorchImport).
-// Built and run by scripts/fuzz-ts.sh.
+// Built and run by scripts/dev/fuzz-ts.sh.
 import { parsePytorchSnapshot } from '../../src-main/services/import/pytorch/index.ts'
 import { SnapshotImportError } from '../../src-main/services/import/pytorch/snapshot-error.ts'
 import { checkPytorchImport } from '../helpers/reader-checks.ts'

@@ -1,7 +1,7 @@
 // Jazzer.js target: the RMM CSV log parser (src-main/services/import/rmm.ts). The first input byte
 // picks how many bad lines the parser may skip (0 to 5); the rest is the log. A finding: any
 // exception but an RmmLogError naming the file, or a trace that does not hold together (checkRmm).
-// Built and run by scripts/fuzz-ts.sh.
+// Built and run by scripts/dev/fuzz-ts.sh.
 import { RmmLogError, parseRmmLog } from '../../src-main/services/import/rmm.ts'
 import { checkRmm } from '../helpers/reader-checks.ts'
 

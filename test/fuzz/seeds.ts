@@ -1,6 +1,6 @@
 // Seed inputs for a Jazzer.js target, from the real fixtures (small ones only: libFuzzer mutates
 // small inputs faster), each behind the option byte its target reads first (see *.fuzz.ts).
-// scripts/fuzz-ts.sh adds them to the kept corpus before each run.
+// scripts/dev/fuzz-ts.sh adds them to the kept corpus before each run.
 //   node --import tsx test/fuzz/seeds.ts trace-file|rmm-log|pytorch-snapshot|kineto-trace|umpire-log|nsys-sqlite DIR
 import { createHash } from 'node:crypto'
 import { mkdirSync, readFileSync, readdirSync, writeFileSync } from 'node:fs'

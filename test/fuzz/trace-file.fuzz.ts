@@ -2,7 +2,7 @@
 // input byte's low bit asks for every chunk's CRC-32 to be recomputed over the damaged bytes, so that
 // libFuzzer's mutations reach the flatbuffer and Arrow decoding behind the checksum; the rest is the
 // file. A finding: any exception but a TraceFileError naming the file, or a result that does not
-// hold together (checkTraceContents). Built and run by scripts/fuzz-ts.sh.
+// hold together (checkTraceContents). Built and run by scripts/dev/fuzz-ts.sh.
 import { TraceFileError, decodeTrace } from '../../src-main/services/trace/file.ts'
 import { checkTraceContents, fixChecksums } from '../helpers/reader-checks.ts'
 

@@ -1,7 +1,7 @@
 // Jazzer.js target: the Umpire replay log importer (src-main/services/import/umpire.ts, both forms).
 // The first input byte's low bit imports every device (0) or DEVICE::1 alone (1); the rest is the
 // log. A finding: any exception but an UmpireLogError naming the file, or an import that does not
-// hold together (checkUmpire). Built and run by scripts/fuzz-ts.sh.
+// hold together (checkUmpire). Built and run by scripts/dev/fuzz-ts.sh.
 import { UmpireLogError, parseUmpireLog } from '../../src-main/services/import/umpire.ts'
 import { checkUmpire } from '../helpers/reader-checks.ts'
 

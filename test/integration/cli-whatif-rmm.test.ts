@@ -1,5 +1,5 @@
 // `vramscope whatif LOG.csv` on an RMM log (test/fixtures/rmm/fragmenting.csv, made by
-// scripts/fixtures/make_rmm_log.ts): the grid is RMM's own allocators, ranked, each with its
+// scripts/fixtures/make-rmm-log.ts): the grid is RMM's own allocators, ranked, each with its
 // smallest fitting device size (what RMM users bisect by hand with REPLAY_BENCH -s), and PyTorch's
 // defaults beside them; every RMM row replays every request of the log; each smallest fitting size
 // holds at least the peak of live bytes, the replay at it fits and one well below it does not; the

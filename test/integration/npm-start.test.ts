@@ -1,5 +1,5 @@
-// `npm start` (scripts/start.mjs) and the install step that fetches Electron's binary
-// (scripts/fetch-electron.mjs) where that binary cannot be downloaded: each says so in its own
+// `npm start` (scripts/dev/start.mjs) and the install step that fetches Electron's binary
+// (scripts/dev/fetch-electron.mjs) where that binary cannot be downloaded: each says so in its own
 // words, first, with no raw stack (TypeError: fetch failed) before them, and start goes on to serve
 // the app in a browser. The download is made to fail at once (a mirror on a port nothing listens on).
 import assert from 'node:assert/strict'
@@ -21,7 +21,11 @@ const env = { ...process.env, ELECTRON_MIRROR: 'http://127.0.0.1:9/', ELECTRON_G
 
 describe('npm start without an Electron binary', { skip }, () => {
   it('says so first, with no stack, and serves the app instead', async () => {
-    const child = spawn(process.execPath, [join(ROOT, 'scripts', 'start.mjs'), '--', '--port', '0'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] })
+    const child = spawn(process.execPath, [join(ROOT, 'scripts', 'dev', 'start.mjs'), '--', '--port', '0'], {
+      cwd: ROOT,
+      env,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    })
     let out = ''
     child.stdout.on('data', (d: Buffer) => (out += d.toString()))
     child.stderr.on('data', (d: Buffer) => (out += d.toString()))
@@ -47,7 +51,7 @@ describe('npm start without an Electron binary', { skip }, () => {
 
 describe("the install step's fetch of Electron, where it fails", { skip }, () => {
   it('reports one clear line with the reason, and never fails the install', () => {
-    const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'fetch-electron.mjs')], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 })
+    const run = spawnSync(process.execPath, [join(ROOT, 'scripts', 'dev', 'fetch-electron.mjs')], { cwd: ROOT, env, encoding: 'utf8', timeout: 60_000 })
     assert.equal(run.status, 0, run.stdout + run.stderr)
     const out = run.stdout + run.stderr
     assert.match(out, /vramscope: the Electron binary could not be downloaded \(.*127\.0\.0\.1.*\)/, out)

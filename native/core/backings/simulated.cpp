@@ -301,7 +301,7 @@ void simulated_backing::unmap(address_t address, std::size_t bytes) {
 }
 
 // --- stream-ordered pool: a model of cudaMemPool ---------------------------------------------------
-// Calibrated on an H100 (driver 580, CUDA 13; scripts/gpu/probe_mempool.cu): the pool obtains
+// Calibrated on an H100 (driver 580, CUDA 13; scripts/gpu/probe-mempool.cu): the pool obtains
 // memory in chunks of 32 MiB, or the request rounded up to a multiple of 32 MiB; it places blocks,
 // rounded to 512 B, at the lowest free address (a freed 8 MiB block serves a later 4 MiB request at
 // the same address); at each synchronization it gives fully free chunks back to the device until

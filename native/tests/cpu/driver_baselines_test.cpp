@@ -101,7 +101,7 @@ TEST("cuda_malloc: out of memory names the caller's request and leaves everythin
   a->deallocate(p);
 }
 
-// The simulated pool follows what an H100's cudaMemPool did (scripts/gpu/probe_mempool.cu):
+// The simulated pool follows what an H100's cudaMemPool did (scripts/gpu/probe-mempool.cu):
 // 32 MiB chunks (or the request rounded up to 32 MiB), blocks rounded to 512 B at the lowest free
 // address, fully free chunks released at synchronization down to the release threshold.
 TEST("async_pool: the release threshold keeps pool memory across a synchronization") {

@@ -2,7 +2,7 @@
 // logs, PyTorch snapshots (pickle and JSON), torch.profiler traces, Umpire logs and Nsight Systems
 // exports. Every outcome is a well-formed result or the reader's typed error (TraceFileError,
 // RmmLogError, SnapshotImportError, KinetoTraceError, UmpireLogError, NsysSqliteError) naming the file; never
-// another exception, a crash or a hang. A finding, as for Jazzer (scripts/fuzz-ts.sh): a case that
+// another exception, a crash or a hang. A finding, as for Jazzer (scripts/dev/fuzz-ts.sh): a case that
 // takes more than 10 s, or the runner past 2 GB resident (killed at once, from outside, where /proc
 // tells). Bounded per run; the seed is fixed so CI is repeatable.
 // VRAMSCOPE_FUZZ_SEED, VRAMSCOPE_FUZZ_CASES and VRAMSCOPE_FUZZ_BUDGET_MS widen a local run.

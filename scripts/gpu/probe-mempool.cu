@@ -1,7 +1,7 @@
 // Probes how the driver's stream-ordered pool (cudaMemPool) reserves memory, to calibrate the
 // simulated backing's model of it: for each pattern, bytes used and reserved as the pool reports
 // them, and how many distinct 2 MiB-aligned chunks the blocks' addresses fall in.
-// Build: nvcc -O2 -arch=sm_90 probe_mempool.cu -o probe_mempool
+// Build: nvcc -O2 -arch=sm_90 probe-mempool.cu -o probe-mempool
 #include <cuda_runtime.h>
 
 #include <cstdio>

@@ -3,19 +3,19 @@
 //    add coverage merged into the kept corpus native/fuzz/corpus/*.b64 (commit what it adds);
 //  - ts: the TypeScript readers (trace file, PyTorch snapshot, RMM log, torch.profiler trace, Umpire
 //    log, Nsight Systems export) under Jazzer.js, libFuzzer
-//    driving the instrumented JavaScript (scripts/fuzz-ts.sh long), inputs that add coverage merged
+//    driving the instrumented JavaScript (scripts/dev/fuzz-ts.sh long), inputs that add coverage merged
 //    into the kept corpus test/fuzz/corpus/*.b64 (commit what it adds);
 //  - seeded: the same readers under the structure-aware seeded mutation fuzzer of
 //    test/helpers/fuzz-runner.ts with a fresh seed, unbounded case count and a long budget, in a
 //    child with a hang watchdog.
-//   node scripts/fuzz-long.mjs [--seconds=600] [--only=native|ts|seeded]
+//   node scripts/dev/fuzz-long.mjs [--seconds=600] [--only=native|ts|seeded]
 import { spawn, spawnSync } from 'node:child_process'
 import { once } from 'node:events'
 import { dirname, join } from 'node:path'
 import { createInterface } from 'node:readline'
 import { fileURLToPath } from 'node:url'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const arg = (name) => process.argv.find((a) => a.startsWith(`--${name}=`))?.slice(name.length + 3)
 const seconds = Number(arg('seconds') ?? 600)
 const only = arg('only')
@@ -29,7 +29,7 @@ if (only === undefined || only === 'native') {
 
 if (only === undefined || only === 'ts') {
   console.log(`\n=== TypeScript readers (Jazzer.js), ${seconds} s per target`)
-  const run = spawnSync('bash', [join(root, 'scripts', 'fuzz-ts.sh'), 'long', String(seconds)], { cwd: root, stdio: 'inherit' })
+  const run = spawnSync('bash', [join(root, 'scripts', 'dev', 'fuzz-ts.sh'), 'long', String(seconds)], { cwd: root, stdio: 'inherit' })
   if (run.status !== 0) failed.push('ts')
 }
 

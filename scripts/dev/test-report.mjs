@@ -1,4 +1,4 @@
-// The counting half of `npm test` (scripts/test.mjs): reads what each runner reports into passed /
+// The counting half of `npm test` (scripts/dev/test.mjs): reads what each runner reports into passed /
 // failed / skipped, so that the closing line counts every suite the same way. Pure functions of the
 // runners' text; test/unit/scripts/test-report.test.ts feeds them fake outputs.
 
@@ -35,7 +35,7 @@ export function tapCounts(tap) {
 }
 
 /**
- * Why a script skipped itself: native/scripts/fuzz.sh and scripts/fuzz-ts.sh print
+ * Why a script skipped itself: native/scripts/fuzz.sh and scripts/dev/fuzz-ts.sh print
  * `== NAME: skipped, REASON` and exit 0 where they cannot run (no clang++, no Jazzer.js).
  */
 export function skipReason(output) {

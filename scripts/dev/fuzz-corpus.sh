@@ -1,4 +1,4 @@
-# Sourced by native/scripts/fuzz.sh and scripts/fuzz-ts.sh: a kept fuzz corpus is one file of base64
+# Sourced by native/scripts/fuzz.sh and scripts/dev/fuzz-ts.sh: a kept fuzz corpus is one file of base64
 # lines (small, diffable); libFuzzer wants a directory of inputs. Both go through node (always
 # there: npm runs the fuzz scripts).
 

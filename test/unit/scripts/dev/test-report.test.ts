@@ -1,10 +1,10 @@
-// npm test's closing line counts what each runner reports (scripts/test-report.mjs): ctest's
+// npm test's closing line counts what each runner reports (scripts/dev/test-report.mjs): ctest's
 // summary with its skipped tests, node:test's TAP counts, and the scripts that skip themselves.
 import assert from 'node:assert/strict'
 import { describe, test } from 'node:test'
 
 // @ts-expect-error: a plain .mjs script, without types
-import { closingLine, ctestCounts, skipReason, tapCounts } from '../../../scripts/test-report.mjs'
+import { closingLine, ctestCounts, skipReason, tapCounts } from '../../../../scripts/dev/test-report.mjs'
 
 // What ctest 3.25 printed for 5 tests: 2 passed, 1 failed, 1 skipped (SKIP_RETURN_CODE), 1 not run (no binary).
 const CTEST = `Test project /tmp/ct/build

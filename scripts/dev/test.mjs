@@ -19,7 +19,7 @@ import { fileURLToPath } from 'node:url'
 
 import { closingLine, ctestCounts, skipReason, tapCounts } from './test-report.mjs'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const only = process.argv.find((a) => a.startsWith('--only='))?.slice('--only='.length)
 if (only !== undefined && only !== 'native' && only !== 'unit' && only !== 'e2e') {
   console.error(`npm test: --only must be native, unit or e2e, got '${only}'`)
@@ -163,7 +163,7 @@ if (only === undefined || only === 'native') {
 
 if (only === undefined || only === 'unit' || only === 'e2e') {
   // Prettier (TypeScript, Svelte) and clang-format (native/): a difference fails; npm run format applies them.
-  await step('formatting (npm run format:check)', process.execPath, [join(root, 'scripts', 'format.mjs'), '--check'])
+  await step('formatting (npm run format:check)', process.execPath, [join(root, 'scripts', 'dev', 'format.mjs'), '--check'])
   const tsc = join(root, 'node_modules', 'typescript', 'bin', 'tsc')
   await step('typecheck', process.execPath, [tsc, '--noEmit', '-p', join(root, 'tsconfig.json')])
   const svelteCheck = join(root, 'node_modules', 'svelte-check', 'bin', 'svelte-check')
@@ -186,7 +186,9 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   const addon = join(root, 'build', 'Release', 'vramscope.node')
   const stale = !existsSync(addon) || newestNativeSource() > statSync(addon).mtimeMs
   if (stale)
-    await step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'build-addon.mjs')], { kind: 'build' })
+    await step('native addon (missing or older than native/, building it)', process.execPath, [join(root, 'scripts', 'dev', 'build-addon.mjs')], {
+      kind: 'build',
+    })
   // The desktop app's bundles (out/, with a copy of the addon): the preload test and the desktop e2e run what is built.
   await step(
     'build the desktop app (electron-vite)',
@@ -198,7 +200,7 @@ if (only === undefined || only === 'unit' || only === 'e2e') {
   // CSV), 15 s each from the kept corpus (npm run fuzz:long: 10 min each).
   if (only !== 'e2e')
     await step('fuzz the TypeScript readers (Jazzer.js, short)', 'bash', [
-      join(root, 'scripts', 'fuzz-ts.sh'),
+      join(root, 'scripts', 'dev', 'fuzz-ts.sh'),
       'short',
       process.env.VRAMSCOPE_FUZZ_TS_SECONDS ?? '15',
     ])

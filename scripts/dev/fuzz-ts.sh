@@ -9,13 +9,13 @@
 # native/fuzz/corpus) plus seeds from the fixtures (test/fuzz/seeds.ts), with its dictionary
 # (test/fuzz/dict/TARGET.dict). Mirrors native/scripts/fuzz.sh:
 #
-#   scripts/fuzz-ts.sh short [SECONDS]   # CI (npm test): SECONDS per target (default 15); new inputs
+#   scripts/dev/fuzz-ts.sh short [SECONDS]   # CI (npm test): SECONDS per target (default 15); new inputs
 #                                        # are thrown away, the kept corpus is replayed first
-#   scripts/fuzz-ts.sh long [SECONDS]    # on demand (npm run fuzz:long, or --long): default 600 per
+#   scripts/dev/fuzz-ts.sh long [SECONDS]    # on demand (npm run fuzz:long, or --long): default 600 per
 #                                        # target; inputs that add coverage are merged into the kept
 #                                        # corpus (commit what it adds)
-#   scripts/fuzz-ts.sh replay            # only replay the kept corpus and the seeds
-#   scripts/fuzz-ts.sh merge             # only re-minimize the kept corpus (after the seeds change)
+#   scripts/dev/fuzz-ts.sh replay            # only replay the kept corpus and the seeds
+#   scripts/dev/fuzz-ts.sh merge             # only re-minimize the kept corpus (after the seeds change)
 #
 # The seeds are not kept: they are made afresh from the fixtures each run, so the kept corpus holds
 # only inputs that reach code the seeds do not (libFuzzer's merge over the seeds as a base).
@@ -25,7 +25,7 @@
 # (default: all six). Exits 0 with a message where @jazzer.js/core is not installed.
 set -euo pipefail
 
-root=$(cd "$(dirname "$0")/.." && pwd)
+root=$(cd "$(dirname "$0")/../.." && pwd)
 mode=${1:-short}
 [ "$mode" = --long ] && mode=long
 case "$mode" in
@@ -51,7 +51,7 @@ max_len() {
   case "$1" in trace-file) echo 24576 ;; pytorch-snapshot) echo 16384 ;; kineto-trace | nsys-sqlite) echo 32768 ;; umpire-log) echo 8192 ;; *) echo 4096 ;; esac
 }
 
-source "$root/scripts/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines
+source "$root/scripts/dev/fuzz-corpus.sh"  # unpack, pack: the kept corpus as base64 lines
 
 start=$SECONDS
 mkdir -p "$build/artifacts"

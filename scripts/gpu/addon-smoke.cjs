@@ -1,6 +1,6 @@
 // On the GPU machine: the Node addon built on a machine without a GPU (CUDA compiled in, cudart
 // static) loads there, finds the device, and drives every strategy on its real backing.
-// Usage: node scripts/gpu/addon_smoke.cjs [path/to/vramscope.node]
+// Usage: node scripts/gpu/addon-smoke.cjs [path/to/vramscope.node]
 'use strict'
 const path = require('node:path')
 const addon = require(path.resolve(process.argv[2] || 'build/Release/vramscope.node'))

@@ -9,14 +9,14 @@ import { createRequire } from 'node:module'
 import { dirname, join, resolve } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const require = createRequire(import.meta.url)
 const SAMPLE = join('resources', 'samples', 'transformer_varseq.pickle')
 
 // Found the way electron's index.js finds it (path.txt names it under dist/), but never by
 // requiring that file: where the binary is missing, it starts a download whose failure (no route
 // to GitHub) prints a raw stack before anything this script can say. Downloading is the install
-// step's job (scripts/fetch-electron.mjs).
+// step's job (scripts/dev/fetch-electron.mjs).
 function electronBinary() {
   let dir
   try {
@@ -64,6 +64,6 @@ if (electron.path) {
   console.log(`vramscope: no desktop window here: ${electron.missing}.`)
   console.log('  (Fetch it with `node node_modules/electron/install.js` on a machine that can reach GitHub.)')
   console.log('  The same app runs in a browser with `npx vramscope serve [FILE]` (for GPU servers: over an SSH tunnel).')
-  console.log(`  Starting it now on ${files[0] ?? `the bundled sample, ${SAMPLE}`}:\n`)
-  run(process.execPath, [join(root, 'bin', 'vramscope.mjs'), 'serve', ...(files.length > 0 ? files.slice(0, 1) : [SAMPLE]), ...options])
+  console.log(`  Starting it now on ${files.length > 1 ? `a job of ${files.length} files` : (files[0] ?? `the bundled sample, ${SAMPLE}`)}:\n`)
+  run(process.execPath, [join(root, 'bin', 'vramscope.mjs'), 'serve', ...(files.length > 0 ? files : [SAMPLE]), ...options])
 }

@@ -6,7 +6,7 @@
 // three ranks for the Job view: the two ranks of a real torchrun job recorded on an H200 and a real
 // run that ran out of memory (test/fixtures/pytorch/field-gpu.tar.gz), picked together.
 //
-//   node --import tsx scripts/screenshots.ts [--out DIR]     (default docs/screenshots)
+//   node --import tsx scripts/dev/screenshots.ts [--out DIR]     (default docs/screenshots)
 //
 // Each PNG is a viewport, not a full page, so it stays small (under 300 KB); look at them.
 import { execFileSync } from 'node:child_process'
@@ -16,7 +16,7 @@ import { join } from 'node:path'
 
 import type { Page } from 'playwright-core'
 
-import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount } from '../test/e2e/helpers.ts'
+import { browserSkipReason, launchBrowser, ROOT, serve, waitForCount } from '../../test/e2e/helpers.ts'
 
 const outIndex = process.argv.indexOf('--out')
 const OUT = outIndex > 0 ? process.argv[outIndex + 1]! : join(ROOT, 'docs', 'screenshots')

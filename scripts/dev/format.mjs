@@ -2,15 +2,15 @@
 // sources (.prettierrc.json, .prettierignore), clang-format over native/'s C++ and CUDA
 // (.clang-format). Both come from devDependencies (the clang-format package ships the binary; a
 // clang-format on PATH is used where it has none for this platform).
-//   node scripts/format.mjs           rewrite the files in place
-//   node scripts/format.mjs --check   change nothing; list the files that differ, exit 1 if any
+//   node scripts/dev/format.mjs           rewrite the files in place
+//   node scripts/dev/format.mjs --check   change nothing; list the files that differ, exit 1 if any
 import { spawnSync } from 'node:child_process'
 import { existsSync, readdirSync, readFileSync } from 'node:fs'
 import { arch, platform } from 'node:os'
 import { dirname, join, relative } from 'node:path'
 import { fileURLToPath } from 'node:url'
 
-const root = join(dirname(fileURLToPath(import.meta.url)), '..')
+const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..')
 const check = process.argv.includes('--check')
 
 const prettier = spawnSync(
