@@ -255,6 +255,21 @@ const id = (zod: SchemaKit) => zod.string().min(1).max(128)
 /** Largest file a window may hand over as bytes (a drop); bigger files go by path. */
 export const MAX_OPEN_BYTES = 2 * 1024 ** 3
 
+/** A file handed over as bytes (trace:openBytes, ranks:stage): its name and its bytes. */
+const fileFields = (zod: SchemaKit) => ({
+  name: zod.string().max(255),
+  bytes: zod
+    .custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'must be bytes (a Uint8Array)' })
+    .refine((v) => v.byteLength <= MAX_OPEN_BYTES, { message: `at most ${MAX_OPEN_BYTES} bytes` }),
+})
+
+/** What the what-if lab is asked besides what it runs on (whatif:start, ranks:whatif). */
+const whatifFields = (zod: SchemaKit) => ({
+  confs: zod.array(zod.string().max(1024)).max(256).optional(),
+  cap: zod.string().max(64).optional(),
+  device: zod.string().max(64).optional(),
+})
+
 /**
  * Every channel, declared once: its argument's schema (what any host accepts: objects are strict,
  * every string has a length limit), how its result crosses, whether it starts a job, and where the
@@ -268,13 +283,7 @@ export const CONTRACT = {
   'trace:openPath': { arg: (zod) => zod.strictObject({ path: zod.string().min(1).max(4096) }), result: started, job: 'trace', runs: 'utility' },
   /** Opens a file's bytes (a browser's drop or file input). */
   'trace:openBytes': {
-    arg: (zod) =>
-      zod.strictObject({
-        name: zod.string().max(255),
-        bytes: zod
-          .custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'must be bytes (a Uint8Array)' })
-          .refine((v) => v.byteLength <= MAX_OPEN_BYTES, { message: `at most ${MAX_OPEN_BYTES} bytes` }),
-      }),
+    arg: (zod) => zod.strictObject(fileFields(zod)),
     result: started,
     job: 'trace',
     runs: 'utility',
@@ -331,13 +340,7 @@ export const CONTRACT = {
    * configuration replayed. A configuration PyTorch would refuse fails the call, naming it.
    */
   'whatif:start': {
-    arg: (zod): ZodType<WhatifRequest> =>
-      zod.strictObject({
-        traceId: id(zod),
-        confs: zod.array(zod.string().max(1024)).max(256).optional(),
-        cap: zod.string().max(64).optional(),
-        device: zod.string().max(64).optional(),
-      }),
+    arg: (zod): ZodType<WhatifRequest> => zod.strictObject({ traceId: id(zod), ...whatifFields(zod) }),
     result: started,
     job: 'whatif',
     runs: 'utility',
@@ -349,13 +352,7 @@ export const CONTRACT = {
    * the page's folder on the host; `ranks:open` names it by the key. Over HTTP the bytes are the body.
    */
   'ranks:stage': {
-    arg: (zod) =>
-      zod.strictObject({
-        name: zod.string().max(255),
-        bytes: zod
-          .custom<Uint8Array>((v) => v instanceof Uint8Array, { message: 'must be bytes (a Uint8Array)' })
-          .refine((v) => v.byteLength <= MAX_OPEN_BYTES, { message: `at most ${MAX_OPEN_BYTES} bytes` }),
-      }),
+    arg: (zod) => zod.strictObject(fileFields(zod)),
     result: json<{ key: string }>(),
     runs: 'utility',
     upload: true,
@@ -377,13 +374,7 @@ export const CONTRACT = {
   },
   /** Starts the what-if lab over every rank of a job: the settings ranked by whether they fit every rank. */
   'ranks:whatif': {
-    arg: (zod): ZodType<RanksWhatifRequest> =>
-      zod.strictObject({
-        ranksId: id(zod),
-        confs: zod.array(zod.string().max(1024)).max(256).optional(),
-        cap: zod.string().max(64).optional(),
-        device: zod.string().max(64).optional(),
-      }),
+    arg: (zod): ZodType<RanksWhatifRequest> => zod.strictObject({ ranksId: id(zod), ...whatifFields(zod) }),
     result: started,
     job: 'whatif',
     runs: 'utility',

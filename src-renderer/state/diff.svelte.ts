@@ -1,6 +1,6 @@
 // The diff: a second trace (or a second run of a file) replayed with the open one's strategies and
 // cap, its figures set beside the open trace's (views/DiffView.svelte).
-import { ApiCallError, waitForJob } from '../api/client.ts'
+import { ApiCallError } from '../api/client.ts'
 import type { StrategyView } from '../viz/data.ts'
 import type { Loader } from './loader.svelte.ts'
 
@@ -33,18 +33,8 @@ export class Diffing {
     if (!loader.trace) return
     loader.error = null
     try {
-      const { jobId } = await start()
-      const opened = await waitForJob(client, jobId, (s) => (loader.job = s))
-      const summary = opened.summary ?? (await client.call('job:result', { jobId }))
       // The diff replays the open trace's strategies under its cap: not the opening's.
-      loader.dropOpening(summary)
-      const replay = await client.call('replay:start', {
-        traceId: summary.traceId,
-        strategies: loader.strategySpec,
-        ...(loader.cap.trim() !== '' && { cap: loader.cap.trim() }),
-      })
-      await waitForJob(client, replay.jobId, (s) => (loader.job = s))
-      const strategies = await loader.decoder.decode<StrategyView[]>('replay', await client.call('replay:result', { jobId: replay.jobId }))
+      const { summary, strategies } = await loader.replayAnother(start, (s) => (loader.job = s))
       // The diff needs only these figures: the second trace is freed on the host.
       void client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
       this.side = { name: summary.name, events: summary.events, allocs: summary.allocs, durationNs: summary.durationNs, strategies }

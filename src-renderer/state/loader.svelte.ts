@@ -133,6 +133,30 @@ export class Loader {
   }
 
   /**
+   * Opens another trace and replays it through the open one's strategies and cap (a diff's other
+   * side, a job's other rank), not through its opening's; `onStatus` hears both jobs. The other
+   * trace stays open on the host: the caller closes it once it has what it needs.
+   */
+  async replayAnother(
+    start: () => Promise<{ jobId: string }>,
+    onStatus: (s: JobStatus) => void,
+  ): Promise<{ summary: TraceSummary; strategies: StrategyView[] }> {
+    const client = this.client
+    const { jobId } = await start()
+    const opened = await waitForJob(client, jobId, onStatus)
+    const summary = opened.summary ?? (await client.call('job:result', { jobId }))
+    this.dropOpening(summary)
+    const replay = await client.call('replay:start', {
+      traceId: summary.traceId,
+      strategies: this.strategySpec,
+      ...(this.cap.trim() !== '' && { cap: this.cap.trim() }),
+    })
+    await waitForJob(client, replay.jobId, onStatus)
+    const strategies = await this.decoder.decode<StrategyView[]>('replay', await client.call('replay:result', { jobId: replay.jobId }))
+    return { summary, strategies }
+  }
+
+  /**
    * Lets the open trace go, here and on the host (a job of many ranks replaces it): nothing is
    * open after, and what was selected, asked of the lab or diffed goes with it.
    */

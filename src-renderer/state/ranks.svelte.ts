@@ -129,21 +129,11 @@ export class RankJob {
     }
     loader.error = null
     try {
-      const { jobId } = await client.call('ranks:openRank', { ranksId: job.ranksId, rank })
-      const opened = await waitForJob(client, jobId, (s) => (this.besideJob = s))
-      const summary = opened.summary ?? (await client.call('job:result', { jobId }))
-      loader.dropOpening(summary)
-      const replay = await client.call('replay:start', {
-        traceId: summary.traceId,
-        strategies: loader.strategySpec,
-        ...(loader.cap.trim() !== '' && { cap: loader.cap.trim() }),
-      })
-      const [strategies, trace] = await Promise.all([
-        waitForJob(client, replay.jobId, (s) => (this.besideJob = s)).then(async () =>
-          loader.decoder.decode<StrategyView[]>('replay', await client.call('replay:result', { jobId: replay.jobId })),
-        ),
-        client.call('trace:data', { traceId: summary.traceId }).then((b) => loader.decoder.decode<TraceData>('trace', b)),
-      ])
+      const { summary, strategies } = await loader.replayAnother(
+        () => client.call('ranks:openRank', { ranksId: job.ranksId, rank }),
+        (s) => (this.besideJob = s),
+      )
+      const trace = await loader.decoder.decode<TraceData>('trace', await client.call('trace:data', { traceId: summary.traceId }))
       void client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
       this.beside = { rank, trace, strategies }
       this.besideJob = null
