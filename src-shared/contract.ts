@@ -112,6 +112,13 @@ export interface TraceSummary {
    */
   requested: { end: number[]; max: number[]; min: number[]; peak: number }
   /**
+   * The real allocator's reserved bytes over the trace where the source recorded them (a
+   * torch.profiler trace's Total Reserved, RequestTrace.recordedReserved), bucketed as `requested`
+   * (bucketStepSeries): the timeline draws it beside the replays' reserved curves. NaN (null in
+   * JSON) before the curve's first point.
+   */
+  recordedReserved?: { end: number[]; max: (number | null)[]; peak: number }
+  /**
    * The floor (docs/architecture.md#the-floor): the most bytes live at once, as requested and as
    * PyTorch rounds each block (512 B): no allocator reserves less for this trace.
    */

@@ -70,3 +70,40 @@ export function requestedSeries(kind: Uint8Array, id: Uint32Array, size: Float64
   }
   return { end, max, min, peak }
 }
+
+/**
+ * A step curve recorded over a trace's events (from event index[k] on it is bytes[k]: the
+ * allocator's own reserved bytes a profiler trace carries, trace/model.ts RecordedSeries),
+ * bucketed as requestedSeries buckets `n` events: per bucket its exclusive end event and the
+ * largest value within it (NaN before the curve's first point). Cost grows with the points and
+ * the buckets, never the events.
+ */
+export function bucketStepSeries(
+  index: ArrayLike<number>,
+  bytes: ArrayLike<number>,
+  n: number,
+  buckets = 4096,
+): { end: Uint32Array; max: Float64Array; peak: number } {
+  const count = Math.max(1, Math.min(buckets, n))
+  const per = Math.max(1, Math.ceil(n / count))
+  const used = n === 0 ? 0 : Math.ceil(n / per)
+  const end = new Uint32Array(used)
+  const max = new Float64Array(used)
+  let p = -1
+  let peak = 0
+  for (let b = 0; b < used; b++) {
+    const last = Math.min(n, (b + 1) * per)
+    // The value holding at the bucket's first event, then every point inside it.
+    while (p + 1 < index.length && index[p + 1]! <= b * per) p++
+    let hi = p < 0 ? Number.NaN : bytes[p]!
+    while (p + 1 < index.length && index[p + 1]! < last) {
+      p++
+      const v = bytes[p]!
+      if (!(v <= hi)) hi = v
+    }
+    end[b] = last
+    max[b] = hi
+    if (hi > peak) peak = hi
+  }
+  return { end, max, peak }
+}

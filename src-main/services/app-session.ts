@@ -29,7 +29,8 @@ import { firstReplay, openingFallbackEvent, restReplay } from '../../src-shared/
 import { ConfError, confModel, parsePytorchConf, shownValue } from '../../src-shared/pytorch-conf.ts'
 import { reservedPeakEvent } from '../../src-shared/layout-accounting.ts'
 import { rowReplay, type WhatifReport } from '../../src-shared/whatif-report.ts'
-import { requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
+import { bucketStepSeries, requestedSeries, SUMMARY_BUCKETS } from '../../src-shared/requested.ts'
+import type { RecordedSeries } from './trace/model.ts'
 import { packReplay, packTraceData, previewOf, strategyBundle, type StrategyToSend } from '../../src-shared/wire.ts'
 import { ApiError } from '../../src-shared/api-error.ts'
 import { listStrategies } from './replay/allocators.ts'
@@ -544,6 +545,7 @@ export class AppSession {
       ...(oom && { oom }),
       requested: { end: Array.from(requested.end), max: Array.from(requested.max), min: Array.from(requested.min), peak: requested.peak },
       floor: { peakLiveBytes: floor.peakLiveBytes, peakLiveRoundedBytes: floor.peakLiveRoundedBytes },
+      ...(input.trace.recordedReserved && { recordedReserved: recordedReservedSummary(input.trace.recordedReserved, d.events) }),
     }
     // A page closed while this opened has no use for it.
     job.signal.throwIfAborted()
@@ -873,4 +875,10 @@ function chosenTargets<T>(specs: T[], targets: ReplayRequest['targets']): T[] {
   if (targets === undefined || targets === null) return specs
   const { first, count } = targets
   return specs.slice(first, count === undefined ? undefined : first + count)
+}
+
+/** The allocator's recorded reserved curve, bucketed for the summary (TraceSummary.recordedReserved). */
+function recordedReservedSummary(series: RecordedSeries, events: number): NonNullable<TraceSummary['recordedReserved']> {
+  const b = bucketStepSeries(series.index, series.bytes, events, SUMMARY_BUCKETS)
+  return { end: Array.from(b.end), max: Array.from(b.max, (v) => (Number.isNaN(v) ? null : v)), peak: b.peak }
 }

@@ -132,6 +132,9 @@ export class AppState {
   get requested() {
     return this.loader.requested
   }
+  get recordedReserved() {
+    return this.loader.recordedReserved
+  }
   get events() {
     return this.loader.events
   }

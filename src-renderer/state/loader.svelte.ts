@@ -102,6 +102,8 @@ export class Loader {
   columnsAsked = $state(false)
   /** The program's requested bytes over the open trace: from its columns, or its summary while they travel. */
   requested = $derived(this.trace?.requested ?? this.opening?.requested ?? null)
+  /** The real allocator's reserved bytes as the source recorded them (a profiler trace's), from the summary; null without. */
+  recordedReserved = $derived((this.opening ?? this.trace?.summary)?.recordedReserved ?? null)
 
   /** The trace the toolbar names: the open one, or the one being opened. */
   shown = $derived(this.opening ?? this.trace?.summary ?? null)

@@ -2,7 +2,8 @@
 // recording made by vramscope on an H100 (its recorded layout first, beside the modelled
 // strategies), and an RMM logging_resource_adaptor CSV opened from disk through the file input.
 // For each: the maps, the timeline and the metrics table are drawn, playback moves the event, and
-// a click on a map inspects a block. The PyTorch snapshots are covered by app.e2e.test.ts.
+// a click on a map inspects a block; a torch.profiler trace, whose timeline draws the profiler's
+// recorded reserved curve beside the replays'. The PyTorch snapshots are covered by app.e2e.test.ts.
 // Screenshots go to test/e2e/output (look at them).
 import assert from 'node:assert/strict'
 import { join } from 'node:path'
@@ -77,6 +78,26 @@ describe('every kind of input in the browser', { skip }, () => {
     const id = await inspectSomeBlock(page)
     assert.ok(id !== '', 'a click on a map selected a block')
     await page.screenshot({ path: join(OUTPUT, 'source-rmm.png'), fullPage: true })
+  })
+
+  it("a torch.profiler trace: the profiler's recorded reserved curve drawn beside the replays'", async () => {
+    const file = join(ROOT, 'test', 'fixtures', 'pytorch', 'field-profile.json.gz')
+    await page.getByTestId('file-input').setInputFiles(file)
+    await page.getByText('field-profile.json.gz').first().waitFor({ timeout: 30_000 })
+    const names = await checkViews(page, 2)
+    assert.ok(
+      names.every((n) => !n.includes('(recorded)')),
+      `a profiler trace has no recorded layout: ${names.join(', ')}`,
+    )
+    const curve = page.getByTestId('recorded-reserved')
+    await curve.waitFor({ timeout: 30_000 })
+    const d = (await curve.getAttribute('d')) ?? ''
+    assert.ok(d.split('L').length > 10, `the curve is drawn over the trace: ${d.slice(0, 80)}`)
+    // The profiler's peak, 1.28 GiB (the fixture's largest Total Reserved), named in the legend.
+    assert.match((await page.getByTestId('recorded-reserved-legend').textContent()) ?? '', /the profiler's recorded reserved \(peak 1\.28 GiB\)/)
+    // Beside the replays' own reserved curves, one per map.
+    assert.ok((await page.locator('.timeline path.reserved').count()) >= names.length)
+    await page.screenshot({ path: join(OUTPUT, 'source-kineto.png'), fullPage: true })
   })
 
   it('raised no uncaught errors in the page', () => {

@@ -90,6 +90,35 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     assert.equal(p['device.total_bytes'], '150109880320')
   })
 
+  it("info and replay report the profiler's recorded reserved peak, and each strategy's distance from it", async () => {
+    const cuda = memory.filter((m) => m['Device Type'] === 1)
+    const peak = Math.max(...cuda.map((m) => m['Total Reserved']))
+    const info = await vramscopeJson<{ recordedReserved: { peak: number; points: number } }>(['info', FIELD])
+    assert.equal(info.recordedReserved.peak, peak)
+    assert.ok(info.recordedReserved.points > 1 && info.recordedReserved.points <= cuda.length, `${info.recordedReserved.points} changes`)
+    const text = await vramscope(['info', FIELD])
+    assert.match(text.stdout, /recorded reserved\s+peak 1\.28 GiB, \d+ changes \(the profiler's Total Reserved\)/)
+    const replay = await vramscopeJson<{
+      strategies: { name: string; summary: Record<string, number> }[]
+      recordedReserved: { peak: number; strategies: { name: string; peakReserved: number; relativeDifference: number }[] }
+    }>(['replay', FIELD, '-s', 'caching:preset=pytorch,slab'])
+    assert.equal(replay.recordedReserved.peak, peak)
+    assert.deepEqual(
+      replay.recordedReserved.strategies.map((s) => s.name),
+      replay.strategies.map((s) => s.name),
+    )
+    for (const s of replay.recordedReserved.strategies) {
+      const own = replay.strategies.find((r) => r.name === s.name)!.summary['peakReserved']!
+      assert.equal(s.peakReserved, own)
+      assert.equal(s.relativeDifference, (own - peak) / peak)
+    }
+    const table = await vramscope(['replay', FIELD, '-s', 'caching:preset=pytorch'])
+    assert.match(
+      table.stdout,
+      /the profiler's recorded peak reserved: 1\.28 GiB\n  caching \(pytorch\): peak reserved [\d.]+ [KMG]iB \([+-][\d.]+ % of the recorded\)/,
+    )
+  })
+
   it("the requested curve follows the profiler's Total Allocated, less what was allocated before it started", async () => {
     const input = await openInput(FIELD)
     const before = Number(input.trace.meta.properties['kineto.allocated_before'])

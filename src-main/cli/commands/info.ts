@@ -4,6 +4,7 @@ import { oomHeadlineWords, oomLimitWords, oomVerdictWords } from '../../../src-s
 import { describeTrace, type TraceDescription } from '../../services/analysis/inspect.ts'
 import { oomSummary } from '../../services/analysis/oom.ts'
 import type { OpenedInput } from '../../services/import/open-input.ts'
+import { seriesPeak } from '../../services/trace/model.ts'
 import { formatBytes, formatDuration } from '../../services/units.ts'
 import { recordedConf } from '../../services/replay/replay-input.ts'
 import { expandInputs, isOneFile, rankFiles, type RankedFile } from '../../services/whatif/job.ts'
@@ -56,12 +57,16 @@ async function infoOf(io: Io, file: string, options: CommonOptions): Promise<Fil
   const input = await openWithProgress(io, options, file)
   const d = describeTrace(input.trace, input.strategies)
   const oom = oomSummary(input.trace, input.strategies)
+  const series = input.trace.recordedReserved
+  // The allocator's own reserved curve where the source kept one (a profiler trace's Total Reserved).
+  const recordedCurve = series && { peak: seriesPeak(series)!, points: series.index.length }
   const json = {
     file,
     kind: input.kind,
     format: describeKind(input),
     ...d,
     ...(oom && { oom }),
+    ...(recordedCurve && { recordedReserved: recordedCurve }),
     ...(input.file && { traceFile: input.file }),
     ...(input.pytorch && { pytorch: input.pytorch }),
     ...(input.rmm && { rmm: input.rmm }),
@@ -89,6 +94,8 @@ async function infoOf(io: Io, file: string, options: CommonOptions): Promise<Fil
       `peak ${formatBytes(d.peakRequested)}, ${formatBytes(d.bytesRequested)} in all, ${plural(d.liveAtEnd, 'block')} (${formatBytes(d.liveBytesAtEnd)}) live at the end`,
     ],
   )
+  if (recordedCurve)
+    lines.push(['recorded reserved', `peak ${formatBytes(recordedCurve.peak)}, ${plural(recordedCurve.points, 'change')} (the profiler's Total Reserved)`])
   if (d.unknownFrees > 0) lines.push(['unknown frees', `${plural(d.unknownFrees, 'free')} of blocks not live (skipped by replay)`])
   if (input.rmm) {
     const r = input.rmm
@@ -140,7 +147,8 @@ function infoFields(input: OpenedInput, d: TraceDescription, ooms: number): Info
   const count = (field: string, label: string, n: number) => f(field, label, n, formatValue(n, 'count'))
   const deviceBytes = p['device.total_bytes'] !== undefined && /^\d+$/.test(p['device.total_bytes']) ? Number(p['device.total_bytes']) : null
   const conf = recordedConf(input.trace)
-  const recorded = d.strategies.find((s) => s.name.endsWith('(recorded)'))?.summary?.['peakReserved']
+  // A recorded layout's peak, else the peak of the allocator's own reserved curve (a profiler trace's).
+  const recorded = d.strategies.find((s) => s.name.endsWith('(recorded)'))?.summary?.['peakReserved'] ?? seriesPeak(input.trace.recordedReserved)
   const device = p['device.name'] ?? d.gpu ?? null
   return [
     f('format', 'format', describeKind(input), describeKind(input)),

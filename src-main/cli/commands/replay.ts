@@ -6,6 +6,7 @@ import { usesPytorchPolicy, type ReplayedInput, type ReplayStart } from '../../s
 import { confLine } from '../../../src-shared/pytorch-conf.ts'
 import { deviceWords } from '../../../src-shared/device.ts'
 import { writeTrace } from '../../services/trace/file.ts'
+import { seriesPeak } from '../../services/trace/model.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { formatBytes } from '../../services/units.ts'
 import { formatValue, renderTable } from '../format.ts'
@@ -31,6 +32,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
   const shown = [...replayed.results, ...kept.filter(isRecorded)]
   const rows = compareResults(shown)
   const fidelity = fidelityOf(replayed, kept)
+  const againstRecorded = againstRecordedCurve(replayed, input.trace.recordedReserved === undefined ? undefined : seriesPeak(input.trace.recordedReserved))
 
   if (options.json) {
     printJson(io, {
@@ -51,6 +53,7 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
       })),
       winners: Object.fromEntries(rows.filter((r) => r.winners.length > 0).map((r) => [r.metric.key, r.winners.map((i) => shown[i]!.name)])),
       fidelity,
+      recordedReserved: againstRecorded,
       recordedSettings: replayed.recordedSettings,
       sized: replayed.sized,
       unsized: replayed.unsized,
@@ -83,6 +86,13 @@ export async function replayCommand(io: Io, file: string, options: ReplayCommand
         `(${f.relativeDifference >= 0 ? '+' : ''}${(f.relativeDifference * 100).toFixed(2)} %), segments ${f.modelSegments} vs ${f.recordedSegments}` +
         (f.recordedPlacement > 0 ? `; replayed at PyTorch's ${f.recordedPlacement} recorded segment addresses` : ''),
     )
+  if (againstRecorded) {
+    lines.push(`the profiler's recorded peak reserved: ${formatBytes(againstRecorded.peak)}`)
+    for (const s of againstRecorded.strategies)
+      lines.push(
+        `  ${s.name}: peak reserved ${formatBytes(s.peakReserved)} (${s.relativeDifference >= 0 ? '+' : ''}${(s.relativeDifference * 100).toFixed(2)} % of the recorded)`,
+      )
+  }
   for (const r of replayed.recordedSettings)
     lines.push(
       `${r.label}: replayed under the snapshot's recorded settings, ${confLine(r.conf)} (give parameters or --conf to replay others)` +
@@ -115,6 +125,25 @@ export function startLine(b: ReplayStart): string {
 /** The table's last row: whether each result is ranked, and if not why ("874 failures"). */
 export function rankedRow(shown: readonly StrategyResult[]): string[] {
   return ['ranked', ...shown.map((s) => (isRecorded(s) ? 'reference' : unrankedReason(s) ? `no: ${unrankedReason(s)}` : 'yes'))]
+}
+
+interface AgainstRecorded {
+  /** The peak of the allocator's own reserved curve (trace.recordedReserved). */
+  peak: number
+  strategies: { name: string; peakReserved: number; relativeDifference: number }[]
+}
+
+/** Each replayed strategy's peak reserved beside the recorded curve's peak (a profiler trace's Total Reserved); null without one. */
+function againstRecordedCurve(replayed: ReplayedInput, peak: number | undefined): AgainstRecorded | null {
+  if (peak === undefined) return null
+  return {
+    peak,
+    strategies: replayed.results.flatMap((s) => {
+      const own = s.summary?.['peakReserved']
+      if (own === undefined) return []
+      return [{ name: s.name, peakReserved: own, relativeDifference: peak === 0 ? 0 : (own - peak) / peak }]
+    }),
+  }
 }
 
 interface Fidelity {

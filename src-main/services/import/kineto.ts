@@ -13,7 +13,8 @@
 // CUDA memory events become allocs and frees; host (CPU) ones and other devices' are counted and
 // left out. The profiler writes threads' events apart, so they are sorted by time (file order
 // breaks ties). The allocator's own figures come along as properties: the peak of Total Reserved
-// (kineto.peak_reserved), exact, and how many times the curve changes (kineto.reserved_points).
+// (kineto.peak_reserved), exact, and how many times the curve changes (kineto.reserved_points);
+// the curve itself rides with the trace as trace.recordedReserved (the reference for replays).
 // Where there are no stacks, the cpu_op events name what allocated: each alloc is tagged with the
 // innermost op of its thread whose span holds it.
 import { createReadStream } from 'node:fs'
@@ -23,7 +24,7 @@ import { createGunzip } from 'node:zlib'
 import { InputError } from '../input-error.ts'
 import { DEVICE_PROPERTIES } from '../replay/device.ts'
 import { EventsBuilder } from '../trace/events-builder.ts'
-import { EventKind, type RequestTrace } from '../trace/model.ts'
+import { EventKind, type RecordedSeries, type RequestTrace } from '../trace/model.ts'
 
 export const KINETO_SOURCE = 'kineto-trace'
 /** One event larger than this is damage (the profiler's are under a few KiB), never buffered whole. */
@@ -71,6 +72,8 @@ export interface KinetoImport {
   liveAtEnd: number
   /** The largest Total Reserved any CUDA memory event carries; undefined when none does. */
   peakReserved: number | undefined
+  /** Total Reserved (summed over the devices) over the request events, as trace.recordedReserved holds it. */
+  recordedReserved: RecordedSeries | undefined
 }
 
 const GZIP_MAGIC = [0x1f, 0x8b] as const
@@ -580,6 +583,12 @@ class KinetoScanner {
     /** What each device held before its first memory event (its Total Allocated less that event's bytes). */
     const allocatedBefore = new Map<number, number>()
     let reservedPoints = 0
+    // The curve over the request events: the devices' latest Total Reserved summed, a point where
+    // the sum changes, at the index of the event the memory event became (or the next one, for a
+    // skipped free). Several changes landing on one index keep the last.
+    const seriesIndex: number[] = []
+    const seriesBytes: number[] = []
+    let reservedSum = 0
     for (let k = 0; k < n; k++) {
       const i = order[k]!
       const device = raw.device[i]!
@@ -592,7 +601,24 @@ class KinetoScanner {
       if (reserved >= 0) {
         if (peakReserved === undefined || reserved > peakReserved) peakReserved = reserved
         if (reserved > (peakByDevice.get(device) ?? -1)) peakByDevice.set(device, reserved)
-        if (lastReserved.get(device) !== reserved) reservedPoints++
+        const last = lastReserved.get(device)
+        if (last !== reserved) {
+          reservedPoints++
+          reservedSum += reserved - (last ?? 0)
+          const at = events.length
+          const p = seriesIndex.length - 1
+          if (p >= 0 && seriesIndex[p] === at) {
+            seriesBytes[p] = reservedSum
+            // Back to the value before this index: the point says nothing.
+            if (p >= 1 && seriesBytes[p - 1] === reservedSum) {
+              seriesIndex.pop()
+              seriesBytes.pop()
+            }
+          } else if (p < 0 || seriesBytes[p] !== reservedSum) {
+            seriesIndex.push(at)
+            seriesBytes.push(reservedSum)
+          }
+        }
         lastReserved.set(device, reserved)
       }
       let blocks = live.get(device)
@@ -691,11 +717,14 @@ class KinetoScanner {
         gpu = name
       }
     }
+    const recordedReserved: RecordedSeries | undefined =
+      seriesIndex.length > 0 ? { index: Uint32Array.from(seriesIndex), bytes: Float64Array.from(seriesBytes) } : undefined
     return {
       trace: {
         meta: { source: KINETO_SOURCE, origin: this.origin, ...(gpu && { gpu }), warnings, properties },
         events: events.build(),
         tables: { streams: ['0'], frames: [], stacks: [], tags, markers: [] },
+        ...(recordedReserved && { recordedReserved }),
       },
       gzip: this.gzip,
       traceEvents: this.traceEvents,
@@ -705,6 +734,7 @@ class KinetoScanner {
       unknownFrees,
       liveAtEnd,
       peakReserved,
+      recordedReserved,
     }
   }
 }

@@ -66,10 +66,34 @@ export interface TraceMeta {
   properties: Record<string, string>
 }
 
+/**
+ * A figure the real allocator reported while the program ran, as a step curve over the request
+ * events: from event index[k] on (up to the next point) it was bytes[k]. Only the points where it
+ * changes are kept, so its cost grows with events, never with bytes.
+ */
+export interface RecordedSeries {
+  index: Uint32Array
+  bytes: Float64Array
+}
+
 export interface RequestTrace {
   meta: TraceMeta
   events: TraceEvents
   tables: TraceTables
+  /**
+   * The allocator's own reserved bytes over the events, where the source recorded them (a
+   * torch.profiler trace's Total Reserved): the reference the replays' reserved curves are read
+   * against. Held in memory for the session that imported it; the trace file does not store it.
+   */
+  recordedReserved?: RecordedSeries
+}
+
+/** The largest value of a recorded series; undefined without one. */
+export function seriesPeak(series: RecordedSeries | undefined): number | undefined {
+  if (!series || series.bytes.length === 0) return undefined
+  let peak = series.bytes[0]!
+  for (const b of series.bytes) if (b > peak) peak = b
+  return peak
 }
 
 export function eventCount(trace: RequestTrace): number {
