@@ -14,8 +14,9 @@ export type RankFrom = 'stats' | 'name' | 'order'
 /**
  * A rank's memory over its own time: `max[i]` is the highest bytes held during the i-th of
  * `max.length` equal slices of [startNs, endNs] (the trace's first and last event). `of` says
- * which bytes: the recorded layout's reserved (a snapshot's segments), else the bytes the program
- * held live (a trace with no recorded layout: its allocated bytes, the least any allocator reserves).
+ * which bytes: the recorded layout's reserved (a snapshot's segments) or the allocator's own
+ * recorded reserved (a profiler trace's Total Reserved), else the bytes the program held live (a
+ * trace with neither: its allocated bytes, the least any allocator reserves).
  */
 export interface RankSeries {
   of: 'reserved' | 'allocated'

@@ -28,7 +28,7 @@ import { openInput, type OpenedInput } from './import/open-input.ts'
 import type { JobContext } from './jobs.ts'
 import { EventKind, type RequestTrace } from './trace/model.ts'
 import { InputError } from './input-error.ts'
-import { isRankInput, jobReport, rankFiles, runJobWhatif, type JobReport, type RankedFile } from './whatif/job.ts'
+import { isBesideInput, jobReport, rankFiles, runJobWhatif, type JobReport, type RankedFile } from './whatif/job.ts'
 import { readRankResults } from './whatif/rank-results.ts'
 import type { WhatifOptions } from './whatif/whatif.ts'
 
@@ -69,7 +69,7 @@ export function rankSummary(input: Pick<OpenedInput, 'trace' | 'strategies' | 'k
   }
 }
 
-/** The recorded layout's reserved bytes over time (the one accounting), else the bytes live. */
+/** The recorded layout's reserved bytes over time (the one accounting), else the allocator's recorded reserved series, else the bytes live. */
 function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'>): { series: RankSeries; peakBytes: number; peakEvent: number } {
   const e = trace.events
   const n = e.kind.length
@@ -94,6 +94,16 @@ function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'
     // The figure itself from the sweep, as every reader takes it (after[] is its carrier for the strip).
     peakBytes = swept.peakReserved
     peakEvent = Math.max(0, swept.peakReservedEvent)
+  } else if (trace.recordedReserved) {
+    // No layout, but the allocator's own reserved bytes (a profiler trace's Total Reserved): those.
+    of = 'reserved'
+    const { index, bytes } = trace.recordedReserved
+    let p = -1
+    for (let i = 0; i < n; i++) {
+      while (p + 1 < index.length && index[p + 1]! <= i) p++
+      after[i] = p < 0 ? 0 : bytes[p]!
+      if (after[i]! > peakBytes) [peakBytes, peakEvent] = [after[i]!, i]
+    }
   } else {
     of = 'allocated'
     const sizes = new Map<number, number>()
@@ -213,7 +223,9 @@ export class RankJobs {
     for (const key of keys) {
       const s = this.staged.get(key)
       if (!s || s.page !== page) throw new ApiError('NOT_FOUND', `ranks: no staged file ${JSON.stringify(key)} (stage each file with ranks:stage first)`)
-      if (isRankInput(s.name)) files.push(s)
+      // Files the user chose are read for what their content is (a profiler's .json.gz, an Nsight
+      // export): only what stands beside the inputs is left out.
+      if (!isBesideInput(s.name)) files.push(s)
     }
     if (files.length === 0) throw new ApiError('BAD_INPUT', 'ranks: none of the files is a snapshot, trace file or log (stats files come beside them)')
     // The page's last job is over: its staged files that this one does not name (a page names

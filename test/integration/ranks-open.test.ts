@@ -11,7 +11,8 @@ import { describe, it } from 'node:test'
 
 import type { RanksSummary, RanksWhatifReport } from '../../src-shared/ranks.ts'
 import { AppSession } from '../../src-main/services/app-session.ts'
-import { shown, vramscope } from '../helpers/cli.ts'
+import { openInput } from '../../src-main/services/import/open-input.ts'
+import { fixture, shown, vramscope } from '../helpers/cli.ts'
 import { ddpRanks } from '../helpers/field-ddp.ts'
 
 const { dir, src, peak } = ddpRanks('vramscope-ranks-open-')
@@ -167,5 +168,22 @@ describe('a job of many ranks in the app', () => {
     await new Promise((r) => setTimeout(r, 200))
     for (const f of files) assert.ok(existsSync(f), `${f} is the user's: left where it is`)
     assert.throws(() => new AppSession({ version: 'test', host: 'web', samplesDir: dir }).openInitialRanks(), /started with no job/)
+  })
+
+  it("a job of torch.profiler traces (.json.gz): each rank's strip is the profiler's recorded reserved, its peak exact", async () => {
+    const s = new AppSession({ version: 'test', host: 'web', samplesDir: dir })
+    const bytes = readFileSync(fixture('pytorch/field-profile.json.gz'))
+    const keys = [(await s.stageRankFile('rank0.json.gz', bytes, 'page-5')).key, (await s.stageRankFile('rank1.json.gz', bytes, 'page-5')).key]
+    const { jobId } = s.openRanks(keys, 'page-5')
+    await done(s, jobId)
+    const job = s.ranksResult(jobId)
+    const input = await openInput(fixture('pytorch/field-profile.json.gz'))
+    const recorded = Math.max(...input.trace.recordedReserved!.bytes)
+    for (const r of job.ranks) {
+      assert.equal(r.series.of, 'reserved', "the profiler's Total Reserved, not the bytes live")
+      assert.equal(r.peakBytes, recorded)
+      assert.equal(Math.max(...r.series.max), recorded)
+    }
+    s.closePage('page-5')
   })
 })

@@ -20,7 +20,12 @@ const NOT_INPUTS = /(\.stats\.json|^job\.json|\.driver\.vramscope|\.tmp\d+)$/
 
 /** Whether a file named `name` is a rank's input (a snapshot, trace or log), not a stats file or list beside one. */
 export function isRankInput(name: string): boolean {
-  return INPUT_EXTENSIONS.has(extname(name).toLowerCase()) && !NOT_INPUTS.test(name)
+  return INPUT_EXTENSIONS.has(extname(name).toLowerCase()) && !isBesideInput(name)
+}
+
+/** Whether a file named `name` is what stands beside the inputs (record --pytorch's stats and lists), not an input. */
+export function isBesideInput(name: string): boolean {
+  return NOT_INPUTS.test(name)
 }
 
 function natural(a: string, b: string): number {
