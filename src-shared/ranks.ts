@@ -35,8 +35,6 @@ export interface RankSummary {
   durationNs: number
   /** The peak of `series.of`: the recorded reserved peak (exact, from the whole layout), else the peak of live bytes. */
   peakBytes: number
-  /** The first request event at that peak. */
-  peakEvent: number
   series: RankSeries
   /** The GPU the rank recorded on, where the file says. */
   gpu?: string

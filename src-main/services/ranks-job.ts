@@ -51,7 +51,7 @@ interface OpenedJob {
 export function rankSummary(input: Pick<OpenedInput, 'trace' | 'strategies' | 'kind'>, ranked: Omit<RankedFile, 'file'> & { name: string }): RankSummary {
   const trace = input.trace
   const d = describeTrace(trace, input.strategies)
-  const { series, peakBytes, peakEvent } = memorySeries(trace, input)
+  const { series, peakBytes } = memorySeries(trace, input)
   const oom = oomSummary(trace, input.strategies)
   return {
     rank: ranked.rank,
@@ -61,7 +61,6 @@ export function rankSummary(input: Pick<OpenedInput, 'trace' | 'strategies' | 'k
     events: d.events,
     durationNs: d.durationNs,
     peakBytes,
-    peakEvent,
     series,
     ...(d.gpu !== undefined && { gpu: d.gpu }),
     ...(oom && { oom, oomNs: trace.events.time[oom.event]! }),
@@ -70,14 +69,13 @@ export function rankSummary(input: Pick<OpenedInput, 'trace' | 'strategies' | 'k
 }
 
 /** The recorded layout's reserved bytes over time (the one accounting), else the allocator's recorded reserved series, else the bytes live. */
-function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'>): { series: RankSeries; peakBytes: number; peakEvent: number } {
+function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'>): { series: RankSeries; peakBytes: number } {
   const e = trace.events
   const n = e.kind.length
   const after = new Float64Array(n)
   const layout = recordedLayout(trace, input.strategies)
   let of: RankSeries['of']
   let peakBytes = 0
-  let peakEvent = 0
   if (layout) {
     of = 'reserved'
     // Reserved after each request event: the last layout event of each sets it, carried forward.
@@ -93,7 +91,6 @@ function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'
     for (; k < n; k++) after[k] = reserved
     // The figure itself from the sweep, as every reader takes it (after[] is its carrier for the strip).
     peakBytes = swept.peakReserved
-    peakEvent = Math.max(0, swept.peakReservedEvent)
   } else if (trace.recordedReserved) {
     // No layout, but the allocator's own reserved bytes (a profiler trace's Total Reserved): those.
     of = 'reserved'
@@ -102,7 +99,7 @@ function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'
     for (let i = 0; i < n; i++) {
       while (p + 1 < index.length && index[p + 1]! <= i) p++
       after[i] = p < 0 ? 0 : bytes[p]!
-      if (after[i]! > peakBytes) [peakBytes, peakEvent] = [after[i]!, i]
+      if (after[i]! > peakBytes) peakBytes = after[i]!
     }
   } else {
     of = 'allocated'
@@ -117,10 +114,10 @@ function memorySeries(trace: RequestTrace, input: Pick<OpenedInput, 'strategies'
         sizes.delete(e.id[i]!)
       }
       after[i] = live
-      if (live > peakBytes) [peakBytes, peakEvent] = [live, i]
+      if (live > peakBytes) peakBytes = live
     }
   }
-  return { series: { of, ...bucketSeries(e.time, (i) => after[i]!, RANK_SERIES_BUCKETS) }, peakBytes, peakEvent }
+  return { series: { of, ...bucketSeries(e.time, (i) => after[i]!, RANK_SERIES_BUCKETS) }, peakBytes }
 }
 
 /** The lab's report over every rank as the page reads it. */
@@ -304,7 +301,6 @@ export class RankJobs {
         events: r.events,
         durationNs: 0,
         peakBytes: row?.peakReserved ?? 0,
-        peakEvent: 0,
         series: { of: 'reserved', startNs: 0, endNs: 0, max: [] },
         ...(r.device.name !== undefined && { gpu: r.device.name }),
         floorBytes: r.floor?.peakLiveRoundedBytes ?? 0,
@@ -364,10 +360,5 @@ export class RankJobs {
       this.made.delete(path)
       await rm(path, { recursive: true, force: true }).catch(() => {})
     }
-  }
-
-  /** Every page's files (the session is closing). */
-  async closeAll(): Promise<void> {
-    await Promise.all([...this.folders.keys()].map((p) => this.closePage(p)))
   }
 }
