@@ -278,6 +278,11 @@ export class Loader {
       firstViews.catch(() => {})
       this.columnsAsked = true
       const data = await this.decoder.decode<TraceData>('trace', await this.client.call('trace:data', { traceId: summary.traceId }))
+      // Closed (a job of many ranks) or replaced while its columns crossed: it stays closed.
+      if (this.opens !== openNumber) {
+        void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
+        return
+      }
       this.trace = data
       this.opening = null
       this.timings = { ...this.timings, openMs: performance.now() - t0 }
@@ -470,6 +475,8 @@ export class Loader {
           this.startReplay({ traceId: trace.summary.traceId, strategies: this.strategySpec, targets: { first: 0, count }, includeStored: true }),
         ))
       let decodeMs = this.decoder.lastMs
+      // A trace closed or replaced while its maps replayed keeps none of them.
+      if (this.trace !== trace) return
       this.showFirst(first)
       this.showBands()
       // The rest of the spec's strategies (the first job replayed `count` of them).
@@ -484,12 +491,14 @@ export class Loader {
         restStarted && restPreviews,
       )
       decodeMs += this.decoder.lastMs
+      if (this.trace !== trace) return
       if (rest.length > 0) this.strategies = [...first, ...rest]
       this.previews = []
       this.pendingMaps = 0
       this.timings = { ...this.timings, replayMs: performance.now() - t0, decodeMs }
       this.job = null
     } catch (e) {
+      if (this.trace !== trace) return
       this.pendingMaps = 0
       this.previews = []
       this.job = null
