@@ -2,7 +2,7 @@
 // reader) and the renderer (a bundle's header read as it arrives).
 
 /** The parts, in order, in one new array made by `make` (for the total length). */
-export function concatArrays<T extends Uint8Array | Float64Array>(parts: readonly T[], make: (length: number) => T): T {
+export function concatArrays<T extends Uint8Array | Uint32Array | Float64Array>(parts: readonly T[], make: (length: number) => T): T {
   const out = make(parts.reduce((n, p) => n + p.length, 0))
   let at = 0
   for (const p of parts) {

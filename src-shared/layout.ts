@@ -51,6 +51,13 @@ export interface LayoutTrace {
   time: Float64Array
   /** Strategy-specific: size class, buddy order, segment pool... */
   aux: Uint32Array
+  /**
+   * A recorded layout's: the request event (index into the trace's events) each row belongs to, as
+   * its importer knew it (docs/architecture.md, "Recorded layouts on the request events"). Absent
+   * where the source did not say (a replay's layout, a recording's, a file of 1.1 or before): the
+   * rows are then placed by time.
+   */
+  event?: Uint32Array
 }
 
 /** Zeroed columns for `n` layout events (importers, the trace file reader and tests fill them). */

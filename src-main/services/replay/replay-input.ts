@@ -13,7 +13,7 @@ import {
   type PytorchConf,
 } from '../../../src-shared/pytorch-conf.ts'
 import type { Bundle } from '../../../src-shared/contract.ts'
-import { LayoutOp } from '../../../src-shared/layout.ts'
+import { LayoutOp, type LayoutTrace } from '../../../src-shared/layout.ts'
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { LAYOUT_PIECE, packReplay, type MetricsSent, type StrategyToSend } from '../../../src-shared/wire.ts'
 import { recordedRegionPlacement, regionAddresses, type OpenedInput } from '../import/open-input.ts'
@@ -436,6 +436,14 @@ function eventsAt(eventTimes: Float64Array, times: ArrayLike<number>, ops?: Arra
   return out
 }
 
+/** A layout's own event column (LayoutTrace.event) where it has one that fits the trace's events; a copy (the caller writes into it). */
+function recordedEventsOf(l: LayoutTrace, events: number): Uint32Array | undefined {
+  const e = l.event
+  if (e === undefined || e.length !== l.op.length) return undefined
+  for (let k = 0; k < e.length; k++) if (e[k]! >= events && events > 0) return undefined
+  return e.slice()
+}
+
 /** The leading rows of a recorded layout that are its trace's window-open state (one device's layout); 0 if none. */
 function standInRowsOf(trace: RequestTrace, stored: StrategyResult): number {
   const rows = trace.meta.properties[STAND_IN_ROWS]
@@ -460,7 +468,8 @@ export function recordedOnEvents(trace: RequestTrace, stored: StrategyResult): S
   const n = l.op.length
   const stream = new Uint32Array(n)
   for (let k = 0; k < n; k++) stream[k] = streamIndex.get(l.stream[k]!) ?? NO_STREAM
-  const event = eventsAt(times, l.time, l.op)
+  // Where its importer said which request event each row belongs to, that; else by time.
+  const event = recordedEventsOf(l, times.length) ?? eventsAt(times, l.time, l.op)
   // The window-open state (initial-state.ts) was there before the first event, as a replay from it
   // draws it: at event 0, not after the stand-in allocs that share its time.
   event.fill(0, 0, Math.min(standInRowsOf(trace, stored), n))

@@ -11,7 +11,7 @@ import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
 import { SectionCounter } from './encoder.ts'
-import { traceProblem, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
+import { seriesProblem, traceProblem, type RecordedSeries, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
 import {
   describeType,
   EOS,
@@ -140,6 +140,7 @@ class Decoder {
   private readonly meta: TraceMeta = { source: '', warnings: [], properties: {} }
   private readonly tables: TraceTables = { streams: [], frames: [], stacks: [], tags: [], markers: [] }
   private readonly eventParts: { columns: Record<string, DecodedColumn>; chunk: Chunk; rows: number }[] = []
+  private readonly seriesParts: { columns: Record<string, DecodedColumn>; chunk: Chunk }[] = []
   private readonly strategies = new Map<string, StrategyParts>()
   private readonly strategyOrder: string[] = []
   private readonly counter = new SectionCounter()
@@ -218,7 +219,20 @@ class Decoder {
     }
     const trace: RequestTrace = { meta: this.meta, events: this.assembleEvents(), tables: this.tables }
     this.validate(trace.events)
+    if (this.seriesParts.length > 0) {
+      trace.recordedReserved = this.recordedSeries()
+      const problem = seriesProblem(trace)
+      if (problem) this.fail('bad-value', problem.problem, this.seriesParts[0]!.chunk.offset, this.seriesParts[0]!.chunk, 'recorded_reserved')
+    }
     const strategies = this.assembleStrategies()
+    for (const s of strategies) {
+      const event = s.layout?.event
+      if (event === undefined) continue
+      const events = trace.events.kind.length
+      for (let k = 0; k < event.length; k++)
+        if (event[k]! >= events)
+          this.fail('bad-value', `layout row ${k} of strategy "${s.name}" belongs to event ${event[k]}, past the ${events} events`, 0, undefined, 'layout')
+    }
     if (this.endChunk) this.checkEndCounts()
     return {
       trace,
@@ -328,6 +342,9 @@ class Decoder {
         break
       case 'events':
         for (const [i, p] of parts.entries()) this.eventParts.push({ columns: p, chunk, rows: chunk.batches[i]!.header.length })
+        break
+      case 'recorded_reserved':
+        for (const p of parts) this.seriesParts.push({ columns: p, chunk })
         break
       case 'strategies':
         for (const p of parts) {
@@ -607,11 +624,28 @@ class Decoder {
     })
   }
 
+  /** The recorded_reserved section's points, in file order. */
+  private recordedSeries(): RecordedSeries {
+    const parts = this.seriesParts
+    return {
+      index: concatArrays(
+        parts.map((p) => p.columns['event'] as Uint32Array),
+        (n) => new Uint32Array(n),
+      ),
+      bytes: concatArrays(
+        parts.map((p) => this.uint64Numbers(p.columns['bytes'] as BigUint64Array, 'recorded_reserved bytes', p.chunk)),
+        (n) => new Float64Array(n),
+      ),
+    }
+  }
+
   private layout(s: StrategyParts): LayoutTrace {
     const parts = s.layout
     const c = s.firstChunk
     const total = parts.reduce((n, p) => n + (p['op'] as Uint8Array).length, 0)
     const out = allocateLayout(total)
+    // Each row's request event where every chunk of the layout says it (schema.ts, OPTIONAL_COLUMNS).
+    if (parts.every((p) => p['event'] !== undefined)) out.event = new Uint32Array(total)
     let at = 0
     for (const p of parts) {
       out.op.set(p['op'] as Uint8Array, at)
@@ -621,6 +655,7 @@ class Decoder {
       this.uint64Numbers(p['stream'] as BigUint64Array, 'layout stream', c, out.stream, at)
       out.time.set(p['time'] as Float64Array, at)
       out.aux.set(p['aux'] as Uint32Array, at)
+      if (out.event) out.event.set(p['event'] as Uint32Array, at)
       at += (p['op'] as Uint8Array).length
     }
     return out

@@ -4,7 +4,7 @@ import { makeData, RecordBatch, RecordBatchStreamWriter, Schema, Struct, Field, 
 
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { crc32Hex } from './crc32.ts'
-import { traceProblem, type Frame, type RequestTrace, type TraceEvents, type TraceMeta } from './model.ts'
+import { seriesProblem, traceProblem, type Frame, type RequestTrace, type TraceEvents, type TraceMeta } from './model.ts'
 import {
   arrowType,
   EOS,
@@ -238,6 +238,19 @@ function encodeStrategy(result: StrategyResult, counter: SectionCounter): Uint8A
   return chunks
 }
 
+/** A recorded layout's row whose event (LayoutTrace.event) is not one of the trace's. */
+function layoutEventProblem(strategies: readonly StrategyResult[], events: number): { row?: number; problem: string } | undefined {
+  for (const s of strategies) {
+    const event = s.layout?.event
+    if (event === undefined) continue
+    if (event.length !== s.layout!.op.length)
+      return { problem: `the layout of strategy "${s.name}" has ${event.length} events for ${s.layout!.op.length} rows` }
+    for (let k = 0; k < event.length; k++)
+      if (event[k]! >= events) return { problem: `layout row ${k} of strategy "${s.name}" belongs to event ${event[k]}, past the ${events} events` }
+  }
+  return undefined
+}
+
 /** A whole trace file, chunk by chunk (concatenated, they are the file). */
 export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = []): Uint8Array[] {
   const names = new Set<string>()
@@ -245,7 +258,7 @@ export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = 
     if (names.has(s.name)) throw new RangeError(`strategies: the name "${s.name}" appears twice; names must be unique in a file`)
     names.add(s.name)
   }
-  const problem = traceProblem(trace.events, trace.tables)
+  const problem = traceProblem(trace.events, trace.tables) ?? seriesProblem(trace) ?? layoutEventProblem(strategies, trace.events.kind.length)
   if (problem)
     throw new RangeError(
       `${problem.row === undefined ? 'tables' : `events[${problem.row}]`}: ${problem.problem}; a trace file holds only traces whose references hold`,
@@ -265,6 +278,9 @@ export function encodeTrace(trace: RequestTrace, strategies: StrategyResult[] = 
   push('markers', t.markers.length, encodeNames('markers', t.markers))
   if (t.pools !== undefined) push('pools', t.pools.length, encodeNames('pools', t.pools))
   push('events', trace.events.kind.length, encodeEvents(trace.events))
+  const series = trace.recordedReserved
+  if (series !== undefined)
+    push('recorded_reserved', series.index.length, encodeChunk('recorded_reserved', series.index.length, { event: series.index, bytes: series.bytes }))
   if (strategies.length > 0) {
     push(
       'strategies',

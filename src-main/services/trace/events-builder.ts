@@ -196,11 +196,13 @@ interface LayoutChunk {
   stream: Float64Array
   aux: Uint32Array
   time: Float64Array
+  /** Request events of the layout's device pushed before this row (LayoutChunks' `requests`). */
+  before: Uint32Array
 }
 
 /** Bytes a row of eventsAt's and layoutAt's columns takes. */
 const EVENT_ROW_BYTES = 2 * 8 + 4 * 4 + 2 + 1
-const LAYOUT_ROW_BYTES = 5 * 8 + 4 + 1
+const LAYOUT_ROW_BYTES = 5 * 8 + 4 + 4 + 1
 
 /** A chunk's columns share one ArrayBuffer (each costs about a microsecond to allocate), the widest first: layoutAt's layout. */
 function layoutChunk(n: number): LayoutChunk {
@@ -233,12 +235,13 @@ function eventsAt(buffer: ArrayBuffer, at: number, n: number): TraceEvents {
 /** Layout columns of n rows at byte `at` of `buffer`, one ArrayBuffer for all (layoutChunk's layout). */
 function layoutAt(buffer: ArrayBuffer, at: number, n: number): LayoutChunk {
   return {
-    op: new Uint8Array(buffer, at + 44 * n, n),
+    op: new Uint8Array(buffer, at + 48 * n, n),
     address: new Float64Array(buffer, at, n),
     size: new Float64Array(buffer, at + 8 * n, n),
     requested: new Float64Array(buffer, at + 16 * n, n),
     stream: new Float64Array(buffer, at + 24 * n, n),
     aux: new Uint32Array(buffer, at + 40 * n, n),
+    before: new Uint32Array(buffer, at + 44 * n, n),
     time: new Float64Array(buffer, at + 32 * n, n),
   }
 }
@@ -250,13 +253,21 @@ export class LayoutChunks {
   private capacity = 0
   private last: LayoutChunk = EMPTY_LAYOUT
 
-  constructor(private readonly firstRows = CHUNK_ROWS) {}
+  /**
+   * `requests`: the request events of the layout's device, whose count at each push each row keeps
+   * (`before`): what places the row on the request events at the end (recordedEvents).
+   */
+  constructor(
+    private readonly firstRows = CHUNK_ROWS,
+    private readonly requests?: { readonly length: number },
+  ) {}
 
   push(op: number, address: number, size: number, requested: number, stream: number, time: number, aux = 0): void {
     const row = this.length
     if (row === this.capacity) this.addRoom()
     const c = this.last
     const i = row & CHUNK_MASK
+    if (this.requests) c.before[i] = this.requests.length
     c.op[i] = op
     c.address[i] = address
     c.size[i] = size
@@ -279,6 +290,7 @@ export class LayoutChunks {
       chunk.requested.set(c.requested.subarray(0, n))
       chunk.stream.set(c.stream.subarray(0, n))
       chunk.aux.set(c.aux.subarray(0, n))
+      chunk.before.set(c.before.subarray(0, n))
       chunk.time.set(c.time.subarray(0, n))
       this.chunks[0] = chunk
       this.capacity = chunk.op.length
@@ -297,11 +309,13 @@ export class LayoutChunks {
    * Appends every row to `layout` at row `at`, times made ns from t0 (times in µs; `nsPerUnit` 1 for
    * times already in ns); returns the row after them. Lets the chunks go.
    */
-  *moveTo(layout: LayoutTrace, at: number, t0: number, nsPerUnit = 1000): Generator<void, number> {
+  *moveTo(layout: LayoutTrace, at: number, t0: number, nsPerUnit = 1000, before?: Uint32Array): Generator<void, number> {
     for (let k = 0; k < this.chunks.length; k++) {
       if (k % YIELD_CHUNKS === YIELD_CHUNKS - 1) yield
       const c = this.chunks[k]!
       const n = Math.min(CHUNK_ROWS, this.length - k * CHUNK_ROWS)
+      // Each row's count of request events before it, where the caller keeps them (`before`, as `layout`'s rows).
+      if (before) before.set(c.before.subarray(0, n), at)
       layout.op.set(c.op.subarray(0, n), at)
       toAddresses(c.address, 0, n, layout.address, at)
       layout.size.set(c.size.subarray(0, n), at)

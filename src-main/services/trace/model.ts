@@ -83,7 +83,7 @@ export interface RequestTrace {
   /**
    * The allocator's own reserved bytes over the events, where the source recorded them (a
    * torch.profiler trace's Total Reserved): the reference the replays' reserved curves are read
-   * against. Held in memory for the session that imported it; the trace file does not store it.
+   * against. The trace file keeps it (its recorded_reserved section, 1.2 on).
    */
   recordedReserved?: RecordedSeries
 }
@@ -161,6 +161,20 @@ export function traceProblem(events: TraceEvents, tables: TraceTables): { row?: 
   for (let i = 0; i < events.kind.length; i++) {
     const problem = eventProblem(events, i, streams.length, stacks.length, tags.length, markers.length)
     if (problem) return { row: i, problem }
+  }
+  return undefined
+}
+
+/** What a recorded series (RequestTrace.recordedReserved) breaks of the format's promises: lengths, order, bounds. */
+export function seriesProblem(trace: RequestTrace): { row?: number; problem: string } | undefined {
+  const s = trace.recordedReserved
+  if (s === undefined) return undefined
+  if (s.index.length !== s.bytes.length) return { problem: `the recorded reserved series has ${s.index.length} events for ${s.bytes.length} values` }
+  const events = trace.events.kind.length
+  for (let k = 0; k < s.index.length; k++) {
+    if (s.index[k]! > events) return { problem: `point ${k} of the recorded reserved series is at event ${s.index[k]}, past the ${events} events` }
+    if (k > 0 && s.index[k]! <= s.index[k - 1]!)
+      return { problem: `point ${k} of the recorded reserved series (event ${s.index[k]}) is not after the one before it` }
   }
   return undefined
 }

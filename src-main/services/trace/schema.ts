@@ -7,7 +7,7 @@ import type { ArrowField, ArrowType } from './arrow-messages.ts'
 
 export const FORMAT_NAME = 'vramscope-trace'
 /** major.minor: a reader reads every minor version of its major (unknown sections and columns are skipped). */
-export const FORMAT_VERSION = '1.1'
+export const FORMAT_VERSION = '1.2'
 export const FORMAT_MAJOR = 1
 /** What the app offers to open and save; the content decides, not the name. */
 export const TRACE_FILE_EXTENSIONS = ['.vramscope', '.arrow'] as const
@@ -50,15 +50,20 @@ export const SECTION_COLUMNS = {
     device_calls: 'u64',
   },
   summary: { key: 'utf8', value: 'f64' },
+  /** 1.2, optional: the allocator's own reserved bytes as the source recorded them (RequestTrace.recordedReserved): from event `event` on, `bytes`. */
+  recorded_reserved: { event: 'u32', bytes: 'u64' },
   end: { section: 'utf8', chunks: 'u32', rows: 'u64' },
 } as const satisfies Record<string, Record<string, ColumnKind>>
 
 /**
- * Columns a section may lack (1.1 on): a reader takes them where a chunk has them, and a missing one
- * reads as all zeros. events.pool: 0 the default pools, k >= 1 the k-th private pool (pools row k - 1).
+ * Columns a section may lack (1.1 on): a reader takes them where a chunk has them. events.pool (1.1):
+ * 0 the default pools, k >= 1 the k-th private pool (pools row k - 1); a missing one reads as all
+ * zeros. layout.event (1.2): a recorded layout's request event of each row (LayoutTrace.event); a
+ * strategy whose layout chunks do not all have it reads without it (placed by time).
  */
 export const OPTIONAL_COLUMNS: Partial<Record<keyof typeof SECTION_COLUMNS, Record<string, ColumnKind>>> = {
   events: { pool: 'u32' },
+  layout: { event: 'u32' },
 }
 
 export type SectionName = keyof typeof SECTION_COLUMNS

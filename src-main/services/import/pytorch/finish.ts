@@ -23,6 +23,8 @@ export interface Merge {
   markerIds: number[]
   markerDevices: number[]
   markerStream: number
+  /** Per device, the row of `out` each of its events went to (what places its layout's rows: recordedEvents). */
+  positions: Uint32Array[]
 }
 
 /**
@@ -58,6 +60,8 @@ export function mergeRuns(merge: Merge, yieldAt: number): boolean {
     for (let d = 0; d < main.length; d++) if (d !== best && cursors[d]! < main[d]!.length) limit = Math.min(limit, main[d]!.time(cursors[d]!))
     const part = main[best]!
     const end = part.runEnd(cursors[best]! + 1, Math.min(part.length, cursors[best]! + YIELD_CHUNKS * CHUNK_ROWS), limit)
+    const positions = merge.positions[best]!
+    for (let j = cursors[best]!, to = merge.at; j < end; j++, to++) positions[j] = to
     merge.at = part.moveTo(cursors[best]!, end, out, merge.at)
     cursors[best] = end
     if (merge.at >= yieldAt) return false

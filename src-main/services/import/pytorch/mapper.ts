@@ -27,7 +27,7 @@ import { basename } from 'node:path'
 
 import { plural } from '../../../../src-shared/compare.ts'
 import { CHUNK_ROWS, EventChunks, LayoutChunks, YIELD_CHUNKS, toNanoseconds } from '../../trace/events-builder.ts'
-import { LayoutOp, allocateLayout } from '../../../../src-shared/layout.ts'
+import { LayoutOp, allocateLayout, type LayoutTrace } from '../../../../src-shared/layout.ts'
 import { EventKind, allocateEvents, copyEventRow, type Frame, type RequestTrace, type TraceEvents } from '../../trace/model.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
 import { mergeRuns, poolOf, recordedResult, type Merge } from './finish.ts'
@@ -241,7 +241,7 @@ class DeviceState {
     firstRows: number,
   ) {
     this.events = new EventChunks(firstRows)
-    this.layout = new LayoutChunks(firstRows)
+    this.layout = new LayoutChunks(firstRows, this.events)
   }
 }
 
@@ -850,15 +850,17 @@ export class SnapshotMapper implements DecodedEventSink {
     const standInEvents = ordered.reduce((n, s) => n + s.synthEvents.length, 0)
     const standInRows = ordered.map((s) => s.synthLayout.length)
     yield
-    let events = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
-    events = keepTrims(events, partialReleases(plainSettings))
+    const merged = yield* this.mergeEvents(ordered, t0, markerTimes, markerIds, markerDevices)
+    const { events, kept } = keepTrims(merged.events, partialReleases(plainSettings))
     const pools = this.assignPools(events, ordered, segmentsOf)
     const recorded: StrategyResult[] = []
-    for (const s of ordered) {
+    for (const [d, s] of ordered.entries()) {
       yield
       // The settings as JSON-ready data once (an object of 16 integer keys costs microseconds to
       // build); the first layout takes them, any other its own copy.
-      recorded.push(yield* this.recordedLayout(s, t0, recorded.length === 0 ? plainSettings : plainSettingsOf(settings, this.budget), ordered.length > 1))
+      const deviceSettings = recorded.length === 0 ? plainSettings : plainSettingsOf(settings, this.budget)
+      const placed: EventPlaces = { positions: merged.positions[d]!, kept, events }
+      recorded.push(yield* this.recordedLayout(s, t0, deviceSettings, ordered.length > 1, placed))
     }
 
     const overflow: OverflowCounts = { orphanEvents: 0, synthesizedAllocs: 0, synthesizedBlocks: 0, synthesizedSegments: 0 }
@@ -1108,7 +1110,13 @@ export class SnapshotMapper implements DecodedEventSink {
    * The request events of every imported device in one time order (stand-ins at t = 0 first,
    * then each device's events, markers from annotations placed by time), times in ns from t0.
    */
-  private *mergeEvents(states: DeviceState[], t0: number, markerTimes: number[], markerIds: number[], markerDevices: number[]): Generator<void, TraceEvents> {
+  private *mergeEvents(
+    states: DeviceState[],
+    t0: number,
+    markerTimes: number[],
+    markerIds: number[],
+    markerDevices: number[],
+  ): Generator<void, { events: TraceEvents; positions: Uint32Array[] }> {
     // Each device numbered its blocks from 0: follow on from the devices before it.
     let base = 0
     for (const s of states) {
@@ -1137,6 +1145,7 @@ export class SnapshotMapper implements DecodedEventSink {
       markerIds,
       markerDevices,
       markerStream: order.length > 0 ? this.stream(0) : 0,
+      positions: main.map((m) => new Uint32Array(m.length)),
     }
     let yieldAt = YIELD_CHUNKS * CHUNK_ROWS
     while (!mergeRuns(merge, yieldAt)) {
@@ -1148,14 +1157,16 @@ export class SnapshotMapper implements DecodedEventSink {
       if (from > 0) yield
       toNanoseconds(time, from, Math.min(time.length, from + YIELD_CHUNKS * CHUNK_ROWS), time, from, t0)
     }
-    return out
+    return { events: out, positions: merge.positions }
   }
 
-  private *recordedLayout(s: DeviceState, t0: number, settings: [string, unknown][], several: boolean): Generator<void, StrategyResult> {
+  private *recordedLayout(s: DeviceState, t0: number, settings: [string, unknown][], several: boolean, placed: EventPlaces): Generator<void, StrategyResult> {
     const n = s.synthLayout.length + s.layout.length
     const layout = allocateLayout(n)
+    const before = new Uint32Array(n)
     const synthRows = yield* s.synthLayout.moveTo(layout, 0, t0)
-    yield* s.layout.moveTo(layout, synthRows, t0)
+    yield* s.layout.moveTo(layout, synthRows, t0, 1000, before)
+    layout.event = recordedEvents(layout, before, synthRows, placed)
     return recordedResult(s.device, layout, settings, several)
   }
 }
@@ -1294,7 +1305,7 @@ function wholeRelease(partial: PartialReleases, smallPool: boolean, smallestByte
  * PyTorch's partial releases could have made is the model's own business and is dropped; every
  * trim kept gets id 0 and no stack.
  */
-function keepTrims(events: TraceEvents, partial: PartialReleases): TraceEvents {
+function keepTrims(events: TraceEvents, partial: PartialReleases): { events: TraceEvents; kept?: Uint32Array } {
   const n = events.kind.length
   let dropped = 0
   for (let i = 0; i < n; i++) {
@@ -1308,10 +1319,64 @@ function keepTrims(events: TraceEvents, partial: PartialReleases): TraceEvents {
     }
     if (events.id[i] === 0) events.stack[i] = -1
   }
-  if (dropped === 0) return events
+  if (dropped === 0) return { events }
   const out = allocateEvents(n - dropped)
+  // Each old row's new one; a dropped trim's is the event after it (the allocation its release made room for).
+  const kept = new Uint32Array(n)
   let j = 0
-  for (let i = 0; i < n; i++) if (events.kind[i] !== EventKind.trim || events.id[i] !== 1) copyEventRow(events, i, out, j++)
+  for (let i = 0; i < n; i++) {
+    kept[i] = j
+    if (events.kind[i] !== EventKind.trim || events.id[i] !== 1) copyEventRow(events, i, out, j++)
+  }
+  return { events: out, kept }
+}
+
+/** Where a device's request events went in the trace: its layout rows are placed by them. */
+interface EventPlaces {
+  /** Row of the merged events each of the device's events went to (mergeRuns). */
+  positions: Uint32Array
+  /** keepTrims' new row of each merged row, where it dropped any (a dropped row's is the row after it). */
+  kept: Uint32Array | undefined
+  /** The trace's events, as kept. */
+  events: TraceEvents
+}
+
+/**
+ * The request event each row of a recorded layout belongs to (LayoutTrace.event), from the count of
+ * its device's request events pushed before it (`before`). A block's alloc, free and free_pending
+ * and a failure come after their request event (or after the event before them, where they have
+ * none): the last event before the row, and an annotation marker the merge put between them when
+ * it is earlier than the row (one of the same time the merge puts after the row's own event). Memory reserved, mapped, released or unmapped comes before what it
+ * is for (PyTorch logs a segment just before the allocation that needed it, and a release before
+ * the trim or allocation it makes room for): the next event. The stand-ins (`synthRows`) are the
+ * window-open state, at event 0.
+ */
+export function recordedEvents(layout: LayoutTrace, before: Uint32Array, synthRows: number, placed: EventPlaces): Uint32Array {
+  const { positions, kept, events } = placed
+  const { op, time } = layout
+  const out = new Uint32Array(op.length)
+  const n = events.kind.length
+  const last = positions.length - 1
+  if (n === 0) return out
+  /** The kept row of merged row `at`; a dropped one's is the row after it, or (`after`) the row before. */
+  const keptRow = (at: number, after: boolean): number => {
+    if (!kept) return at
+    const row = kept[at]!
+    const dropped = at + 1 < kept.length ? kept[at + 1] === row : row === n
+    return dropped && after ? Math.max(0, row - 1) : row
+  }
+  for (let r = synthRows; r < op.length; r++) {
+    const o = op[r]!
+    const after = o === LayoutOp.alloc || o === LayoutOp.free || o === LayoutOp.freePending || o === LayoutOp.freeCompleted || o === LayoutOp.failure
+    let at: number
+    if (last < 0) at = 0
+    else if (after) {
+      const k = before[r]! - 1
+      at = k >= 0 ? keptRow(positions[Math.min(k, last)]!, true) : Math.max(0, keptRow(positions[0]!, false) - 1)
+      while (at + 1 < n && events.kind[at + 1] === EventKind.marker && events.time[at + 1]! < time[r]!) at++
+    } else at = keptRow(positions[Math.min(before[r]!, last)]!, false)
+    out[r] = Math.min(at, n - 1)
+  }
   return out
 }
 

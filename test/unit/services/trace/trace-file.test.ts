@@ -23,6 +23,7 @@ import {
 } from '../../../../src-main/services/trace/file.ts'
 import { EventKind, type RequestTrace } from '../../../../src-main/services/trace/model.ts'
 import type { StrategyResult } from '../../../../src-shared/results.ts'
+import { encodeChunk } from '../../../../src-main/services/trace/encoder.ts'
 import { concat } from '../../../helpers/bytes.ts'
 import { eventsEqual, sampleStrategies, sampleTrace } from '../../../helpers/trace-samples.ts'
 
@@ -484,7 +485,7 @@ describe('memory pools (1.1): the optional events.pool column and the pools tabl
     assert.deepEqual(read.trace.tables.pools, ['(1, 0)', '(2, 0)'])
     assert.deepEqual(Array.from(read.trace.events.pool!), Array.from(trace.events.pool!))
     assert.ok(eventsEqual(read.trace.events, trace.events))
-    assert.equal(read.file.version, '1.1')
+    assert.equal(read.file.version, FORMAT_VERSION)
   })
 
   it('writes neither where the trace has none, and a 1.0 file (no pools) reads as all in the default pools', async () => {
@@ -566,5 +567,57 @@ describe('memory pools (1.1): the optional events.pool column and the pools tabl
     const expected = Uint32Array.from(e.pool!)
     expected.fill(0, 0, half)
     assert.deepEqual(Array.from(read.trace.events.pool!), Array.from(expected))
+  })
+})
+
+describe('1.2: the recorded reserved series and each recorded layout row its request event', () => {
+  const withSeries = (): RequestTrace => {
+    const trace = sampleTrace(500)
+    const n = trace.events.kind.length
+    return { ...trace, recordedReserved: { index: Uint32Array.from([0, 7, 120, n]), bytes: Float64Array.from([2 ** 21, 2 ** 33 + 512, 2 ** 34, 2 ** 22]) } }
+  }
+  const sectionOf = (c: Uint8Array) => tableFromIPC(c).schema.metadata.get('vramscope.section')
+
+  it('reads back the series exactly (byte counts past 2^32), and a trace without one has none', async () => {
+    const trace = withSeries()
+    const path = join(dir, 'series.vramscope')
+    await writeTrace(path, trace)
+    const read = await readTrace(path)
+    assert.equal(read.file.version, '1.2')
+    assert.deepEqual(Array.from(read.trace.recordedReserved!.index), Array.from(trace.recordedReserved!.index))
+    assert.deepEqual(Array.from(read.trace.recordedReserved!.bytes), Array.from(trace.recordedReserved!.bytes))
+    assert.equal(decodeTrace(concat(encodeTrace(sampleTrace(50))), 'plain.vramscope').trace.recordedReserved, undefined)
+  })
+
+  it('refuses to write, and names on reading, a series out of order or past the events', () => {
+    const trace = withSeries()
+    const n = trace.events.kind.length
+    const backwards = { ...trace, recordedReserved: { index: Uint32Array.from([0, 9, 4, n]), bytes: trace.recordedReserved!.bytes } }
+    assert.throws(() => encodeTrace(backwards), /point 2 of the recorded reserved series \(event 4\) is not after the one before it/)
+    const past = { ...trace, recordedReserved: { index: Uint32Array.from([0, 7, 120, n + 1]), bytes: trace.recordedReserved!.bytes } }
+    assert.throws(() => encodeTrace(past), new RegExp(`point 3 of the recorded reserved series is at event ${n + 1}, past the ${n} events`))
+    const chunks = encodeTrace(trace)
+    const at = chunks.findIndex((c) => sectionOf(c) === 'recorded_reserved')
+    const bad = encodeChunk('recorded_reserved', 4, { event: backwards.recordedReserved.index, bytes: backwards.recordedReserved.bytes })
+    refused(concat([...chunks.slice(0, at), bad, ...chunks.slice(at + 1)]), 'bad-value', /is not after the one before it/)
+  })
+
+  it("reads back a layout's event column, reads a layout without it as placed by time, and refuses an event past the events", () => {
+    const trace = sampleTrace(300)
+    const strategies = sampleStrategies(64)
+    const n = trace.events.kind.length
+    const event = Uint32Array.from({ length: strategies[0]!.layout!.op.length }, (_, k) => Math.min(n - 1, k * 3))
+    const placed: StrategyResult[] = [{ ...strategies[0]!, layout: { ...strategies[0]!.layout!, event } }, ...strategies.slice(1)]
+    const read = decodeTrace(concat(encodeTrace(trace, placed)), 'placed.vramscope')
+    assert.deepEqual(Array.from(read.strategies[0]!.layout!.event!), Array.from(event))
+    for (const s of read.strategies.slice(1)) if (s.layout) assert.equal(s.layout.event, undefined, `${s.name} has no event column`)
+    const past = [{ ...placed[0]!, layout: { ...placed[0]!.layout!, event: event.map((e, k) => (k === 5 ? n : e)) } }]
+    const message = `layout row 5 of strategy "caching \\(pytorch\\)" belongs to event ${n}, past the ${n} events`
+    assert.throws(() => encodeTrace(trace, past), new RegExp(message))
+    const chunks = encodeTrace(trace, placed)
+    const layoutAt = chunks.findIndex((c) => sectionOf(c) === 'layout')
+    const l = past[0]!.layout
+    const badLayout = encodeChunk('layout', l.op.length, { ...l }, { 'vramscope.strategy': placed[0]!.name })
+    refused(concat([...chunks.slice(0, layoutAt), badLayout, ...chunks.slice(layoutAt + 1)]), 'bad-value', new RegExp(message))
   })
 })
