@@ -1,7 +1,7 @@
 // What a reader's result must hold to (shared by the seeded fuzzer, fuzz-runner.ts, and the
 // Jazzer.js targets in test/fuzz/), and fixChecksums, which lets damage to a trace file reach the
 // decoder instead of stopping at its CRC.
-import type { KinetoImport } from '../../src-main/services/import/kineto.ts'
+import { BEFORE_PROFILER_TAG, type KinetoImport } from '../../src-main/services/import/kineto.ts'
 import type { NsysImport } from '../../src-main/services/import/nsys.ts'
 import type { PytorchImport } from '../../src-main/services/import/pytorch/index.ts'
 import type { RmmImport } from '../../src-main/services/import/rmm.ts'
@@ -127,12 +127,32 @@ export function checkPytorchImport(result: PytorchImport): void {
   }
 }
 
-/** A profiler trace's import: the trace holds together, in time order, its counts add up. */
+/**
+ * A profiler trace's import: the trace holds together, in time order, its counts add up; the
+ * stand-ins for what was live before the profiler started are its first events, allocs at t = 0
+ * under their own tag, and every free names a block allocated before it.
+ */
 export function checkKineto(result: KinetoImport): void {
   checkTrace(result.trace)
   if (result.trace.meta.source !== 'kineto-trace') throw new Error('wrong source')
   checkTimeOrder(result.trace)
-  if (result.memoryEvents < 0 || result.trace.events.kind.length > 2 * result.memoryEvents) throw new Error('more events than memory events')
+  const e = result.trace.events
+  const seeded = result.standInAllocs
+  if (String(seeded) !== result.trace.meta.properties['kineto.stand_in_allocs']) throw new Error('kineto.stand_in_allocs is not the stand-ins counted')
+  if (seeded < result.unknownFrees) throw new Error(`${seeded} stand-ins for ${result.unknownFrees} frees of unknown blocks`)
+  // At most two request events from each memory event (an alloc at a live address frees the older block first).
+  if (result.memoryEvents < 0 || e.kind.length - seeded > 2 * result.memoryEvents) throw new Error('more events than memory events')
+  const tag = result.trace.tables.tags.indexOf(BEFORE_PROFILER_TAG)
+  for (let i = 0; i < seeded; i++)
+    if (e.kind[i] !== EventKind.alloc || e.time[i] !== 0 || e.tag[i] !== tag || !(e.size[i]! > 0)) throw new Error(`event ${i} is not a stand-in alloc`)
+  for (let i = seeded; i < e.kind.length; i++) if (e.tag[i] === tag && tag >= 0) throw new Error(`event ${i}: a recorded event under the stand-ins' tag`)
+  checkFreesOfLive(result.trace)
+  let allocs = 0
+  let top = -1
+  for (let i = 0; i < e.kind.length; i++) if (e.kind[i] === EventKind.alloc) (allocs++, (top = Math.max(top, e.id[i]!)))
+  if (top + 1 !== allocs) throw new Error(`block ids not dense: ${allocs} allocs, the largest id ${top}`)
+  if (result.recordedReserved && result.recordedReserved.index.length > 0 && result.recordedReserved.index[0]! < seeded)
+    throw new Error('the recorded reserved curve starts among the stand-ins')
 }
 
 /** An Umpire log's import: the trace holds together, in time order, every free of a live alloc. */

@@ -2,7 +2,9 @@
 // them (src-main/services/import/kineto.ts): the field trace from a GPT-2 training run on an H200
 // (gzip, as the profiler's export often is) opens by its content, its CUDA [memory] events become
 // allocs and frees (counted here from the file itself, parsed whole, as the oracle), host events
-// are counted and left out, the peak of Total Reserved is kept exactly; info and whatif run on it.
+// are counted and left out, the peak of Total Reserved is kept exactly; what was allocated before
+// the profiler started stands in at the start, so the bytes live follow Total Allocated and the
+// PyTorch-policy replay lands on the recorded reserved peak; info and whatif run on it.
 // Damaged files are refused with the file named and exit 2, in seconds; a large trace opens in
 // memory far below its size.
 import assert from 'node:assert/strict'
@@ -15,7 +17,7 @@ import { after, before, describe, it } from 'node:test'
 
 import { InputError } from '../../src-main/services/input-error.ts'
 import { detectInputKind, kindOf, openInput } from '../../src-main/services/import/open-input.ts'
-import { parseKinetoTrace } from '../../src-main/services/import/kineto.ts'
+import { BEFORE_PROFILER_TAG, parseKinetoTrace } from '../../src-main/services/import/kineto.ts'
 import { EventKind } from '../../src-main/services/trace/model.ts'
 import { runBounded } from '../helpers/bounded-child.ts'
 import { BIN, fixture, shown, vramscope, vramscopeJson } from '../helpers/cli.ts'
@@ -40,11 +42,19 @@ interface ChromeEvent {
 let scratch: string
 let fieldText: string
 let memory: MemoryArgs[]
+/** The CUDA [memory] events in time order (file order breaking ties), as the importer takes them. */
+let cudaInTime: MemoryArgs[]
 before(async () => {
   scratch = await mkdtemp(join(tmpdir(), 'vramscope-kineto-'))
   fieldText = gunzipSync(await readFile(FIELD)).toString('utf8')
   const parsed = JSON.parse(fieldText) as { traceEvents: ChromeEvent[] }
-  memory = parsed.traceEvents.filter((e) => e.name === '[memory]').map((e) => e.args!)
+  const events = parsed.traceEvents.filter((e) => e.name === '[memory]')
+  memory = events.map((e) => e.args!)
+  cudaInTime = events
+    .map((e, i) => ({ e, i }))
+    .filter(({ e }) => e.args!['Device Type'] === 1)
+    .sort((a, b) => a.e.ts! - b.e.ts! || a.i - b.i)
+    .map(({ e }) => e.args!)
 })
 after(async () => {
   await rm(scratch, { recursive: true, force: true })
@@ -72,12 +82,35 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     }
     const p = input.trace.meta.properties
     assert.equal(p['kineto.unknown_frees'], '0', 'sorted by time, every free finds its allocation')
-    assert.equal(allocs, cuda.filter((m) => m.Bytes > 0).length)
+    // What was allocated before the first event (its Total Allocated less its Bytes), none of it
+    // freed while the profiler ran: one block allocated at the start, never freed.
+    const first = cudaInTime[0]!
+    const allocatedBefore = first['Total Allocated'] - first.Bytes
+    assert.ok(allocatedBefore > 0, `${allocatedBefore} bytes allocated before the profiler started`)
+    assert.equal(p['kineto.allocated_before'], String(allocatedBefore))
+    assert.equal(p['kineto.stand_in_allocs'], '1')
+    assert.equal(p['kineto.stand_in_bytes'], String(allocatedBefore))
+    assert.equal(allocs, cuda.filter((m) => m.Bytes > 0).length + 1)
     assert.equal(frees, cuda.filter((m) => m.Bytes < 0).length)
     assert.equal(
       allocBytes,
-      cuda.filter((m) => m.Bytes > 0).reduce((a, m) => a + m.Bytes, 0),
+      cuda.filter((m) => m.Bytes > 0).reduce((a, m) => a + m.Bytes, allocatedBefore),
     )
+    const e = input.trace.events
+    assert.deepEqual(
+      [e.kind[0], e.size[0], e.time[0], e.device[0], input.trace.tables.tags[e.tag[0]!]],
+      [EventKind.alloc, allocatedBefore, 0, 0, BEFORE_PROFILER_TAG],
+      'the stand-in is the first event',
+    )
+    for (let i = 1; i < kind.length; i++) assert.ok(kind[i] !== EventKind.free || e.id[i] !== e.id[0], `event ${i} frees the stand-in`)
+    assert.ok(
+      input.trace.meta.warnings.some(
+        (w) =>
+          w.startsWith(`${allocatedBefore} bytes were allocated before the profiler's first memory event`) && w.includes('every replay starts holding them'),
+      ),
+      input.trace.meta.warnings.join('\n'),
+    )
+    assert.ok(!input.trace.meta.warnings.some((w) => /skipped|start without/.test(w)), input.trace.meta.warnings.join('\n'))
     assert.equal(p['kineto.peak_reserved'], String(Math.max(...cuda.map((m) => m['Total Reserved']))))
     assert.equal(p['kineto.host_events'], String(host.length))
     assert.equal(p['kineto.memory_events'], String(cuda.length))
@@ -119,21 +152,44 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     )
   })
 
-  it("the requested curve follows the profiler's Total Allocated, less what was allocated before it started", async () => {
+  it("after the stand-in, the bytes live at each event are the profiler's Total Allocated, and the recorded reserved curve its Total Reserved", async () => {
     const input = await openInput(FIELD)
-    const before = Number(input.trace.meta.properties['kineto.allocated_before'])
-    const cuda = memory.filter((m) => m['Device Type'] === 1)
-    const peakAllocated = Math.max(...cuda.map((m) => m['Total Allocated']))
-    let live = 0
-    let peak = 0
-    const sizes = new Map<number, number>()
+    const seeded = Number(input.trace.meta.properties['kineto.stand_in_allocs'])
     const { kind, id, size } = input.trace.events
+    assert.equal(kind.length, seeded + cudaInTime.length, 'one request event for each CUDA memory event, after the stand-ins')
+    const series = input.trace.recordedReserved!
+    assert.equal(series.index[0], seeded, 'the curve starts at the first recorded event')
+    let live = 0
+    let p = -1
+    const sizes = new Map<number, number>()
     for (let i = 0; i < kind.length; i++) {
       if (kind[i] === EventKind.alloc) (sizes.set(id[i]!, size[i]!), (live += size[i]!))
       else if (kind[i] === EventKind.free) live -= sizes.get(id[i]!)!
-      peak = Math.max(peak, live)
+      while (p + 1 < series.index.length && series.index[p + 1]! <= i) p++
+      if (i < seeded) continue
+      const recorded = cudaInTime[i - seeded]!
+      assert.equal(live, recorded['Total Allocated'], `event ${i}: the bytes live`)
+      assert.equal(series.bytes[p], recorded['Total Reserved'], `event ${i}: the recorded reserved`)
     }
-    assert.equal(peak + before, peakAllocated)
+  })
+
+  it("the PyTorch-policy replay lands within 2 % of the profiler's recorded reserved peak; every strategy starts holding the stand-in", async (t) => {
+    const peak = Math.max(...cudaInTime.map((m) => m['Total Reserved']))
+    const peakAllocated = Math.max(...cudaInTime.map((m) => m['Total Allocated']))
+    const replay = await vramscopeJson<{
+      strategies: { name: string; summary: Record<string, number> }[]
+      recordedReserved: { peak: number; strategies: { name: string; peakReserved: number; relativeDifference: number }[] }
+    }>(['replay', FIELD, '-s', 'pytorch,slab,buddy,cuda_malloc'])
+    assert.equal(replay.recordedReserved.peak, peak)
+    const pytorch = replay.recordedReserved.strategies.find((s) => s.name === 'pytorch')!
+    t.diagnostic(`the pytorch replay: peak reserved ${pytorch.peakReserved} against the recorded ${peak} (${(pytorch.relativeDifference * 100).toFixed(2)} %)`)
+    assert.ok(Math.abs(pytorch.relativeDifference) <= 0.02, `${pytorch.peakReserved} replayed, ${peak} recorded`)
+    // Every strategy holds what the program held: its requested bytes peak and end where Total Allocated does.
+    for (const s of replay.strategies) {
+      assert.equal(s.summary['failures'], 0, `${s.name} served every request`)
+      assert.equal(s.summary['peakRequested'], peakAllocated, `${s.name}: peak requested`)
+      assert.equal(s.summary['finalRequested'], cudaInTime.at(-1)!['Total Allocated'], `${s.name}: requested at the end`)
+    }
   })
 
   it('each alloc is tagged with the innermost cpu_op of its thread that encloses it', async () => {
@@ -154,7 +210,9 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     })
     const { kind, tag } = input.trace.events
     const got: (string | null)[] = []
-    for (let i = 0; i < kind.length; i++) if (kind[i] === EventKind.alloc) got.push(tag[i]! < 0 ? null : input.trace.tables.tags[tag[i]!]!)
+    // After the stand-in, which is tagged as what it is (checked above).
+    const seeded = Number(input.trace.meta.properties['kineto.stand_in_allocs'])
+    for (let i = seeded; i < kind.length; i++) if (kind[i] === EventKind.alloc) got.push(tag[i]! < 0 ? null : input.trace.tables.tags[tag[i]!]!)
     assert.deepEqual(got, expected)
     assert.ok(
       expected.every((name) => name !== null),
@@ -164,13 +222,19 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     const top = await vramscope(['top', FIELD, '--by', 'tag'])
     assert.equal(top.code, 0, shown(top))
     assert.match(top.stdout, /aten::addmm/)
+    // The stand-in for what was allocated before the profiler started is named by its own tag.
+    const first = cudaInTime[0]!
+    const standIn = (await vramscopeJson<{ groups: { key: string; bytes: number; blocks: number }[] }>(['top', FIELD, '--by', 'tag'])).groups.find(
+      (g) => g.key === BEFORE_PROFILER_TAG,
+    )
+    assert.deepEqual(standIn && { bytes: standIn.bytes, blocks: standIn.blocks }, { bytes: first['Total Allocated'] - first.Bytes, blocks: 1 })
   })
 
   it('vramscope info names the format; whatif --conf expandable_segments:True --json runs', async () => {
     const info = await vramscope(['info', FIELD])
     assert.equal(info.code, 0, shown(info))
     assert.match(info.stdout, /format\s+torch\.profiler trace \(Chrome JSON, gzip\)/)
-    assert.match(info.stdout, /1,243 allocs, 1,240 frees/)
+    assert.match(info.stdout, /1,244 allocs, 1,240 frees/) // the file's 1,243 and the stand-in
     const whatif = await vramscopeJson<{ configs: { conf: string; peakReserved: number; failures: number }[] }>([
       'whatif',
       FIELD,
@@ -187,7 +251,7 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
     await writeFile(plain, fieldText)
     const a = await openInput(plain)
     assert.equal(a.kind, 'kineto-trace')
-    assert.equal(a.trace.events.kind.length, memory.filter((m) => m['Device Type'] === 1).length)
+    assert.equal(a.trace.events.kind.length, memory.filter((m) => m['Device Type'] === 1).length + 1, 'and the stand-in')
     assert.equal(await detectInputKind(fixture('pytorch/synthetic.json')), 'pytorch-snapshot')
     const head = (text: string) => new TextEncoder().encode(text)
     assert.equal(kindOf(head('{"segments": [], "device_traces": []}'), 'x.json'), 'pytorch-snapshot')
@@ -277,7 +341,7 @@ describe('hostile profiler traces', () => {
       assert.ok(Date.now() - started < 20_000, `took ${Date.now() - started} ms`)
     })
 
-  it('frees of unknown addresses are counted, host and other devices left out, events sorted by time', () => {
+  it('a free of an unknown address frees a stand-in allocated at the start; host and other devices left out, events sorted by time', () => {
     const text = trace([
       memoryEvent(5, 4096, 512),
       cpuOp(6, 'aten::empty'),
@@ -289,15 +353,28 @@ describe('hostile profiler traces', () => {
     ])
     const r = parseKinetoTrace(new TextEncoder().encode(text), 'mem.json')
     assert.equal(r.unknownFrees, 1)
+    assert.equal(r.standInAllocs, 1, 'Total Allocated 0 after the free: the 64 bytes were all there was')
     assert.equal(r.hostEvents, 1)
     assert.equal(r.otherDeviceEvents, 1)
     assert.equal(r.traceEvents, 7)
     const e = r.trace.events
-    assert.deepEqual([...e.kind], [EventKind.alloc, EventKind.free, EventKind.alloc])
-    assert.deepEqual([...e.device], [0, 0, 1])
-    assert.deepEqual([...e.time], [4000, 6000, 7000]) // ns from the first memory event (ts 1 µs, the unknown free)
+    assert.deepEqual([...e.kind], [EventKind.alloc, EventKind.free, EventKind.alloc, EventKind.free, EventKind.alloc])
+    assert.deepEqual([...e.size], [64, 0, 512, 0, 256])
+    assert.deepEqual([...e.device], [0, 0, 0, 0, 1])
+    assert.equal(e.id[1], e.id[0], "the free is the stand-in's")
+    assert.deepEqual([...e.time], [0, 0, 4000, 6000, 7000]) // ns from the first memory event (ts 1 µs, the unknown free)
+    // The op at 6-11 µs holds only the alloc at 8 (on cuda:1, the same thread).
+    assert.deepEqual(
+      [...e.tag].map((t) => (t < 0 ? null : r.trace.tables.tags[t])),
+      [BEFORE_PROFILER_TAG, null, null, null, 'aten::empty'],
+    )
+    assert.equal(r.trace.meta.properties['kineto.stand_in_bytes'], '64')
+    assert.ok(r.trace.meta.warnings.some((w) => w.startsWith('1 free of an address with no live allocation') && w.includes('stands in')))
     assert.equal(r.liveAtEnd, 1)
     assert.equal(r.peakReserved, 2097152)
+    // From the first recorded event, after the stand-in; cuda:1's 2 MiB joins at its event.
+    assert.deepEqual([...r.recordedReserved!.index], [1, 4])
+    assert.deepEqual([...r.recordedReserved!.bytes], [2097152, 4194304])
   })
 
   it('tags: the innermost enclosing cpu_op of the same thread, none outside every op', () => {

@@ -17,20 +17,28 @@
 // the curve itself rides with the trace as trace.recordedReserved (the reference for replays).
 // Where there are no stacks, the cpu_op events name what allocated: each alloc is tagged with the
 // innermost op of its thread whose span holds it.
+// What was live before the profiler's first memory event stands in at the start of the trace, on
+// its device, so that every replay starts holding it: each free of an address with no live block
+// is a block of the freed size allocated at the start and freed where the free was recorded; the
+// rest of what the first event's Total Allocated says was allocated then, one block allocated at
+// the start and never freed. Both carry the tag BEFORE_PROFILER_TAG.
 import { createReadStream } from 'node:fs'
 import { open, stat } from 'node:fs/promises'
 import { createGunzip } from 'node:zlib'
 
+import { plural } from '../../../src-shared/compare.ts'
 import { InputError } from '../input-error.ts'
 import { DEVICE_PROPERTIES } from '../replay/device.ts'
-import { EventsBuilder } from '../trace/events-builder.ts'
-import { EventKind, type RecordedSeries, type RequestTrace } from '../trace/model.ts'
+import { EventsBuilder, copyEvents, writeEvent } from '../trace/events-builder.ts'
+import { EventKind, allocateEvents, type RecordedSeries, type RequestTrace } from '../trace/model.ts'
 
 export const KINETO_SOURCE = 'kineto-trace'
 /** One event larger than this is damage (the profiler's are under a few KiB), never buffered whole. */
 export const MAX_EVENT_BYTES = 1 << 20
 /** The fields before traceEvents are kept (for the GPU's name and size) only while this small. */
 const MAX_PRELUDE_BYTES = 1 << 20
+/** The tag of the stand-ins for what was allocated before the profiler's first memory event. */
+export const BEFORE_PROFILER_TAG = '(allocated before the profiler started)'
 
 export type KinetoErrorCode = 'unreadable' | 'not-a-trace' | 'truncated' | 'too-large' | 'bad-event'
 
@@ -67,8 +75,15 @@ export interface KinetoImport {
   hostEvents: number
   /** [memory] events of other device types, left out. */
   otherDeviceEvents: number
-  /** Frees of an address with no live block (allocated before the profiler started); skipped. */
+  /** Frees of an address with no live block (allocated before the profiler started); each has a stand-in alloc. */
   unknownFrees: number
+  /**
+   * Allocs at the start of the trace standing in for what was live before the profiler's first
+   * memory event (tagged BEFORE_PROFILER_TAG): one for each unknown free, and one per device for
+   * the rest of its allocated-before bytes, where some are left. They are the trace's first events.
+   */
+  standInAllocs: number
+  /** Blocks live at the end of the trace, the stand-ins never freed included. */
   liveAtEnd: number
   /** The largest Total Reserved any CUDA memory event carries; undefined when none does. */
   peakReserved: number | undefined
@@ -575,6 +590,9 @@ class KinetoScanner {
     const devices = new Set<number>()
     let nextId = 0
     let unknownFrees = 0
+    /** Per device, the stand-ins for blocks allocated before the profiler started that a recorded free names. */
+    const freedBefore = new Map<number, { id: number; size: number; device: number }[]>()
+    let freedBytes = 0
     let reusedLive = 0
     let sizeMismatches = 0
     let peakReserved: number | undefined
@@ -584,8 +602,9 @@ class KinetoScanner {
     const allocatedBefore = new Map<number, number>()
     let reservedPoints = 0
     // The curve over the request events: the devices' latest Total Reserved summed, a point where
-    // the sum changes, at the index of the event the memory event became (or the next one, for a
-    // skipped free). Several changes landing on one index keep the last.
+    // the sum changes, at the index of the event the memory event became (counted here without the
+    // stand-ins, which go before them all: shifted past them at the end). Several changes landing
+    // on one index keep the last.
     const seriesIndex: number[] = []
     const seriesBytes: number[] = []
     let reservedSum = 0
@@ -645,29 +664,78 @@ class KinetoScanner {
         }
         events.push(EventKind.alloc, id, size, 0, device, time, -1, tag)
       } else {
-        const block = blocks.get(addr)
+        let block = blocks.get(addr)
         if (block === undefined) {
+          // Allocated before the profiler started: a stand-in of the freed size, allocated at the
+          // start (below). It ends here, so it never enters the live addresses.
           unknownFrees++
-          continue
+          block = nextId++
+          sizes.push(-size)
+          freedBytes -= size
+          let freed = freedBefore.get(device)
+          if (!freed) freedBefore.set(device, (freed = []))
+          freed.push({ id: block, size: -size, device })
+        } else {
+          if (sizes[block] !== -size) sizeMismatches++
+          blocks.delete(addr)
         }
-        if (sizes[block] !== -size) sizeMismatches++
-        blocks.delete(addr)
         events.push(EventKind.free, block, 0, 0, device, time)
       }
     }
     let liveAtEnd = 0
     for (const blocks of live.values()) liveAtEnd += blocks.size
 
+    // What each device held before the profiler's first event, as stand-ins at the start, device by
+    // device: the rest of its allocated-before bytes (those no recorded free names, so still live at
+    // the end) as one block, since nothing tells how it was split; then the blocks freed later, in
+    // the order of their frees.
+    const standIns: { id: number; size: number; device: number }[] = []
+    let restBlocks = 0
+    let restBytes = 0
+    let overFreed = 0
+    for (const device of [...devices].sort((a, b) => a - b)) {
+      const freed = freedBefore.get(device) ?? []
+      const before = allocatedBefore.get(device)
+      const rest = before === undefined ? 0 : before - freed.reduce((a, b) => a + b.size, 0)
+      if (rest > 0) {
+        standIns.push({ id: nextId++, size: rest, device })
+        restBlocks++
+        restBytes += rest
+        liveAtEnd++
+      } else if (rest < 0 && before! >= 0) overFreed++
+      standIns.push(...freed)
+    }
+    const seeded = standIns.length
+    const beforeTag = seeded > 0 ? tags.push(BEFORE_PROFILER_TAG) - 1 : -1
+    const columns = allocateEvents(seeded + events.length)
+    standIns.forEach((b, i) => writeEvent(columns, i, EventKind.alloc, b.id, b.size, 0, b.device, 0, -1, beforeTag))
+    copyEvents(events.view(), 0, events.length, columns, seeded)
+
     const warnings: string[] = []
     if (this.hostEvents > 0) warnings.push(`${this.hostEvents} host (CPU) memory events were left out: vramscope replays GPU memory`)
     if (this.otherDeviceEvents > 0) warnings.push(`${this.otherDeviceEvents} memory events of devices other than CUDA were left out`)
-    if (unknownFrees > 0) warnings.push(`${unknownFrees} frees of addresses with no live allocation (allocated before the profiler started) were skipped`)
+    if (unknownFrees > 0)
+      warnings.push(
+        `${unknownFrees === 1 ? '1 free of an address' : `${plural(unknownFrees, 'free')} of addresses`} with no live allocation (of ${unknownFrees === 1 ? 'a block' : 'blocks'} allocated before the profiler started): ` +
+          `each block stands in as an allocation of the freed size at the start of the trace, tagged "${BEFORE_PROFILER_TAG}", freed where the free was recorded`,
+      )
     if (reusedLive > 0) warnings.push(`${reusedLive} allocations returned an address that was still live; a free of the older block was assumed`)
     if (sizeMismatches > 0) warnings.push(`${sizeMismatches} frees gave a size other than their allocation's`)
     const before = [...allocatedBefore.values()].reduce((a, b) => a + b, 0)
-    if (before > 0)
+    if (before > 0) {
+      const parts: string[] = []
+      if (freedBytes > 0) parts.push(`the ${plural(unknownFrees, 'block')} freed later (${freedBytes} bytes)`)
+      if (restBytes > 0)
+        parts.push(
+          `${plural(restBlocks, 'block')} of ${restBytes} bytes${restBlocks > 1 ? ' in all' : ''} that no recorded free names, allocated at the start of the trace and never freed (one per device, as nothing records how ${restBlocks > 1 ? 'they were' : 'it was'} split)`,
+        )
       warnings.push(
-        `${before} bytes were allocated before the profiler's first memory event (its Total Allocated); those blocks are not in the trace, so replays start without them`,
+        `${before} bytes were allocated before the profiler's first memory event (its Total Allocated less its Bytes); every replay starts holding them: ${parts.join(', and ')}, tagged "${BEFORE_PROFILER_TAG}"`,
+      )
+    }
+    if (overFreed > 0)
+      warnings.push(
+        `on ${plural(overFreed, 'device')} the frees of blocks allocated before the profiler started free more than the first event's Total Allocated says was allocated then: the profiler's figures disagree, and no block stands in for the rest`,
       )
     if (!sorted) warnings.push("the memory events are not in time order in the file (the profiler writes each thread's apart); they were sorted by time")
     if (n === 0) warnings.push('the trace holds no CUDA memory events: record it with torch.profiler.profile(profile_memory=True) and CUDA activity')
@@ -678,6 +746,8 @@ class KinetoScanner {
       'kineto.host_events': String(this.hostEvents),
       'kineto.other_device_events': String(this.otherDeviceEvents),
       'kineto.unknown_frees': String(unknownFrees),
+      'kineto.stand_in_allocs': String(seeded),
+      'kineto.stand_in_bytes': String(freedBytes + restBytes),
       'kineto.live_at_end': String(liveAtEnd),
       'kineto.reserved_points': String(reservedPoints),
       'kineto.cpu_ops': String(this.ops.length),
@@ -717,12 +787,13 @@ class KinetoScanner {
         gpu = name
       }
     }
+    // The profiler recorded nothing before its first event: the curve starts after the stand-ins.
     const recordedReserved: RecordedSeries | undefined =
-      seriesIndex.length > 0 ? { index: Uint32Array.from(seriesIndex), bytes: Float64Array.from(seriesBytes) } : undefined
+      seriesIndex.length > 0 ? { index: Uint32Array.from(seriesIndex, (i) => i + seeded), bytes: Float64Array.from(seriesBytes) } : undefined
     return {
       trace: {
         meta: { source: KINETO_SOURCE, origin: this.origin, ...(gpu && { gpu }), warnings, properties },
-        events: events.build(),
+        events: columns,
         tables: { streams: ['0'], frames: [], stacks: [], tags, markers: [] },
         ...(recordedReserved && { recordedReserved }),
       },
@@ -732,6 +803,7 @@ class KinetoScanner {
       hostEvents: this.hostEvents,
       otherDeviceEvents: this.otherDeviceEvents,
       unknownFrees,
+      standInAllocs: seeded,
       liveAtEnd,
       peakReserved,
       recordedReserved,

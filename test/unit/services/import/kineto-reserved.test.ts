@@ -1,7 +1,8 @@
 // The profiler's Total Reserved curve as the Kineto importer keeps it (trace.recordedReserved,
 // src-main/services/import/kineto.ts): on generated traces (two CUDA devices, host events, frees
 // of blocks allocated before the profiler started) the curve read at every request event equals
-// what a plain walk of the file's events says the allocator held then, and only changes are kept.
+// what a plain walk of the file's events says the allocator held then, and only changes are kept;
+// the stand-ins for those blocks, first in the trace, come before the curve's first point.
 import assert from 'node:assert/strict'
 import { describe, it } from 'node:test'
 
@@ -60,19 +61,25 @@ function chromeTrace(memory: Memory[]): Uint8Array {
   return new TextEncoder().encode(`{"schemaVersion": 1, "traceEvents": [\n${events.join(',\n')}\n]}`)
 }
 
-/** The allocator's reserved bytes (summed over devices) at each request event, by a plain walk: each CUDA event that is an alloc or a free of a live block is one request event. */
+/**
+ * The allocator's reserved bytes (summed over devices) at each request event, by a plain walk:
+ * first a stand-in alloc for each free of a block not allocated in the file (nothing recorded
+ * then: NaN), then one request event for each CUDA event (the generator never reuses a live address).
+ */
 function expectedAtEvents(memory: Memory[]): number[] {
   const latest = new Map<number, number>()
-  const live = new Set<string>()
+  const allocated = new Set<string>()
   const out: number[] = []
   for (const m of memory) {
     if (m.type !== 1) continue
-    latest.set(m.device, m.reserved)
     const key = `${m.device}:${m.addr}`
-    const emits = m.bytes > 0 || live.has(key)
-    if (m.bytes > 0) live.add(key)
-    else live.delete(key)
-    if (emits) out.push([...latest.values()].reduce((a, b) => a + b, 0))
+    if (m.bytes > 0) allocated.add(key)
+    else if (!allocated.has(key)) out.unshift(Number.NaN)
+  }
+  for (const m of memory) {
+    if (m.type !== 1) continue
+    latest.set(m.device, m.reserved)
+    out.push([...latest.values()].reduce((a, b) => a + b, 0))
   }
   return out
 }
@@ -92,12 +99,15 @@ describe('the recorded reserved curve of a profiler trace', () => {
   for (const seed of [1, 7, 2026]) {
     it(`is the allocator's Total Reserved at every request event, changes only (seed ${seed})`, () => {
       const memory = generate(seed, 3000)
-      const { trace, recordedReserved } = parseKinetoTrace(chromeTrace(memory), 'generated.json')
+      const { trace, recordedReserved, unknownFrees, standInAllocs } = parseKinetoTrace(chromeTrace(memory), 'generated.json')
       const n = trace.events.kind.length
       assert.ok(recordedReserved && trace.recordedReserved === recordedReserved, 'the curve rides with the trace')
+      assert.ok(unknownFrees > 50, `${unknownFrees} frees of unknown blocks`)
+      // Total Allocated is 0 throughout: the frees of unknown blocks are all that stands in.
+      assert.equal(standInAllocs, unknownFrees)
       assert.deepEqual(readAt(recordedReserved, n), expectedAtEvents(memory))
       const { index, bytes } = recordedReserved
-      assert.equal(index[0], 0, 'the curve starts at the first event')
+      assert.equal(index[0], standInAllocs, 'the curve starts at the first recorded event, after the stand-ins')
       for (let k = 1; k < index.length; k++) {
         assert.ok(index[k]! > index[k - 1]!, `point ${k}: indices increase`)
         assert.notEqual(bytes[k], bytes[k - 1], `point ${k} is a change`)
