@@ -150,6 +150,24 @@ describe('the field profiler trace (GPT-2 training, H200)', () => {
       table.stdout,
       /the profiler's recorded peak reserved: 1\.28 GiB\n  caching \(pytorch\): peak reserved [\d.]+ [KMG]iB \([+-][\d.]+ % of the recorded\)/,
     )
+    // Saved (`replay -o`, trace format 1.2), the curve comes back with the trace, point for point.
+    const dir = await mkdtemp(join(tmpdir(), 'vramscope-kineto-saved-'))
+    try {
+      const saved = join(dir, 'profile.vramscope')
+      await vramscope(['replay', FIELD, '-s', 'slab', '-o', saved])
+      const [fromTrace, fromFile] = await Promise.all([openInput(FIELD), openInput(saved)])
+      assert.deepEqual(Array.from(fromFile.trace.recordedReserved!.index), Array.from(fromTrace.trace.recordedReserved!.index))
+      assert.deepEqual(Array.from(fromFile.trace.recordedReserved!.bytes), Array.from(fromTrace.trace.recordedReserved!.bytes))
+      const again = await vramscopeJson<{ recordedReserved: { peak: number; strategies: { name: string; peakReserved: number }[] } }>([
+        'replay',
+        saved,
+        '-s',
+        'pytorch',
+      ])
+      assert.equal(again.recordedReserved.peak, peak)
+    } finally {
+      await rm(dir, { recursive: true, force: true })
+    }
   })
 
   it("after the stand-in, the bytes live at each event are the profiler's Total Allocated, and the recorded reserved curve its Total Reserved", async () => {
