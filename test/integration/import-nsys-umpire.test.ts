@@ -6,6 +6,7 @@
 // out. Each opens by its content; info, top, replay and whatif run on it; damaged files are refused
 // with the file named and exit 2, in seconds.
 import assert from 'node:assert/strict'
+import { readFileSync } from 'node:fs'
 import { copyFile, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises'
 import { tmpdir } from 'node:os'
 import { join } from 'node:path'
@@ -229,6 +230,50 @@ describe('an Umpire replay log', () => {
     const c = parseUmpireLog(new TextEncoder().encode(classic), 'mid.log')
     assert.equal(c.unanswered, 1, 'the intent at the end, not the result at the start')
     assert.deepEqual([...c.trace.events.size], [256])
+  })
+})
+
+describe('a real Umpire log: recorded on an H200 with Umpire 2024.07 built for CUDA 13 (scripts/gpu/record-umpire.sh)', () => {
+  const LOG = fixture('umpire/h200-pools.stats')
+  const ran = JSON.parse(readFileSync(fixture('umpire/h200-pools.workload.json'), 'utf8')) as Record<string, number>
+
+  it("opens by its content with the program's own figures: every DEVICE request, the peak it held, HOST's left out", async () => {
+    assert.equal(await detectInputKind(LOG), 'umpire-log')
+    const input = await openInput(LOG)
+    assert.deepEqual(counts(input), { allocs: ran['device_allocs'], frees: ran['device_allocs'] })
+    const p = input.trace.meta.properties
+    assert.equal(p['umpire.format'], 'events')
+    assert.equal(p['umpire.left_out'], String(2 * ran['host_allocs']!), "the HOST staging buffers' allocations and deallocations")
+    assert.equal(p['umpire.unknown_frees'], '0')
+    assert.equal(p['umpire.allocator.DEVICE'], '8 allocations on DEVICE', 'the weights, straight from the resource')
+    assert.equal(p['umpire.allocator.activations_pool'], `${12 * ran['steps']!} allocations on DEVICE`, 'the QuickPool, traced to DEVICE through its parent')
+    assert.equal(p['umpire.allocator.workspace_pool'], `${ran['steps']} allocations on DEVICE`)
+    assert.deepEqual([...input.trace.tables.tags].sort(), ['DEVICE', 'activations_pool', 'workspace_pool'])
+    const info = await vramscopeJson<Info>(['info', LOG])
+    assert.equal(info.peakRequested, ran['peak_live_bytes'], 'the peak of live bytes the program counted')
+  })
+
+  it('top names the pools at the peak; replay and whatif run on it', async () => {
+    const top = await vramscopeJson<{ at: { bytes: number }; groups: { key: string; bytes: number }[] }>(['top', LOG, '--by', 'tag'])
+    assert.equal(top.at.bytes, ran['peak_live_bytes'])
+    assert.equal(top.groups[0]!.key, 'DEVICE', 'the weights hold the most')
+    assert.equal(
+      top.groups.reduce((n, g) => n + g.bytes, 0),
+      ran['peak_live_bytes'],
+    )
+    const replay = await vramscopeJson<{ strategies: { name: string; summary: { peakRequested: number; peakReserved: number; failures: number } }[] }>([
+      'replay',
+      LOG,
+      '-s',
+      'caching:preset=pytorch,cuda_malloc',
+    ])
+    for (const s of replay.strategies) {
+      assert.equal(s.summary.peakRequested, ran['peak_live_bytes'], s.name)
+      assert.equal(s.summary.failures, 0, s.name)
+      assert.ok(s.summary.peakReserved >= ran['peak_live_bytes']!, s.name)
+    }
+    const whatif = await vramscopeJson<{ events: number }>(['whatif', LOG, '--conf', 'expandable_segments:True'])
+    assert.equal(whatif.events, 2 * ran['device_allocs']!)
   })
 })
 
