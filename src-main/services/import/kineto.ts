@@ -153,6 +153,30 @@ const COMMA = 0x2c
 const COLON = 0x3a
 const MEMORY_NAME = Buffer.from('"[memory]"')
 const CPU_OP = Buffer.from('"cpu_op"')
+/** Bytes of a string walked byte by byte before the scanner searches for its end natively. */
+const SHORT_STRING = 64
+
+/**
+ * Whether the bytes before `i` (an opening brace or bracket at the event's top level, in `buf` from
+ * `from`) are `"args":`, the key written plainly (no escape before it: else the event is read whole).
+ */
+function isArgsKeyBefore(buf: Buffer, i: number, from: number): boolean {
+  let k = i - 1
+  while (k > from && buf[k]! <= 0x20) k--
+  if (buf[k] !== COLON) return false
+  k--
+  while (k > from && buf[k]! <= 0x20) k--
+  return (
+    k - 6 > from &&
+    buf[k] === QUOTE &&
+    buf[k - 1] === 0x73 && // s
+    buf[k - 2] === 0x67 && // g
+    buf[k - 3] === 0x72 && // r
+    buf[k - 4] === 0x61 && // a
+    buf[k - 5] === QUOTE &&
+    buf[k - 6] !== BACKSLASH
+  )
+}
 const TRACE_EVENTS_KEY = 'traceEvents'
 
 function isSpace(b: number): boolean {
@@ -247,6 +271,9 @@ class KinetoScanner {
   /** The event being read: its parts so far and where it began. */
   private eventParts: Buffer[] = []
   private eventBytes = 0
+  /** The value of the event's top-level "args" key, as offsets into the event's bytes (-1: not seen in one chunk). */
+  private argsStart = -1
+  private argsEnd = -1
   private eventStart = 0
   private readonly maxEventBytes: number
   /** Where the next backslash of chunk backslashIn is (-1: none after the last look). */
@@ -367,6 +394,8 @@ class KinetoScanner {
           this.eventStart = this.offset + i
           this.eventParts = []
           this.eventBytes = 0
+          this.argsStart = -1
+          this.argsEnd = -1
           i = this.scanEvent(buf, i + 1, i)
           continue
         case 'event':
@@ -395,14 +424,28 @@ class KinetoScanner {
   /** Scans an event's bytes from `i` (its start in this chunk is `from`); returns where scanning goes on. */
   private scanEvent(buf: Buffer, i: number, from: number): number {
     const n = buf.length
+    // The scanner's state in locals while it walks (a field per byte costs a third more), back in
+    // the fields wherever the walk leaves.
+    let inString = this.inString
+    let escaped = this.escaped
+    let depth = this.depth
     while (i < n) {
       const b = buf[i]!
-      if (this.inString) {
-        if (this.escaped) this.escaped = false
-        else if (b === BACKSLASH) this.escaped = true
-        else if (b === QUOTE) this.inString = false
-        // A long string (a stack, a shape list) is skipped to its next quote or backslash at once.
+      if (inString) {
+        if (escaped) escaped = false
+        else if (b === BACKSLASH) escaped = true
+        else if (b === QUOTE) inString = false
+        // A short string (a key, a name) is walked here; a long one (a stack, a shape list) is
+        // skipped to its next quote or backslash at once: a native search costs a call, which is
+        // more than a key's few bytes.
         else {
+          const limit = Math.min(n, i + SHORT_STRING)
+          let j = i + 1
+          while (j < limit && buf[j] !== QUOTE && buf[j] !== BACKSLASH) j++
+          if (j < limit) {
+            i = j
+            continue
+          }
           const q = buf.indexOf(QUOTE, i)
           // The next backslash is looked for once per chunk and again only once passed (most chunks have few).
           if (this.backslashIn !== buf || (this.nextBackslash >= 0 && this.nextBackslash < i)) {
@@ -418,10 +461,17 @@ class KinetoScanner {
           i = next
           continue
         }
-      } else if (b === QUOTE) this.inString = true
-      else if (b === OPEN_BRACE || b === OPEN_BRACKET) this.depth++
-      else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
-        if (--this.depth === 0) {
+      } else if (b === QUOTE) inString = true
+      else if (b === OPEN_BRACE || b === OPEN_BRACKET) {
+        // The top-level "args" value opening, where the event lies in this chunk so far.
+        if (depth === 1 && this.eventParts.length === 0 && this.argsStart < 0 && isArgsKeyBefore(buf, i, from)) this.argsStart = i - from
+        depth++
+      } else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
+        if (--depth === 1 && this.argsStart >= 0 && this.argsEnd < 0 && this.eventParts.length === 0) this.argsEnd = i + 1 - from
+        if (depth === 0) {
+          this.inString = inString
+          this.escaped = escaped
+          this.depth = 0
           this.checkSize(this.eventBytes + (i + 1 - from))
           const piece = buf.subarray(from, i + 1)
           const whole = this.eventParts.length === 0 ? piece : Buffer.concat([...this.eventParts, piece])
@@ -434,6 +484,9 @@ class KinetoScanner {
       }
       i++
     }
+    this.inString = inString
+    this.escaped = escaped
+    this.depth = depth
     this.checkSize(this.eventBytes + (n - from))
     this.eventParts.push(Buffer.from(buf.subarray(from, n)))
     this.eventBytes += n - from
@@ -456,7 +509,14 @@ class KinetoScanner {
     if (!memory && bytes.indexOf(CPU_OP) < 0) return
     let e: { name?: unknown; ph?: unknown; cat?: unknown; ts?: unknown; dur?: unknown; pid?: unknown; tid?: unknown; args?: Record<string, unknown> }
     try {
-      e = JSON.parse(bytes.toString('utf8')) as typeof e
+      // An op's args (shapes, types, its call stack) are most of its bytes and nothing read of it:
+      // parsed as null, as the events neither an op nor memory are not parsed at all, an op costs a
+      // third (docs/benchmarks.md, "A 1 GB profiler trace").
+      const text =
+        !memory && this.argsEnd > this.argsStart && this.argsStart > 0
+          ? `${bytes.toString('utf8', 0, this.argsStart)}null${bytes.toString('utf8', this.argsEnd)}`
+          : bytes.toString('utf8')
+      e = JSON.parse(text) as typeof e
     } catch (error) {
       this.fail('bad-event', this.eventStart, `event ${index} of traceEvents is not valid JSON (${(error as Error).message})`)
     }
