@@ -182,17 +182,25 @@ export class Loader {
     // Map titles of a what-if row belong to the trace it was run on.
     this.labelled = null
     const t0 = performance.now()
+    // This open is the latest from here on: one started, or a close (a job of many ranks), while it
+    // waits takes over, and this one then goes no further.
+    const openNumber = ++this.opens
     try {
       const { jobId } = await start()
-      const opened = await waitForJob(this.client, jobId, (s) => (this.job = s))
+      const opened = await waitForJob(this.client, jobId, (s) => {
+        if (this.opens === openNumber) this.job = s
+      })
       const summary = opened.summary ?? (await this.client.call('job:result', { jobId }))
+      if (this.opens !== openNumber) {
+        void this.client.call('trace:close', { traceId: summary.traceId }).catch(() => {})
+        return
+      }
       // The host started the opening's replays as it opened the file (TraceSummary.opening): the
       // page draws them where they are what it would ask for, else asks for its own.
       const opening = this.openingFor(summary)
       // The first map's replay runs on the host while the page draws the summary; its progress
       // shows in the first map's pane (while this open is the latest and has not failed), and its
       // result is fetched, decoded and drawn before the trace's columns are asked for (below).
-      const openNumber = ++this.opens
       const last = Math.max(0, summary.events - 1)
       // Its maps are first fetched as a preview, each cut to what it shows at the opening event (a
       // recorded out-of-memory, else the first strategy's peak): kilobytes where the whole is
@@ -289,6 +297,8 @@ export class Loader {
       void this.client.call('trace:recent').then((recent) => (this.recent = recent))
       await this.replay(firstViews, rest, restPreviews ?? undefined)
     } catch (e) {
+      // An open another took over fails quietly: what shows is the other's.
+      if (this.opens !== openNumber) return
       // The first replay, if it goes on, no longer shows its progress.
       this.opens++
       this.job = null

@@ -51,13 +51,19 @@ describe('a job of many ranks in the served app', { skip }, () => {
 
   it('picked together, the files open as one job (replacing the file open before): a row per rank, each at its recorded peak, the worst marked, the failure named', async () => {
     await page.setInputFiles('[data-testid=file-input]', join(dir, 'job', 'rank0.pickle'))
-    await waitForCount(page.locator('section.map canvas'), (n) => n >= 1, 120_000)
+    await page.waitForSelector('.toolbar .file', { timeout: 120_000 })
+    // Another file picked and, while it is still opening, the job: that open goes no further.
+    await page.setInputFiles('[data-testid=file-input]', join(dir, 'job', 'rank1.pickle'))
     await page.setInputFiles(
       '[data-testid=file-input]',
       [0, 1, 2].map((r) => join(dir, 'job', `rank${r}.pickle`)),
     )
     await page.waitForSelector('[data-testid=job-strip]', { timeout: 120_000 })
     assert.equal(await page.locator('.toolbar .file').count(), 0, 'the file open before is closed')
+    // Its open, had it gone on, would have landed by now.
+    await page.waitForTimeout(4000)
+    assert.equal(await page.locator('.toolbar .file').count(), 0, 'the file open before stays closed')
+    assert.equal(await page.locator('section.map canvas').count(), 0, 'and none of its maps is drawn')
     assert.deepEqual(await page.locator('button[role=tab]').allTextContents(), ['Job: 3 ranks'])
     const rows = page.locator('[data-testid=job-strip] button.row')
     assert.equal(await rows.count(), 3)
