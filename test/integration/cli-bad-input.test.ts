@@ -377,9 +377,9 @@ describe('hostile snapshot shapes: each command ends within bounds, with the ans
     for (let k = 0; k < 100_000; k++) events.push(at(k, { action: 'alloc', addr: BASE + k * 512, size: 512, stream: k }))
     // The whole grid with its searches: about 150 replays of 100,000 events (about a third of the
     // usual events per second: a pool per stream). Alone it took 24-26 s on one 2-core development
-    // machine and 69 s on another (2026-12-02, the same code), so it gets five times the others'
-    // bound: what this checks is that the shape ends, with the answer, not how fast.
-    const run = await bounded(t, ['whatif', await write('many-streams.pickle', { segments: [], device_traces: [events] })], 5 * TIME_LIMIT_MS)
+    // machine and 69-104 s on another (2026-12-02), so it gets eight times the others' bound: what
+    // this checks is that the shape ends, with the answer, not how fast.
+    const run = await bounded(t, ['whatif', await write('many-streams.pickle', { segments: [], device_traces: [events] })], 8 * TIME_LIMIT_MS)
     ok(run)
     assert.match(run.stdout, /replays of 100,000 events/)
   })
