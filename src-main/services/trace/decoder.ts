@@ -11,7 +11,16 @@ import { InputError } from '../input-error.ts'
 import { readMessage, MessageError, type ArrowField, type BatchHeader, type FramedMessage } from './arrow-messages.ts'
 import { crc32Hex } from './crc32.ts'
 import { SectionCounter } from './encoder.ts'
-import { seriesProblem, traceProblem, type RecordedSeries, type RequestTrace, type TraceEvents, type TraceMeta, type TraceTables } from './model.ts'
+import {
+  layoutEventProblem,
+  seriesProblem,
+  traceProblem,
+  type RecordedSeries,
+  type RequestTrace,
+  type TraceEvents,
+  type TraceMeta,
+  type TraceTables,
+} from './model.ts'
 import {
   describeType,
   EOS,
@@ -225,14 +234,8 @@ class Decoder {
       if (problem) this.fail('bad-value', problem.problem, this.seriesParts[0]!.chunk.offset, this.seriesParts[0]!.chunk, 'recorded_reserved')
     }
     const strategies = this.assembleStrategies()
-    for (const s of strategies) {
-      const event = s.layout?.event
-      if (event === undefined) continue
-      const events = trace.events.kind.length
-      for (let k = 0; k < event.length; k++)
-        if (event[k]! >= events)
-          this.fail('bad-value', `layout row ${k} of strategy "${s.name}" belongs to event ${event[k]}, past the ${events} events`, 0, undefined, 'layout')
-    }
+    const placed = layoutEventProblem(strategies, trace.events.kind.length)
+    if (placed) this.fail('bad-value', placed.problem, 0, undefined, 'layout')
     if (this.endChunk) this.checkEndCounts()
     return {
       trace,

@@ -4,7 +4,7 @@ import { makeData, RecordBatch, RecordBatchStreamWriter, Schema, Struct, Field, 
 
 import type { StrategyResult } from '../../../src-shared/results.ts'
 import { crc32Hex } from './crc32.ts'
-import { seriesProblem, traceProblem, type Frame, type RequestTrace, type TraceEvents, type TraceMeta } from './model.ts'
+import { layoutEventProblem, seriesProblem, traceProblem, type Frame, type RequestTrace, type TraceEvents, type TraceMeta } from './model.ts'
 import {
   arrowType,
   EOS,
@@ -236,19 +236,6 @@ function encodeStrategy(result: StrategyResult, counter: SectionCounter): Uint8A
     counter.add('summary', keys.length)
   }
   return chunks
-}
-
-/** A recorded layout's row whose event (LayoutTrace.event) is not one of the trace's. */
-function layoutEventProblem(strategies: readonly StrategyResult[], events: number): { row?: number; problem: string } | undefined {
-  for (const s of strategies) {
-    const event = s.layout?.event
-    if (event === undefined) continue
-    if (event.length !== s.layout!.op.length)
-      return { problem: `the layout of strategy "${s.name}" has ${event.length} events for ${s.layout!.op.length} rows` }
-    for (let k = 0; k < event.length; k++)
-      if (event[k]! >= events) return { problem: `layout row ${k} of strategy "${s.name}" belongs to event ${event[k]}, past the ${events} events` }
-  }
-  return undefined
 }
 
 /** A whole trace file, chunk by chunk (concatenated, they are the file). */

@@ -3,6 +3,7 @@
 // events cost tens of megabytes and cross to workers and the native replay without copying
 // objects. Importers (PyTorch snapshots, RMM logs, recordings) produce it; the trace file
 // (Arrow IPC, docs/trace-format.md) stores it; replay consumes it.
+import type { StrategyResult } from '../../../src-shared/results.ts'
 
 export const EventKind = {
   alloc: 0, // id, size, stream, device, time, stack, tag
@@ -175,6 +176,19 @@ export function seriesProblem(trace: RequestTrace): { row?: number; problem: str
     if (s.index[k]! > events) return { problem: `point ${k} of the recorded reserved series is at event ${s.index[k]}, past the ${events} events` }
     if (k > 0 && s.index[k]! <= s.index[k - 1]!)
       return { problem: `point ${k} of the recorded reserved series (event ${s.index[k]}) is not after the one before it` }
+  }
+  return undefined
+}
+
+/** A recorded layout's row whose event (LayoutTrace.event) is not one of the trace's. */
+export function layoutEventProblem(strategies: readonly StrategyResult[], events: number): { row?: number; problem: string } | undefined {
+  for (const s of strategies) {
+    const event = s.layout?.event
+    if (event === undefined) continue
+    if (event.length !== s.layout!.op.length)
+      return { problem: `the layout of strategy "${s.name}" has ${event.length} events for ${s.layout!.op.length} rows` }
+    for (let k = 0; k < event.length; k++)
+      if (event[k]! >= events) return { problem: `layout row ${k} of strategy "${s.name}" belongs to event ${event[k]}, past the ${events} events` }
   }
   return undefined
 }
