@@ -239,9 +239,11 @@ export interface ReplayOptions {
   /** Events between progress reports and cancel checks (default 65536). */
   progressInterval?: number
   /**
-   * Targets replayed at once, each on a thread of its own (default 0: as many as the machine has
-   * hardware threads; 1: one after another). Results keep the targets' order; progress reports of
-   * the targets interleave.
+   * Targets replayed at once (default 0: as many as there are threads; 1: one after another), each
+   * on a thread of the process's one pool of replay threads, a thread a core, which every replay in
+   * the process shares in the order asked (so replays side by side never run more at once than there
+   * are cores, and none takes a thread of libuv's pool). Results keep the targets' order; progress
+   * reports of the targets interleave.
    */
   threads?: number
   /**

@@ -1,16 +1,19 @@
-// The replay worker. Arguments are copied into plain C++ values on the JavaScript thread (the
-// columns too: the caller may reuse its arrays while the replay runs); the worker then owns them.
-// Progress posts back through the worker's thread-safe channel, which keeps only the latest
-// report; each report asks the caller's shouldCancel(), and a true answer (or a progress callback
-// that throws) stops the replay at its next check, rejecting with CANCELLED (or that error). A
-// cancel flag (cancelFlag(), raised by raiseCancelFlag()) is read by the replay's threads
-// themselves: it stops a replay within a few dozen events of being raised, and one still queued
-// for a thread before it starts, without waiting for a report or the JavaScript thread.
+// The replay binding. Arguments are copied into plain C++ values on the JavaScript thread (the
+// columns too: the caller may reuse its arrays while the replay runs); the replay then owns them
+// and runs on the engine's pool (replay_async). Progress and the end post back through a
+// thread-safe function; each report asks the caller's shouldCancel(), and a true answer (or a
+// progress callback that throws) stops the replay at its next check, rejecting with CANCELLED (or
+// that error). A cancel flag (cancelFlag(), raised by raiseCancelFlag()) is read by the replay's
+// threads themselves: it stops a replay within a few dozen events of being raised, and one still
+// queued for a thread before it starts, without waiting for a report or the JavaScript thread.
 #include "replay_wrap.hpp"
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -326,94 +329,174 @@ Napi::Object result_object(Napi::Env env, replay_result& r, bool full_metrics) {
   return o;
 }
 
-class replay_worker final : public Napi::AsyncProgressQueueWorker<replay_progress> {
- public:
-  replay_worker(Napi::Env env, request_column_vectors events, std::vector<replay_target> targets,
-                replay_options options, const callbacks& cb)
-      : Napi::AsyncProgressQueueWorker<replay_progress>(env, "vramscope.replay"),
-        deferred_(Napi::Promise::Deferred::New(env)),
-        events_(std::move(events)),
-        targets_(std::move(targets)),
-        options_(options),
-        cancel_(cb.cancel_flag ? cb.cancel_flag : std::make_shared<std::atomic<bool>>(false)) {
-    if (!cb.on_progress.IsEmpty()) on_progress_ = Napi::Persistent(cb.on_progress);
-    if (!cb.should_cancel.IsEmpty()) should_cancel_ = Napi::Persistent(cb.should_cancel);
+// What a replay's threads post to the JavaScript thread: a progress report, or the end.
+struct replay_message {
+  bool end = false;
+  replay_progress progress{};
+  std::vector<replay_result> results;
+  bool failed = false;
+  error_record failure;
+};
+
+// The JavaScript side of one replay: its promise and callbacks, touched on the JavaScript thread
+// only, and freed there when the channel closes.
+struct replay_js_side {
+  Napi::Promise::Deferred deferred;
+  Napi::FunctionReference on_progress;
+  Napi::FunctionReference should_cancel;
+  Napi::ObjectReference callback_error;
+  shared_cancel_flag cancel;
+  bool full_metrics = false;
+};
+
+void deliver(Napi::Env env, Napi::Function, replay_js_side* js, replay_message* message);
+using channel_fn = Napi::TypedThreadSafeFunction<replay_js_side, replay_message, deliver>;
+
+// The way back to the JavaScript thread, shut when the environment goes (a worker thread ended,
+// the process exiting) while the replay still runs: its threads then post nothing more, and the
+// raised cancel flag stops them at their next check.
+struct replay_channel {
+  std::mutex mutex;
+  bool open = true;
+  channel_fn fn;
+
+  void post(std::unique_ptr<replay_message> m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (open && fn.NonBlockingCall(m.get()) == napi_ok) m.release();
   }
-
-  Napi::Promise promise() const { return deferred_.Promise(); }
-
- private:
-  void Execute(const ExecutionProgress& progress) override {
-    replay_progress_callback report;
-    if (!on_progress_.IsEmpty() || !should_cancel_.IsEmpty())
-      report = [&progress](const replay_progress& p) { progress.Send(&p, 1); };
-    try {
-      results_ = replay(events_.columns(), targets_, options_, report, cancel_.get());
-    } catch (const std::exception& e) {
-      failed_ = true;
-      failure_ = error_record::capture(e);
-    }
-    events_ = request_column_vectors();  // the inputs are no longer needed
+  void end(std::unique_ptr<replay_message> m) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (!open) return;
+    if (fn.NonBlockingCall(m.get()) == napi_ok) m.release();
+    fn.Release();
+    open = false;
   }
+};
 
-  void OnProgress(const replay_progress* p, std::size_t count) override {
-    if (p == nullptr || count == 0 || cancel_->load()) return;
-    Napi::Env env = Env();
-    Napi::HandleScope scope(env);
+// The native side: the inputs, owned by the replay until it is done (the caller may reuse its
+// arrays at once), and the channel.
+struct replay_native_side {
+  request_column_vectors events;
+  request_columns columns;
+  std::vector<replay_target> targets;
+  replay_options options;
+  shared_cancel_flag cancel;
+  replay_progress_callback report;
+  std::shared_ptr<replay_channel> channel;
+};
+
+void deliver(Napi::Env env, Napi::Function, replay_js_side* js, replay_message* message) {
+  std::unique_ptr<replay_message> m(message);
+  if (env == nullptr || js == nullptr || m == nullptr) return;  // the environment is going
+  Napi::HandleScope scope(env);
+  if (!m->end) {
+    if (js->cancel->load()) return;
+    const replay_progress& p = m->progress;
     try {
-      if (!on_progress_.IsEmpty()) {
+      if (!js->on_progress.IsEmpty()) {
         Napi::Object o = Napi::Object::New(env);
-        o.Set("target", to_number(env, p->target));
-        o.Set("targets", to_number(env, p->targets));
-        o.Set("eventsDone", to_number(env, p->events_done));
-        o.Set("eventsTotal", to_number(env, p->events_total));
-        on_progress_.Call({o});
+        o.Set("target", to_number(env, p.target));
+        o.Set("targets", to_number(env, p.targets));
+        o.Set("eventsDone", to_number(env, p.events_done));
+        o.Set("eventsTotal", to_number(env, p.events_total));
+        js->on_progress.Call({o});
       }
-      if (!should_cancel_.IsEmpty() && should_cancel_.Call({}).ToBoolean().Value()) *cancel_ = true;
+      if (!js->should_cancel.IsEmpty() && js->should_cancel.Call({}).ToBoolean().Value())
+        *js->cancel = true;
     } catch (const Napi::Error& e) {
       // A callback that throws stops the replay; the promise rejects with what it threw.
-      callback_error_ = Napi::Persistent(e.Value());
-      *cancel_ = true;
+      if (js->callback_error.IsEmpty()) js->callback_error = Napi::Persistent(e.Value());
+      *js->cancel = true;
     }
+    return;
   }
-
-  void OnOK() override {
-    Napi::Env env = Env();
-    if (!callback_error_.IsEmpty()) {
-      deferred_.Reject(callback_error_.Value());
-      return;
-    }
-    if (failed_) {
-      deferred_.Reject(failure_.to_js(env).Value());
-      return;
-    }
-    try {
-      Napi::Array out = Napi::Array::New(env, results_.size());
-      for (std::size_t i = 0; i < results_.size(); ++i)
-        out.Set(static_cast<std::uint32_t>(i),
-                result_object(env, results_[i], options_.full_metrics));
-      results_.clear();
-      deferred_.Resolve(out);
-    } catch (const Napi::Error& e) {
-      deferred_.Reject(e.Value());
-    }
+  if (!js->callback_error.IsEmpty()) {
+    js->deferred.Reject(js->callback_error.Value());
+    return;
   }
+  if (m->failed) {
+    js->deferred.Reject(m->failure.to_js(env).Value());
+    return;
+  }
+  try {
+    Napi::Array out = Napi::Array::New(env, m->results.size());
+    for (std::size_t i = 0; i < m->results.size(); ++i)
+      out.Set(static_cast<std::uint32_t>(i), result_object(env, m->results[i], js->full_metrics));
+    m->results.clear();
+    js->deferred.Resolve(out);
+  } catch (const Napi::Error& e) {
+    js->deferred.Reject(e.Value());
+  }
+}
 
-  void OnError(const Napi::Error& e) override { deferred_.Reject(e.Value()); }
+// Starts the replay on the engine's pool (replay_async) and returns its promise.
+Napi::Promise start_replay(Napi::Env env, request_column_vectors events,
+                           std::vector<replay_target> targets, replay_options options,
+                           const callbacks& cb) {
+  auto* js = new replay_js_side{Napi::Promise::Deferred::New(env)};
+  js->cancel = cb.cancel_flag ? cb.cancel_flag : std::make_shared<std::atomic<bool>>(false);
+  js->full_metrics = options.full_metrics;
+  if (!cb.on_progress.IsEmpty()) js->on_progress = Napi::Persistent(cb.on_progress);
+  if (!cb.should_cancel.IsEmpty()) js->should_cancel = Napi::Persistent(cb.should_cancel);
+  Napi::Promise promise = js->deferred.Promise();
 
-  Napi::Promise::Deferred deferred_;
-  Napi::FunctionReference on_progress_;
-  Napi::FunctionReference should_cancel_;
-  Napi::ObjectReference callback_error_;
-  request_column_vectors events_;
-  std::vector<replay_target> targets_;
-  replay_options options_;
-  // The caller's flag (options.cancelFlag) where it gave one: raised from JavaScript at any time.
-  shared_cancel_flag cancel_;
-  std::vector<replay_result> results_;
-  bool failed_ = false;
-  error_record failure_;
-};
+  auto native = std::make_shared<replay_native_side>();
+  native->events = std::move(events);
+  native->columns = native->events.columns();
+  native->targets = std::move(targets);
+  native->options = options;
+  native->cancel = js->cancel;
+  native->channel = std::make_shared<replay_channel>();
+  // Closed (a normal end, or the environment going): the replay is told to stop, the JavaScript
+  // side freed, and the channel shut for any thread still running.
+  auto* held = new std::shared_ptr<replay_channel>(native->channel);
+  native->channel->fn = channel_fn::New(
+      env, "vramscope.replay", 0, 1, js,
+      [](Napi::Env, std::shared_ptr<replay_channel>* held, replay_js_side* js) {
+        *js->cancel = true;
+        {
+          std::lock_guard<std::mutex> lock((*held)->mutex);
+          (*held)->open = false;
+        }
+        delete held;
+        delete js;
+      },
+      held);
+  if (!js->on_progress.IsEmpty() || !js->should_cancel.IsEmpty()) {
+    replay_channel* ch = native->channel.get();
+    native->report = [ch](const replay_progress& p) {
+      auto m = std::make_unique<replay_message>();
+      m->progress = p;
+      ch->post(std::move(m));
+    };
+  }
+  try {
+    replay_async(native->columns, native->targets, native->options, native->report,
+                 native->cancel.get(),
+                 [native](std::vector<replay_result>&& results, std::exception_ptr error) {
+                   auto m = std::make_unique<replay_message>();
+                   m->end = true;
+                   if (error) {
+                     m->failed = true;
+                     try {
+                       std::rethrow_exception(error);
+                     } catch (const std::exception& e) {
+                       m->failure = error_record::capture(e);
+                     } catch (...) {
+                       m->failure = error_record::capture(std::runtime_error("replay failed"));
+                     }
+                   } else {
+                     m->results = std::move(results);
+                   }
+                   native->channel->end(std::move(m));
+                 });
+  } catch (const std::exception& e) {
+    // Not one thread to be had: the promise rejects with why.
+    js->deferred.Reject(error_record::capture(e).to_js(env).Value());
+    native->channel->end(nullptr);
+  }
+  return promise;
+}
 
 }  // namespace
 
@@ -428,10 +511,7 @@ Napi::Value replay_js(const Napi::CallbackInfo& info) {
       if (!info[3].IsFunction()) throw coded_type_error(env, "onProgress must be a function");
       cb.on_progress = info[3].As<Napi::Function>();
     }
-    auto* worker = new replay_worker(env, std::move(events), std::move(targets), options, cb);
-    Napi::Promise promise = worker->promise();
-    worker->Queue();
-    return promise;
+    return start_replay(env, std::move(events), std::move(targets), options, cb);
   });
 }
 

@@ -1,6 +1,7 @@
-// replay(events, targets, options, onProgress): the replay engine (core/replay) on a worker
-// thread. The event columns are copied on the JavaScript thread, the replay runs off it with
-// progress posted back, and the results come back in a Promise as typed-array columns.
+// replay(events, targets, options, onProgress): the replay engine (core/replay) on the process's
+// pool of replay threads (thread_pool.hpp), not libuv's. The event columns are copied on the
+// JavaScript thread, the replay runs off it with progress posted back through a thread-safe
+// function, and the results come back in a Promise as typed-array columns.
 #pragma once
 
 #include <napi.h>

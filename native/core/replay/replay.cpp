@@ -7,16 +7,18 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <exception>
 #include <iterator>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
-#include <system_error>
-#include <thread>
+#include <utility>
 
 #include "vramscope/simulated_backing.hpp"
+#include "vramscope/thread_pool.hpp"
 
 #if defined(__linux__)
 #include <sys/mman.h>
@@ -791,34 +793,54 @@ class target_replay {
 
 }  // namespace
 
-std::vector<replay_result> replay(const request_columns& events,
-                                  const std::vector<replay_target>& targets,
-                                  const replay_options& options,
-                                  const replay_progress_callback& progress,
-                                  const std::atomic<bool>* cancel) {
-  const std::size_t ids = check_columns(events);
-  if (options.buckets == 0) throw invalid_argument("replay: buckets must be at least 1");
-  for (std::size_t t = 0; t < targets.size(); ++t)
-    for (std::size_t u = 0; u < t; ++u)
-      if (targets[t].label == targets[u].label)
-        throw invalid_argument("replay: two targets are labelled '" + targets[t].label + "'");
-  cancel_check{cancel}();
-  const std::size_t count = targets.size();
-  std::size_t threads = options.threads != 0
-                            ? options.threads
-                            : std::max<std::size_t>(1, std::thread::hardware_concurrency());
-  threads = std::max<std::size_t>(1, std::min(threads, count));
+namespace {
 
-  // Each thread (this one too; with one thread, only this one, target after target) takes the
-  // next target not yet taken. A target that fails sets `failed`, which stops the others at their
-  // next check; the error of the first failed target in target order is the replay's (a target
-  // stopped that way reports only "cancelled").
+// One replay() call on the pool: its runners (as many as it may use threads) each take the next
+// target not yet taken; the last runner to finish hands the outcome to `done`. A target that fails
+// sets `failed`, which stops the others at their next check; the error of the first failed target
+// in target order is the replay's (a target stopped that way reports only "cancelled").
+struct replay_call {
+  replay_call(const request_columns& e, const std::vector<replay_target>& t,
+              const replay_options& o, const replay_progress_callback& p,
+              const std::atomic<bool>* c, replay_done d)
+      : events(e),
+        targets(t),
+        options(o),
+        progress(p),
+        cancel(c),
+        done(std::move(d)),
+        check_cancel(c, &failed),
+        results(t.size()),
+        errors(t.size()) {}
+
+  const request_columns& events;
+  const std::vector<replay_target>& targets;
+  const replay_options options;  // copies: small, and the async caller's may be temporaries
+  const replay_progress_callback progress;
+  const std::atomic<bool>* const cancel;
+  const replay_done done;
+  std::size_t ids = 0;
   std::atomic<bool> failed{false};
-  const cancel_check check_cancel(cancel, &failed);
-  std::vector<std::optional<replay_result>> results(count);
-  std::vector<std::exception_ptr> errors(count);
+  const cancel_check check_cancel;
+  std::vector<std::optional<replay_result>> results;
+  std::vector<std::exception_ptr> errors;
   std::atomic<std::size_t> next{0};
-  auto work = [&] {
+  std::atomic<std::size_t> running{0};
+
+  // The checks replay() makes before any target runs.
+  void check() {
+    ids = check_columns(events);
+    if (options.buckets == 0) throw invalid_argument("replay: buckets must be at least 1");
+    for (std::size_t t = 0; t < targets.size(); ++t)
+      for (std::size_t u = 0; u < t; ++u)
+        if (targets[t].label == targets[u].label)
+          throw invalid_argument("replay: two targets are labelled '" + targets[t].label + "'");
+    cancel_check{cancel}();
+  }
+
+  // Replays targets until none is left; the last runner out finishes the call.
+  void run_targets() {
+    const std::size_t count = targets.size();
     for (std::size_t t; (t = next.fetch_add(1)) < count;) {
       try {
         check_cancel();
@@ -829,36 +851,115 @@ std::vector<replay_result> replay(const request_columns& events,
         failed.store(true, std::memory_order_relaxed);
       }
     }
-  };
-  {
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    try {
-      for (std::size_t i = 1; i < threads; ++i) pool.emplace_back(work);
-    } catch (const std::system_error&) {
-      // No more threads to be had: those started, and this one, do the work.
-    }
-    work();
-    for (auto& th : pool) th.join();
+    if (running.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
   }
+
   // The caller's cancel wins over the failures it caused; then the first real failure in order.
-  cancel_check{cancel}();
-  std::exception_ptr cancelled;
-  for (std::size_t t = 0; t < count; ++t) {
-    if (!errors[t]) continue;
+  void finish() {
+    std::vector<replay_result> out;
+    std::exception_ptr error;
     try {
-      std::rethrow_exception(errors[t]);
-    } catch (const replay_cancelled&) {
-      if (!cancelled) cancelled = errors[t];
+      cancel_check{cancel}();
+      std::exception_ptr cancelled;
+      for (std::size_t t = 0; t < results.size() && !error; ++t) {
+        if (!errors[t]) continue;
+        try {
+          std::rethrow_exception(errors[t]);
+        } catch (const replay_cancelled&) {
+          if (!cancelled) cancelled = errors[t];
+        } catch (...) {
+          error = errors[t];
+        }
+      }
+      if (!error && cancelled) error = std::move(cancelled);
+      if (!error) {
+        out.reserve(results.size());
+        for (auto& r : results) out.push_back(std::move(*r));
+      }
     } catch (...) {
-      throw;
+      error = std::current_exception();
     }
+    // Nothing of the call's own holds an error past here: its last owner is whoever `done` hands it to.
+    results.clear();
+    errors.clear();
+    done(std::move(out), std::move(error));
   }
-  if (cancelled) std::rethrow_exception(cancelled);
-  std::vector<replay_result> out;
-  out.reserve(count);
-  for (auto& r : results) out.push_back(std::move(*r));
-  return out;
+};
+
+// Starts `call` on the pool (its checks in its first task) or, on a pool thread, runs it here.
+void start(const std::shared_ptr<replay_call>& call, bool inline_here) {
+  auto lead = [call, inline_here] {
+    std::exception_ptr bad;
+    try {
+      call->check();
+    } catch (...) {
+      bad = std::current_exception();
+    }
+    // Out of the handler first: the caller that rethrows it then holds the error's last reference.
+    if (bad) {
+      call->done({}, std::move(bad));
+      return;
+    }
+    const std::size_t count = call->targets.size();
+    if (count == 0) {
+      call->running.store(1);
+      call->run_targets();
+      return;
+    }
+    std::size_t wanted = call->options.threads != 0 ? call->options.threads : count;
+    if (!inline_here) wanted = std::min(wanted, thread_pool::shared().size());
+    const std::size_t runners = inline_here ? 1 : std::max<std::size_t>(1, std::min(wanted, count));
+    call->running.store(runners);
+    // The other runners queue behind whatever the pool runs now; this one starts at once.
+    for (std::size_t i = 1; i < runners; ++i) {
+      try {
+        thread_pool::shared().submit([call] { call->run_targets(); });
+      } catch (...) {
+        // The pool has threads (this is one): a queue that cannot grow leaves this runner fewer helpers.
+        call->running.fetch_sub(runners - i);
+        break;
+      }
+    }
+    call->run_targets();
+  };
+  if (inline_here) lead();
+  else thread_pool::shared().submit(std::move(lead));
+}
+
+}  // namespace
+
+void replay_async(const request_columns& events, const std::vector<replay_target>& targets,
+                  const replay_options& options, const replay_progress_callback& progress,
+                  const std::atomic<bool>* cancel, replay_done done) {
+  start(std::make_shared<replay_call>(events, targets, options, progress, cancel, std::move(done)),
+        false);
+}
+
+std::vector<replay_result> replay(const request_columns& events,
+                                  const std::vector<replay_target>& targets,
+                                  const replay_options& options,
+                                  const replay_progress_callback& progress,
+                                  const std::atomic<bool>* cancel) {
+  std::mutex mutex;
+  std::condition_variable finished;
+  bool over = false;
+  std::vector<replay_result> results;
+  std::exception_ptr error;
+  auto done = [&](std::vector<replay_result>&& r, std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(mutex);
+    results = std::move(r);
+    error = std::move(e);  // the pool's thread keeps no hold on the error the caller rethrows
+    over = true;
+    finished.notify_one();
+  };
+  // On one of the pool's threads (a task that replays), waiting for the pool could wait forever:
+  // the replay runs here, target after target.
+  start(std::make_shared<replay_call>(events, targets, options, progress, cancel, done),
+        thread_pool::on_pool_thread());
+  std::unique_lock<std::mutex> lock(mutex);
+  finished.wait(lock, [&] { return over; });
+  if (error) std::rethrow_exception(error);
+  return results;
 }
 
 }  // namespace vramscope

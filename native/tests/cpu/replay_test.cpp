@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <exception>
 #include <mutex>
 #include <cstring>
 #include <map>
@@ -19,6 +21,7 @@
 #include "suite_configs.hpp"
 #include "vramscope/replay.hpp"
 #include "vramscope/simulated_backing.hpp"
+#include "vramscope/thread_pool.hpp"
 
 using namespace vramscope;
 using namespace vramscope::testing;
@@ -746,6 +749,150 @@ TEST(
           },
           &cancel),
       replay_cancelled);
+}
+
+// --- the process's pool of replay threads -----------------------------------------------------------
+
+TEST("thread pool: tasks run in the order submitted; its end waits for those queued") {
+  std::vector<int> order;
+  {
+    thread_pool one(1);
+    CHECK_EQ(one.size(), std::size_t{1});
+    for (int i = 0; i < 50; ++i)
+      one.submit([&order, i] {
+        CHECK(thread_pool::on_pool_thread());
+        order.push_back(i);
+      });
+  }
+  REQUIRE(order.size() == 50);
+  for (int i = 0; i < 50; ++i) CHECK_EQ(order[i], i);
+  CHECK(!thread_pool::on_pool_thread());
+  CHECK(thread_pool::shared().size() >= 1);
+}
+
+TEST(
+    "replay: calls from many threads at once share the pool, never running more targets than it "
+    "has threads") {
+  const trace t = random_trace(30000, 256 * KiB, 5);
+  const std::vector<replay_target> targets = {{"a", "caching", {}, {}},
+                                              {"b", "buddy", {{"pool_size", "64MiB"}}, {}},
+                                              {"c", "slab", {}, {}}};
+  replay_options o;
+  o.threads = 0;  // as many as the pool has
+  o.progress_interval = 500;
+  const auto alone = replay(t.columns(), targets, o);
+  const std::size_t pool = thread_pool::shared().size();
+  std::mutex m;
+  std::size_t running = 0, most = 0;
+  std::vector<bool> seen_end;
+  std::vector<std::thread::id> workers;
+  const std::size_t callers = 2 * pool + 1;
+  std::vector<std::vector<replay_result>> results(callers);
+  std::vector<std::thread> threads;
+  // Each caller's target is running from its first report to its last (at its end).
+  std::vector<std::vector<int>> state(callers, std::vector<int>(targets.size(), 0));
+  for (std::size_t c = 0; c < callers; ++c)
+    threads.emplace_back([&, c] {
+      results[c] = replay(t.columns(), targets, o, [&, c](const replay_progress& p) {
+        std::lock_guard<std::mutex> lock(m);
+        if (std::find(workers.begin(), workers.end(), std::this_thread::get_id()) == workers.end())
+          workers.push_back(std::this_thread::get_id());
+        CHECK(thread_pool::on_pool_thread());
+        int& s = state[c][p.target];
+        if (s == 0) {
+          s = 1;
+          most = std::max(most, ++running);
+        }
+        if (p.events_done == p.events_total && s == 1) {
+          s = 2;
+          --running;
+        }
+      });
+    });
+  for (auto& th : threads) th.join();
+  CHECK(most >= 1);
+  CHECK(most <= pool);
+  CHECK(workers.size() <= pool);
+  for (const auto& r : results) {
+    REQUIRE(r.size() == alone.size());
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      CHECK_EQ(r[i].label, alone[i].label);
+      CHECK_EQ(r[i].summary.peak_reserved, alone[i].summary.peak_reserved);
+      CHECK(r[i].layout.address == alone[i].layout.address);
+    }
+  }
+}
+
+TEST(
+    "replay_async: returns at once, then hands the results or the error to done, once, on the "
+    "pool") {
+  const trace t = random_trace(400000, 256 * KiB, 9);
+  const std::vector<replay_target> targets = {{"a", "caching", {}, {}}, {"b", "slab", {}, {}}};
+  replay_options o;
+  o.threads = 0;
+  std::mutex m;
+  std::condition_variable cv;
+  int calls = 0;
+  bool on_pool = false;
+  std::vector<replay_result> got;
+  std::exception_ptr error;
+  auto done = [&](std::vector<replay_result>&& r, std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(m);
+    ++calls;
+    on_pool = thread_pool::on_pool_thread();
+    got = std::move(r);
+    error = std::move(e);
+    cv.notify_all();
+  };
+  const request_columns columns = t.columns();  // kept alive until done, as the contract asks
+  replay_async(columns, targets, o, {}, nullptr, done);
+  {
+    std::unique_lock<std::mutex> lock(m);
+    CHECK_EQ(calls, 0);  // 400,000 events through two strategies take far longer than returning
+    cv.wait(lock, [&] { return calls > 0; });
+  }
+  CHECK_EQ(calls, 1);
+  CHECK(on_pool);
+  CHECK(!error);
+  REQUIRE(got.size() == 2);
+  CHECK_EQ(got[1].label, std::string("b"));
+  const std::vector<replay_result> first_alone = replay(t.columns(), {targets[0]}, o);
+  CHECK_EQ(got[0].summary.peak_reserved, first_alone[0].summary.peak_reserved);
+
+  // Bad columns: the error comes through done, not thrown by the call.
+  trace bad;
+  bad.push(99, 0, 0, 0);
+  calls = 0;
+  const request_columns bad_columns = bad.columns();
+  replay_async(bad_columns, targets, o, {}, nullptr, done);
+  std::unique_lock<std::mutex> lock(m);
+  cv.wait(lock, [&] { return calls > 0; });
+  REQUIRE(error);
+  CHECK_THROWS_AS(std::rethrow_exception(error), invalid_argument);
+  CHECK(got.empty());
+}
+
+TEST("replay: called from the pool's own threads, every one of them, it runs there and ends") {
+  const trace t = random_trace(5000, 256 * KiB, 11);
+  const std::vector<replay_target> targets = {{"a", "caching", {}, {}}, {"b", "slab", {}, {}}};
+  replay_options o;
+  o.threads = 0;
+  const auto alone = replay(t.columns(), targets, o);
+  const std::size_t tasks = thread_pool::shared().size() + 2;
+  std::mutex m;
+  std::condition_variable cv;
+  std::size_t finished = 0, equal = 0;
+  for (std::size_t i = 0; i < tasks; ++i)
+    thread_pool::shared().submit([&] {
+      const auto r = replay(t.columns(), targets, o);
+      std::lock_guard<std::mutex> lock(m);
+      ++finished;
+      if (r.size() == 2 && r[1].summary.peak_reserved == alone[1].summary.peak_reserved) ++equal;
+      cv.notify_all();
+    });
+  std::unique_lock<std::mutex> lock(m);
+  CHECK(cv.wait_for(lock, std::chrono::seconds(60), [&] { return finished == tasks; }));
+  CHECK_EQ(equal, tasks);
 }
 
 // --- bad input ------------------------------------------------------------------------------------------

@@ -286,9 +286,10 @@ export function replayThreads(events: number, ids: number, targets: number, layo
 }
 
 /**
- * Replays `trace` through every target (side by side, on up to replayThreads() threads, off the
- * JavaScript thread) and returns one result per target, in the targets' order. Same input, same
- * results (summary.wallNs and eventsPerSecond aside).
+ * Replays `trace` through every target (side by side, on up to replayThreads() threads of the
+ * engine's one pool, off the JavaScript thread: docs/architecture.md#one-pool-of-replay-threads)
+ * and returns one result per target, in the targets' order. Same input, same results
+ * (summary.wallNs and eventsPerSecond aside).
  */
 export async function replayTrace(trace: RequestTrace, targets: readonly ReplayTarget[], options?: ReplayOptions): Promise<ReplayResult[]> {
   const checkedTrace = checkTrace(trace)

@@ -2,7 +2,8 @@
 // PyTorch allocator configurations (PYTORCH_ALLOC_CONF strings, src-shared/pytorch-conf.ts) and
 // other strategies, each under a device limit, with the smallest limit that runs the whole trace
 // searched to within 1 %. Configurations run side by side, one native replay each at a time, as
-// many at once as the machine has cores (each replay runs on its own thread of the addon's pool).
+// many at once as the machine has cores (each on a thread of the engine's one pool of replay threads,
+// which every replay of the process shares: docs/architecture.md#one-pool-of-replay-threads).
 //
 // An out-of-memory the program saw when it was recorded is replayed as that request (an alloc of
 // its size, freed at once if it fits): a configuration under the limit either fails there too,

@@ -1,9 +1,9 @@
 // A worker process starts with glibc's malloc asked for transparent huge pages, added to what the
-// user set, never replacing their own choice of that tunable, and libuv's pool sized to the cores.
+// user set, never replacing their own choice of that tunable.
 import assert from 'node:assert/strict'
 import { it } from 'node:test'
 
-import { threadPoolSize, workerEnv } from '../../../src-main/utility/worker-env.ts'
+import { workerEnv } from '../../../src-main/utility/worker-env.ts'
 
 it('adds glibc.malloc.hugetlb=1 to the worker environment, after any tunables the user set', () => {
   assert.equal(workerEnv({ PATH: '/bin' })['GLIBC_TUNABLES'], 'glibc.malloc.hugetlb=1')
@@ -18,11 +18,4 @@ it("keeps the user's own setting of the same tunable", () => {
     workerEnv({ GLIBC_TUNABLES: 'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2' })['GLIBC_TUNABLES'],
     'glibc.malloc.arena_max=2:glibc.malloc.hugetlb=2',
   )
-})
-
-it("sizes libuv's thread pool to the cores, never below its own 4, unless the user sized it", () => {
-  assert.equal(workerEnv({ PATH: '/bin' })['UV_THREADPOOL_SIZE'], String(threadPoolSize()))
-  assert.equal(workerEnv({ UV_THREADPOOL_SIZE: '3' })['UV_THREADPOOL_SIZE'], '3')
-  assert.equal(workerEnv({ GLIBC_TUNABLES: 'glibc.malloc.hugetlb=0' })['UV_THREADPOOL_SIZE'], String(threadPoolSize()))
-  assert.deepEqual([1, 2, 4, 16, 128, 4096].map(threadPoolSize), [4, 4, 4, 16, 128, 1024])
 })

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <string>
 #include <vector>
@@ -139,12 +140,12 @@ struct replay_options {
   // event in first_failures; events counts the events replayed, the failed one included.
   bool stop_at_failure = false;
   std::size_t progress_interval = 65536;  // events between progress calls
-  // Targets replayed at once, each on its own thread (they share nothing but the read-only
-  // events): 1 (the default), one after another; 0, as many as the machine has hardware threads
-  // (what the JavaScript binding asks for unless told otherwise). Results come
-  // in target order whatever finishes first; the first target (in order) that fails fails the
-  // replay, as it would one after another. The progress callback is then called from several
-  // threads, each call about its own target.
+  // Targets replayed at once, each on a thread of the process's pool (thread_pool.hpp; they
+  // share nothing but the read-only events): 1 (the default), one after another; 0, as many as
+  // the pool has threads (what the JavaScript binding asks for unless told otherwise); never more
+  // than the pool has. Results come in target order whatever finishes first; the first target (in
+  // order) that fails fails the replay, as it would one after another. The progress callback is
+  // then called from several threads, each call about its own target.
   std::size_t threads = 1;
   // With layout: also cut each target's layout to what its map shows after one request event
   // (replay_preview): `preview_at`, or with preview_at_peak each target's own reserved peak.
@@ -262,7 +263,9 @@ class replay_cancelled : public error {
   replay_cancelled() : error(error_code::cancelled, "replay cancelled") {}
 };
 
-// Replays `events` through every target (several at once: replay_options::threads). Throws invalid_argument for malformed columns
+// Replays `events` through every target (several at once: replay_options::threads) on the
+// process's pool of replay threads (thread_pool.hpp), and waits for them; called on one of the
+// pool's own threads, it replays there, target after target. Throws invalid_argument for malformed columns
 // (unknown kind, ids not dense, sizes not whole) or strategy parameters (naming the target),
 // replay_cancelled when *cancel becomes true (checked every 64 events; partial results are
 // dropped), and any other library error with the target and event index in its message.
@@ -271,5 +274,17 @@ std::vector<replay_result> replay(const request_columns& events,
                                   const replay_options& options = {},
                                   const replay_progress_callback& progress = {},
                                   const std::atomic<bool>* cancel = nullptr);
+
+// What replay_async hands back, once: the results in target order, or (results empty) what
+// replay() would have thrown. It runs on a thread of the pool and must not throw.
+using replay_done = std::function<void(std::vector<replay_result>&&, std::exception_ptr)>;
+
+// replay() without the wait: returns at once, the checks, the targets and the call of `done` all
+// on the pool's threads, in the order calls came (a call queued behind others waits for a thread,
+// its cancel flag read as soon as it has one). The caller keeps events, targets and *cancel alive
+// until `done` is called (options and progress are copied). Throws, here, only where not one thread could be started.
+void replay_async(const request_columns& events, const std::vector<replay_target>& targets,
+                  const replay_options& options, const replay_progress_callback& progress,
+                  const std::atomic<bool>* cancel, replay_done done);
 
 }  // namespace vramscope

@@ -33,7 +33,7 @@ describe('a cancel reaches the native loop', () => {
 
   it(`stops replays on every thread, and those waiting for one, within ${WITHIN_MS} ms of the abort`, () =>
     within(async () => {
-      // Six replays of two targets: more than libuv's four threads, so some wait for one.
+      // Six replays of two targets: more targets than the pool has threads, so some wait for one.
       const controller = new AbortController()
       let progressed = 0
       const ended: number[] = []
