@@ -247,6 +247,13 @@ export interface ReplayOptions {
    */
   threads?: number
   /**
+   * With more targets than threads (default true): each target replays a first slice of its events
+   * (a fiftieth), timed, then the rest of each, the one with the most time left first, so the
+   * longest does not start last and run alone; every target then holds its working set from its
+   * slice to its end, all at once. false: one after another in order, each whole.
+   */
+  longestFirst?: boolean
+  /**
    * With layout: also cut each target's layout to what its map shows after this request event, or
    * 'peak' each target's own reserved peak (ReplayResult.preview; src-shared/wire.ts, cutAt).
    */

@@ -201,6 +201,7 @@ replay_options read_options(const Napi::Value& value, callbacks& cb) {
   o.layout = flag("layout", "options.layout", o.layout);
   o.structure_events = flag("structureEvents", "options.structureEvents", o.structure_events);
   o.threads = to_uint64_or(v.Get("threads"), "options.threads", o.threads);
+  o.longest_first = flag("longestFirst", "options.longestFirst", o.longest_first);
   o.fragmentation = flag("fragmentation", "options.fragmentation", o.fragmentation);
   o.stop_at_failure = flag("stopAtFailure", "options.stopAtFailure", o.stop_at_failure);
   // previewAt: a request event, or 'peak' (each target's own reserved peak).

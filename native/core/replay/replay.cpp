@@ -475,6 +475,9 @@ class player {
 // Events between two looks at the cancel flags: two relaxed loads every 64 events cost nothing
 // beside the events, and a cancel stops a replay within milliseconds at any event rate.
 constexpr std::size_t cancel_check_events = 64;
+// The least of a target's first slice when its call interleaves targets (replay_call): enough
+// events that the slice's time per event means something.
+constexpr std::size_t first_slice_min_events = 4096;
 
 // The caller's cancel flag, and the replay's own: set when a target has failed, so that the
 // targets running beside it stop rather than finish work the replay will not return.
@@ -572,45 +575,86 @@ class target_replay {
     r_.parameters = target.parameters;
   }
 
+  // The whole replay at once.
   replay_result run(const replay_progress_callback& progress, std::size_t target_index,
                     std::size_t target_count) {
+    begin();
+    advance(e_.count, progress, target_index, target_count);
+    return end(progress, target_index, target_count);
+  }
+
+  // The outputs sized, the strategy's plan made, the initial state seeded.
+  void begin() {
     const auto started = std::chrono::steady_clock::now();
-    const std::size_t n = e_.count;
-    prepare_outputs(n);
-    replay_summary& s = r_.summary;
-    const std::size_t interval = std::max<std::size_t>(options_.progress_interval, 1);
-    std::size_t next_progress = interval;
-    std::size_t i = 0;
+    prepare_outputs(e_.count);
+    next_progress_ = std::max<std::size_t>(options_.progress_interval, 1);
     try {
       player_.plan(e_);
-      seed_before_event0(s);
-      for (; i < n; ++i) {
+      seed_before_event0(r_.summary);
+    } catch (const error&) {
+      rethrow_in_context("target '" + target_.label + "', " + at_event(0));
+    }
+    busy_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
+                    .count();
+  }
+
+  // Replays up to `count` more events (it may be resumed on another thread); true once none is
+  // left (every event replayed, or the replay stopped at a failure).
+  bool advance(std::size_t count, const replay_progress_callback& progress,
+               std::size_t target_index, std::size_t target_count) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::size_t n = e_.count;
+    const std::size_t until = count >= n - i_ ? n : i_ + count;
+    const std::size_t interval = std::max<std::size_t>(options_.progress_interval, 1);
+    replay_summary& s = r_.summary;
+    std::size_t i = i_;
+    try {
+      for (; i < until; ++i) {
         tracer_.event = static_cast<std::uint32_t>(i);
         player_.apply(e_, i, s);
         tracer_.drain();
         after_event(i, alloc_.live_counters());
         if (VRAMSCOPE_UNLIKELY(s.failures != 0 && options_.stop_at_failure)) {
           stop_after(i);
+          over_ = true;
           break;
         }
         if (VRAMSCOPE_UNLIKELY(i % cancel_check_events == 0)) check_cancel_();
-        if (VRAMSCOPE_UNLIKELY(i + 1 == next_progress)) {
-          next_progress += interval;
+        if (VRAMSCOPE_UNLIKELY(i + 1 == next_progress_)) {
+          next_progress_ += interval;
           if (progress) progress({target_index, target_count, i + 1, n});
         }
       }
     } catch (const error&) {
       rethrow_in_context("target '" + target_.label + "', " + at_event(i));
     }
+    i_ = i;
+    if (i_ >= n) over_ = true;
+    busy_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
+                    .count();
+    return over_;
+  }
+
+  // Events replayed so far, and the time spent on them (on whichever threads).
+  std::size_t replayed() const { return i_; }
+  double busy_ns() const { return busy_ns_; }
+
+  // Once advance() returned true: the end's figures, the preview, the result.
+  replay_result end(const replay_progress_callback& progress, std::size_t target_index,
+                    std::size_t target_count) {
+    const auto started = std::chrono::steady_clock::now();
+    const std::size_t n = e_.count;
+    replay_summary& s = r_.summary;
     alloc_.set_tracer(nullptr);
-    finish(s.stopped_at_failure ? i + 1 : n);
+    finish(s.stopped_at_failure ? i_ + 1 : n);
     if (options_.layout && (options_.preview_at_peak || options_.preview_at < n)) {
       check_cancel_();
       r_.preview = cut_layout(
           r_.layout, options_.preview_at_peak ? s.peak_reserved_event : options_.preview_at);
     }
     if (progress) progress({target_index, target_count, n, n});
-    s.wall_ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
+    s.wall_ns = busy_ns_ +
+                std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
                     .count();
     s.events_per_second = s.wall_ns > 0 ? static_cast<double>(n) * 1e9 / s.wall_ns : 0;
     return std::move(r_);
@@ -789,6 +833,11 @@ class target_replay {
   std::size_t last_walk_event_ = ~std::size_t{0};
   free_space_meter::result last_walk_;
   bool peak_measured_ = true;  // nothing reserved yet: no free space, fragmentation 0
+
+  std::size_t i_ = 0;  // the next event to replay
+  std::size_t next_progress_ = 0;
+  bool over_ = false;
+  double busy_ns_ = 0;
 };
 
 }  // namespace
@@ -796,7 +845,8 @@ class target_replay {
 namespace {
 
 // One replay() call on the pool: its runners (as many as it may use threads) each take the next
-// target not yet taken; the last runner to finish hands the outcome to `done`. A target that fails
+// target not yet taken (with more targets than runners, first a slice of each, then the longest
+// left first: run_longest_first); the last runner to finish hands the outcome to `done`. A target that fails
 // sets `failed`, which stops the others at their next check; the error of the first failed target
 // in target order is the replay's (a target stopped that way reports only "cancelled").
 struct replay_call {
@@ -811,7 +861,8 @@ struct replay_call {
         done(std::move(d)),
         check_cancel(c, &failed),
         results(t.size()),
-        errors(t.size()) {}
+        errors(t.size()),
+        paused(t.size()) {}
 
   const request_columns& events;
   const std::vector<replay_target>& targets;
@@ -826,6 +877,13 @@ struct replay_call {
   std::vector<std::exception_ptr> errors;
   std::atomic<std::size_t> next{0};
   std::atomic<std::size_t> running{0};
+  bool interleaved = false;  // run_longest_first rather than run_in_order
+  struct paused_target {
+    std::unique_ptr<target_replay> run;  // null once taken (or never paused)
+    double left_ns = 0;                  // the time it is expected to need still
+  };
+  std::mutex paused_mutex;
+  std::vector<paused_target> paused;
 
   // The checks replay() makes before any target runs.
   void check() {
@@ -840,6 +898,13 @@ struct replay_call {
 
   // Replays targets until none is left; the last runner out finishes the call.
   void run_targets() {
+    if (interleaved) run_longest_first();
+    else run_in_order();
+    if (running.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
+  }
+
+  // Each runner takes the next target not yet taken and replays it whole.
+  void run_in_order() {
     const std::size_t count = targets.size();
     for (std::size_t t; (t = next.fetch_add(1)) < count;) {
       try {
@@ -847,11 +912,59 @@ struct replay_call {
         target_replay run(events, targets[t], options, ids, check_cancel);
         results[t].emplace(run.run(progress, t, count));
       } catch (...) {
-        errors[t] = std::current_exception();
-        failed.store(true, std::memory_order_relaxed);
+        fail(t);
       }
     }
-    if (running.fetch_sub(1, std::memory_order_acq_rel) == 1) finish();
+  }
+
+  // More targets than runners (replay_options::longest_first): the runners take each target in
+  // order for a first slice of its events, timed; then, of the targets paused after their slice,
+  // each runner takes the one with the most time left (its slice's time per event times the
+  // events left) and replays it to its end. One after another in order, the longest target could
+  // start last and run alone while the other runners sit idle.
+  void run_longest_first() {
+    const std::size_t count = targets.size();
+    const std::size_t slice = std::max<std::size_t>(first_slice_min_events, events.count / 50);
+    for (std::size_t t; (t = next.fetch_add(1)) < count;) {
+      try {
+        check_cancel();
+        auto run = std::make_unique<target_replay>(events, targets[t], options, ids, check_cancel);
+        run->begin();
+        if (run->advance(slice, progress, t, count)) {
+          results[t].emplace(run->end(progress, t, count));
+          continue;
+        }
+        const double per_event = run->busy_ns() / static_cast<double>(run->replayed());
+        const double left = per_event * static_cast<double>(events.count - run->replayed());
+        std::lock_guard<std::mutex> lock(paused_mutex);
+        paused[t] = {std::move(run), left};
+      } catch (...) {
+        fail(t);
+      }
+    }
+    for (;;) {
+      std::size_t t;
+      std::unique_ptr<target_replay> run;
+      {
+        std::lock_guard<std::mutex> lock(paused_mutex);
+        t = count;
+        for (std::size_t u = 0; u < count; ++u)
+          if (paused[u].run && (t == count || paused[u].left_ns > paused[t].left_ns)) t = u;
+        if (t < count) run = std::move(paused[t].run);
+      }
+      if (!run) return;  // none paused now: those still in their first slice are their runners'
+      try {
+        run->advance(events.count, progress, t, count);
+        results[t].emplace(run->end(progress, t, count));
+      } catch (...) {
+        fail(t);
+      }
+    }
+  }
+
+  void fail(std::size_t t) {
+    errors[t] = std::current_exception();
+    failed.store(true, std::memory_order_relaxed);
   }
 
   // The caller's cancel wins over the failures it caused; then the first real failure in order.
@@ -910,6 +1023,7 @@ void start(const std::shared_ptr<replay_call>& call, bool inline_here) {
     if (!inline_here) wanted = std::min(wanted, thread_pool::shared().size());
     const std::size_t runners = inline_here ? 1 : std::max<std::size_t>(1, std::min(wanted, count));
     call->running.store(runners);
+    call->interleaved = call->options.longest_first && runners > 1 && count > runners;
     // The other runners queue behind whatever the pool runs now; this one starts at once.
     for (std::size_t i = 1; i < runners; ++i) {
       try {

@@ -10,6 +10,7 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
@@ -780,6 +781,7 @@ TEST(
   replay_options o;
   o.threads = 0;  // as many as the pool has
   o.progress_interval = 500;
+  o.longest_first = false;  // each target whole once started: in progress means on a thread
   const auto alone = replay(t.columns(), targets, o);
   const std::size_t pool = thread_pool::shared().size();
   std::mutex m;
@@ -820,6 +822,53 @@ TEST(
       CHECK_EQ(r[i].summary.peak_reserved, alone[i].summary.peak_reserved);
       CHECK(r[i].layout.address == alone[i].layout.address);
     }
+  }
+}
+
+TEST(
+    "replay: longest_first gives the results of one after another; every target starts its slice "
+    "before any ends, and without it the third starts only after one has ended") {
+  const trace t = random_trace(60000, 256 * KiB, 13);
+  const std::vector<replay_target> targets = {{"a", "caching", {}, {}},
+                                              {"b", "buddy", {{"pool_size", "64MiB"}}, {}},
+                                              {"c", "slab", {}, {}},
+                                              {"d", "vmm_growable", {}, {}}};
+  replay_options one;
+  one.threads = 1;
+  const auto alone = replay(t.columns(), targets, one);
+  if (thread_pool::shared().size() < 2) {
+    std::printf("  (skipped the order checks: the pool has one thread, so nothing interleaves)\n");
+    return;
+  }
+  for (const bool longest_first : {true, false}) {
+    replay_options o;
+    o.threads = 2;
+    o.progress_interval = 500;
+    o.longest_first = longest_first;
+    std::mutex m;
+    std::vector<int> first_report(targets.size(), -1), end_report(targets.size(), -1);
+    int reports = 0;
+    const auto r = replay(t.columns(), targets, o, [&](const replay_progress& p) {
+      std::lock_guard<std::mutex> lock(m);
+      if (first_report[p.target] < 0) first_report[p.target] = reports;
+      if (p.events_done == p.events_total) end_report[p.target] = reports;
+      ++reports;
+    });
+    REQUIRE(r.size() == alone.size());
+    for (std::size_t i = 0; i < r.size(); ++i) {
+      CHECK_EQ(r[i].label, alone[i].label);
+      CHECK_EQ(r[i].summary.peak_reserved, alone[i].summary.peak_reserved);
+      CHECK_EQ(r[i].summary.external_fragmentation_at_peak,
+               alone[i].summary.external_fragmentation_at_peak);
+      CHECK(r[i].layout.address == alone[i].layout.address);
+      CHECK(r[i].layout.event == alone[i].layout.event);
+      CHECK(r[i].buckets.reserved_max == alone[i].buckets.reserved_max);
+      CHECK(r[i].summary.wall_ns > 0);
+    }
+    const int last_start = *std::max_element(first_report.begin(), first_report.end());
+    const int first_end = *std::min_element(end_report.begin(), end_report.end());
+    if (longest_first) CHECK(last_start < first_end);
+    else CHECK(first_report[2] > first_end);
   }
 }
 

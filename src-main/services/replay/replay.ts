@@ -280,9 +280,13 @@ function checkOptions(options: unknown): ReplayOptions {
  * working sets at once where one after another held one.
  */
 export function replayThreads(events: number, ids: number, targets: number, layout: boolean): number {
+  return Math.max(1, Math.min(availableParallelism(), targets, targetsInMemory(events, ids, layout)))
+}
+
+/** How many targets' working sets (replayThreads) half the memory free now holds. */
+function targetsInMemory(events: number, ids: number, layout: boolean): number {
   const perTarget = ids * 16 + (layout ? events * 2.5 * 37 : 0) + 64 * 1024 * 1024
-  const byMemory = Math.floor((freemem() * 0.5) / perTarget)
-  return Math.max(1, Math.min(availableParallelism(), targets, byMemory))
+  return Math.floor((freemem() * 0.5) / perTarget)
 }
 
 /**
@@ -308,6 +312,10 @@ export async function replayTrace(trace: RequestTrace, targets: readonly ReplayT
   // the events on every replay (the what-if lab replays one target hundreds of times).
   const events = checkedTrace.events.kind.length
   native.threads = replayThreads(events, events, specs.length, o.layout ?? true)
+  // With more targets than threads, the engine starts every target's slice before it finishes any
+  // (longestFirst: the longest then does not run alone at the end), so every working set is held
+  // at once: only where memory holds them all.
+  native.longestFirst = targetsInMemory(events, events, o.layout ?? true) >= specs.length
   if (o.walkBudgetPerEvent !== undefined) native.walkBudgetPerEvent = o.walkBudgetPerEvent
   if (o.peakWalkBudgetPerEvent !== undefined) native.peakWalkBudgetPerEvent = o.peakWalkBudgetPerEvent
   if (o.fragmentation !== undefined) native.fragmentation = o.fragmentation

@@ -147,6 +147,12 @@ struct replay_options {
   // order) that fails fails the replay, as it would one after another. The progress callback is
   // then called from several threads, each call about its own target.
   std::size_t threads = 1;
+  // With more targets than the threads they get: each target replays a first slice of its events
+  // (a fiftieth, at least 4,096), timed, then the rest of each, the one with the most time left
+  // first, so that the longest does not start last and run alone. Every target then holds its
+  // working set (its strategy's tables, its layout) from its slice to its end, all at once; false,
+  // one target after another in order, each whole.
+  bool longest_first = true;
   // With layout: also cut each target's layout to what its map shows after one request event
   // (replay_preview): `preview_at`, or with preview_at_peak each target's own reserved peak.
   std::uint64_t preview_at = replay_no_preview;

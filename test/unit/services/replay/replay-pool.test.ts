@@ -6,6 +6,7 @@ import assert from 'node:assert/strict'
 import { availableParallelism } from 'node:os'
 import { it } from 'node:test'
 
+import { loadNative } from '../../../../src-main/native.ts'
 import { runBounded } from '../../../helpers/bounded-child.ts'
 
 const CHILD = `
@@ -92,4 +93,28 @@ console.log('went on')
   assert.equal(run.signal, null, run.stderr)
   assert.equal(run.code, 0, run.stderr)
   assert.match(run.stdout, /went on/)
+})
+
+it('orders targets longest first or in order (options.longestFirst) with the same results, and names a bad value', async () => {
+  const addon = loadNative()
+  const n = 200_000
+  const kind = new Uint8Array(n),
+    id = new Uint32Array(n),
+    size = new Float64Array(n),
+    stream = new Uint32Array(n),
+    time = new Float64Array(n)
+  for (let i = 0; i < n; i++) {
+    kind[i] = i % 2 === 0 ? 0 : 1
+    id[i] = i >> 1
+    size[i] = 4096 * (1 + (i % 97))
+    time[i] = i
+  }
+  const columns = { kind, id, size, stream, time }
+  const targets = ['caching', 'slab', 'buddy', 'vmm_growable'].map((strategy) => ({ label: strategy, strategy, params: {} }))
+  const [longest, inOrder] = await Promise.all([true, false].map((longestFirst) => addon.replay(columns, targets, { threads: 2, longestFirst })))
+  assert.deepEqual(
+    longest!.map((r) => [r.label, r.summary.peakReserved, r.summary.deviceCalls, r.layout.address.length]),
+    inOrder!.map((r) => [r.label, r.summary.peakReserved, r.summary.deviceCalls, r.layout.address.length]),
+  )
+  assert.throws(() => addon.replay(columns, targets, { longestFirst: 1 as unknown as boolean }), /options\.longestFirst/)
 })
