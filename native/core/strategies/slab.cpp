@@ -2,7 +2,6 @@
 // of slab_size cut into equal slots, grown one at a time on demand; a request takes a slot of the
 // smallest class that fits. Requests above the largest class get a dedicated region (or fail).
 #include <algorithm>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -141,12 +140,13 @@ class slab_allocator final : public allocator {
   ~slab_allocator() override {
     for (auto& c : classes_)
       for (auto& s : c.slabs) get_backing().free_region(s->base, c.slab_bytes());
-    for (auto& [a, n] : large_) get_backing().free_region(a, n);
+    for (const large_region& r : large_)
+      if (r.bytes != 0) get_backing().free_region(r.address, r.bytes);
   }
 
  private:
   // Fast path: the smallest class that fits, and a slot popped from its warmest partial slab. The
-  // cookie is the slab's id (large_cookie for a dedicated region).
+  // cookie is the slab's id (for a dedicated region, large_flag and its index in large_).
   allocation do_allocate(std::size_t bytes, stream_t, std::uint32_t& cookie) override {
     if (VRAMSCOPE_LIKELY(bytes <= largest_class_)) {
       size_class& c = classes_[class_for(bytes)];
@@ -163,7 +163,7 @@ class slab_allocator final : public allocator {
 
   void do_deallocate(address_t address, std::uint64_t rounded, std::uint32_t id,
                      stream_t) override {
-    if (VRAMSCOPE_LIKELY(id != large_cookie)) {
+    if (VRAMSCOPE_LIKELY(id < large_flag)) {
       slab& s = *slab_of_id_[id];
       VRAMSCOPE_ASSERT(address >= s.base && (address - s.base) % classes_[s.class_index].size == 0);
       s.push_free(s.slot_of(address));
@@ -171,7 +171,7 @@ class slab_allocator final : public allocator {
         after_free_slow(classes_[s.class_index], s);
       return;
     }
-    return_large(address, rounded);
+    return_large(address, rounded, id & ~large_flag);
   }
 
   std::size_t class_for(std::size_t bytes) const {
@@ -228,14 +228,27 @@ class slab_allocator final : public allocator {
     std::size_t rounded = align_up(bytes, large_alignment);
     if (VRAMSCOPE_UNLIKELY(rounded < bytes))  // within 512 B of 2^64: no region that large
       fail(bytes, 0, "request too large for a dedicated region");
+    if (VRAMSCOPE_UNLIKELY(free_large_.empty() && large_.size() >= large_flag))
+      fail(bytes, 0, "2^31 dedicated regions live at once");
     address_t a = obtain_or_fail(rounded, large_kind(), bytes, "no memory for a dedicated region");
-    large_.emplace(a, rounded);
-    cookie = large_cookie;
+    std::uint32_t index;
+    if (free_large_.empty()) {
+      index = static_cast<std::uint32_t>(large_.size());
+      large_.push_back({a, rounded});
+    } else {
+      index = free_large_.back();
+      free_large_.pop_back();
+      large_[index] = {a, rounded};
+    }
+    cookie = large_flag | index;
     return {a, rounded};
   }
 
-  VRAMSCOPE_NOINLINE void return_large(address_t address, std::uint64_t rounded) {
-    large_.erase(address);
+  VRAMSCOPE_NOINLINE void return_large(address_t address, std::uint64_t rounded,
+                                       std::uint32_t index) {
+    VRAMSCOPE_ASSERT(large_[index].address == address && large_[index].bytes == rounded);
+    large_[index].bytes = 0;
+    free_large_.push_back(index);
     return_region(address, rounded, large_kind());
   }
 
@@ -295,9 +308,15 @@ class slab_allocator final : public allocator {
         VRAMSCOPE_ASSERT(live == s->live && s->live + s->free_count == s->capacity);
       }
     }
-    for (auto& [a, n] : large_) {
-      v.region({a, n, true, large_kind()});
-      v.block({a, n, block_state::live, large_kind()});
+    // Dedicated regions in address order, as the slabs are (large_ is in the order of its slots).
+    std::vector<large_region> live;
+    for (const large_region& r : large_)
+      if (r.bytes != 0) live.push_back(r);
+    std::sort(live.begin(), live.end(),
+              [](const large_region& x, const large_region& y) { return x.address < y.address; });
+    for (const large_region& r : live) {
+      v.region({r.address, r.bytes, true, large_kind()});
+      v.block({r.address, r.bytes, block_state::live, large_kind()});
     }
   }
 
@@ -310,7 +329,12 @@ class slab_allocator final : public allocator {
     return false;  // dedicated regions go back to the device at once and are not remembered
   }
 
-  static constexpr std::uint32_t large_cookie = ~std::uint32_t{0};
+  // A dedicated region's cookie: this bit and its index in large_ (slab ids stay below it).
+  static constexpr std::uint32_t large_flag = std::uint32_t{1} << 31;
+  struct large_region {
+    address_t address;
+    std::uint64_t bytes;  // 0: the slot is free (on free_large_)
+  };
 
   std::vector<size_class> classes_;
   std::uint32_t first_class_at_log2_[64];
@@ -321,8 +345,10 @@ class slab_allocator final : public allocator {
   std::uint64_t max_slabs_ = 0;
   bool release_empty_slabs_ = false;
   bool large_fails_ = false;
-  std::map<address_t, std::uint64_t>
-      large_;  // dedicated regions of requests above the largest class
+  // Dedicated regions of requests above the largest class, by the index their cookie holds: taken
+  // and given back in O(1) (a map by address cost a tree's insert and erase on every one).
+  std::vector<large_region> large_;
+  std::vector<std::uint32_t> free_large_;
 };
 
 const strategy_registration registration{
