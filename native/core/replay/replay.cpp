@@ -479,6 +479,11 @@ constexpr std::size_t cancel_check_events = 64;
 // events that the slice's time per event means something.
 constexpr std::size_t first_slice_min_events = 4096;
 
+double ns_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
+      .count();
+}
+
 // The caller's cancel flag, and the replay's own: set when a target has failed, so that the
 // targets running beside it stop rather than finish work the replay will not return.
 class cancel_check {
@@ -594,8 +599,7 @@ class target_replay {
     } catch (const error&) {
       rethrow_in_context("target '" + target_.label + "', " + at_event(0));
     }
-    busy_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
-                    .count();
+    busy_ns_ += ns_since(started);
   }
 
   // Replays up to `count` more events (it may be resumed on another thread); true once none is
@@ -630,8 +634,7 @@ class target_replay {
     }
     i_ = i;
     if (i_ >= n) over_ = true;
-    busy_ns_ += std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
-                    .count();
+    busy_ns_ += ns_since(started);
     return over_;
   }
 
@@ -653,9 +656,7 @@ class target_replay {
           r_.layout, options_.preview_at_peak ? s.peak_reserved_event : options_.preview_at);
     }
     if (progress) progress({target_index, target_count, n, n});
-    s.wall_ns = busy_ns_ +
-                std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - started)
-                    .count();
+    s.wall_ns = busy_ns_ + ns_since(started);
     s.events_per_second = s.wall_ns > 0 ? static_cast<double>(n) * 1e9 / s.wall_ns : 0;
     return std::move(r_);
   }
